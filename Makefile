@@ -1,0 +1,39 @@
+# Quick start: `make serve` (set up, build, run the server), `make test` (set up, build, run every test).
+BUILD      ?= build
+BUILD_ASAN ?= build-asan
+JOBS       ?= $(shell nproc)
+SERVE_ARGS ?= --backend null --port 8080
+CMAKE_ARGS ?=
+
+.PHONY: all deps build serve test test-asan fuzz bench clean
+all: build
+
+deps:
+	@bash scripts/deps.sh
+
+build: deps
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_ARGS) >/dev/null
+	@cmake --build $(BUILD) -j $(JOBS)
+
+serve: build
+	./$(BUILD)/uvllm serve $(SERVE_ARGS)
+
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j 1
+
+test-asan: deps
+	@cmake -S . -B $(BUILD_ASAN) -DCMAKE_BUILD_TYPE=Debug -DUVLLM_SANITIZE=ON $(CMAKE_ARGS) >/dev/null
+	@cmake --build $(BUILD_ASAN) -j $(JOBS)
+	cd $(BUILD_ASAN) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j 1
+
+fuzz: deps
+	@CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DUVLLM_FUZZ=ON -DUVLLM_TESTS=OFF >/dev/null
+	@cmake --build build-fuzz -j $(JOBS)
+	bash tests/fuzz/run.sh build-fuzz
+
+bench: build
+	@bash scripts/deps.sh --bench
+	bash bench/run.sh
+
+clean:
+	rm -rf $(BUILD) $(BUILD_ASAN) build-fuzz

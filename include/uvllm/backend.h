@@ -1,0 +1,114 @@
+/* The backend interface: how the scheduler (loop thread) hands one batched step of
+ * compute to a backend (cpu, gpu, null) and gets the sampled tokens back.
+ *
+ * Ownership: the loop builds a ul_step_t and calls ul_backend_submit(); from then until the
+ * completion the step belongs to the backend, which reads its inputs and writes its
+ * outputs. Completion: the backend posts &step->node to the bridge it was given
+ * (base/bridge.h); the loop's bridge callback receives it on the loop thread and owns the
+ * step again. submit() never blocks the loop.
+ *
+ * KV cache: the backend owns KV storage of n_pages pages of page_size tokens each (for
+ * every layer). The scheduler owns page tables: each sequence of a step lists the pages
+ * holding its positions 0..pos0+n_tokens-1 in order (position p lives in
+ * pages[p / page_size] at slot p % page_size). */
+#ifndef UVLLM_BACKEND_H
+#define UVLLM_BACKEND_H
+
+#include <stdint.h>
+
+#include "base/queue.h"
+
+typedef struct ul_backend_s ul_backend_t;
+typedef struct ul_bridge_s ul_bridge_t;
+typedef struct ul_model_s ul_model_t;
+
+/* Sampling parameters of one request; temperature 0 means greedy. */
+typedef struct ul_sampling_s {
+    float temperature;       /* 0 = greedy */
+    int32_t top_k;           /* 0 = off */
+    float top_p;             /* 1 = off */
+    float min_p;             /* 0 = off */
+    float repeat_penalty;    /* 1 = off; llama.cpp semantics over the last repeat_last_n */
+    int32_t repeat_last_n;   /* window for all penalties; 0 = off, -1 = whole history */
+    float frequency_penalty; /* 0 = off, OpenAI semantics */
+    float presence_penalty;  /* 0 = off, OpenAI semantics */
+    uint64_t seed;
+    int32_t n_logprobs;      /* top candidates to return with each token (0..UL_MAX_LOGPROBS) */
+} ul_sampling_t;
+
+#define UL_MAX_LOGPROBS 20
+
+void ul_sampling_default(ul_sampling_t *s);
+
+/* One sequence's slice of a step. */
+typedef struct ul_step_seq_s {
+    uint64_t seq_id;
+    int32_t tok_offset;       /* first of this sequence's tokens in step->tokens */
+    int32_t n_tokens;         /* tokens of this sequence in this step (prefill chunk or 1) */
+    int32_t pos0;             /* position of the first of them = tokens already in KV */
+    const int32_t *pages;     /* page table, covering positions [0, pos0 + n_tokens) */
+    int32_t n_pages;
+    int32_t sample;           /* 1: sample a token after this sequence's last token */
+    ul_sampling_t sampling;
+    uint64_t rng[2];          /* in/out: RNG state, advanced by each sample */
+    const int32_t *history;   /* tokens so far (prompt + generated), for penalties */
+    int32_t n_history;
+    /* outputs, valid when sample was 1 */
+    int32_t out_token;
+    float out_logprob;
+    int32_t out_n_top;
+    int32_t out_top_ids[UL_MAX_LOGPROBS];
+    float out_top_logprobs[UL_MAX_LOGPROBS];
+} ul_step_seq_t;
+
+typedef struct ul_step_s {
+    ul_queue_t node;          /* linked into the bridge on completion */
+    int32_t n_tokens;
+    int32_t *tokens;          /* [n_tokens], grouped by sequence */
+    int32_t n_seqs;
+    ul_step_seq_t *seqs;      /* [n_seqs] */
+    int status;               /* out: 0 or UL_E*; on error no output is valid */
+    double compute_us;        /* out: wall time the backend spent on the step */
+    void *data;               /* owner's (the scheduler's) */
+} ul_step_t;
+
+typedef struct ul_backend_vtbl_s {
+    const char *name;
+    /* Asynchronous: queue the step and return at once; completion through the bridge. */
+    int (*submit)(ul_backend_t *b, ul_step_t *step);
+    /* Synchronous twin of submit, on the caller's thread (CLI tools, tests). */
+    int (*run)(ul_backend_t *b, ul_step_t *step);
+    /* Stops workers after the step in flight; frees everything. */
+    void (*destroy)(ul_backend_t *b);
+} ul_backend_vtbl_t;
+
+struct ul_backend_s {
+    const ul_backend_vtbl_t *vt;
+    ul_bridge_t *bridge;      /* where completions are posted; set before the first submit */
+    const ul_model_t *model;  /* NULL for the null backend */
+    int32_t n_vocab;
+    int32_t n_ctx;            /* longest sequence supported */
+    int32_t page_size;        /* tokens per KV page */
+    int32_t n_pages;          /* pages in the pool */
+    int32_t eos_id;           /* end-of-generation token, -1 if none */
+};
+
+static inline int ul_backend_submit(ul_backend_t *b, ul_step_t *s) { return b->vt->submit(b, s); }
+static inline int ul_backend_run(ul_backend_t *b, ul_step_t *s) { return b->vt->run(b, s); }
+static inline void ul_backend_destroy(ul_backend_t *b) { b->vt->destroy(b); }
+
+/* The null backend (engine/null.c): a worker thread that sleeps delay_us per step and
+ * samples deterministic pseudo-tokens: token = hash(seq_id, position) % n_vocab, never eos
+ * unless eos_every > 0 (then every eos_every-th generated token is eos). */
+typedef struct ul_null_config_s {
+    int64_t delay_us;
+    int32_t n_vocab;     /* default 32000 */
+    int32_t n_ctx;       /* default 4096 */
+    int32_t page_size;   /* default 16 */
+    int32_t n_pages;     /* default 65536 */
+    int32_t eos_every;   /* default 0 */
+} ul_null_config_t;
+
+int ul_null_backend_create(const ul_null_config_t *cfg, ul_backend_t **out);
+
+#endif

@@ -1,0 +1,58 @@
+/* CPU compute primitives shared by the forward pass: a spinning thread pool, matrix
+ * products over every supported weight type, and row dequantisation. The SIMD variant
+ * (AVX-512 VNNI/BF16, AVX2, scalar) is picked once at start-up from the CPU's features;
+ * the scalar path is the reference the others are tested against. */
+#ifndef UL_CPU_KERNELS_H
+#define UL_CPU_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model/gguf.h"
+
+/* ---- thread pool: workers spin between jobs of one step, sleep when idle ---- */
+typedef struct ul_pool_s ul_pool_t;
+/* fn runs on every thread (ith in [0, nth)), the caller's thread being ith 0; returns when
+ * all have finished. */
+typedef void (*ul_pool_fn)(void *ctx, int ith, int nth);
+int ul_pool_create(int n_threads, ul_pool_t **out);
+void ul_pool_run(ul_pool_t *p, ul_pool_fn fn, void *ctx);
+int ul_pool_n_threads(const ul_pool_t *p);
+/* Workers park (futex/condvar) until the next run; call between steps when idle. */
+void ul_pool_sleep(ul_pool_t *p);
+void ul_pool_free(ul_pool_t *p);
+
+/* ---- kernels ---- */
+typedef enum { UL_ISA_SCALAR = 0, UL_ISA_AVX2 = 1, UL_ISA_AVX512 = 2 } ul_isa_t;
+ul_isa_t ul_cpu_isa(void);             /* the best the CPU supports (or UVLLM_ISA env) */
+void ul_cpu_set_isa(ul_isa_t isa);     /* tests force a path; must be <= the detected one */
+const char *ul_cpu_isa_name(ul_isa_t isa);
+
+/* 1 if matmul supports weights of this type. */
+int ul_cpu_type_supported(int type);
+
+/* Y[t][r] = sum_k W[r][k] * X[t][k] for t < n_tok, r < n_rows = w->ne[1], k < n_cols = w->ne[0].
+ * W in its GGUF layout (row-major, rows of blocks), X f32 [n_tok][n_cols], Y f32
+ * [n_tok][n_rows]. Activations are quantised into `scratch` as the type's dot product
+ * needs (ul_cpu_matmul_scratch bytes, shared by the threads). Called by every pool
+ * thread with the same arguments inside one ul_pool_run job: the threads quantise X
+ * together, meet at a barrier, split the rows over (ith, nth), and meet at a barrier
+ * again, so Y is complete on return in every thread. */
+size_t ul_cpu_matmul_scratch(int type, int64_t n_cols, int n_tok);
+void ul_cpu_matmul(ul_pool_t *p, const ul_gguf_tensor_t *w, const float *x, int n_tok, float *y,
+                   void *scratch, int ith, int nth);
+/* Barrier for the threads inside one ul_pool_run job. */
+void ul_pool_barrier(ul_pool_t *p);
+
+/* dst[0..n) = row as f32 (n a multiple of the type's block). */
+void ul_cpu_dequant_row(int type, const void *row, float *dst, int64_t n);
+/* Quantises n floats into a row of type (F32, F16, BF16, Q8_0, Q4_0); returns bytes. */
+size_t ul_cpu_quant_row(int type, const float *src, void *dst, int64_t n);
+
+/* half <-> float */
+float ul_fp16_to_fp32(uint16_t h);
+uint16_t ul_fp32_to_fp16(float f);
+float ul_bf16_to_fp32(uint16_t h);
+uint16_t ul_fp32_to_bf16(float f);
+
+#endif

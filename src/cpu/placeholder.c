@@ -1,0 +1,2 @@
+void ul__cpu_placeholder(void);
+void ul__cpu_placeholder(void) {}
