@@ -39,6 +39,9 @@ typedef struct ul_model_s ul_model_t;
  * Files with only a vocabulary (no weights) load with layers == NULL when vocab_only.
  * On error: negative UL_E* and a one-line reason in err. */
 int ul_model_load(const char *path, int vocab_only, ul_model_t **out, char *err, size_t errlen);
+/* Same over a caller-owned GGUF image that must outlive the model (fuzzing, tests). */
+int ul_model_load_mem(const void *data, size_t size, int vocab_only, ul_model_t **out, char *err,
+                      size_t errlen);
 void ul_model_free(ul_model_t *m);
 
 #endif
