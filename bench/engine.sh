@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# Engine benchmark (issue 4): prefill and decode tokens/s of uvllm's CPU
+# engine vs llama.cpp (llama-bench) on TinyLlama-1.1B-shaped random-weight
+# models written by `uvllm synth` (f16) and `uvllm quantize` (q8_0, q4_0):
+# 512-token prompt, 128 generated tokens, 2 threads. Runs interleaved
+# (llama-bench -r 1, then uvllm generate, per round), medians of $RUNS.
+# Plus the machine's read bandwidth (bench/membw.c, 2 threads, 1 GiB, best
+# of 5) and decode as a fraction of the bandwidth bound:
+# weight bytes read per token x tokens/s / bandwidth.
+# Writes the "engine" section of RESULTS.md.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+D="$WORK/engine"; mkdir -p "$D"
+TYPES=(${ENGINE_TYPES:-f16 q8_0 q4_0})
+THREADS=2
+N_PROMPT=512
+N_GEN=128
+sec="$D/section.md"
+
+cc -O3 -march=native -Wall -Wextra -pthread -o "$D/membw" "$BENCH_DIR/membw.c" || die "cannot compile membw.c"
+BW1=$("$D/membw" 2 1024)
+
+header() {
+    echo "## Engine: prefill and decode, TinyLlama-1.1B shape (random weights)"
+    echo
+    echo "- machine: $(machine_line)"
+    echo "- uvllm: $(uvllm_commit); peer llama.cpp $(peer_commit)"
+    echo "- models: \`uvllm synth --shape tinyllama --vocab ggml-vocab-llama-spm.gguf bench/work/tinyllama-f16.gguf --type f16\`, then \`uvllm quantize IN OUT q8_0|q4_0\` (n_embd 2048, 22 layers, 32 heads, 4 kv heads, n_ff 5632, vocab 32000)"
+    echo "- peer: \`llama-bench -m MODEL -p $N_PROMPT -n $N_GEN -t $THREADS -r 1 -o json\`; uvllm: \`uvllm generate --model MODEL --prompt P --max-tokens $N_GEN --threads $THREADS --json\` with P = \"hello\" repeated so that the prompt is exactly $N_PROMPT tokens with BOS; $RUNS rounds, interleaved (peer then uvllm per round); medians of llama-bench's avg_ts and uvllm's prefill_tokens_per_s / decode_tokens_per_s."
+}
+
+if ! ensure_models; then
+    { header; echo; echo "**Not measured**: the models cannot be written yet: $MODELS_NOTE."; echo; echo "- memory read bandwidth (membw, 2 threads, 1 GiB, best of 5): $BW1 GB/s"; } >"$sec"
+    results_section engine "$sec"; cat "$sec"; exit 0
+fi
+
+# A prompt of exactly N_PROMPT tokens (BOS included), checked with a tokenizer.
+count_tokens() { # TEXT -> number of ids with BOS, via uvllm tokenize, else llama-tokenize
+    if uvllm_has tokenize; then
+        "$UVLLM_BIN" tokenize --model "$(model_path f16)" "$1" | wc -w
+    else
+        "$LLAMA_BIN/llama-tokenize" -m "$(model_path f16)" -p "$1" --ids --log-disable --no-escape 2>/dev/null | tr -d '[],' | wc -w
+    fi
+}
+k=$((N_PROMPT - 1))
+PROMPT="$(python3 -c 'import sys; print(" ".join(["hello"] * int(sys.argv[1])), end="")' "$k")"
+NTOK=$(count_tokens "$PROMPT")
+echo "engine: prompt of $k words = $NTOK tokens" >&2
+[ "$NTOK" = "$N_PROMPT" ] || echo "engine: WARNING: prompt is $NTOK tokens, not $N_PROMPT" >&2
+printf '%s' "$PROMPT" >"$D/prompt.txt"
+
+have_gen=0; uvllm_has generate && have_gen=1
+for ((r = 1; r <= RUNS; r++)); do
+    for t in "${TYPES[@]}"; do
+        M="$(model_path "$t")"
+        "$LLAMA_BIN/llama-bench" -m "$M" -p "$N_PROMPT" -n "$N_GEN" -t "$THREADS" -r 1 -o json \
+            >"$D/llama-$t-$r.json" 2>"$D/llama-$t-$r.err" || echo "engine: llama-bench $t failed" >&2
+        if [ "$have_gen" = 1 ]; then
+            "$UVLLM_BIN" generate --model "$M" --prompt "$PROMPT" --max-tokens "$N_GEN" \
+                --threads "$THREADS" --json >"$D/uvllm-$t-$r.json" 2>"$D/uvllm-$t-$r.err" ||
+                echo "engine: uvllm generate $t failed (see $D/uvllm-$t-$r.err)" >&2
+        fi
+        echo "engine: round $r $t done" >&2
+    done
+done
+BW2=$("$D/membw" 2 1024)
+BW=$(printf '%s\n%s\n' "$BW1" "$BW2" | sort -g | tail -1)
+
+{
+    header
+    echo "- prompt check: $NTOK tokens (with BOS) for $k repetitions of \"hello\""
+    echo "- memory read bandwidth (bench/membw.c, 2 threads, 1 GiB, best of 5; measured before and after): $BW1 / $BW2 GB/s, bound uses **$BW GB/s**"
+    echo
+    python3 - "$D" "$RUNS" "$BW" "$have_gen" "$(uvllm_commit)" "$BENCH_DIR/gguf_bytes.py" "$WORK" "${TYPES[@]}" <<'PY'
+import json, statistics, subprocess, sys
+d, runs, bw, have_gen, commit, gb, work = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4], sys.argv[5], sys.argv[6], sys.argv[7]
+types = sys.argv[8:]
+def load(p):
+    try:
+        return json.load(open(p))
+    except Exception:
+        return None
+def med(v):
+    v = [x for x in v if x is not None]
+    return statistics.median(v) if v else None
+def f(x, nd=2):
+    return "—" if x is None else f"{x:.{nd}f}"
+rows, notes = [], []
+print("| model | file GB | decode reads GB/token | llama.cpp pp512 t/s | uvllm prefill t/s | ratio | llama.cpp tg128 t/s | uvllm decode t/s | ratio | llama.cpp decode % of bound | uvllm decode % of bound |")
+print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+for t in types:
+    m = f"{work}/tinyllama-{t}.gguf"
+    total, dec = map(int, subprocess.check_output([sys.executable, gb, m]).split())
+    import os
+    size = os.path.getsize(m)
+    lp, lg, up, ud, ntok, ngen = [], [], [], [], set(), set()
+    for r in range(1, runs + 1):
+        for e in load(f"{d}/llama-{t}-{r}.json") or []:
+            if e.get("n_prompt") and not e.get("n_gen"): lp.append(e["avg_ts"])
+            if e.get("n_gen") and not e.get("n_prompt"): lg.append(e["avg_ts"])
+        u = load(f"{d}/uvllm-{t}-{r}.json")
+        if u:
+            up.append(u.get("prefill_tokens_per_s")); ud.append(u.get("decode_tokens_per_s"))
+            ntok.add(len(u.get("prompt_tokens", []))); ngen.add(len(u.get("tokens", [])))
+    lp, lg, up, ud = med(lp), med(lg), med(up), med(ud)
+    frac = lambda tps: None if tps is None else 100 * dec * tps / (bw * 1e9)
+    ratio = lambda a, b: None if a is None or b is None or b == 0 else a / b
+    if have_gen != "1":
+        up_s = ud_s = "not ready"
+    else:
+        up_s, ud_s = f(up, 1), f(ud, 2)
+        if ntok: notes.append(f"uvllm {t}: prompt_tokens {sorted(ntok)}, generated {sorted(ngen)} tokens")
+    print(f"| {t} | {size/1e9:.2f} | {dec/1e9:.3f} | {f(lp,1)} | {up_s} | {f(ratio(up, lp))} | {f(lg)} | {ud_s} | {f(ratio(ud, lg))} | {f(frac(lg),0)} | {f(frac(ud),0)} |")
+print()
+if have_gen != "1":
+    print(f"- uvllm side **not ready**: `uvllm generate` is not implemented in {commit}; only the peer was measured.")
+for n in notes:
+    print(f"- {n}")
+PY
+} >"$sec"
+results_section engine "$sec"
+cat "$sec"

@@ -1,0 +1,127 @@
+# Shared helpers for the bench/*.sh scripts (sourced, not run). They locate
+# the binaries, pick free loopback ports, take medians, and replace one
+# script's section of bench/RESULTS.md between its BEGIN/END markers so each
+# benchmark can be re-run alone without losing the others' numbers.
+BENCH_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+ROOT="$(cd "$BENCH_DIR/.." && pwd)"
+WORK="$BENCH_DIR/work"
+RESULTS="$BENCH_DIR/RESULTS.md"
+SHARED="${UVLLM_SHARED:-$ROOT/../shared}"
+LLAMA_BIN="$WORK/llama.cpp/build/bin"
+RUNS="${BENCH_RUNS:-5}"
+mkdir -p "$WORK"
+
+# The uvllm binary: $UVLLM_BIN, else the Makefile's build/, else build-bench/.
+if [ -z "${UVLLM_BIN:-}" ]; then
+    for c in "$ROOT/build/uvllm" "$ROOT/build-bench/uvllm"; do
+        [ -x "$c" ] && { UVLLM_BIN="$c"; break; }
+    done
+fi
+UVLLM_BIN="${UVLLM_BIN:-$ROOT/build/uvllm}"
+
+die() { echo "bench: $*" >&2; exit 1; }
+need_shared() { [ -e "$SHARED/$1" ] || die "missing shared file $SHARED/$1 (set UVLLM_SHARED)"; }
+
+# Cores: the server side on CPU_SERVER, the load generator on CPU_CLIENT
+# (2 cores: one each, so neither steals the other's core).
+CPU_SERVER="${BENCH_CPU_SERVER:-0}"
+CPU_CLIENT="${BENCH_CPU_CLIENT:-1}"
+
+# uvllm_has CMD: true when the uvllm binary exists and CMD is implemented
+# (the placeholders answer "not available in this build").
+uvllm_has() {
+    [ -x "$UVLLM_BIN" ] || return 1
+    local out
+    out="$("$UVLLM_BIN" "$1" --help 2>&1)" || true
+    ! grep -q 'not available in this build' <<<"$out"
+}
+
+free_port() {
+    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+# wait_http PORT PATH SECONDS: wait until GET answers 200.
+wait_http() {
+    local i
+    for ((i = 0; i < $3 * 10; i++)); do
+        curl -fs -o /dev/null "http://127.0.0.1:$1$2" 2>/dev/null && return 0
+        sleep 0.1
+    done
+    return 1
+}
+
+# median of the numbers given as arguments (empty when none).
+median() {
+    [ $# -gt 0 ] || return 0
+    printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END{ if (NR%2) print a[(NR+1)/2]; else printf "%.6g\n", (a[NR/2]+a[NR/2+1])/2 }'
+}
+
+# ratio A B with 2 decimals ("n/a" when either is missing or B is 0).
+ratio() {
+    awk -v a="${1:-}" -v b="${2:-}" 'BEGIN{ if (a=="" || b=="" || b+0==0) print "n/a"; else printf "%.2f\n", a/b }'
+}
+
+machine_line() {
+    local model cores
+    model="$(lscpu | sed -n 's/^Model name:[[:space:]]*//p' | head -1)"
+    cores="$(nproc)"
+    echo "$model, $cores cores, $(free -g | awk '/^Mem:/{print $2}') GiB RAM; $(date -u '+%Y-%m-%d %H:%M UTC'); load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+}
+
+peer_commit() {
+    git -C "$WORK/llama.cpp" log -1 --format='%H (%cs)' 2>/dev/null || echo "not built"
+}
+
+uvllm_commit() {
+    git -C "$ROOT" log -1 --format='%h (%cs %s)' 2>/dev/null
+}
+
+# results_section NAME FILE: replace the text between the NAME markers in
+# RESULTS.md with the contents of FILE (appending the section if absent).
+results_section() {
+    python3 - "$RESULTS" "$1" "$2" <<'PY'
+import os, sys
+path, name, src = sys.argv[1:4]
+body = open(src).read().rstrip("\n") + "\n"
+begin, end = f"<!-- BEGIN {name} -->\n", f"<!-- END {name} -->\n"
+text = open(path).read() if os.path.exists(path) else "# uvllm benchmark results\n\n"
+block = begin + body + end
+i, j = text.find(begin), text.find(end)
+if i >= 0 and j > i:
+    text = text[:i] + block + text[j + len(end):]
+elif name == "header":  # right under the title
+    title, _, rest = text.partition("\n\n")
+    text = title + "\n\n" + block + ("\n" + rest if rest else "")
+else:
+    text = text.rstrip("\n") + "\n\n" + block
+open(path, "w").write(text)
+PY
+}
+
+# ensure_models: the TinyLlama-shaped random-weight models the engine and
+# model-open benchmarks use (bench/work/tinyllama-{f16,q8_0,q4_0}.gguf),
+# written by uvllm's own synth/quantize. Returns 1 (with a reason in
+# MODELS_NOTE) when uvllm cannot make them yet.
+MODELS_NOTE=""
+model_path() { echo "$WORK/tinyllama-$1.gguf"; }
+ensure_models() {
+    local f16 t
+    f16="$(model_path f16)"
+    if [ ! -s "$f16" ]; then
+        uvllm_has synth || { MODELS_NOTE="\`uvllm synth\` is not implemented in $(uvllm_commit)"; return 1; }
+        need_shared tokenizer/ggml-vocab-llama-spm.gguf
+        echo "bench: uvllm synth tinyllama f16" >&2
+        "$UVLLM_BIN" synth --shape tinyllama --vocab "$SHARED/tokenizer/ggml-vocab-llama-spm.gguf" \
+            "$f16.tmp" --type f16 >&2 || { rm -f "$f16.tmp"; MODELS_NOTE="\`uvllm synth\` failed"; return 1; }
+        mv "$f16.tmp" "$f16"
+    fi
+    for t in q8_0 q4_0; do
+        [ -s "$(model_path $t)" ] && continue
+        uvllm_has quantize || { MODELS_NOTE="\`uvllm quantize\` is not implemented in $(uvllm_commit)"; return 1; }
+        echo "bench: uvllm quantize $t" >&2
+        "$UVLLM_BIN" quantize "$f16" "$(model_path $t).tmp" "$t" >&2 ||
+            { rm -f "$(model_path $t).tmp"; MODELS_NOTE="\`uvllm quantize ... $t\` failed"; return 1; }
+        mv "$(model_path $t).tmp" "$(model_path $t)"
+    done
+    return 0
+}
