@@ -1,0 +1,289 @@
+/* uvllm's HTTP/1.x server on the libuv loop: listener, connections (uv_tcp_t + llhttp),
+ * router, responses, SSE streams, limits, timeouts, graceful shutdown, counters.
+ * It knows nothing about models; the api layer registers handlers and answers requests.
+ *
+ * Threads: every function here is called on the loop thread that owns the server, and
+ * every callback fires on that thread. Work from other threads comes back through
+ * base/bridge.h first.
+ *
+ * Request lifetime (the "detach" protocol, no refcounts):
+ *   1. A handler gets a ul_http_req_t *. The request is OPEN until the owner FINISHES it
+ *      with ul_http_respond*() or ul_sse_done()/ul_sse_end().
+ *   2. The handler may finish it before returning (synchronous) or keep the pointer and
+ *      finish it later from the loop thread (asynchronous, e.g. when tokens arrive).
+ *   3. If the connection dies while the request is open (client disconnect, write error,
+ *      output hard limit, forced shutdown, timeout), net calls the owner's on_abort once.
+ *      on_abort is never called from inside a ul_http_* / ul_sse_* call made by the
+ *      owner: it runs from a libuv callback (the connection's close callback), so the
+ *      owner can cancel its work there. Until on_abort has run, the request memory stays
+ *      valid and every ul_http_*/ul_sse_* call on it is safe (returns UL_ECLOSED/UL_EFULL
+ *      once the connection is going away).
+ *   4. After the owner finished the request, or after on_abort returned, the owner must
+ *      not touch the pointer again. Net frees nothing the owner still holds.
+ * Pipelined requests on one connection are answered in order: while a request is open,
+ * net does not parse the next one (llhttp is paused) but keeps reading so a disconnect is
+ * noticed at once. A client EOF (even a half-close) while a request is open counts as a
+ * disconnect.
+ */
+#ifndef UL_NET_HTTP_H
+#define UL_NET_HTTP_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "base/arena.h"
+#include "base/queue.h"
+
+/* ---- configuration ---------------------------------------------------------------- */
+
+typedef struct ul_http_config_s {
+    const char *host;           /* bind address, default "127.0.0.1"; IPv4 or IPv6 literal */
+    int port;                   /* default 8080; 0 picks a free port (see ul_http_server_port) */
+    int backlog;                /* listen backlog, default 1024 */
+    size_t max_header_bytes;    /* request line + headers, default 16 KiB; over it: 431 + close */
+    size_t max_body;            /* request body, default 8 MiB; over it: 413 + close */
+    unsigned max_conns;         /* open connections, default 4096; over it: 503 + close */
+    uint64_t header_timeout_ms; /* a request's headers must arrive within this, default 10000;
+                                   over it: 408 + close (slowloris) */
+    uint64_t idle_timeout_ms;   /* idle keep-alive connection, default 75000; then closed */
+    uint64_t sse_ping_ms;       /* ": ping" comment after this much SSE silence, default 15000;
+                                   0 disables */
+    size_t out_soft_limit;      /* pending output bytes per connection over which a stream is
+                                   "backpressured", default 256 KiB */
+    size_t out_hard_limit;      /* pending output bytes over which the connection is closed
+                                   and the owner gets on_abort(UL_EFULL), default 4 MiB */
+    uint64_t linger_ms;         /* after an error response + close, how long unread client
+                                   input is drained so the client can read the answer,
+                                   default 2000 */
+    int access_log;             /* one UL_LOG_INFO line per request, default 1 */
+} ul_http_config_t;
+
+/* Fills every field with its default. */
+void ul_http_config_default(ul_http_config_t *cfg);
+
+/* ---- requests --------------------------------------------------------------------- */
+
+typedef enum {
+    UL_HTTP_OTHER = 0, /* a method the router cannot register (answered 405 or 404) */
+    UL_HTTP_GET,
+    UL_HTTP_HEAD, /* routed to the GET handler; net drops the response body */
+    UL_HTTP_POST,
+    UL_HTTP_PUT,
+    UL_HTTP_DELETE,
+    UL_HTTP_OPTIONS,
+    UL_HTTP_PATCH,
+    UL_HTTP_METHOD_COUNT
+} ul_http_method_t;
+
+/* "GET", ...; "OTHER" for UL_HTTP_OTHER. */
+const char *ul_http_method_name(ul_http_method_t m);
+
+typedef struct ul_http_header_s {
+    const char *name; /* NUL-terminated, as sent (compare case-insensitively) */
+    const char *value; /* NUL-terminated, leading/trailing whitespace removed */
+    size_t name_len, value_len;
+} ul_http_header_t;
+
+typedef struct ul_http_req_s ul_http_req_t;
+typedef struct ul_sse_s ul_sse_t;
+
+/* Owner callbacks of an open request; all optional. */
+typedef struct ul_http_req_cbs_s {
+    /* The connection is gone before the owner finished the request. reason: UL_ECLOSED
+     * (client disconnected / shutdown), UL_EFULL (output over the hard limit),
+     * UL_ETIMEDOUT, or a libuv write error. After it returns, req is invalid. */
+    void (*on_abort)(ul_http_req_t *req, void *data, int reason);
+    /* The stream's pending output dropped below out_soft_limit after having been over it
+     * (ul_sse_backpressured() turned false): resume producing. */
+    void (*on_drain)(ul_http_req_t *req, void *data);
+} ul_http_req_cbs_t;
+
+/* Read-only for handlers unless noted. Memory (strings, headers, body) belongs to the
+ * connection and is valid while the request is open. */
+struct ul_http_req_s {
+    ul_http_method_t method;
+    const char *method_name; /* as sent, NUL-terminated */
+    const char *path;        /* NUL-terminated, without the query ("/v1/models") */
+    const char *query;       /* NUL-terminated, after '?', "" if none; not decoded */
+    size_t path_len, query_len;
+    const ul_http_header_t *headers;
+    size_t n_headers;
+    const char *body; /* NUL-terminated (the NUL is not counted); "" when there is none */
+    size_t body_len;
+    int http_major, http_minor;
+    uint64_t conn_id; /* server-unique connection id, for conn= in log lines */
+    uint64_t req_id;  /* 1, 2, ... within the connection, for req= in log lines */
+    ul_arena_t *arena; /* scratch for the owner; reset when the request ends */
+    void *user;        /* owner's, writable; net never reads it */
+    /* private */
+    struct ul_conn_s *conn_;
+};
+
+/* Case-insensitive header lookup: the first header with that name, or NULL. */
+const ul_http_header_t *ul_http_req_header(const ul_http_req_t *req, const char *name);
+
+/* Sets the owner callbacks (cbs is copied). Call before returning from the handler when
+ * the request stays open after the handler returns. */
+void ul_http_req_set_cbs(ul_http_req_t *req, const ul_http_req_cbs_t *cbs, void *data);
+
+/* ---- responses -------------------------------------------------------------------- */
+
+/* Adds a response header for the response not yet started ("Retry-After", "5").
+ * name/value are copied. Content-Length, Transfer-Encoding, Connection and (for SSE)
+ * Content-Type/Cache-Control are written by net: do not add them.
+ * Returns UL_ESTATE if the response already started, UL_E2BIG if the headers grew over
+ * 8 KiB, UL_EINVAL if name or value contains CR/LF. */
+int ul_http_resp_header(ul_http_req_t *req, const char *name, const char *value);
+
+/* Sends a complete response with Content-Length and FINISHES the request. body is copied
+ * (into the connection's output buffer), so the caller may free it on return.
+ * content_type NULL means "application/json". Returns 0, UL_ECLOSED when the connection
+ * is already going away (the request still counts as finished: on_abort will not fire),
+ * or UL_ESTATE if the request was already finished / is a stream. */
+int ul_http_respond(ul_http_req_t *req, int status, const char *content_type, const char *body,
+                    size_t len);
+
+/* Sends the OpenAI-style error body
+ * {"error":{"message":message,"type":type,"param":null,"code":code}} and FINISHES the
+ * request. code NULL writes "code":null; message is JSON-escaped. */
+int ul_http_respond_error(ul_http_req_t *req, int status, const char *type, const char *code,
+                          const char *message);
+
+/* ---- SSE streams ------------------------------------------------------------------ */
+
+/* Starts a text/event-stream response (status 200, Content-Type: text/event-stream,
+ * Cache-Control: no-cache, X-Accel-Buffering: no, plus headers added with
+ * ul_http_resp_header). HTTP/1.1: chunked transfer; HTTP/1.0: no chunking, the stream is
+ * close-delimited and the connection closes after ul_sse_done. The request stays open
+ * until ul_sse_done/ul_sse_end. *out points into the request: same lifetime.
+ * Returns UL_ESTATE if a response already started, UL_ECLOSED if the connection is
+ * going away. */
+int ul_sse_start(ul_http_req_t *req, ul_sse_t **out);
+
+/* Writes one event "data: {json}\n\n" (json must not contain a newline: UL_EINVAL).
+ * Never blocks: the bytes are queued and written when the socket allows.
+ * Returns 0, UL_ECLOSED (connection going away; on_abort follows), or UL_EFULL (pending
+ * output passed out_hard_limit: the connection is being closed; on_abort(UL_EFULL)
+ * follows). */
+int ul_sse_send(ul_sse_t *s, const char *json, size_t len);
+
+/* Writes a comment line ": text\n\n" (keeps proxies from timing out). */
+int ul_sse_comment(ul_sse_t *s, const char *text);
+
+/* Writes "data: [DONE]\n\n", ends the response and FINISHES the request. */
+int ul_sse_done(ul_sse_t *s);
+
+/* Ends the response without [DONE] (after an error event) and FINISHES the request. */
+int ul_sse_end(ul_sse_t *s);
+
+/* 1 while the connection's pending output is over out_soft_limit: the producer should
+ * stop (e.g. the scheduler skips the sequence) until on_drain fires. */
+int ul_sse_backpressured(const ul_sse_t *s);
+
+/* The request the stream belongs to. */
+ul_http_req_t *ul_sse_req(ul_sse_t *s);
+
+/* ---- router ----------------------------------------------------------------------- */
+
+/* Called on the loop thread for each request that matched a route. Return 0 when the
+ * request was finished or will be finished later (async); return a negative UL_E* code to
+ * let net answer 500 (only if no response was started; net then finishes the request). */
+typedef int (*ul_http_handler_fn)(ul_http_req_t *req, void *data);
+
+#define UL_ROUTER_MAX 32
+
+typedef struct ul_route_s {
+    char path[96];
+    unsigned methods; /* bit (1u << ul_http_method_t) per registered method */
+    ul_http_handler_fn fn[UL_HTTP_METHOD_COUNT];
+    void *data[UL_HTTP_METHOD_COUNT];
+} ul_route_t;
+
+/* Exact-path router: unknown path -> 404, known path with another method -> 405 with an
+ * Allow header listing the registered methods (GET implies HEAD). Plain struct, no
+ * allocation; must outlive the server. */
+typedef struct ul_router_s {
+    ul_route_t routes[UL_ROUTER_MAX];
+    size_t n;
+} ul_router_t;
+
+void ul_router_init(ul_router_t *r);
+/* Registers fn for (method, path). Returns UL_EINVAL (bad method/path, path not starting
+ * with '/'), UL_EBUSY (already registered), UL_EFULL (more than UL_ROUTER_MAX paths). */
+int ul_router_add(ul_router_t *r, ul_http_method_t method, const char *path,
+                  ul_http_handler_fn fn, void *data);
+
+/* Lookup, exposed for tests: returns 200 and sets *route when (method, path) matches;
+ * 404 for an unknown path; 405 for a known path without that method, writing the Allow
+ * value ("GET, HEAD, POST") into allow (NUL-terminated, truncated to allow_cap). */
+int ul_router_match(const ul_router_t *r, ul_http_method_t method, const char *path,
+                    size_t path_len, const ul_route_t **route, char *allow, size_t allow_cap);
+
+/* ---- server ----------------------------------------------------------------------- */
+
+/* Counters for /health and /metrics; read them directly (loop thread). */
+typedef struct ul_http_stats_s {
+    uint64_t conns_open;     /* currently open connections (gauge) */
+    uint64_t conns_total;    /* accepted since start */
+    uint64_t conns_rejected; /* answered 503 because of max_conns */
+    uint64_t requests_total; /* requests finished (any status, including 4xx from net) */
+    uint64_t streams_active; /* SSE streams currently open (gauge) */
+    uint64_t bytes_in;       /* bytes read from clients */
+    uint64_t bytes_out;      /* bytes written to clients */
+} ul_http_stats_t;
+
+typedef struct ul_http_server_s ul_http_server_t;
+typedef void (*ul_http_server_cb)(ul_http_server_t *s);
+
+/* Caller-allocated; fields are private except stats and data. */
+struct ul_http_server_s {
+    uv_loop_t *loop;
+    ul_http_config_t cfg; /* copied at init; cfg.host copied too */
+    ul_router_t *router;
+    ul_http_stats_t stats;
+    void *data; /* owner's */
+    /* private */
+    uv_tcp_t listener;
+    uv_timer_t sweep; /* one timer for every connection's timeouts and SSE pings */
+    char host[64];
+    int port;
+    int listening, draining, closing;
+    unsigned handles_open; /* listener + sweep, to know when the close callback may run */
+    uint64_t next_conn_id;
+    uint64_t drain_deadline; /* uv_now ms; 0 = none */
+    ul_queue_t conns;        /* every ul_conn_t, oldest first */
+    ul_http_server_cb shutdown_cb;
+    char *rbuf; /* shared read buffer: libuv reads into it and on_read consumes it at once */
+    size_t rbuf_size;
+    char date[40]; /* cached "Date: ...\r\n" line, refreshed once per second */
+    uint64_t date_sec;
+};
+
+/* Initialises the server (no socket yet). cfg NULL means defaults; router must outlive
+ * the server. Returns 0 or UL_ENOMEM / UL_EINVAL (bad config). After a successful init
+ * the server holds loop handles: release it with ul_http_server_shutdown (also when
+ * listen failed) and free its memory only in the shutdown callback. */
+int ul_http_server_init(uv_loop_t *loop, ul_http_server_t *s, const ul_http_config_t *cfg,
+                        ul_router_t *router);
+
+/* Binds cfg.host:cfg.port and listens; logs "listening on http://HOST:PORT" (the real
+ * port when cfg.port was 0) with UL_LOG_INFO. Returns 0 or a libuv error
+ * (UV_EADDRINUSE, UV_EINVAL for a bad host, ...). */
+int ul_http_server_listen(ul_http_server_t *s);
+
+/* The bound port (after a successful listen), else 0. */
+int ul_http_server_port(const ul_http_server_t *s);
+
+/* Graceful shutdown: closes the listener, sets draining, closes idle keep-alive
+ * connections now, lets open requests/streams finish (their responses carry
+ * Connection: close), and after grace_ms force-closes whatever is left (owners get
+ * on_abort(UL_ECLOSED)). cb runs once every connection and every server handle is
+ * closed; then the server memory may be freed and uv_loop_close will succeed.
+ * grace_ms 0 force-closes at once. Calling it again only shortens the grace period. */
+void ul_http_server_shutdown(ul_http_server_t *s, uint64_t grace_ms, ul_http_server_cb cb);
+
+/* 1 after ul_http_server_shutdown was called. */
+int ul_http_server_draining(const ul_http_server_t *s);
+
+#endif
