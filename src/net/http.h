@@ -13,10 +13,10 @@
  *      finish it later from the loop thread (asynchronous, e.g. when tokens arrive).
  *   3. If the connection dies while the request is open (client disconnect, write error,
  *      output hard limit, forced shutdown, timeout), net calls the owner's on_abort once.
- *      on_abort is never called from inside a ul_http_* / ul_sse_* call made by the
+ *      on_abort is never called from inside a ul_http_ or ul_sse_ call made by the
  *      owner: it runs from a libuv callback (the connection's close callback), so the
  *      owner can cancel its work there. Until on_abort has run, the request memory stays
- *      valid and every ul_http_*/ul_sse_* call on it is safe (returns UL_ECLOSED/UL_EFULL
+ *      valid and every ul_http_ and ul_sse_ call on it is safe (returns UL_ECLOSED/UL_EFULL
  *      once the connection is going away).
  *   4. After the owner finished the request, or after on_abort returned, the owner must
  *      not touch the pointer again. Net frees nothing the owner still holds.
