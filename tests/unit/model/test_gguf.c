@@ -123,7 +123,7 @@ Test(gguf, tensors_read_back_aligned) {
     cr_expect_eq(t->nbytes, 64);
     const float *f = t->data;
     for (int i = 0; i < 16; i++) cr_expect_eq(f[i], (float)i);
-    t = ul_gguf_find_tensor(&g, "t.q8");
+    t = ul_gguf_find_tensor(&g, "t.q80");
     cr_assert(t);
     cr_expect_eq(t->type, UL_TYPE_Q8_0);
     cr_expect_eq(t->nbytes, 68);

@@ -35,7 +35,7 @@ img_t fx_valid(void) {
     for (int i = 0; i < 68; i++) q8[i] = (uint8_t)i;
     for (int i = 0; i < 4; i++) f16[i] = (uint16_t)(0x3c00 + i);
     CHECK(ul_gguf_w_tensor(w, "t.f32", UL_TYPE_F32, 2, (int64_t[]){8, 2}, f32));
-    CHECK(ul_gguf_w_tensor(w, "t.q8", UL_TYPE_Q8_0, 2, (int64_t[]){32, 2}, q8));
+    CHECK(ul_gguf_w_tensor(w, "t.q80", UL_TYPE_Q8_0, 2, (int64_t[]){32, 2}, q8));
     CHECK(ul_gguf_w_tensor(w, "t.last", UL_TYPE_F16, 1, (int64_t[]){4}, f16));
     img_t im;
     CHECK(ul_gguf_w_write_mem(w, &im.buf, &im.len));

@@ -14,7 +14,7 @@ typedef struct {
 } img_t;
 
 /* A file with one kv of every scalar type, a string, numeric and string arrays,
- * general.alignment, and three tensors (f32 [8,2], q8_0 [32,2], f16 [4]). */
+ * general.alignment, and three tensors (f32 [8,2], q8_0 [32,2] named t.q80, f16 [4]). */
 img_t fx_valid(void);
 /* A complete small llama model (n_embd 32, 1 layer, 2 heads, 1 kv head, n_ff 64, 8 tokens)
  * with the weight types given (matrices, norms), e.g. UL_TYPE_F16, UL_TYPE_F32. */
