@@ -1,0 +1,211 @@
+/* The null backend: a stand-in for a model that lets the serving layer (HTTP, scheduler,
+ * SSE) be tested and benchmarked without weights. One worker thread takes submitted steps
+ * in order, sleeps delay_us per step, and "samples" token = hash(seq_id, position) %
+ * n_vocab, so the same sequence always produces the same tokens, even after preemption
+ * and recompute.
+ *
+ * It also behaves like a KV cache as far as bookkeeping goes: every position computed is
+ * recorded (owner sequence and token) in its page slot, and each step checks that the
+ * slot of position pos0-1 still holds what the sequence's history says. A scheduler that
+ * hands one page to two sequences, or forgets a page, gets status UL_ESTATE instead of
+ * silently wrong output. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/bridge.h"
+#include "uvllm/backend.h"
+#include "uvllm/err.h"
+#include "uvllm/log.h"
+
+typedef struct null_backend_s {
+    ul_backend_t base;
+    int64_t delay_us;
+    int32_t eos_every;
+    uint64_t *kv_owner; /* [n_pages * page_size]: seq_id + 1 of the position stored, 0 = empty */
+    int32_t *kv_token;  /* [n_pages * page_size] */
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    ul_queue_t queue; /* submitted steps not yet run; guarded by mu */
+    int stop;         /* guarded by mu */
+} null_backend_t;
+
+static uint64_t mix64(uint64_t x) {
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ULL;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebULL;
+    x ^= x >> 31;
+    return x;
+}
+
+/* The token sampled for position pos of sequence seq_id. Position-based rather than
+ * count-based so recomputing a preempted sequence gives the same continuation. */
+static int32_t pseudo_token(const null_backend_t *nb, uint64_t seq_id, int32_t pos) {
+    const ul_backend_t *b = &nb->base;
+    if (nb->eos_every > 0 && pos % nb->eos_every == nb->eos_every - 1) return b->eos_id;
+    int32_t n = b->eos_id >= 0 ? b->n_vocab - 1 : b->n_vocab; /* eos_id is the last id */
+    return (int32_t)(mix64(seq_id * 0x9e3779b97f4a7c15ULL + (uint64_t)pos) % (uint64_t)n);
+}
+
+static int64_t slot_of(const null_backend_t *nb, const ul_step_seq_t *s, int32_t pos) {
+    int32_t ps = nb->base.page_size;
+    int32_t page = s->pages[pos / ps];
+    if (page < 0 || page >= nb->base.n_pages) return -1;
+    return (int64_t)page * ps + pos % ps;
+}
+
+static int check_seq(const null_backend_t *nb, const ul_step_t *step, const ul_step_seq_t *s) {
+    const ul_backend_t *b = &nb->base;
+    if (s->n_tokens < 1 || s->pos0 < 0 || s->tok_offset < 0 ||
+        s->tok_offset + s->n_tokens > step->n_tokens)
+        return UL_EINVAL;
+    int64_t end = (int64_t)s->pos0 + s->n_tokens;
+    if (end > b->n_ctx || (int64_t)s->n_pages * b->page_size < end || !s->pages) return UL_EINVAL;
+    for (int32_t p = 0; p < s->n_pages; p++)
+        if (s->pages[p] < 0 || s->pages[p] >= b->n_pages) return UL_EINVAL;
+    if (s->pos0 > 0) {
+        /* The previous position must still be this sequence's, with the token it had. */
+        int64_t slot = slot_of(nb, s, s->pos0 - 1);
+        if (nb->kv_owner[slot] != s->seq_id + 1) return UL_ESTATE;
+        if (s->history && s->n_history >= s->pos0 &&
+            nb->kv_token[slot] != s->history[s->pos0 - 1])
+            return UL_ESTATE;
+    }
+    return 0;
+}
+
+static void compute(null_backend_t *nb, ul_step_t *step) {
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    if (nb->delay_us > 0) {
+        struct timespec d = {(time_t)(nb->delay_us / 1000000), (long)(nb->delay_us % 1000000) * 1000};
+        while (nanosleep(&d, &d) != 0) {
+        }
+    }
+    step->status = 0;
+    for (int32_t i = 0; i < step->n_seqs && !step->status; i++)
+        step->status = check_seq(nb, step, &step->seqs[i]);
+    for (int32_t i = 0; i < step->n_seqs && !step->status; i++) {
+        ul_step_seq_t *s = &step->seqs[i];
+        for (int32_t k = 0; k < s->n_tokens; k++) {
+            int64_t slot = slot_of(nb, s, s->pos0 + k);
+            nb->kv_owner[slot] = s->seq_id + 1;
+            nb->kv_token[slot] = step->tokens[s->tok_offset + k];
+        }
+        if (s->sample) {
+            s->out_token = pseudo_token(nb, s->seq_id, s->pos0 + s->n_tokens);
+            s->out_logprob = 0.0f;
+            s->out_n_top = 0;
+            s->rng[0] = mix64(s->rng[0] + 1);
+        }
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    step->compute_us = (double)(t1.tv_sec - t0.tv_sec) * 1e6 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e3;
+}
+
+static void *worker(void *arg) {
+    null_backend_t *nb = arg;
+    pthread_mutex_lock(&nb->mu);
+    for (;;) {
+        while (!nb->stop && ul_queue_empty(&nb->queue)) pthread_cond_wait(&nb->cv, &nb->mu);
+        if (nb->stop) break;
+        ul_queue_t *q = ul_queue_head(&nb->queue);
+        ul_queue_remove(q);
+        pthread_mutex_unlock(&nb->mu);
+        ul_step_t *step = UL_QUEUE_DATA(q, ul_step_t, node);
+        compute(nb, step);
+        ul_bridge_post(nb->base.bridge, &step->node);
+        pthread_mutex_lock(&nb->mu);
+    }
+    pthread_mutex_unlock(&nb->mu);
+    return NULL;
+}
+
+static int null_submit(ul_backend_t *b, ul_step_t *step) {
+    null_backend_t *nb = (null_backend_t *)b;
+    if (!b->bridge) return UL_ESTATE;
+    pthread_mutex_lock(&nb->mu);
+    ul_queue_insert_tail(&nb->queue, &step->node);
+    pthread_cond_signal(&nb->cv);
+    pthread_mutex_unlock(&nb->mu);
+    return 0;
+}
+
+static int null_run(ul_backend_t *b, ul_step_t *step) {
+    /* The worker may touch the KV arrays concurrently only if the caller mixes run and
+     * submit, which the contract does not allow. */
+    compute((null_backend_t *)b, step);
+    return step->status;
+}
+
+static void null_destroy(ul_backend_t *b) {
+    null_backend_t *nb = (null_backend_t *)b;
+    pthread_mutex_lock(&nb->mu);
+    nb->stop = 1;
+    pthread_cond_signal(&nb->cv);
+    pthread_mutex_unlock(&nb->mu);
+    pthread_join(nb->thread, NULL);
+    pthread_cond_destroy(&nb->cv);
+    pthread_mutex_destroy(&nb->mu);
+    free(nb->kv_owner);
+    free(nb->kv_token);
+    free(nb);
+}
+
+static const ul_backend_vtbl_t null_vtbl = {
+    .name = "null",
+    .submit = null_submit,
+    .run = null_run,
+    .destroy = null_destroy,
+};
+
+int ul_null_backend_create(const ul_null_config_t *cfg, ul_backend_t **out) {
+    ul_null_config_t c = {.n_vocab = 32000, .n_ctx = 4096, .page_size = 16, .n_pages = 65536};
+    if (cfg) {
+        c.delay_us = cfg->delay_us;
+        if (cfg->n_vocab) c.n_vocab = cfg->n_vocab;
+        if (cfg->n_ctx) c.n_ctx = cfg->n_ctx;
+        if (cfg->page_size) c.page_size = cfg->page_size;
+        if (cfg->n_pages) c.n_pages = cfg->n_pages;
+        c.eos_every = cfg->eos_every;
+    }
+    if (c.delay_us < 0 || c.n_vocab < 2 || c.n_ctx < 1 || c.page_size < 1 || c.n_pages < 1 ||
+        c.eos_every < 0 || (int64_t)c.n_pages * c.page_size > ((int64_t)1 << 31))
+        return UL_EINVAL;
+    null_backend_t *nb = calloc(1, sizeof *nb);
+    if (!nb) return UL_ENOMEM;
+    size_t slots = (size_t)c.n_pages * (size_t)c.page_size;
+    nb->kv_owner = calloc(slots, sizeof *nb->kv_owner);
+    nb->kv_token = calloc(slots, sizeof *nb->kv_token);
+    if (!nb->kv_owner || !nb->kv_token) {
+        free(nb->kv_owner);
+        free(nb->kv_token);
+        free(nb);
+        return UL_ENOMEM;
+    }
+    nb->base = (ul_backend_t){.vt = &null_vtbl,
+                              .n_vocab = c.n_vocab,
+                              .n_ctx = c.n_ctx,
+                              .page_size = c.page_size,
+                              .n_pages = c.n_pages,
+                              .eos_id = c.eos_every > 0 ? c.n_vocab - 1 : -1};
+    nb->delay_us = c.delay_us;
+    nb->eos_every = c.eos_every;
+    ul_queue_init(&nb->queue);
+    pthread_mutex_init(&nb->mu, NULL);
+    pthread_cond_init(&nb->cv, NULL);
+    int rc = pthread_create(&nb->thread, NULL, worker, nb);
+    if (rc) {
+        pthread_cond_destroy(&nb->cv);
+        pthread_mutex_destroy(&nb->mu);
+        free(nb->kv_owner);
+        free(nb->kv_token);
+        free(nb);
+        return UL_ENOMEM;
+    }
+    *out = &nb->base;
+    return 0;
+}

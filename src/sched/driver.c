@@ -1,0 +1,101 @@
+/* Attaches the batcher to the libuv loop. Two handles: the bridge, through which the
+ * backend hands a finished step back; and an idle handle used as a "kick": anything that
+ * may create work (a new sequence, a cancel, a resumed stream) starts it, and its callback
+ * builds and submits a step if the backend is idle. Kicking through the loop instead of
+ * building inline keeps callbacks out of the caller's stack (ul_sched_add never calls
+ * back into the api) and coalesces many requests arriving in one read into one step. */
+#include "sched/sched.h"
+#include "uvllm/err.h"
+#include "uvllm/log.h"
+
+void ul_sched_kick(ul_sched_t *s);
+
+static void cancel_all(ul_sched_t *s) {
+    ul_queue_t *lists[2] = {&s->waiting, &s->running};
+    for (int l = 0; l < 2; l++) {
+        ul_queue_t *it;
+        UL_QUEUE_FOREACH(it, lists[l]) UL_QUEUE_DATA(it, ul_seq_t, node)->cancelled = 1;
+    }
+}
+
+static void on_handle_closed(uv_handle_t *h) {
+    ul_sched_t *s = h->data;
+    if (--s->n_open_handles == 0 && s->close_cb) s->close_cb(s);
+}
+
+static void on_bridge_closed(ul_bridge_t *b) { on_handle_closed((uv_handle_t *)&b->async); }
+
+static void close_handles(ul_sched_t *s) {
+    if (s->n_open_handles != 2) return; /* already closing */
+    uv_idle_stop(&s->kick);
+    s->kick_active = 0;
+    uv_close((uv_handle_t *)&s->kick, on_handle_closed);
+    ul_bridge_close(&s->bridge, on_bridge_closed);
+    s->backend->bridge = NULL;
+}
+
+/* Builds and submits the next step if the backend is idle. */
+static void pump(ul_sched_t *s) {
+    while (!s->busy) {
+        if (s->closing) cancel_all(s);
+        int n = ul_sched_step_build(s);
+        if (n == 0) {
+            if (s->closing && ul_sched_n_active(s) == 0) close_handles(s);
+            return;
+        }
+        s->busy = 1;
+        int rc = ul_backend_submit(s->backend, &s->step);
+        if (rc == 0) return;
+        /* The backend refused the step: fail its sequences rather than retry forever. */
+        UL_LOG_ERROR("backend %s refused a step: %s", s->backend->vt->name, ul_strerror(rc));
+        s->busy = 0;
+        s->step.status = rc;
+        ul_sched_step_complete(s);
+    }
+}
+
+static void on_kick(uv_idle_t *h) {
+    ul_sched_t *s = h->data;
+    uv_idle_stop(h);
+    s->kick_active = 0;
+    pump(s);
+}
+
+static void on_step_done(ul_bridge_t *b, ul_queue_t *item) {
+    ul_sched_t *s = b->data;
+    UL_ASSERT(item == &s->step.node && s->busy);
+    s->busy = 0;
+    ul_sched_step_complete(s);
+    pump(s);
+}
+
+void ul_sched_kick(ul_sched_t *s) {
+    if (!s->loop || s->kick_active || s->n_open_handles != 2) return;
+    uv_idle_start(&s->kick, on_kick);
+    s->kick_active = 1;
+}
+
+int ul_sched_start(ul_sched_t *s, uv_loop_t *loop) {
+    int rc = ul_bridge_init(loop, &s->bridge, on_step_done);
+    if (rc) return rc;
+    s->bridge.data = s;
+    s->bridge.async.data = s;
+    uv_idle_init(loop, &s->kick);
+    s->kick.data = s;
+    s->loop = loop;
+    s->n_open_handles = 2;
+    s->backend->bridge = &s->bridge;
+    return 0;
+}
+
+void ul_sched_close(ul_sched_t *s, void (*close_cb)(ul_sched_t *s)) {
+    s->closing = 1;
+    s->close_cb = close_cb;
+    cancel_all(s);
+    if (!s->loop) { /* never started: nothing in flight, no handles */
+        ul_sched_step_build(s);
+        if (close_cb) close_cb(s);
+        return;
+    }
+    ul_sched_kick(s); /* reaps at the next tick, or at the completion of the step in flight */
+}

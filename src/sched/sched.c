@@ -1,0 +1,381 @@
+/* The batcher core: sequence bookkeeping, step building under a token budget and KV page
+ * admission, preemption, and consuming a step's results. No libuv here (see driver.c), so
+ * every scheduling decision can be unit-tested step by step. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "sched/sched.h"
+#include "uvllm/err.h"
+#include "uvllm/log.h"
+
+void ul_sched_kick(ul_sched_t *s); /* driver.c: build the next step soon (no-op without loop) */
+
+const char *ul_finish_name(ul_finish_t f) {
+    switch (f) {
+    case UL_FINISH_STOP: return "stop";
+    case UL_FINISH_LENGTH: return "length";
+    case UL_FINISH_CANCELLED: return "cancelled";
+    case UL_FINISH_ERROR: return "error";
+    default: return "none";
+    }
+}
+
+int ul_sched_init(ul_sched_t *s, ul_backend_t *backend, const ul_sched_config_t *cfg) {
+    memset(s, 0, sizeof *s);
+    s->backend = backend;
+    if (cfg) s->cfg = *cfg;
+    s->cfg.max_batch_tokens = cfg && cfg->max_batch_tokens ? cfg->max_batch_tokens : 512;
+    s->cfg.max_seqs = cfg && cfg->max_seqs ? cfg->max_seqs : 4096;
+    if (s->cfg.max_batch_tokens < 1 || s->cfg.max_seqs < 1) return UL_EINVAL;
+    int rc = ul_kv_pool_init(&s->pool, backend->n_pages, backend->page_size);
+    if (rc) return rc;
+    size_t nb = (size_t)s->cfg.max_batch_tokens;
+    s->step.tokens = malloc(nb * sizeof *s->step.tokens);
+    s->step.seqs = calloc(nb, sizeof *s->step.seqs);
+    s->step_owner = calloc(nb, sizeof *s->step_owner);
+    s->scratch = calloc((size_t)s->cfg.max_seqs, sizeof *s->scratch);
+    if (!s->step.tokens || !s->step.seqs || !s->step_owner || !s->scratch) {
+        ul_sched_free(s);
+        return UL_ENOMEM;
+    }
+    s->step.data = s;
+    ul_queue_init(&s->waiting);
+    ul_queue_init(&s->running);
+    s->next_id = 1;
+    return 0;
+}
+
+void ul_sched_free(ul_sched_t *s) {
+    UL_ASSERT(ul_sched_n_active(s) == 0 && !s->busy);
+    ul_kv_pool_free(&s->pool);
+    free(s->step.tokens);
+    free(s->step.seqs);
+    free(s->step_owner);
+    free(s->scratch);
+    s->step.tokens = NULL;
+    s->step.seqs = NULL;
+    s->step_owner = s->scratch = NULL;
+}
+
+/* Waiting list stays ordered by arrival so prefill is served oldest first. */
+static void enqueue_waiting(ul_sched_t *s, ul_seq_t *q) {
+    ul_queue_t *it;
+    UL_QUEUE_FOREACH(it, &s->waiting) {
+        if (UL_QUEUE_DATA(it, ul_seq_t, node)->arrival > q->arrival) break;
+    }
+    ul_queue_insert_tail(it, &q->node); /* inserts before it */
+    q->state = UL_SEQ_WAITING;
+    s->n_waiting++;
+}
+
+static void unlink_seq(ul_sched_t *s, ul_seq_t *q) {
+    ul_queue_remove(&q->node);
+    if (q->state == UL_SEQ_WAITING) s->n_waiting--;
+    else if (q->state == UL_SEQ_RUNNING) s->n_running--;
+}
+
+int ul_sched_add(ul_sched_t *s, ul_seq_t *q, const int32_t *prompt, int32_t n_prompt) {
+    const ul_backend_t *b = s->backend;
+    if (n_prompt < 1 || q->max_tokens < 1 || !q->on_finish) return UL_EINVAL;
+    if (s->closing || ul_sched_n_active(s) >= s->cfg.max_seqs) return UL_EFULL;
+    if (n_prompt >= b->n_ctx) return UL_E2BIG;
+    int64_t cap = (int64_t)n_prompt + q->max_tokens;
+    if (cap > b->n_ctx) cap = b->n_ctx;
+    if (ul_kv_pages_for(&s->pool, n_prompt) > s->pool.n_pages) return UL_E2BIG;
+    q->tokens = malloc((size_t)cap * sizeof *q->tokens);
+    q->pages_cap = ul_kv_pages_for(&s->pool, cap);
+    q->pages = malloc((size_t)q->pages_cap * sizeof *q->pages);
+    if (!q->tokens || !q->pages) {
+        free(q->tokens);
+        free(q->pages);
+        q->tokens = q->pages = NULL;
+        return UL_ENOMEM;
+    }
+    memcpy(q->tokens, prompt, (size_t)n_prompt * sizeof *prompt);
+    q->n_prompt = q->n_tokens = n_prompt;
+    q->cap = (int32_t)cap;
+    q->n_computed = q->n_pages = 0;
+    q->id = s->next_id++;
+    q->arrival = s->next_arrival++;
+    q->rng[0] = q->sampling.seed ^ 0x853c49e6748fea9bULL;
+    q->rng[1] = q->id * 0xda3e39cb94b95bdbULL | 1;
+    q->paused = q->cancelled = q->in_step = 0;
+    q->n_preempted = 0;
+    enqueue_waiting(s, q);
+    ul_sched_kick(s);
+    return 0;
+}
+
+void ul_sched_cancel(ul_sched_t *s, ul_seq_t *q) {
+    if (q->state != UL_SEQ_WAITING && q->state != UL_SEQ_RUNNING) return;
+    q->cancelled = 1;
+    ul_sched_kick(s);
+}
+
+void ul_sched_set_paused(ul_sched_t *s, ul_seq_t *q, int paused) {
+    if (q->state != UL_SEQ_WAITING && q->state != UL_SEQ_RUNNING) return;
+    q->paused = paused;
+    if (!paused) ul_sched_kick(s);
+}
+
+static void release_pages(ul_sched_t *s, ul_seq_t *q) {
+    ul_kv_page_release(&s->pool, q->pages, q->n_pages);
+    q->n_pages = 0;
+    q->n_computed = 0;
+}
+
+/* Removes the sequence from the scheduler and tells its owner; q may be freed after. */
+static void finish(ul_sched_t *s, ul_seq_t *q, ul_finish_t reason, int status) {
+    UL_ASSERT(!q->in_step);
+    unlink_seq(s, q);
+    release_pages(s, q);
+    free(q->tokens);
+    free(q->pages);
+    q->tokens = q->pages = NULL;
+    q->state = UL_SEQ_FINISHED;
+    s->stats.seqs_finished++;
+    UL_LOG_DEBUG("seq=%llu finish=%s generated=%d preempted=%d", (unsigned long long)q->id,
+                 ul_finish_name(reason), q->n_tokens - q->n_prompt, q->n_preempted);
+    q->on_finish(q, reason, status);
+}
+
+/* Finishes every cancelled sequence that no step is using. Collects first: on_finish may
+ * free the sequence, and its list node with it. */
+static void reap_cancelled(ul_sched_t *s) {
+    ul_queue_t *lists[2] = {&s->waiting, &s->running};
+    for (int l = 0; l < 2; l++) {
+        ul_queue_t *it = lists[l]->next;
+        while (it != lists[l]) {
+            ul_seq_t *q = UL_QUEUE_DATA(it, ul_seq_t, node);
+            it = it->next;
+            if (q->cancelled && !q->in_step) finish(s, q, UL_FINISH_CANCELLED, 0);
+        }
+    }
+}
+
+static void preempt(ul_sched_t *s, ul_seq_t *q) {
+    UL_LOG_DEBUG("seq=%llu preempted at %d tokens", (unsigned long long)q->id, q->n_tokens);
+    unlink_seq(s, q);
+    release_pages(s, q);
+    q->n_preempted++;
+    s->stats.preemptions++;
+    enqueue_waiting(s, q);
+}
+
+/* The newest sequence that holds pages and is not in the step being built. */
+static ul_seq_t *newest_holder(ul_sched_t *s) {
+    ul_seq_t *best = NULL;
+    ul_queue_t *lists[2] = {&s->waiting, &s->running};
+    for (int l = 0; l < 2; l++) {
+        ul_queue_t *it;
+        UL_QUEUE_FOREACH(it, lists[l]) {
+            ul_seq_t *q = UL_QUEUE_DATA(it, ul_seq_t, node);
+            if (q->n_pages > 0 && !q->in_step && (!best || q->arrival > best->arrival)) best = q;
+        }
+    }
+    return best;
+}
+
+/* Makes the page table cover n tokens; 0 or UL_EFULL (nothing allocated). */
+static int grow_pages(ul_sched_t *s, ul_seq_t *q, int32_t n) {
+    int32_t need = ul_kv_pages_for(&s->pool, n) - q->n_pages;
+    if (need <= 0) return 0;
+    UL_ASSERT(q->n_pages + need <= q->pages_cap);
+    int rc = ul_kv_page_alloc(&s->pool, need, q->pages + q->n_pages);
+    if (rc == 0) q->n_pages += need;
+    return rc;
+}
+
+static void add_to_step(ul_sched_t *s, ul_seq_t *q, int32_t n) {
+    ul_step_t *st = &s->step;
+    ul_step_seq_t *ss = &st->seqs[st->n_seqs];
+    memset(ss, 0, offsetof(ul_step_seq_t, out_token));
+    ss->seq_id = q->id;
+    ss->tok_offset = st->n_tokens;
+    ss->n_tokens = n;
+    ss->pos0 = q->n_computed;
+    ss->pages = q->pages;
+    ss->n_pages = q->n_pages;
+    ss->sample = q->n_computed + n == q->n_tokens;
+    ss->sampling = q->sampling;
+    ss->rng[0] = q->rng[0];
+    ss->rng[1] = q->rng[1];
+    ss->history = q->tokens;
+    ss->n_history = q->n_tokens;
+    ss->out_token = -1;
+    memcpy(st->tokens + st->n_tokens, q->tokens + q->n_computed, (size_t)n * sizeof(int32_t));
+    s->step_owner[st->n_seqs] = q;
+    st->n_tokens += n;
+    st->n_seqs++;
+    q->in_step = 1;
+}
+
+static int runnable(const ul_seq_t *q) { return !q->paused && !q->cancelled && !q->in_step; }
+
+/* Pass 1: one token for every decoding sequence, in rotation order. Candidates are
+ * collected first because preemption moves sequences between the lists. */
+static void add_decoders(ul_sched_t *s) {
+    int32_t n = 0;
+    ul_queue_t *it;
+    UL_QUEUE_FOREACH(it, &s->running) {
+        ul_seq_t *q = UL_QUEUE_DATA(it, ul_seq_t, node);
+        if (runnable(q) && q->n_tokens - q->n_computed == 1 && n < s->cfg.max_seqs)
+            s->scratch[n++] = q;
+    }
+    for (int32_t i = 0; i < n && s->step.n_tokens < s->cfg.max_batch_tokens; i++) {
+        ul_seq_t *q = s->scratch[i];
+        if (q->state != UL_SEQ_RUNNING) continue; /* preempted for an older one */
+        while (grow_pages(s, q, q->n_tokens) != 0) {
+            if (q->n_pages == s->pool.n_pages) {
+                /* It holds the whole pool and needs more: it can never grow. */
+                finish(s, q, UL_FINISH_LENGTH, 0);
+                q = NULL;
+                break;
+            }
+            ul_seq_t *victim = newest_holder(s);
+            UL_ASSERT(victim); /* q itself holds pages and is not in the step */
+            preempt(s, victim);
+            if (victim == q) {
+                q = NULL;
+                break;
+            }
+        }
+        if (q) add_to_step(s, q, 1);
+    }
+    /* Rotate: the sequences just scheduled go to the back, so when decoders outnumber the
+     * budget every one of them gets a turn. */
+    for (int32_t i = 0; i < s->step.n_seqs; i++) {
+        ul_seq_t *q = s->step_owner[i];
+        ul_queue_remove(&q->node);
+        ul_queue_insert_tail(&s->running, &q->node);
+    }
+}
+
+static int by_arrival(const void *a, const void *b) {
+    const ul_seq_t *x = *(ul_seq_t *const *)a, *y = *(ul_seq_t *const *)b;
+    return x->arrival < y->arrival ? -1 : x->arrival > y->arrival;
+}
+
+/* Gives q a prefill chunk of up to budget tokens, as far as pages allow. Returns the chunk
+ * size (0: no page could be had). */
+static int32_t admit_chunk(ul_sched_t *s, ul_seq_t *q, int32_t budget) {
+    int32_t c = q->n_tokens - q->n_computed;
+    if (c > budget) c = budget;
+    int64_t room = (int64_t)(q->n_pages + s->pool.n_free) * s->pool.page_size - q->n_computed;
+    if (c > room) c = (int32_t)room;
+    if (c <= 0) return 0;
+    int rc = grow_pages(s, q, q->n_computed + c);
+    UL_ASSERT(rc == 0);
+    return c;
+}
+
+/* Pass 2: prefill chunks, oldest first, for running (partially prefilled) and waiting
+ * sequences alike. Stops at the first one that cannot get a page: first come, first
+ * served, so a long prompt is not starved by short ones slipping past it. */
+static void add_prefills(ul_sched_t *s) {
+    int32_t n = 0;
+    ul_queue_t *it;
+    UL_QUEUE_FOREACH(it, &s->running) {
+        ul_seq_t *q = UL_QUEUE_DATA(it, ul_seq_t, node);
+        if (runnable(q) && q->n_tokens - q->n_computed > 1 && n < s->cfg.max_seqs)
+            s->scratch[n++] = q;
+    }
+    UL_QUEUE_FOREACH(it, &s->waiting) {
+        ul_seq_t *q = UL_QUEUE_DATA(it, ul_seq_t, node);
+        if (runnable(q) && n < s->cfg.max_seqs) s->scratch[n++] = q;
+    }
+    qsort(s->scratch, (size_t)n, sizeof *s->scratch, by_arrival);
+    for (int32_t i = 0; i < n; i++) {
+        int32_t budget = s->cfg.max_batch_tokens - s->step.n_tokens;
+        if (budget <= 0) break;
+        ul_seq_t *q = s->scratch[i];
+        int32_t c = admit_chunk(s, q, budget);
+        if (c == 0) break;
+        if (q->state == UL_SEQ_WAITING) {
+            unlink_seq(s, q);
+            ul_queue_insert_tail(&s->running, &q->node);
+            q->state = UL_SEQ_RUNNING;
+            s->n_running++;
+        }
+        add_to_step(s, q, c);
+    }
+}
+
+int ul_sched_step_build(ul_sched_t *s) {
+    UL_ASSERT(!s->busy);
+    reap_cancelled(s);
+    s->step.n_tokens = 0;
+    s->step.n_seqs = 0;
+    s->step.status = 0;
+    for (;;) {
+        add_decoders(s);
+        add_prefills(s);
+        if (s->step.n_seqs > 0) break;
+        /* Nothing fits although there may be work: partial prefills can hold every page
+         * between them. Free the newest holder's pages so the older ones advance. */
+        ul_seq_t *victim = newest_holder(s);
+        if (!victim) break;
+        int any_runnable = 0;
+        ul_queue_t *lists[2] = {&s->waiting, &s->running};
+        for (int l = 0; l < 2 && !any_runnable; l++) {
+            ul_queue_t *it;
+            UL_QUEUE_FOREACH(it, lists[l]) {
+                ul_seq_t *q = UL_QUEUE_DATA(it, ul_seq_t, node);
+                if (runnable(q) && q != victim) any_runnable = 1;
+            }
+        }
+        if (!any_runnable) break; /* only paused sequences (or the victim alone) */
+        preempt(s, victim);
+    }
+    return s->step.n_seqs;
+}
+
+/* Appends a sampled token and decides whether the sequence goes on. */
+static void take_token(ul_sched_t *s, ul_seq_t *q, int32_t tok) {
+    const ul_backend_t *b = s->backend;
+    if (tok < 0 || tok >= b->n_vocab) {
+        finish(s, q, UL_FINISH_ERROR, UL_ERANGE);
+        return;
+    }
+    if (b->eos_id >= 0 && tok == b->eos_id) {
+        finish(s, q, UL_FINISH_STOP, 0);
+        return;
+    }
+    if (s->cfg.is_eog && s->cfg.is_eog(s->cfg.eog_ctx, tok)) {
+        finish(s, q, UL_FINISH_STOP, 0);
+        return;
+    }
+    q->tokens[q->n_tokens++] = tok;
+    s->stats.tokens_generated++;
+    if (q->on_token && q->on_token(q, tok)) {
+        finish(s, q, UL_FINISH_STOP, 0);
+        return;
+    }
+    if (q->n_tokens - q->n_prompt >= q->max_tokens || q->n_tokens >= q->cap)
+        finish(s, q, UL_FINISH_LENGTH, 0);
+}
+
+void ul_sched_step_complete(ul_sched_t *s) {
+    ul_step_t *st = &s->step;
+    s->stats.steps++;
+    s->stats.compute_us += st->compute_us;
+    if (st->status) s->stats.step_errors++;
+    for (int32_t i = 0; i < st->n_seqs; i++) s->step_owner[i]->in_step = 0;
+    for (int32_t i = 0; i < st->n_seqs; i++) {
+        ul_step_seq_t *ss = &st->seqs[i];
+        ul_seq_t *q = s->step_owner[i];
+        if (q->cancelled) continue; /* reaped at the next build */
+        if (st->status) {
+            UL_LOG_ERROR("seq=%llu step failed: %s", (unsigned long long)q->id,
+                         ul_strerror(st->status));
+            finish(s, q, UL_FINISH_ERROR, st->status);
+            continue;
+        }
+        q->n_computed += ss->n_tokens;
+        s->stats.tokens_computed += (uint64_t)ss->n_tokens;
+        if (!ss->sample) continue;
+        q->rng[0] = ss->rng[0];
+        q->rng[1] = ss->rng[1];
+        take_token(s, q, ss->out_token);
+    }
+}

@@ -1,0 +1,162 @@
+/* The scheduler: sequences, their KV page tables, and the iteration-level batcher that
+ * turns "what every sequence needs next" into one backend step at a time.
+ *
+ * Everything here runs on the loop thread (no locks). The core (ul_sched_init,
+ * ul_sched_add, ul_sched_step_build, ul_sched_step_complete) needs no event loop, so
+ * tests can drive it step by step with a backend's synchronous run(). The driver
+ * (ul_sched_start / ul_sched_close) attaches it to a libuv loop: a bridge receives the
+ * backend's completions, and an idle handle "kicks" the batcher whenever something
+ * changed (a sequence added, cancelled or resumed), so the next step is built as soon as
+ * the backend is idle and there is work.
+ *
+ * One step in flight at a time. Step building (DESIGN.md "Scheduling one step"):
+ *   0. cancelled sequences are removed and their pages freed (their on_finish runs);
+ *   1. every running sequence in decode contributes one token (round-robin when there
+ *      are more than the budget), taking a new page when its last one is full; when no
+ *      page is free the newest sequence holding pages is preempted (pages freed,
+ *      requeued, recomputed from its prompt + generated tokens later);
+ *   2. the rest of the token budget goes to prefill chunks, oldest sequence first,
+ *      admitted only as far as pages can be allocated.
+ * Paused sequences (their client's SSE buffer is full) are skipped until resumed.
+ *
+ * Sequence lifecycle and ownership: the caller allocates a ul_seq_t (usually embedded in
+ * its request), fills the "caller" fields and calls ul_sched_add. From then on the
+ * scheduler calls on_token for each generated token and on_finish exactly once; after
+ * on_finish returns the scheduler never touches the sequence again and the caller may free
+ * it. The caller must not free it before. Callbacks run on the loop thread, never from
+ * inside ul_sched_add / ul_sched_cancel / ul_sched_set_paused. */
+#ifndef UL_SCHED_SCHED_H
+#define UL_SCHED_SCHED_H
+
+#include <stdint.h>
+#include <uv.h>
+
+#include "base/bridge.h"
+#include "base/queue.h"
+#include "sched/kvpool.h"
+#include "uvllm/backend.h"
+
+typedef enum {
+    UL_SEQ_NEW,       /* not yet added */
+    UL_SEQ_WAITING,   /* queued for (re)prefill; may hold no pages */
+    UL_SEQ_RUNNING,   /* holds pages; prefilling in chunks or decoding */
+    UL_SEQ_FINISHED,  /* on_finish has run */
+} ul_seq_state_t;
+
+typedef enum {
+    UL_FINISH_NONE = 0,
+    UL_FINISH_STOP,      /* end-of-generation token or a stop string */
+    UL_FINISH_LENGTH,    /* max_tokens or the context length */
+    UL_FINISH_CANCELLED, /* ul_sched_cancel (client gone, shutdown) */
+    UL_FINISH_ERROR,     /* the backend failed the step; status says why */
+} ul_finish_t;
+
+const char *ul_finish_name(ul_finish_t f); /* "stop", "length", "cancelled", "error" */
+
+typedef struct ul_seq_s ul_seq_t;
+/* A generated token (never the end-of-generation token). Return 0 to continue or 1 to
+ * end the sequence now with UL_FINISH_STOP (e.g. a stop string matched). Must not free
+ * the sequence. */
+typedef int (*ul_seq_token_cb)(ul_seq_t *seq, int32_t token);
+/* Exactly once per added sequence. status: 0, or the UL_E* of a failed step. */
+typedef void (*ul_seq_finish_cb)(ul_seq_t *seq, ul_finish_t reason, int status);
+
+struct ul_seq_s {
+    /* caller's, set before ul_sched_add */
+    int32_t max_tokens; /* >= 1 */
+    ul_sampling_t sampling;
+    ul_seq_token_cb on_token;
+    ul_seq_finish_cb on_finish;
+    void *data;
+    /* scheduler's, read-only for the caller */
+    uint64_t id;
+    ul_seq_state_t state;
+    int32_t *tokens;    /* [cap]: prompt then generated; never reallocated */
+    int32_t n_prompt;
+    int32_t n_tokens;
+    int32_t cap;        /* min(n_prompt + max_tokens, n_ctx) */
+    int32_t n_computed; /* tokens whose KV is stored */
+    int32_t *pages;     /* [pages_cap] page table */
+    int32_t n_pages;
+    int32_t pages_cap;
+    uint64_t rng[2];
+    uint64_t arrival;   /* order of arrival: smaller is older */
+    int paused;
+    int cancelled;
+    int in_step;
+    int32_t n_preempted;
+    ul_queue_t node; /* in the waiting or running list */
+};
+
+typedef struct ul_sched_config_s {
+    int32_t max_batch_tokens; /* token budget of a step; default 512 */
+    int32_t max_seqs;         /* sequences admitted at once (waiting + running); default 4096 */
+    /* optional: other end-of-generation tokens than backend->eos_id (a vocabulary's eot,
+     * eom...); the api sets it for real models so sched needs no tokenizer */
+    int (*is_eog)(void *ctx, int32_t tok);
+    void *eog_ctx;
+} ul_sched_config_t;
+
+typedef struct ul_sched_stats_s {
+    uint64_t steps, tokens_generated, tokens_computed, preemptions, seqs_finished;
+    uint64_t step_errors;
+    double compute_us; /* sum of the backend's step times */
+} ul_sched_stats_t;
+
+typedef struct ul_sched_s ul_sched_t;
+struct ul_sched_s {
+    ul_backend_t *backend;
+    ul_sched_config_t cfg;
+    ul_kv_pool_t pool;
+    ul_queue_t waiting; /* by arrival, oldest first */
+    ul_queue_t running; /* decode order (rotated for fairness) */
+    int32_t n_waiting, n_running;
+    uint64_t next_id, next_arrival;
+    /* the one step: buffers sized for max_batch_tokens */
+    ul_step_t step;
+    ul_seq_t **step_owner; /* [max_batch_tokens]: the sequence of each step->seqs entry */
+    ul_seq_t **scratch;    /* [max_seqs]: prefill candidates while building */
+    int busy;              /* a step is submitted and not yet completed */
+    ul_sched_stats_t stats;
+    /* driver (ul_sched_start) */
+    uv_loop_t *loop;
+    ul_bridge_t bridge;
+    uv_idle_t kick;
+    int kick_active;
+    int closing, n_open_handles;
+    void (*close_cb)(ul_sched_t *s);
+    void *data; /* owner's */
+};
+
+/* Core. The backend must outlive the scheduler. */
+int ul_sched_init(ul_sched_t *s, ul_backend_t *backend, const ul_sched_config_t *cfg);
+/* Frees buffers. Every sequence must have finished (call after ul_sched_close's cb, or
+ * in loop-less tests after draining). */
+void ul_sched_free(ul_sched_t *s);
+
+/* Copies the prompt and queues the sequence. Errors (the sequence is not queued and no
+ * callback will run): UL_EINVAL empty prompt or bad max_tokens; UL_E2BIG prompt does not
+ * fit the context length or the KV pool; UL_EFULL max_seqs reached or closing; UL_ENOMEM. */
+int ul_sched_add(ul_sched_t *s, ul_seq_t *seq, const int32_t *prompt, int32_t n_prompt);
+/* Asks for the sequence to end; on_finish(UL_FINISH_CANCELLED) follows at the next safe
+ * point (within one step). Idempotent; no-op once finished. */
+void ul_sched_cancel(ul_sched_t *s, ul_seq_t *seq);
+/* Paused sequences keep their pages but get no step until resumed (backpressure). */
+void ul_sched_set_paused(ul_sched_t *s, ul_seq_t *seq, int paused);
+/* Sequences not yet finished. */
+static inline int32_t ul_sched_n_active(const ul_sched_t *s) { return s->n_waiting + s->n_running; }
+
+/* Builds s->step from the current state (after reaping cancelled sequences). Returns
+ * the number of sequences in it; 0 means there is nothing runnable. Must not be called
+ * while a step is in flight. */
+int ul_sched_step_build(ul_sched_t *s);
+/* Consumes the results of s->step (status, sampled tokens): runs the callbacks. */
+void ul_sched_step_complete(ul_sched_t *s);
+
+/* Driver: attaches to the loop and sets backend->bridge. */
+int ul_sched_start(ul_sched_t *s, uv_loop_t *loop);
+/* Cancels every sequence, waits for the step in flight, closes the handles; close_cb
+ * runs when the scheduler can be freed (then ul_sched_free, then destroy the backend). */
+void ul_sched_close(ul_sched_t *s, void (*close_cb)(ul_sched_t *s));
+
+#endif

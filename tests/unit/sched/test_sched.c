@@ -1,0 +1,361 @@
+/* Scheduler: what goes into each step (decode first, prefill chunks under the budget,
+ * oldest first), KV page admission and preemption, cancellation, stop conditions, and the
+ * loop driver with the asynchronous null backend. Steps are run with the null backend's
+ * synchronous run(), whose KV bookkeeping fails a step if pages were mixed up. */
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "sched/sched.h"
+#include "uvllm/err.h"
+
+typedef struct {
+    ul_seq_t seq;
+    int32_t out[256];
+    int n_out;
+    int finished;
+    ul_finish_t reason;
+    int stop_after; /* on_token returns 1 after this many tokens (0 = never) */
+} tseq_t;
+
+static int on_token(ul_seq_t *q, int32_t tok) {
+    tseq_t *t = (tseq_t *)q;
+    cr_assert_eq(t->finished, 0);
+    t->out[t->n_out++] = tok;
+    return t->stop_after && t->n_out >= t->stop_after;
+}
+
+static void on_finish(ul_seq_t *q, ul_finish_t reason, int status) {
+    tseq_t *t = (tseq_t *)q;
+    cr_assert_eq(t->finished, 0, "on_finish twice");
+    t->finished = 1;
+    t->reason = reason;
+    cr_assert_eq(status, 0);
+}
+
+static void tseq_init(tseq_t *t, int32_t max_tokens) {
+    memset(t, 0, sizeof *t);
+    t->seq.max_tokens = max_tokens;
+    ul_sampling_default(&t->seq.sampling);
+    t->seq.on_token = on_token;
+    t->seq.on_finish = on_finish;
+}
+
+static int add(ul_sched_t *s, tseq_t *t, int32_t n_prompt) {
+    int32_t p[512];
+    for (int32_t i = 0; i < n_prompt; i++) p[i] = 100 + i;
+    return ul_sched_add(s, &t->seq, p, n_prompt);
+}
+
+static ul_backend_t *null_backend(int32_t page_size, int32_t n_pages) {
+    ul_backend_t *b;
+    ul_null_config_t cfg = {.n_vocab = 1000, .n_ctx = 256, .page_size = page_size,
+                            .n_pages = n_pages};
+    cr_assert_eq(ul_null_backend_create(&cfg, &b), 0);
+    return b;
+}
+
+/* Builds, runs and completes one step; returns the number of sequences in it. */
+static int one_step(ul_sched_t *s) {
+    int n = ul_sched_step_build(s);
+    if (n > 0) {
+        cr_assert_eq(ul_backend_run(s->backend, &s->step), 0, "backend rejected the step");
+        ul_sched_step_complete(s);
+    }
+    return n;
+}
+
+static int run_all(ul_sched_t *s) {
+    int steps = 0;
+    while (one_step(s) > 0) cr_assert_lt(++steps, 10000, "scheduler does not converge");
+    return steps;
+}
+
+Test(sched, decode_first_then_prefill_chunks_under_budget) {
+    ul_backend_t *b = null_backend(4, 64);
+    ul_sched_t s;
+    cr_assert_eq(ul_sched_init(&s, b, &(ul_sched_config_t){.max_batch_tokens = 8}), 0);
+    tseq_t a, bb, c;
+    tseq_init(&a, 10);
+    tseq_init(&bb, 10);
+    tseq_init(&c, 10);
+    cr_assert_eq(add(&s, &a, 5), 0);
+    cr_assert_eq(one_step(&s), 1); /* A's whole prompt, sampled */
+    cr_assert_eq(s.step.seqs[0].n_tokens, 5);
+    cr_assert_eq(s.step.seqs[0].sample, 1);
+    cr_assert_eq(a.n_out, 1);
+    cr_assert_eq(add(&s, &bb, 10), 0);
+    cr_assert_eq(add(&s, &c, 3), 0);
+
+    cr_assert_eq(one_step(&s), 2);
+    ul_step_seq_t *ss = s.step.seqs;
+    cr_assert_eq(ss[0].seq_id, a.seq.id, "the decoding sequence comes first");
+    cr_assert_eq(ss[0].n_tokens, 1);
+    cr_assert_eq(ss[0].pos0, 5);
+    cr_assert_eq(ss[1].seq_id, bb.seq.id, "then the oldest prefill");
+    cr_assert_eq(ss[1].n_tokens, 7, "prefill chunk fills the rest of the budget");
+    cr_assert_eq(ss[1].sample, 0, "a partial prefill samples nothing");
+    cr_assert_eq(s.step.n_tokens, 8);
+    cr_assert_eq(bb.n_out, 0);
+
+    cr_assert_eq(one_step(&s), 3);
+    cr_assert_eq(ss[0].seq_id, a.seq.id);
+    cr_assert_eq(ss[1].seq_id, bb.seq.id);
+    cr_assert_eq(ss[1].n_tokens, 3);
+    cr_assert_eq(ss[1].pos0, 7);
+    cr_assert_eq(ss[1].sample, 1);
+    cr_assert_eq(ss[2].seq_id, c.seq.id);
+    cr_assert_eq(ss[2].n_tokens, 3);
+    cr_assert_eq(bb.n_out, 1);
+    cr_assert_eq(c.n_out, 1);
+
+    run_all(&s);
+    cr_assert(a.finished && bb.finished && c.finished);
+    cr_assert_eq(a.reason, UL_FINISH_LENGTH);
+    cr_assert_eq(a.n_out, 10);
+    cr_assert_eq(s.pool.n_free, 64, "all pages back in the pool");
+    ul_sched_free(&s);
+    ul_backend_destroy(b);
+}
+
+Test(sched, decoders_beyond_budget_take_turns) {
+    ul_backend_t *b = null_backend(4, 256);
+    ul_sched_t s;
+    cr_assert_eq(ul_sched_init(&s, b, &(ul_sched_config_t){.max_batch_tokens = 4}), 0);
+    tseq_t t[6];
+    for (int i = 0; i < 6; i++) {
+        tseq_init(&t[i], 5);
+        cr_assert_eq(add(&s, &t[i], 1), 0);
+    }
+    run_all(&s);
+    for (int i = 0; i < 6; i++) {
+        cr_assert(t[i].finished);
+        cr_assert_eq(t[i].n_out, 5);
+    }
+    ul_sched_free(&s);
+    ul_backend_destroy(b);
+}
+
+/* Generates with a roomy pool and with a tiny one that forces preemption: the output must
+ * be the same, since a preempted sequence recomputes and continues where it was. */
+Test(sched, preemption_under_page_pressure_keeps_output) {
+    int32_t ref[3][256];
+    for (int pass = 0; pass < 2; pass++) {
+        ul_backend_t *b = null_backend(4, pass == 0 ? 256 : 6);
+        ul_sched_t s;
+        cr_assert_eq(ul_sched_init(&s, b, &(ul_sched_config_t){.max_batch_tokens = 16}), 0);
+        tseq_t t[3];
+        for (int i = 0; i < 3; i++) {
+            tseq_init(&t[i], 12);
+            cr_assert_eq(add(&s, &t[i], 6), 0);
+        }
+        run_all(&s);
+        for (int i = 0; i < 3; i++) {
+            cr_assert(t[i].finished);
+            cr_assert_eq(t[i].reason, UL_FINISH_LENGTH);
+            cr_assert_eq(t[i].n_out, 12);
+            if (pass == 0) memcpy(ref[i], t[i].out, sizeof ref[i]);
+            else cr_assert_arr_eq(ref[i], t[i].out, 12 * sizeof(int32_t));
+        }
+        if (pass == 0) cr_assert_eq(s.stats.preemptions, 0);
+        else cr_assert_gt(s.stats.preemptions, 0, "a 24-token pool must preempt");
+        cr_assert_eq(s.pool.n_free, s.pool.n_pages);
+        ul_sched_free(&s);
+        ul_backend_destroy(b);
+    }
+}
+
+Test(sched, preempts_the_newest) {
+    /* Two prompts of 8 tokens fill 4 pages of 4; the older one's decode needs a 3rd page. */
+    ul_backend_t *b = null_backend(4, 4);
+    ul_sched_t s;
+    cr_assert_eq(ul_sched_init(&s, b, NULL), 0);
+    tseq_t a, c;
+    tseq_init(&a, 4);
+    tseq_init(&c, 4);
+    cr_assert_eq(add(&s, &a, 8), 0);
+    cr_assert_eq(add(&s, &c, 8), 0);
+    cr_assert_eq(one_step(&s), 2); /* both prefills: 8 tokens in 2 pages each, 9th sampled */
+    cr_assert_eq(s.pool.n_free, 0);
+    cr_assert_eq(ul_sched_step_build(&s), 2);
+    cr_assert_eq(s.step.seqs[0].seq_id, a.seq.id, "the older sequence decodes");
+    cr_assert_eq(a.seq.n_pages, 3);
+    cr_assert_eq(c.seq.n_preempted, 1, "the newer one gave up its pages");
+    /* ...and starts recomputing its 9 tokens in the one page left */
+    cr_assert_eq(s.step.seqs[1].seq_id, c.seq.id);
+    cr_assert_eq(s.step.seqs[1].pos0, 0);
+    cr_assert_eq(s.step.seqs[1].n_tokens, 4);
+    cr_assert_eq(c.seq.n_pages, 1);
+    cr_assert_eq(ul_backend_run(b, &s.step), 0);
+    ul_sched_step_complete(&s);
+    run_all(&s);
+    cr_assert(a.finished && c.finished);
+    cr_assert_eq(c.n_out, 4);
+    ul_sched_free(&s);
+    ul_backend_destroy(b);
+}
+
+Test(sched, admission_waits_for_pages) {
+    ul_backend_t *b = null_backend(4, 4);
+    ul_sched_t s;
+    cr_assert_eq(ul_sched_init(&s, b, NULL), 0);
+    tseq_t a, c;
+    tseq_init(&a, 1);
+    tseq_init(&c, 1);
+    cr_assert_eq(add(&s, &a, 16), 0); /* the whole pool */
+    cr_assert_eq(add(&s, &c, 4), 0);
+    cr_assert_eq(ul_sched_step_build(&s), 1, "no page left for the second prompt");
+    cr_assert_eq(s.step.seqs[0].seq_id, a.seq.id);
+    cr_assert_eq(c.seq.state, UL_SEQ_WAITING);
+    cr_assert_eq(ul_backend_run(b, &s.step), 0);
+    ul_sched_step_complete(&s);
+    cr_assert(a.finished, "max_tokens 1 finishes after the prefill");
+    cr_assert_eq(one_step(&s), 1);
+    cr_assert(c.finished);
+    ul_sched_free(&s);
+    ul_backend_destroy(b);
+}
+
+Test(sched, cancellation_frees_pages_before_the_next_step) {
+    ul_backend_t *b = null_backend(4, 32);
+    ul_sched_t s;
+    cr_assert_eq(ul_sched_init(&s, b, NULL), 0);
+    tseq_t a, c;
+    tseq_init(&a, 100);
+    tseq_init(&c, 100);
+    cr_assert_eq(add(&s, &a, 10), 0);
+    cr_assert_eq(add(&s, &c, 10), 0);
+    cr_assert_eq(one_step(&s), 2);
+    cr_assert_eq(s.pool.n_free, 32 - 6);
+    ul_sched_cancel(&s, &a.seq);
+    cr_assert_eq(a.finished, 0, "cancel never calls back inline");
+    cr_assert_eq(ul_sched_step_build(&s), 1);
+    cr_assert(a.finished);
+    cr_assert_eq(a.reason, UL_FINISH_CANCELLED);
+    cr_assert_eq(s.step.seqs[0].seq_id, c.seq.id);
+    cr_assert_eq(s.pool.n_free, 32 - 3);
+    /* Cancel while the step is in flight: results are dropped, reaped afterwards. */
+    ul_sched_cancel(&s, &c.seq);
+    cr_assert_eq(ul_backend_run(b, &s.step), 0);
+    int before = c.n_out;
+    ul_sched_step_complete(&s);
+    cr_assert_eq(c.n_out, before);
+    cr_assert_eq(ul_sched_step_build(&s), 0);
+    cr_assert(c.finished);
+    cr_assert_eq(s.pool.n_free, 32);
+    cr_assert_eq(ul_sched_n_active(&s), 0);
+    ul_sched_free(&s);
+    ul_backend_destroy(b);
+}
+
+Test(sched, paused_sequences_are_skipped) {
+    ul_backend_t *b = null_backend(4, 32);
+    ul_sched_t s;
+    cr_assert_eq(ul_sched_init(&s, b, NULL), 0);
+    tseq_t a, c;
+    tseq_init(&a, 5);
+    tseq_init(&c, 5);
+    cr_assert_eq(add(&s, &a, 2), 0);
+    cr_assert_eq(add(&s, &c, 2), 0);
+    cr_assert_eq(one_step(&s), 2);
+    ul_sched_set_paused(&s, &a.seq, 1);
+    cr_assert_eq(one_step(&s), 1);
+    cr_assert_eq(s.step.seqs[0].seq_id, c.seq.id);
+    run_all(&s);
+    cr_assert(c.finished);
+    cr_assert_not(a.finished);
+    cr_assert_eq(a.n_out, 1);
+    ul_sched_set_paused(&s, &a.seq, 0);
+    run_all(&s);
+    cr_assert(a.finished);
+    cr_assert_eq(a.n_out, 5);
+    ul_sched_free(&s);
+    ul_backend_destroy(b);
+}
+
+Test(sched, stop_conditions) {
+    ul_backend_t *b;
+    ul_null_config_t cfg = {.n_vocab = 1000, .n_ctx = 20, .page_size = 4, .n_pages = 64,
+                            .eos_every = 8};
+    cr_assert_eq(ul_null_backend_create(&cfg, &b), 0);
+    ul_sched_t s;
+    cr_assert_eq(ul_sched_init(&s, b, NULL), 0);
+    tseq_t eos, ctx, cb;
+    tseq_init(&eos, 100);
+    tseq_init(&ctx, 100);
+    tseq_init(&cb, 100);
+    cb.stop_after = 2;
+    cr_assert_eq(add(&s, &eos, 2), 0); /* positions 2..6 sampled, eos at position 7 */
+    cr_assert_eq(add(&s, &ctx, 17), 0); /* positions 17..19, then the context is full */
+    cr_assert_eq(add(&s, &cb, 1), 0);
+    run_all(&s);
+    cr_assert_eq(eos.reason, UL_FINISH_STOP);
+    cr_assert_eq(eos.n_out, 5, "eos itself is not a generated token");
+    cr_assert_eq(ctx.reason, UL_FINISH_LENGTH);
+    cr_assert_eq(ctx.n_out, 3, "generation stops at the context length");
+    cr_assert_eq(cb.reason, UL_FINISH_STOP);
+    cr_assert_eq(cb.n_out, 2);
+    ul_sched_free(&s);
+    ul_backend_destroy(b);
+}
+
+Test(sched, add_validates) {
+    ul_backend_t *b = null_backend(4, 4);
+    ul_sched_t s;
+    cr_assert_eq(ul_sched_init(&s, b, &(ul_sched_config_t){.max_seqs = 1}), 0);
+    tseq_t a, c;
+    tseq_init(&a, 5);
+    cr_assert_eq(add(&s, &a, 0), UL_EINVAL);
+    cr_assert_eq(add(&s, &a, 256), UL_E2BIG, "longer than the context");
+    cr_assert_eq(add(&s, &a, 17), UL_E2BIG, "larger than the KV pool");
+    a.seq.max_tokens = 0;
+    cr_assert_eq(add(&s, &a, 3), UL_EINVAL);
+    a.seq.max_tokens = 5;
+    cr_assert_eq(add(&s, &a, 3), 0);
+    tseq_init(&c, 5);
+    cr_assert_eq(add(&s, &c, 3), UL_EFULL);
+    run_all(&s);
+    ul_sched_free(&s);
+    ul_backend_destroy(b);
+}
+
+/* The driver on a real loop with the asynchronous backend. */
+static int g_finished;
+static void count_finish(ul_seq_t *q, ul_finish_t reason, int status) {
+    on_finish(q, reason, status);
+    g_finished++;
+}
+static void on_closed(ul_sched_t *s) { *(int *)s->data = 1; }
+
+Test(sched, loop_driver_runs_to_completion_and_closes) {
+    uv_loop_t loop;
+    cr_assert_eq(uv_loop_init(&loop), 0);
+    ul_backend_t *b;
+    ul_null_config_t cfg = {.delay_us = 1000, .n_vocab = 1000, .page_size = 4, .n_pages = 64};
+    cr_assert_eq(ul_null_backend_create(&cfg, &b), 0);
+    ul_sched_t s;
+    cr_assert_eq(ul_sched_init(&s, b, NULL), 0);
+    cr_assert_eq(ul_sched_start(&s, &loop), 0);
+    static tseq_t t[20];
+    g_finished = 0;
+    for (int i = 0; i < 20; i++) {
+        tseq_init(&t[i], 8);
+        t[i].seq.on_finish = count_finish;
+        cr_assert_eq(add(&s, &t[i], 3), 0);
+    }
+    while (g_finished < 20) uv_run(&loop, UV_RUN_ONCE);
+    for (int i = 0; i < 20; i++) cr_assert_eq(t[i].n_out, 8);
+    /* Closing with a sequence still running cancels it. */
+    tseq_t late;
+    tseq_init(&late, 1000);
+    cr_assert_eq(add(&s, &late, 3), 0);
+    int closed = 0;
+    s.data = &closed;
+    ul_sched_close(&s, on_closed);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    cr_assert(closed);
+    cr_assert(late.finished);
+    cr_assert_eq(late.reason, UL_FINISH_CANCELLED);
+    ul_sched_free(&s);
+    ul_backend_destroy(b);
+    cr_assert_eq(uv_loop_close(&loop), 0);
+}
