@@ -33,6 +33,7 @@ __attribute__((format(printf, 2, 3))) static int fail(ul_gguf_t *g, const char *
     va_start(ap, fmt);
     vsnprintf(g->err, sizeof g->err, fmt, ap);
     va_end(ap);
+    ul_sanitize_line(g->err);
     return UL_EFORMAT;
 }
 

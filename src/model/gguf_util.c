@@ -47,6 +47,11 @@ int ul_str_eq(ul_str_t s, const char *z) {
     return s.len == n && memcmp(s.ptr, z, n) == 0;
 }
 
+void ul_sanitize_line(char *s) {
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 || *s == 0x7f) *s = '?';
+}
+
 static uint64_t hash(ul_str_t s) {
     uint64_t h = 1469598103934665603ull; /* FNV-1a */
     for (uint64_t i = 0; i < s.len; i++) h = (h ^ (unsigned char)s.ptr[i]) * 1099511628211ull;

@@ -257,6 +257,7 @@ static int finish(ul_model_t *m, int rc, int vocab_only, ul_model_t **out, char 
     rc = load(&l);
     if (rc) {
         if (errlen && !err[0]) snprintf(err, errlen, "%s", ul_strerror(rc));
+        if (errlen) ul_sanitize_line(err);
         ul_model_free(m);
         return rc;
     }
