@@ -1,0 +1,33 @@
+/* Token sampling shared by every backend that produces logits on the host: penalties
+ * (llama.cpp's repetition penalty, OpenAI's frequency/presence), top-k, top-p, min-p,
+ * temperature, a seeded draw, and the logprobs reported with each token.
+ *
+ * Runs on backend threads (never on the loop): several threads may sample different
+ * sequences at once, each with its own scratch. Nothing is allocated per token. */
+#ifndef UL_ENGINE_SAMPLING_H
+#define UL_ENGINE_SAMPLING_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "uvllm/backend.h"
+
+/* Bytes of scratch one sampling thread needs for a vocabulary of n_vocab tokens. The
+ * scratch must be zero-filled once when allocated (calloc); ul_sample leaves it so. */
+size_t ul_sample_scratch_size(int32_t n_vocab);
+
+/* Samples the token that follows seq's last token from its logits [n_vocab] under
+ * seq->sampling, penalising seq->history, drawing from seq->rng (advanced in place).
+ * Writes out_token, out_logprob (log-softmax of the raw logits, i.e. the model's own
+ * distribution) and the seq->sampling.n_logprobs most likely raw candidates.
+ * Greedy (temperature <= 0): the largest penalised logit, ties to the lowest id.
+ * Returns the token id. */
+int32_t ul_sample(ul_step_seq_t *seq, const float *logits, int32_t n_vocab, void *scratch);
+
+/* Seeds a 128-bit xoshiro128++ state from a 64-bit seed with splitmix64, so nearby seeds
+ * give unrelated streams. */
+void ul_sampling_rng_seed(uint64_t seed, uint64_t rng[2]);
+/* Uniform float in [0, 1) from the state (24 random bits), advancing it. */
+float ul_sampling_rng_uniform(uint64_t rng[2]);
+
+#endif

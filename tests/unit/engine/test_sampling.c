@@ -1,0 +1,137 @@
+/* Sampling: greedy ties, llama.cpp repetition penalty, OpenAI frequency/presence
+ * penalties and their window, top-k/top-p/min-p truncation, seeded reproducibility, the
+ * empirical distribution of the draw, and the reported logprobs. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+
+#include "engine/sampling.h"
+
+#define NV 8
+
+static void *g_scratch;
+
+static void setup(void) { g_scratch = calloc(1, ul_sample_scratch_size(NV)); }
+static void teardown(void) { free(g_scratch); }
+
+static ul_step_seq_t seq_with(float temperature) {
+    ul_step_seq_t s = {0};
+    ul_sampling_default(&s.sampling);
+    s.sampling.temperature = temperature;
+    ul_sampling_rng_seed(1234, s.rng);
+    return s;
+}
+
+TestSuite(sampling, .init = setup, .fini = teardown);
+
+Test(sampling, greedy_argmax_ties_to_lowest_id) {
+    float l[NV] = {0.5f, 3.0f, -1.0f, 3.0f, 2.9f, 0, 0, 0};
+    ul_step_seq_t s = seq_with(0);
+    cr_assert_eq(ul_sample(&s, l, NV, g_scratch), 1);
+    cr_assert_eq(s.out_token, 1);
+}
+
+Test(sampling, repeat_penalty_divides_positive_and_multiplies_negative) {
+    /* token 0 (2.0, repeated) / 1.5 = 1.33 < token 1 (1.5): greedy moves to 1 */
+    float l[NV] = {2.0f, 1.5f, -0.5f, -9, -9, -9, -9, -9};
+    int32_t hist[] = {0, 2};
+    ul_step_seq_t s = seq_with(0);
+    s.sampling.repeat_penalty = 1.5f;
+    s.history = hist;
+    s.n_history = 2;
+    cr_assert_eq(ul_sample(&s, l, NV, g_scratch), 1);
+    /* a negative logit gets more negative: with only token 2 allowed high, it must lose */
+    float l2[NV] = {-9, -9, -0.5f, -0.6f, -9, -9, -9, -9};
+    cr_assert_eq(ul_sample(&s, l2, NV, g_scratch), 3); /* -0.75 < -0.6 */
+    /* the scratch counts were reset: without history the original argmax returns */
+    s.n_history = 0;
+    cr_assert_eq(ul_sample(&s, l, NV, g_scratch), 0);
+}
+
+Test(sampling, frequency_and_presence_penalties) {
+    float l[NV] = {2.0f, 1.5f, 1.0f, -9, -9, -9, -9, -9};
+    int32_t hist[] = {0, 1, 0, 0};
+    ul_step_seq_t s = seq_with(0);
+    s.history = hist;
+    s.n_history = 4;
+    s.sampling.frequency_penalty = 0.3f; /* 0: 2 - 0.9 = 1.1; 1: 1.5 - 0.3 = 1.2 */
+    cr_assert_eq(ul_sample(&s, l, NV, g_scratch), 1);
+    s.sampling.presence_penalty = 0.6f; /* 0: 0.5; 1: 0.6; 2: 1.0 */
+    cr_assert_eq(ul_sample(&s, l, NV, g_scratch), 2);
+    s.sampling.repeat_last_n = 1; /* only the last 0 counts: 0: 2 - 0.3 - 0.6 = 1.1 */
+    cr_assert_eq(ul_sample(&s, l, NV, g_scratch), 1);
+    s.sampling.repeat_last_n = 0; /* off */
+    cr_assert_eq(ul_sample(&s, l, NV, g_scratch), 0);
+}
+
+static float draw_freq(ul_step_seq_t *s, const float *l, int tok, int n) {
+    int hits = 0;
+    for (int i = 0; i < n; i++) hits += ul_sample(s, l, NV, g_scratch) == tok;
+    return (float)hits / (float)n;
+}
+
+Test(sampling, temperature_one_follows_the_softmax) {
+    float l[NV] = {logf(0.6f), logf(0.3f), logf(0.1f), -INFINITY, -INFINITY, -INFINITY,
+                   -INFINITY, -INFINITY};
+    ul_step_seq_t s = seq_with(1.0f);
+    const int n = 20000; /* binomial sd of a frequency ~0.0035: 0.02 is > 5 sd */
+    cr_assert_float_eq(draw_freq(&s, l, 0, n), 0.6f, 0.02f);
+    cr_assert_float_eq(draw_freq(&s, l, 1, n), 0.3f, 0.02f);
+    cr_assert_float_eq(draw_freq(&s, l, 2, n), 0.1f, 0.02f);
+    /* a low temperature sharpens: token 0 dominates */
+    s.sampling.temperature = 0.25f; /* 0.6^4 : 0.3^4 : 0.1^4 -> 0.94 */
+    cr_assert_gt(draw_freq(&s, l, 0, 5000), 0.9f);
+}
+
+Test(sampling, truncation_top_k_top_p_min_p) {
+    float l[NV] = {logf(0.5f), logf(0.3f), logf(0.15f), logf(0.05f), -INFINITY, -INFINITY,
+                   -INFINITY, -INFINITY};
+    ul_step_seq_t s = seq_with(1.0f);
+    s.sampling.top_k = 1;
+    cr_assert_eq(draw_freq(&s, l, 0, 2000), 1.0f);
+    s.sampling.top_k = 2;
+    float f0 = draw_freq(&s, l, 0, 4000);
+    cr_assert(f0 > 0.55f && f0 < 0.7f, "top-2 renormalised: 0.5/0.8 = 0.625, got %f", f0);
+    s.sampling.top_k = 0;
+    s.sampling.top_p = 0.75f; /* 0.5 then 0.8 >= 0.75: tokens 0 and 1 only */
+    cr_assert_eq(draw_freq(&s, l, 2, 4000) + draw_freq(&s, l, 3, 4000), 0.0f);
+    cr_assert_gt(draw_freq(&s, l, 1, 4000), 0.3f);
+    s.sampling.top_p = 1.0f;
+    s.sampling.min_p = 0.2f; /* threshold 0.1: drops 0.05 only */
+    cr_assert_eq(draw_freq(&s, l, 3, 4000), 0.0f);
+    cr_assert_gt(draw_freq(&s, l, 2, 4000), 0.1f);
+}
+
+Test(sampling, seeded_streams_repeat_and_differ) {
+    float l[NV] = {0, 0, 0, 0, 0, 0, 0, 0};
+    ul_step_seq_t a = seq_with(1.0f), b = seq_with(1.0f), c = seq_with(1.0f);
+    ul_sampling_rng_seed(99, c.rng);
+    int same_ab = 1, same_ac = 1;
+    for (int i = 0; i < 64; i++) {
+        int32_t x = ul_sample(&a, l, NV, g_scratch), y = ul_sample(&b, l, NV, g_scratch);
+        int32_t z = ul_sample(&c, l, NV, g_scratch);
+        same_ab &= x == y;
+        same_ac &= x == z;
+    }
+    cr_assert(same_ab, "same seed must give the same tokens");
+    cr_assert(!same_ac, "different seeds gave 64 identical tokens");
+}
+
+Test(sampling, logprobs_are_the_raw_log_softmax) {
+    float l[NV] = {logf(0.5f), logf(0.25f), logf(0.125f), logf(0.125f), -INFINITY, -INFINITY,
+                   -INFINITY, -INFINITY};
+    ul_step_seq_t s = seq_with(0);
+    s.sampling.n_logprobs = 3;
+    s.sampling.repeat_penalty = 3.0f; /* penalties change the choice, not the logprobs */
+    int32_t hist[] = {0};
+    s.history = hist;
+    s.n_history = 1;
+    cr_assert_eq(ul_sample(&s, l, NV, g_scratch), 1);
+    cr_assert_float_eq(s.out_logprob, logf(0.25f), 1e-5);
+    cr_assert_eq(s.out_n_top, 3);
+    cr_assert_eq(s.out_top_ids[0], 0);
+    cr_assert_eq(s.out_top_ids[1], 1);
+    cr_assert_eq(s.out_top_ids[2], 2); /* tie 2/3: lower id first */
+    cr_assert_float_eq(s.out_top_logprobs[0], logf(0.5f), 1e-5);
+    cr_assert_float_eq(s.out_top_logprobs[2], logf(0.125f), 1e-5);
+}
