@@ -139,8 +139,13 @@ static int read_hparams(ld_t *l) {
     if (hp->n_head % hp->n_head_kv)
         return fail(l, "head_count %d is not a multiple of head_count_kv %d", hp->n_head,
                     hp->n_head_kv);
-    int64_t def_hd = hp->n_embd % hp->n_head ? -1 : hp->n_embd / hp->n_head;
-    if ((rc = hp_int(l, "attention.key_length", def_hd, 1, MAX_HEAD_DIM, &hp->head_dim)))
+    char key[96];
+    snprintf(key, sizeof key, "%s.attention.key_length", hp->arch);
+    if (hp->n_embd % hp->n_head && !ul_gguf_find(&l->m->gguf, key))
+        return fail(l, "embedding_length %d is not a multiple of head_count %d", hp->n_embd,
+                    hp->n_head);
+    if ((rc = hp_int(l, "attention.key_length", hp->n_embd / hp->n_head, 1, MAX_HEAD_DIM,
+                     &hp->head_dim)))
         return rc;
     int32_t vlen;
     if ((rc = hp_int(l, "attention.value_length", hp->head_dim, 1, MAX_HEAD_DIM, &vlen))) return rc;

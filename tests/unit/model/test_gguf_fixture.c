@@ -54,6 +54,8 @@ static void *fill(uint32_t type, int64_t n0, int64_t n1) {
     return p;
 }
 
+void (*fx_llama_hook)(struct ul_gguf_writer_s *w);
+
 img_t fx_llama(uint32_t mat_type, uint32_t norm_type, const char *arch, int tied) {
     enum { E = 32, FF = 64, V = 8, H = 2, KV = 1, HD = E / H };
     ul_gguf_writer_t *w;
@@ -85,6 +87,7 @@ img_t fx_llama(uint32_t mat_type, uint32_t norm_type, const char *arch, int tied
     CHECK(ul_gguf_w_u32(w, "tokenizer.ggml.bos_token_id", 1));
     CHECK(ul_gguf_w_u32(w, "tokenizer.ggml.eos_token_id", 2));
     CHECK(ul_gguf_w_u32(w, "tokenizer.ggml.unknown_token_id", 0));
+    if (fx_llama_hook) fx_llama_hook(w);
     const struct {
         const char *name;
         int norm;

@@ -19,6 +19,9 @@ img_t fx_valid(void);
 /* A complete small llama model (n_embd 32, 1 layer, 2 heads, 1 kv head, n_ff 64, 8 tokens)
  * with the weight types given (matrices, norms), e.g. UL_TYPE_F16, UL_TYPE_F32. */
 img_t fx_llama(uint32_t mat_type, uint32_t norm_type, const char *arch, int tied);
+/* When set, fx_llama calls it after the standard metadata (to add or change keys). */
+struct ul_gguf_writer_s;
+extern void (*fx_llama_hook)(struct ul_gguf_writer_s *w);
 
 /* Field locations in a valid image (parsed with ul_gguf_open_mem). */
 size_t fx_kv_off(const img_t *im, const char *key);        /* start of the key's length */
