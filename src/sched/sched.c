@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/sampling.h"
 #include "sched/sched.h"
 #include "uvllm/err.h"
 #include "uvllm/log.h"
@@ -97,8 +98,7 @@ int ul_sched_add(ul_sched_t *s, ul_seq_t *q, const int32_t *prompt, int32_t n_pr
     q->n_computed = q->n_pages = 0;
     q->id = s->next_id++;
     q->arrival = s->next_arrival++;
-    q->rng[0] = q->sampling.seed ^ 0x853c49e6748fea9bULL;
-    q->rng[1] = q->id * 0xda3e39cb94b95bdbULL | 1;
+    ul_sampling_rng_seed(q->sampling.seed, q->rng);
     q->paused = q->cancelled = q->in_step = 0;
     q->n_preempted = 0;
     enqueue_waiting(s, q);

@@ -1,0 +1,148 @@
+/* Routes, error bodies, and the small endpoints: /health (liveness plus live counters;
+ * 503 while draining so a load balancer stops sending), /metrics (Prometheus text
+ * exposition format 0.0.4) and /v1/models. */
+#include <cjson/cJSON.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "api/api.h"
+#include "uvllm/err.h"
+#include "uvllm/log.h"
+
+void ul_api_init(ul_api_t *a, ul_sched_t *sched, const ul_codec_t *codec, const char *model_id) {
+    memset(a, 0, sizeof *a);
+    a->sched = sched;
+    a->codec = *codec;
+    snprintf(a->model_id, sizeof a->model_id, "%s", model_id ? model_id : "null");
+    a->created = (int64_t)time(NULL);
+    a->default_max_tokens = 16;
+}
+
+int ul_api_register(ul_api_t *a, ul_router_t *r) {
+    int rc = ul_router_add(r, UL_HTTP_GET, "/health", ul_api_health, a);
+    if (!rc) rc = ul_router_add(r, UL_HTTP_GET, "/metrics", ul_api_metrics, a);
+    if (!rc) rc = ul_router_add(r, UL_HTTP_GET, "/v1/models", ul_api_models, a);
+    if (!rc) rc = ul_router_add(r, UL_HTTP_POST, "/v1/completions", ul_api_completions, a);
+    return rc;
+}
+
+int ul_api_error(ul_http_req_t *req, int status, const char *type, const char *param,
+                 const char *code, const char *message) {
+    cJSON *root = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(root, "error");
+    cJSON_AddStringToObject(e, "message", message);
+    cJSON_AddStringToObject(e, "type", type);
+    if (param) cJSON_AddStringToObject(e, "param", param);
+    else cJSON_AddNullToObject(e, "param");
+    if (code) cJSON_AddStringToObject(e, "code", code);
+    else cJSON_AddNullToObject(e, "code");
+    char *body = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    UL_ASSERT(body);
+    UL_LOG_DEBUG("conn=%llu req=%llu error %d param=%s: %s", (unsigned long long)req->conn_id,
+                 (unsigned long long)req->req_id, status, param ? param : "-", message);
+    int rc = ul_http_respond(req, status, NULL, body, strlen(body));
+    cJSON_free(body);
+    return rc;
+}
+
+static int draining(const ul_api_t *a) { return a->server && ul_http_server_draining(a->server); }
+
+int ul_api_health(ul_http_req_t *req, void *data) {
+    ul_api_t *a = data;
+    const ul_sched_t *s = a->sched;
+    char body[512];
+    int n = snprintf(body, sizeof body,
+                     "{\"status\":\"%s\",\"active_sequences\":%llu,\"waiting\":%d,"
+                     "\"running\":%d,\"active_streams\":%llu,\"connections\":%llu,"
+                     "\"kv_pages_free\":%d,\"kv_pages_total\":%d}",
+                     draining(a) ? "draining" : "ok",
+                     (unsigned long long)a->stats.active_sequences, s->n_waiting, s->n_running,
+                     (unsigned long long)a->stats.active_streams,
+                     (unsigned long long)(a->server ? a->server->stats.conns_open : 0),
+                     s->pool.n_free, s->pool.n_pages);
+    if (draining(a)) ul_http_resp_header(req, "Retry-After", "5");
+    return ul_http_respond(req, draining(a) ? 503 : 200, NULL, body, (size_t)n);
+}
+
+typedef struct {
+    char *buf;
+    size_t len, cap;
+} text_t;
+
+__attribute__((format(printf, 2, 3))) static void put(text_t *t, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(t->buf + t->len, t->cap - t->len, fmt, ap);
+    va_end(ap);
+    if (n > 0) t->len += (size_t)n < t->cap - t->len ? (size_t)n : t->cap - t->len - 1;
+}
+
+static void metric(text_t *t, const char *name, const char *type, const char *help,
+                   double value) {
+    put(t, "# HELP %s %s\n# TYPE %s %s\n%s %.17g\n", name, help, name, type, name, value);
+}
+
+int ul_api_metrics(ul_http_req_t *req, void *data) {
+    ul_api_t *a = data;
+    const ul_sched_stats_t *ss = &a->sched->stats;
+    const ul_http_stats_t *hs = a->server ? &a->server->stats : &(ul_http_stats_t){0};
+    char buf[6144];
+    text_t t = {buf, 0, sizeof buf};
+    metric(&t, "uvllm_http_requests_total", "counter", "HTTP requests answered",
+           (double)hs->requests_total);
+    metric(&t, "uvllm_http_connections", "gauge", "open connections", (double)hs->conns_open);
+    metric(&t, "uvllm_http_connections_total", "counter", "accepted connections",
+           (double)hs->conns_total);
+    metric(&t, "uvllm_http_connections_rejected_total", "counter",
+           "connections refused over max-conns", (double)hs->conns_rejected);
+    metric(&t, "uvllm_http_bytes_out_total", "counter", "bytes written", (double)hs->bytes_out);
+    metric(&t, "uvllm_completions_total", "counter", "completion requests accepted",
+           (double)a->stats.completions_total);
+    metric(&t, "uvllm_completions_rejected_total", "counter", "completion requests refused",
+           (double)a->stats.completions_rejected);
+    metric(&t, "uvllm_completions_cancelled_total", "counter",
+           "completions whose client left early", (double)a->stats.completions_cancelled);
+    metric(&t, "uvllm_active_sequences", "gauge", "sequences not yet finished",
+           (double)a->stats.active_sequences);
+    metric(&t, "uvllm_active_streams", "gauge", "open SSE completion streams",
+           (double)a->stats.active_streams);
+    metric(&t, "uvllm_waiting_sequences", "gauge", "sequences waiting for prefill",
+           (double)a->sched->n_waiting);
+    metric(&t, "uvllm_prompt_tokens_total", "counter", "prompt tokens accepted",
+           (double)a->stats.prompt_tokens);
+    metric(&t, "uvllm_tokens_generated_total", "counter", "tokens generated",
+           (double)ss->tokens_generated);
+    metric(&t, "uvllm_steps_total", "counter", "backend steps", (double)ss->steps);
+    metric(&t, "uvllm_step_compute_seconds_total", "counter", "backend time in steps",
+           ss->compute_us / 1e6);
+    metric(&t, "uvllm_preemptions_total", "counter", "sequences preempted for KV pages",
+           (double)ss->preemptions);
+    metric(&t, "uvllm_kv_pages_free", "gauge", "free KV pages", (double)a->sched->pool.n_free);
+    metric(&t, "uvllm_kv_pages_total", "gauge", "KV pages", (double)a->sched->pool.n_pages);
+    return ul_http_respond(req, 200, "text/plain; version=0.0.4; charset=utf-8", buf, t.len);
+}
+
+int ul_api_models(ul_http_req_t *req, void *data) {
+    ul_api_t *a = data;
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "object", "list");
+    cJSON *arr = cJSON_AddArrayToObject(root, "data");
+    cJSON *m = cJSON_CreateObject();
+    cJSON_AddStringToObject(m, "id", a->model_id);
+    cJSON_AddStringToObject(m, "object", "model");
+    cJSON_AddNumberToObject(m, "created", (double)a->created);
+    cJSON_AddStringToObject(m, "owned_by", "uvllm");
+    cJSON *meta = cJSON_AddObjectToObject(m, "meta");
+    cJSON_AddStringToObject(meta, "backend", a->sched->backend->vt->name);
+    cJSON_AddNumberToObject(meta, "n_ctx", a->sched->backend->n_ctx);
+    cJSON_AddNumberToObject(meta, "n_vocab", a->sched->backend->n_vocab);
+    cJSON_AddItemToArray(arr, m);
+    char *body = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    UL_ASSERT(body);
+    int rc = ul_http_respond(req, 200, NULL, body, strlen(body));
+    cJSON_free(body);
+    return rc;
+}

@@ -1,0 +1,33 @@
+/* The vocabulary codec: a real model's tokenizer and streaming detokenizer (model/vocab.h)
+ * behind the api's codec table. Kept in its own file so that only a binary serving a real
+ * model links the tokenizer. User text is tokenized with add_special (BOS as the model
+ * asks) and without parse_special: a prompt cannot smuggle in control tokens. */
+#include "api/api.h"
+
+static int vocab_tokenize(const ul_codec_t *c, const char *text, size_t len, int32_t *out,
+                          int cap) {
+    return ul_tokenize(c->vocab, text, len, 1, 0, out, cap);
+}
+
+static int vocab_piece(const ul_codec_t *c, ul_detok_t *d, int32_t id, char *out, int cap) {
+    return ul_detok_push(d, c->vocab, id, out, cap);
+}
+
+static int vocab_flush(const ul_codec_t *c, ul_detok_t *d, char *out, int cap) {
+    return ul_detok_flush(d, out, cap);
+}
+
+static void vocab_detok_init(const ul_codec_t *c, ul_detok_t *d) { ul_detok_init(d); }
+
+static int vocab_is_eog(void *ctx, int32_t id) { return ul_vocab_is_eog(ctx, id); }
+
+void ul_codec_init_vocab(ul_codec_t *c, const ul_vocab_t *v) {
+    *c = (ul_codec_t){.vocab = v,
+                      .n_vocab = ul_vocab_n_tokens(v),
+                      .eos_id = ul_vocab_eos(v),
+                      .tokenize = vocab_tokenize,
+                      .detok_init = vocab_detok_init,
+                      .piece = vocab_piece,
+                      .flush = vocab_flush,
+                      .is_eog = vocab_is_eog};
+}
