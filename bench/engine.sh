@@ -25,7 +25,7 @@ header() {
     echo
     echo "- machine: $(machine_line)"
     echo "- uvllm: $(uvllm_commit); peer llama.cpp $(peer_commit)"
-    echo "- models: \`uvllm synth --shape tinyllama --vocab ggml-vocab-llama-spm.gguf bench/work/tinyllama-f16.gguf --type f16\`, then \`uvllm quantize IN OUT q8_0|q4_0\` (n_embd 2048, 22 layers, 32 heads, 4 kv heads, n_ff 5632, vocab 32000)"
+    echo "- models (n_embd 2048, 22 layers, 32 heads, 4 kv heads, n_ff 5632, vocab 32000, bench/work/$MODEL_PREFIX-TYPE.gguf): ${MODELS_SRC:-none}"
     echo "- peer: \`llama-bench -m MODEL -p $N_PROMPT -n $N_GEN -t $THREADS -r 1 -o json\`; uvllm: \`uvllm generate --model MODEL --prompt P --max-tokens $N_GEN --threads $THREADS --json\` with P = \"hello\" repeated so that the prompt is exactly $N_PROMPT tokens with BOS; $RUNS rounds, interleaved (peer then uvllm per round); medians of llama-bench's avg_ts and uvllm's prefill_tokens_per_s / decode_tokens_per_s."
 }
 
@@ -71,7 +71,7 @@ BW=$(printf '%s\n%s\n' "$BW1" "$BW2" | sort -g | tail -1)
     echo "- prompt check: $NTOK tokens (with BOS) for $k repetitions of \"hello\""
     echo "- memory read bandwidth (bench/membw.c, 2 threads, 1 GiB, best of 5; measured before and after): $BW1 / $BW2 GB/s, bound uses **$BW GB/s**"
     echo
-    python3 - "$D" "$RUNS" "$BW" "$have_gen" "$(uvllm_commit)" "$BENCH_DIR/gguf_bytes.py" "$WORK" "${TYPES[@]}" <<'PY'
+    python3 - "$D" "$RUNS" "$BW" "$have_gen" "$(uvllm_commit)" "$BENCH_DIR/gguf_bytes.py" "$WORK/$MODEL_PREFIX" "${TYPES[@]}" <<'PY'
 import json, statistics, subprocess, sys
 d, runs, bw, have_gen, commit, gb, work = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4], sys.argv[5], sys.argv[6], sys.argv[7]
 types = sys.argv[8:]
@@ -89,7 +89,7 @@ rows, notes = [], []
 print("| model | file GB | decode reads GB/token | llama.cpp pp512 t/s | uvllm prefill t/s | ratio | llama.cpp tg128 t/s | uvllm decode t/s | ratio | llama.cpp decode % of bound | uvllm decode % of bound |")
 print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 for t in types:
-    m = f"{work}/tinyllama-{t}.gguf"
+    m = f"{work}-{t}.gguf"
     total, dec = map(int, subprocess.check_output([sys.executable, gb, m]).split())
     import os
     size = os.path.getsize(m)
@@ -113,7 +113,7 @@ for t in types:
     print(f"| {t} | {size/1e9:.2f} | {dec/1e9:.3f} | {f(lp,1)} | {up_s} | {f(ratio(up, lp))} | {f(lg)} | {ud_s} | {f(ratio(ud, lg))} | {f(frac(lg),0)} | {f(frac(ud),0)} |")
 print()
 if have_gen != "1":
-    print(f"- uvllm side **not ready**: `uvllm generate` is not implemented in {commit}; only the peer was measured.")
+    print(f"- uvllm side **not ready**: `uvllm generate` is not implemented in the benchmarked binary (repo HEAD {commit}); only the peer was measured.")
 for n in notes:
     print(f"- {n}")
 PY

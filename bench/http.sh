@@ -30,7 +30,7 @@ if uvllm_has serve; then
     if wait_http "${PORT[uvllm]}" /health 10; then names+=(uvllm); else
         NOTE[uvllm]="server did not answer /health (see bench/work/http/uvllm.log)"; fi
 else
-    NOTE[uvllm]="not ready: \`uvllm serve\` is not implemented in $(uvllm_commit)"
+    NOTE[uvllm]="not ready: \`uvllm serve\` is not implemented in the benchmarked binary (repo HEAD $(uvllm_commit))"
 fi
 
 # --- nginx -------------------------------------------------------------------

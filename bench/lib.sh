@@ -69,12 +69,14 @@ machine_line() {
 }
 
 peer_commit() {
-    git -C "$WORK/llama.cpp" log -1 --format='%H (%cs)' 2>/dev/null || echo "not built"
+    local tag
+    tag=$(sed -n 's/.*"tag": *"\([^"]*\)".*/\1/p' "$WORK/npm/node_modules/node-llama-cpp/llama/llama.cpp.info.json" 2>/dev/null)
+    git -C "$WORK/llama.cpp" log -1 --format="%H (%cs${tag:+, release tag $tag})" 2>/dev/null || echo "not built"
 }
 
-uvllm_commit() {
-    git -C "$ROOT" log -1 --format='%h (%cs %s)' 2>/dev/null
-}
+# HEAD when the script started (others commit while benchmarks run).
+UVLLM_COMMIT_CACHED="$(git -C "$ROOT" log -1 --format='%h' 2>/dev/null)"
+uvllm_commit() { echo "$UVLLM_COMMIT_CACHED"; }
 
 # results_section NAME FILE: replace the text between the NAME markers in
 # RESULTS.md with the contents of FILE (appending the section if absent).
@@ -99,29 +101,51 @@ PY
 }
 
 # ensure_models: the TinyLlama-shaped random-weight models the engine and
-# model-open benchmarks use (bench/work/tinyllama-{f16,q8_0,q4_0}.gguf),
-# written by uvllm's own synth/quantize. Returns 1 (with a reason in
-# MODELS_NOTE) when uvllm cannot make them yet.
+# model-open benchmarks use, bench/work/tinyllama-{f16,q8_0,q4_0}.gguf,
+# written by uvllm's own `synth` and `quantize`. While those commands are not
+# implemented, falls back to bench/synth_fallback.py + llama.cpp's
+# llama-quantize --pure (files tinyllama-fb-*.gguf) and says so in
+# MODELS_SRC. Returns 1 (reason in MODELS_NOTE) when neither works.
 MODELS_NOTE=""
-model_path() { echo "$WORK/tinyllama-$1.gguf"; }
+MODELS_SRC=""
+MODEL_PREFIX="tinyllama"
+model_path() { echo "$WORK/$MODEL_PREFIX-$1.gguf"; }
 ensure_models() {
-    local f16 t
-    f16="$(model_path f16)"
-    if [ ! -s "$f16" ]; then
-        uvllm_has synth || { MODELS_NOTE="\`uvllm synth\` is not implemented in $(uvllm_commit)"; return 1; }
-        need_shared tokenizer/ggml-vocab-llama-spm.gguf
-        echo "bench: uvllm synth tinyllama f16" >&2
-        "$UVLLM_BIN" synth --shape tinyllama --vocab "$SHARED/tokenizer/ggml-vocab-llama-spm.gguf" \
-            "$f16.tmp" --type f16 >&2 || { rm -f "$f16.tmp"; MODELS_NOTE="\`uvllm synth\` failed"; return 1; }
-        mv "$f16.tmp" "$f16"
+    local vocab="$SHARED/tokenizer/ggml-vocab-llama-spm.gguf" t
+    need_shared tokenizer/ggml-vocab-llama-spm.gguf
+    if uvllm_has synth && uvllm_has quantize && [ -z "${BENCH_FALLBACK_MODELS:-}" ]; then
+        MODEL_PREFIX="tinyllama"
+        MODELS_SRC="written by \`uvllm synth --shape tinyllama --vocab ggml-vocab-llama-spm.gguf OUT --type f16\` and \`uvllm quantize F16 OUT q8_0|q4_0\`"
+        if [ ! -s "$(model_path f16)" ]; then
+            echo "bench: uvllm synth tinyllama f16" >&2
+            "$UVLLM_BIN" synth --shape tinyllama --vocab "$vocab" "$(model_path f16).tmp" --type f16 >&2 ||
+                { rm -f "$(model_path f16).tmp"; MODELS_NOTE="\`uvllm synth\` failed"; return 1; }
+            mv "$(model_path f16).tmp" "$(model_path f16)"
+        fi
+        for t in q8_0 q4_0; do
+            [ -s "$(model_path $t)" ] && continue
+            echo "bench: uvllm quantize $t" >&2
+            "$UVLLM_BIN" quantize "$(model_path f16)" "$(model_path $t).tmp" "$t" >&2 ||
+                { rm -f "$(model_path $t).tmp"; MODELS_NOTE="\`uvllm quantize ... $t\` failed"; return 1; }
+            mv "$(model_path $t).tmp" "$(model_path $t)"
+        done
+        return 0
+    fi
+    MODEL_PREFIX="tinyllama-fb"
+    MODELS_SRC="FALLBACK (\`uvllm synth\`/\`quantize\` not available in the benchmarked binary, repo HEAD $(uvllm_commit)): f16 written by bench/synth_fallback.py (same shape, std 1/sqrt(fan_in), tiled random block), q8_0/q4_0 by llama.cpp's \`llama-quantize --pure\`"
+    if [ ! -s "$(model_path f16)" ]; then
+        echo "bench: fallback synth tinyllama f16" >&2
+        python3 "$BENCH_DIR/synth_fallback.py" "$vocab" "$(model_path f16).tmp" &&
+            mv "$(model_path f16).tmp" "$(model_path f16)" || { MODELS_NOTE="synth_fallback.py failed"; return 1; }
+    fi
+    if [ ! -x "$LLAMA_BIN/llama-quantize" ]; then
+        cmake --build "$WORK/llama.cpp/build" --target llama-quantize -j "${BENCH_JOBS:-2}" >&2 ||
+            { MODELS_NOTE="llama-quantize could not be built"; return 1; }
     fi
     for t in q8_0 q4_0; do
         [ -s "$(model_path $t)" ] && continue
-        uvllm_has quantize || { MODELS_NOTE="\`uvllm quantize\` is not implemented in $(uvllm_commit)"; return 1; }
-        echo "bench: uvllm quantize $t" >&2
-        "$UVLLM_BIN" quantize "$f16" "$(model_path $t).tmp" "$t" >&2 ||
-            { rm -f "$(model_path $t).tmp"; MODELS_NOTE="\`uvllm quantize ... $t\` failed"; return 1; }
-        mv "$(model_path $t).tmp" "$(model_path $t)"
+        "$LLAMA_BIN/llama-quantize" --pure "$(model_path f16)" "$(model_path $t).tmp" "${t^^}" >/dev/null 2>&1 &&
+            mv "$(model_path $t).tmp" "$(model_path $t)" || { MODELS_NOTE="llama-quantize $t failed"; return 1; }
     done
     return 0
 }

@@ -31,7 +31,7 @@ header() {
 }
 
 if ! uvllm_has serve; then
-    { header; echo; echo "**uvllm side not ready**: \`uvllm serve\` is not implemented in $(uvllm_commit); nothing measured."; } >"$sec"
+    { header; echo; echo "**uvllm side not ready**: \`uvllm serve\` is not implemented in the benchmarked binary (repo HEAD $(uvllm_commit)); nothing measured."; } >"$sec"
     results_section sse "$sec"; cat "$sec"; exit 0
 fi
 

@@ -65,7 +65,7 @@ if ensure_models && uvllm_has info; then
     python3 "$BENCH_DIR/timeit.py" "$RUNS" "$D/open.json" >"$D/open-times.json" || echo '{}' >"$D/open-times.json"
     OPEN_NOTE="file $(basename "$M"), $(stat -c %s "$M") bytes"
 else
-    [ -n "$MODELS_NOTE" ] || MODELS_NOTE="\`uvllm info\` is not implemented in $(uvllm_commit)"
+    [ -n "$MODELS_NOTE" ] || MODELS_NOTE="\`uvllm info\` is not implemented in the benchmarked binary (repo HEAD $(uvllm_commit))"
     echo '{}' >"$D/open-times.json"
 fi
 
@@ -98,7 +98,7 @@ for v in ("llama-spm", "gpt-2"):
     for tool, have in (("uvllm", have_uv), ("llama", have_ll)):
         name = "llama-tokenize" if tool == "llama" else "uvllm tokenize"
         if have != "1":
-            why = f"not ready: `uvllm tokenize` is not implemented in {commit}" if tool == "uvllm" else "llama-tokenize not built"
+            why = f"not ready: `uvllm tokenize` is not implemented in the benchmarked binary (repo HEAD {commit})" if tool == "uvllm" else "llama-tokenize not built"
             print(f"| {v} | {name} | — | — | — | {why} |"); continue
         full, empty = med(f"{tool}/{v}/input"), med(f"{tool}/{v}/empty")
         toks = ids(f"{d}/{tool}-{v}-input.out", tool)
@@ -121,7 +121,7 @@ PY
     echo
     ot=$(python3 -c 'import json,statistics,sys; v=[x for x in json.load(open(sys.argv[1])).get("info",[]) if x is not None]; print(f"{statistics.median(v)*1000:.1f}" if v else "")' "$D/open-times.json")
     if [ -n "$ot" ]; then
-        echo "- model open: \`uvllm info bench/work/tinyllama-q8_0.gguf\` ($OPEN_NOTE), whole process, warm page cache, median of $RUNS: **$ot ms** (target < 50 ms: $(awk -v t="$ot" 'BEGIN{print (t+0 < 50) ? "met" : "MISSED"}'))"
+        echo "- model open: \`uvllm info $(model_path q8_0 | sed "s|$ROOT/||")\` ($OPEN_NOTE; models $MODELS_SRC), whole process, warm page cache, median of $RUNS: **$ot ms** (target < 50 ms: $(awk -v t="$ot" 'BEGIN{print (t+0 < 50) ? "met" : "MISSED"}'))"
     else
         echo "- model open time: not measured (${MODELS_NOTE:-uvllm info failed})"
     fi
