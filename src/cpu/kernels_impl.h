@@ -1,0 +1,91 @@
+/* Private to the kernel files: the block layouts (ggml's, bit-exact, for weights; our own
+ * for quantised activations), the per-ISA kernel table, and the scalar helpers the SIMD
+ * files share. The forward pass only sees kernels.h. */
+#ifndef UL_CPU_KERNELS_IMPL_H
+#define UL_CPU_KERNELS_IMPL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cpu/kernels.h"
+#include "uvllm/log.h"
+
+#define QK 32   /* Q8_0 / Q4_0 block */
+#define QKK 256 /* K-quant super-block */
+
+/* ---- weight blocks (ggml layout, little-endian, packed) ---- */
+typedef struct {
+    uint16_t d;
+    int8_t qs[QK];
+} blk_q8_0; /* 34 B */
+typedef struct {
+    uint16_t d;
+    uint8_t qs[QK / 2];
+} blk_q4_0; /* 18 B */
+typedef struct {
+    uint16_t d, dmin;
+    uint8_t scales[12];
+    uint8_t qs[QKK / 2];
+} blk_q4_K; /* 144 B */
+typedef struct {
+    uint8_t ql[QKK / 2];
+    uint8_t qh[QKK / 4];
+    int8_t scales[QKK / 16];
+    uint16_t d;
+} blk_q6_K; /* 210 B */
+
+/* ---- quantised activations (internal; never stored in a file) ----
+ * Q8A: the Q8_0 scheme (d rounded through f16 exactly as llama.cpp stores it) plus the
+ * block's integer sum, so the Q4_0 VNNI kernel can use unsigned nibbles and subtract
+ * 8*sum once per block instead of re-centring every weight. */
+typedef struct {
+    float d;
+    int32_t sum;
+    int8_t qs[QK];
+} blk_q8a; /* 40 B */
+/* Q8K: ggml's block_q8_K (f32 d, sums per 16 for the K-quant mins). */
+typedef struct {
+    float d;
+    int8_t qs[QKK];
+    int16_t bsums[QKK / 16];
+} blk_q8K; /* 292 B */
+
+/* Which activation format a weight type's dot product consumes. */
+typedef enum { XF_F32, XF_F16R, XF_BF16, XF_Q8A, XF_Q8K } ul_xfmt_t;
+/* XF_F16R: f32 values rounded through f16 (llama.cpp multiplies f16 weights by f16
+ * activations; keeping them as f32 saves a conversion per load). */
+
+/* Tile kernel: y[t * y_stride + r] = dot(W row r, X row t) for r < n_rows, t < n_tok.
+ * w: n_rows rows of w_stride bytes; x: n_tok activation rows of x_stride bytes in the
+ * type's ul_xfmt_t. Each ISA blocks rows x tokens as it likes inside. */
+typedef void (*ul_mm_fn)(int64_t n_cols, const uint8_t *w, size_t w_stride, int n_rows,
+                         const uint8_t *x, size_t x_stride, int n_tok, float *y,
+                         int64_t y_stride);
+
+typedef struct {
+    ul_mm_fn mm[UL_TYPE_COUNT];
+} ul_cpu_kern_t;
+
+extern const ul_cpu_kern_t ul_cpu_kern_scalar;
+extern const ul_cpu_kern_t ul_cpu_kern_avx2;
+extern const ul_cpu_kern_t ul_cpu_kern_avx512;
+/* Kernel for (type, isa), falling back to the scalar one where an ISA lacks it. */
+ul_mm_fn ul_cpu_mm_fn(int type, ul_isa_t isa);
+
+ul_xfmt_t ul_cpu_xfmt(int type);
+size_t ul_cpu_xrow_bytes(ul_xfmt_t f, int64_t n);
+/* Converts one activation row into format f (n a multiple of the format's block). */
+void ul_cpu_quant_x(ul_xfmt_t f, const float *x, void *dst, int64_t n);
+
+/* Q4_K 6-bit scales/mins of sub-block j (ggml get_scale_min_k4). */
+static inline void ul_q4k_scale_min(int j, const uint8_t *q, uint8_t *d, uint8_t *m) {
+    if (j < 4) {
+        *d = q[j] & 63;
+        *m = q[j + 4] & 63;
+    } else {
+        *d = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+        *m = (q[j + 4] >> 4) | ((q[j - 0] >> 6) << 4);
+    }
+}
+
+#endif

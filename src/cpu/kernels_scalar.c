@@ -1,0 +1,131 @@
+/* Portable scalar dot products, one per weight type: the reference every SIMD kernel is
+ * tested against, and the path taken on CPUs without AVX2. Integer sums are exact, so
+ * the SIMD paths differ from these only by float summation order. */
+#include "cpu/kernels_impl.h"
+
+#define F16(h) ul_fp16_to_fp32(h)
+
+static float dot_f32(int64_t n, const void *w, const void *x) {
+    const float *a = w, *b = x;
+    float s = 0;
+    for (int64_t i = 0; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+static float dot_f16(int64_t n, const void *w, const void *x) {
+    const uint16_t *a = w;
+    const float *b = x;
+    float s = 0;
+    for (int64_t i = 0; i < n; i++) s += F16(a[i]) * b[i];
+    return s;
+}
+
+static float dot_bf16(int64_t n, const void *w, const void *x) {
+    const uint16_t *a = w, *b = x;
+    float s = 0;
+    for (int64_t i = 0; i < n; i++) s += ul_bf16_to_fp32(a[i]) * ul_bf16_to_fp32(b[i]);
+    return s;
+}
+
+static float dot_q8_0(int64_t n, const void *w, const void *x) {
+    const blk_q8_0 *a = w;
+    const blk_q8a *b = x;
+    float s = 0;
+    for (int64_t i = 0; i < n / QK; i++) {
+        int32_t si = 0;
+        for (int j = 0; j < QK; j++) si += a[i].qs[j] * b[i].qs[j];
+        s += (float)si * (F16(a[i].d) * b[i].d);
+    }
+    return s;
+}
+
+static float dot_q4_0(int64_t n, const void *w, const void *x) {
+    const blk_q4_0 *a = w;
+    const blk_q8a *b = x;
+    float s = 0;
+    for (int64_t i = 0; i < n / QK; i++) {
+        int32_t si = 0;
+        for (int j = 0; j < QK / 2; j++)
+            si += ((a[i].qs[j] & 15) - 8) * b[i].qs[j] + ((a[i].qs[j] >> 4) - 8) * b[i].qs[j + 16];
+        s += (float)si * (F16(a[i].d) * b[i].d);
+    }
+    return s;
+}
+
+static float dot_q4_K(int64_t n, const void *w, const void *x) {
+    const blk_q4_K *a = w;
+    const blk_q8K *b = x;
+    float s = 0;
+    for (int64_t i = 0; i < n / QKK; i++) {
+        int32_t sumi = 0, summ = 0;
+        for (int j = 0; j < 8; j++) {
+            uint8_t sc, m;
+            ul_q4k_scale_min(j, a[i].scales, &sc, &m);
+            const uint8_t *q = a[i].qs + (j / 2) * 32;
+            const int8_t *y = b[i].qs + j * 32;
+            int32_t d = 0;
+            for (int l = 0; l < 32; l++) d += ((j & 1) ? (q[l] >> 4) : (q[l] & 15)) * y[l];
+            sumi += sc * d;
+            summ += m * (b[i].bsums[2 * j] + b[i].bsums[2 * j + 1]);
+        }
+        s += b[i].d * (F16(a[i].d) * (float)sumi - F16(a[i].dmin) * (float)summ);
+    }
+    return s;
+}
+
+static float dot_q6_K(int64_t n, const void *w, const void *x) {
+    const blk_q6_K *a = w;
+    const blk_q8K *b = x;
+    float s = 0;
+    for (int64_t i = 0; i < n / QKK; i++) {
+        int8_t q[QKK];
+        const uint8_t *ql = a[i].ql, *qh = a[i].qh;
+        for (int n0 = 0; n0 < QKK; n0 += 128, ql += 64, qh += 32) {
+            for (int l = 0; l < 32; l++) {
+                q[n0 + l] = (int8_t)(((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32);
+                q[n0 + l + 32] = (int8_t)(((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32);
+                q[n0 + l + 64] = (int8_t)(((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32);
+                q[n0 + l + 96] = (int8_t)(((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32);
+            }
+        }
+        int32_t sumi = 0;
+        for (int j = 0; j < 16; j++) {
+            int32_t d = 0;
+            for (int l = 0; l < 16; l++) d += q[j * 16 + l] * b[i].qs[j * 16 + l];
+            sumi += a[i].scales[j] * d;
+        }
+        s += F16(a[i].d) * b[i].d * (float)sumi;
+    }
+    return s;
+}
+
+typedef float (*dot_fn)(int64_t n, const void *w, const void *x);
+
+static inline void mm_generic(dot_fn dot, int64_t n_cols, const uint8_t *w, size_t ws, int nr,
+                              const uint8_t *x, size_t xs, int nt, float *y, int64_t ys) {
+    for (int r = 0; r < nr; r++)
+        for (int t = 0; t < nt; t++) y[t * ys + r] = dot(n_cols, w + r * ws, x + t * xs);
+}
+
+#define MM(name)                                                                                   \
+    static void mm_##name(int64_t n_cols, const uint8_t *w, size_t ws, int nr, const uint8_t *x,   \
+                          size_t xs, int nt, float *y, int64_t ys) {                               \
+        mm_generic(dot_##name, n_cols, w, ws, nr, x, xs, nt, y, ys);                              \
+    }
+MM(f32)
+MM(f16)
+MM(bf16)
+MM(q8_0)
+MM(q4_0)
+MM(q4_K)
+MM(q6_K)
+
+const ul_cpu_kern_t ul_cpu_kern_scalar = {.mm = {
+                                              [UL_TYPE_F32] = mm_f32,
+                                              [UL_TYPE_F16] = mm_f16,
+                                              [UL_TYPE_BF16] = mm_bf16,
+                                              [UL_TYPE_Q8_0] = mm_q8_0,
+                                              [UL_TYPE_Q4_0] = mm_q4_0,
+                                              [UL_TYPE_Q4_K] = mm_q4_K,
+                                              [UL_TYPE_Q6_K] = mm_q6_K,
+                                          }};

@@ -1,2 +1,0 @@
-void ul__cpu_placeholder(void);
-void ul__cpu_placeholder(void) {}

@@ -1,0 +1,211 @@
+/* Row (de)quantisation with llama.cpp's reference semantics: weights dequantised for
+ * embedding lookups and tests, rows quantised for tests and tools, and the activation
+ * formats the integer dot products consume (quantised once per matmul, shared by every
+ * weight row). Rounding mirrors what llama.cpp executes on x86 so greedy outputs match. */
+#include <math.h>
+#include <string.h>
+
+#include "cpu/kernels_impl.h"
+
+#define F16(h) ul_fp16_to_fp32(h)
+
+static void dequant_q8_0(const blk_q8_0 *b, float *y, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++) {
+        float d = F16(b[i].d);
+        for (int j = 0; j < QK; j++) y[i * QK + j] = d * b[i].qs[j];
+    }
+}
+
+static void dequant_q4_0(const blk_q4_0 *b, float *y, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++) {
+        float d = F16(b[i].d);
+        for (int j = 0; j < QK / 2; j++) {
+            y[i * QK + j] = d * ((b[i].qs[j] & 15) - 8);
+            y[i * QK + j + 16] = d * ((b[i].qs[j] >> 4) - 8);
+        }
+    }
+}
+
+static void dequant_q4_K(const blk_q4_K *b, float *y, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++) {
+        float d = F16(b[i].d), dmin = F16(b[i].dmin);
+        const uint8_t *q = b[i].qs;
+        for (int j = 0, is = 0; j < QKK; j += 64, is += 2, q += 32) {
+            uint8_t sc, m;
+            ul_q4k_scale_min(is, b[i].scales, &sc, &m);
+            float d1 = d * sc, m1 = dmin * m;
+            ul_q4k_scale_min(is + 1, b[i].scales, &sc, &m);
+            float d2 = d * sc, m2 = dmin * m;
+            for (int l = 0; l < 32; l++) *y++ = d1 * (q[l] & 0xF) - m1;
+            for (int l = 0; l < 32; l++) *y++ = d2 * (q[l] >> 4) - m2;
+        }
+    }
+}
+
+static void dequant_q6_K(const blk_q6_K *b, float *y, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++) {
+        float d = F16(b[i].d);
+        const uint8_t *ql = b[i].ql, *qh = b[i].qh;
+        const int8_t *sc = b[i].scales;
+        for (int n = 0; n < QKK; n += 128, y += 128, ql += 64, qh += 32, sc += 8) {
+            for (int l = 0; l < 32; l++) {
+                int is = l / 16;
+                int q1 = (int)((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32;
+                int q2 = (int)((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
+                int q3 = (int)((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+                int q4 = (int)((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+                y[l] = d * sc[is] * q1;
+                y[l + 32] = d * sc[is + 2] * q2;
+                y[l + 64] = d * sc[is + 4] * q3;
+                y[l + 96] = d * sc[is + 6] * q4;
+            }
+        }
+    }
+}
+
+void ul_cpu_dequant_row(int type, const void *row, float *dst, int64_t n) {
+    const uint16_t *h = row;
+    switch (type) {
+    case UL_TYPE_F32: memcpy(dst, row, (size_t)n * sizeof(float)); break;
+    case UL_TYPE_F16:
+        for (int64_t i = 0; i < n; i++) dst[i] = F16(h[i]);
+        break;
+    case UL_TYPE_BF16:
+        for (int64_t i = 0; i < n; i++) dst[i] = ul_bf16_to_fp32(h[i]);
+        break;
+    case UL_TYPE_Q8_0: dequant_q8_0(row, dst, n / QK); break;
+    case UL_TYPE_Q4_0: dequant_q4_0(row, dst, n / QK); break;
+    case UL_TYPE_Q4_K: dequant_q4_K(row, dst, n / QKK); break;
+    case UL_TYPE_Q6_K: dequant_q6_K(row, dst, n / QKK); break;
+    default: UL_ASSERT(!"dequant: unsupported type");
+    }
+}
+
+static float absmax(const float *x, int n) {
+    float a = 0;
+    for (int j = 0; j < n; j++) a = fmaxf(a, fabsf(x[j]));
+    return a;
+}
+
+/* quantize_row_q8_0_ref */
+static void quant_q8_0(const float *x, blk_q8_0 *y, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++, x += QK) {
+        float d = absmax(x, QK) / 127.f, id = d ? 1.0f / d : 0.0f;
+        y[i].d = ul_fp32_to_fp16(d);
+        for (int j = 0; j < QK; j++) y[i].qs[j] = (int8_t)roundf(x[j] * id);
+    }
+}
+
+/* quantize_row_q4_0_ref: scale from the signed extreme so it maps to -8 exactly */
+static void quant_q4_0(const float *x, blk_q4_0 *y, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++, x += QK) {
+        float amax = 0, max = 0;
+        for (int j = 0; j < QK; j++)
+            if (fabsf(x[j]) > amax) amax = fabsf(x[j]), max = x[j];
+        float d = max / -8, id = d ? 1.0f / d : 0.0f;
+        y[i].d = ul_fp32_to_fp16(d);
+        for (int j = 0; j < QK / 2; j++) {
+            int a = (int8_t)(x[j] * id + 8.5f), b = (int8_t)(x[j + 16] * id + 8.5f);
+            a = a < 15 ? a : 15;
+            b = b < 15 ? b : 15;
+            y[i].qs[j] = (uint8_t)(a | (b << 4));
+        }
+    }
+}
+
+size_t ul_cpu_quant_row(int type, const float *src, void *dst, int64_t n) {
+    uint16_t *h = dst;
+    switch (type) {
+    case UL_TYPE_F32: memcpy(dst, src, (size_t)n * sizeof(float)); break;
+    case UL_TYPE_F16:
+        for (int64_t i = 0; i < n; i++) h[i] = ul_fp32_to_fp16(src[i]);
+        break;
+    case UL_TYPE_BF16:
+        for (int64_t i = 0; i < n; i++) h[i] = ul_fp32_to_bf16(src[i]);
+        break;
+    case UL_TYPE_Q8_0: quant_q8_0(src, dst, n / QK); break;
+    case UL_TYPE_Q4_0: quant_q4_0(src, dst, n / QK); break;
+    default: return 0;
+    }
+    return ul_type_row_bytes(type, n);
+}
+
+/* ---- activation formats ---- */
+
+ul_xfmt_t ul_cpu_xfmt(int type) {
+    switch (type) {
+    case UL_TYPE_F16: return XF_F16R;
+    case UL_TYPE_BF16: return XF_BF16;
+    case UL_TYPE_Q8_0:
+    case UL_TYPE_Q4_0: return XF_Q8A;
+    case UL_TYPE_Q4_K:
+    case UL_TYPE_Q6_K: return XF_Q8K;
+    default: return XF_F32;
+    }
+}
+
+size_t ul_cpu_xrow_bytes(ul_xfmt_t f, int64_t n) {
+    switch (f) {
+    case XF_F32:
+    case XF_F16R: return (size_t)n * 4;
+    case XF_BF16: return (size_t)n * 2;
+    case XF_Q8A: return (size_t)(n / QK) * sizeof(blk_q8a);
+    case XF_Q8K: return (size_t)(n / QKK) * sizeof(blk_q8K);
+    }
+    return 0;
+}
+
+/* llama.cpp's AVX quantize_row_q8_0: id = 127/amax (not 1/d), round half to even. */
+static void quant_x_q8a(const float *x, blk_q8a *y, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++, x += QK) {
+        float amax = absmax(x, QK);
+        float id = amax != 0 ? 127.f / amax : 0.0f;
+        y[i].d = F16(ul_fp32_to_fp16(amax / 127.f));
+        int32_t s = 0;
+        for (int j = 0; j < QK; j++) {
+            y[i].qs[j] = (int8_t)nearbyintf(x[j] * id);
+            s += y[i].qs[j];
+        }
+        y[i].sum = s;
+    }
+}
+
+/* quantize_row_q8_K_ref: scale from the signed extreme, -127/max, nearest (even). */
+static void quant_x_q8k(const float *x, blk_q8K *y, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++, x += QKK) {
+        float amax = 0, max = 0;
+        for (int j = 0; j < QKK; j++)
+            if (fabsf(x[j]) > amax) amax = fabsf(x[j]), max = x[j];
+        if (amax == 0) {
+            memset(&y[i], 0, sizeof(y[i]));
+            continue;
+        }
+        float iscale = -127.f / max;
+        for (int j = 0; j < QKK; j++) {
+            int v = (int)nearbyintf(iscale * x[j]);
+            y[i].qs[j] = (int8_t)(v < 127 ? v : 127);
+        }
+        for (int j = 0; j < QKK / 16; j++) {
+            int s = 0;
+            for (int l = 0; l < 16; l++) s += y[i].qs[j * 16 + l];
+            y[i].bsums[j] = (int16_t)s;
+        }
+        y[i].d = 1 / iscale;
+    }
+}
+
+void ul_cpu_quant_x(ul_xfmt_t f, const float *x, void *dst, int64_t n) {
+    float *o = dst;
+    uint16_t *h = dst;
+    switch (f) {
+    case XF_F32: memcpy(dst, x, (size_t)n * 4); break;
+    case XF_F16R:
+        for (int64_t i = 0; i < n; i++) o[i] = F16(ul_fp32_to_fp16(x[i]));
+        break;
+    case XF_BF16:
+        for (int64_t i = 0; i < n; i++) h[i] = ul_fp32_to_bf16(x[i]);
+        break;
+    case XF_Q8A: quant_x_q8a(x, dst, n / QK); break;
+    case XF_Q8K: quant_x_q8k(x, dst, n / QKK); break;
+    }
+}

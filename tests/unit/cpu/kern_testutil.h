@@ -1,0 +1,68 @@
+/* Helpers shared by the kernel tests: random weights of every type and a float64
+ * reference product computed from the dequantised operands. */
+#ifndef UL_TEST_KERN_UTIL_H
+#define UL_TEST_KERN_UTIL_H
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu/kernels_impl.h"
+
+static inline uint64_t tk_rng(uint64_t *s) {
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+static inline float tk_unif(uint64_t *s) { /* [-1, 1) */
+    return (float)((tk_rng(s) >> 40) * 0x1p-24 * 2.0 - 1.0);
+}
+
+/* n_rows rows of a type; K-quants get random bytes (every pattern is a valid block) with
+ * small positive scales, the others quantise random floats. Caller frees. */
+static inline uint8_t *tk_weights(int type, int n_rows, int64_t n_cols, uint64_t seed) {
+    size_t rb = ul_type_row_bytes(type, n_cols);
+    uint8_t *w = malloc(rb * (size_t)n_rows);
+    float *tmp = malloc(sizeof(float) * (size_t)n_cols);
+    uint64_t s = seed * 2654435761u + 1;
+    for (int r = 0; r < n_rows; r++) {
+        uint8_t *row = w + rb * (size_t)r;
+        if (type == UL_TYPE_Q4_K || type == UL_TYPE_Q6_K) {
+            for (size_t i = 0; i < rb; i++) row[i] = (uint8_t)tk_rng(&s);
+            for (int64_t b = 0; b < n_cols / 256; b++) {
+                uint16_t d = ul_fp32_to_fp16(0.001f + 0.01f * fabsf(tk_unif(&s)));
+                uint16_t dm = ul_fp32_to_fp16(0.001f + 0.01f * fabsf(tk_unif(&s)));
+                if (type == UL_TYPE_Q4_K) {
+                    blk_q4_K *k = (blk_q4_K *)row + b;
+                    k->d = d, k->dmin = dm;
+                } else {
+                    ((blk_q6_K *)row + b)->d = d;
+                }
+            }
+        } else {
+            for (int64_t i = 0; i < n_cols; i++) tmp[i] = tk_unif(&s);
+            ul_cpu_quant_row(type, tmp, row, n_cols);
+        }
+    }
+    free(tmp);
+    return w;
+}
+
+/* Activation row as the dot product sees it, back in f32. */
+static inline void tk_decode_x(ul_xfmt_t f, const void *xq, float *out, int64_t n) {
+    if (f == XF_F32 || f == XF_F16R) {
+        memcpy(out, xq, (size_t)n * 4);
+    } else if (f == XF_BF16) {
+        for (int64_t i = 0; i < n; i++) out[i] = ul_bf16_to_fp32(((const uint16_t *)xq)[i]);
+    } else if (f == XF_Q8A) {
+        const blk_q8a *b = xq;
+        for (int64_t i = 0; i < n; i++) out[i] = b[i / 32].d * b[i / 32].qs[i % 32];
+    } else {
+        const blk_q8K *b = xq;
+        for (int64_t i = 0; i < n; i++) out[i] = b[i / 256].d * b[i / 256].qs[i % 256];
+    }
+}
+
+#endif

@@ -1,0 +1,162 @@
+/* Every kernel path (scalar, AVX2, AVX-512 as far as this CPU goes) against a float64
+ * product of the dequantised operands, for every weight type, on odd and even row and
+ * token counts and several row lengths; plus ul_cpu_matmul through a real pool. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+
+#include "kern_testutil.h"
+
+static const int k_types[] = {UL_TYPE_F32,  UL_TYPE_F16,  UL_TYPE_BF16, UL_TYPE_Q8_0,
+                              UL_TYPE_Q4_0, UL_TYPE_Q4_K, UL_TYPE_Q6_K};
+#define N_TYPES (int)(sizeof(k_types) / sizeof(k_types[0]))
+
+/* Checks mm for one (type, isa, shape); returns the worst error / bound ratio. The bound:
+ * any float summation order of n products is within (n + c) * 2^-24 * sum|w_k x_k| of
+ * the exact sum (c covers the per-block scale products); we allow 2^-22 per term, so a
+ * misread nibble, scale or sign (errors of the order of the terms) fails while a
+ * different summation order passes. */
+static double check_mm(int type, ul_isa_t isa, int n_rows, int64_t n_cols, int n_tok,
+                       uint64_t seed) {
+    ul_xfmt_t f = ul_cpu_xfmt(type);
+    size_t xs = ul_cpu_xrow_bytes(f, n_cols), ws = ul_type_row_bytes(type, n_cols);
+    uint8_t *w = tk_weights(type, n_rows, n_cols, seed);
+    float *x = malloc(sizeof(float) * (size_t)(n_cols * n_tok));
+    uint8_t *xq = malloc(xs * (size_t)n_tok);
+    float *xd = malloc(sizeof(float) * (size_t)(n_cols * n_tok));
+    float *wd = malloc(sizeof(float) * (size_t)n_cols);
+    float *y = malloc(sizeof(float) * (size_t)(n_rows * n_tok));
+    uint64_t s = seed + 77;
+    for (int64_t i = 0; i < n_cols * n_tok; i++) x[i] = tk_unif(&s) * 3;
+    for (int t = 0; t < n_tok; t++) {
+        ul_cpu_quant_x(f, x + t * n_cols, xq + xs * t, n_cols);
+        tk_decode_x(f, xq + xs * t, xd + t * n_cols, n_cols);
+    }
+    for (size_t i = 0; i < (size_t)(n_rows * n_tok); i++) y[i] = NAN;
+    ul_cpu_mm_fn(type, isa)(n_cols, w, ws, n_rows, xq, xs, n_tok, y, n_rows);
+    double worst = 0;
+    for (int r = 0; r < n_rows; r++) {
+        ul_cpu_dequant_row(type, w + ws * r, wd, n_cols);
+        for (int t = 0; t < n_tok; t++) {
+            double ref = 0, mag = 0;
+            for (int64_t k = 0; k < n_cols; k++) {
+                ref += (double)wd[k] * xd[t * n_cols + k];
+                mag += fabs((double)wd[k] * xd[t * n_cols + k]);
+            }
+            double bound = (double)n_cols * 0x1p-22 * mag + 1e-30;
+            double err = fabs(y[t * n_rows + r] - ref);
+            if (!(err <= bound)) {
+                cr_log_error("%s/%s rows=%d cols=%ld tok=%d: y[%d][%d]=%g ref=%g err=%g > %g",
+                             ul_type_name(type), ul_cpu_isa_name(isa), n_rows, (long)n_cols,
+                             n_tok, t, r, y[t * n_rows + r], ref, err, bound);
+                worst = INFINITY;
+            } else if (err / bound > worst) {
+                worst = err / bound;
+            }
+        }
+    }
+    free(w), free(x), free(xq), free(xd), free(wd), free(y);
+    return worst;
+}
+
+static void check_isa(ul_isa_t isa) {
+    if (isa > ul_cpu_isa()) {
+        cr_log_warn("%s not supported here; tested up to %s", ul_cpu_isa_name(isa),
+                    ul_cpu_isa_name(ul_cpu_isa()));
+    }
+    static const int rows[] = {1, 4, 7, 16, 37};
+    for (int ti = 0; ti < N_TYPES; ti++) {
+        int type = k_types[ti];
+        int blk = ul_type_block_elems(type) < 32 ? 32 : ul_type_block_elems(type);
+        int64_t cols[] = {blk, 3 * blk, 2048};
+        double worst = 0;
+        for (int ci = 0; ci < 3; ci++)
+            for (int ri = 0; ri < 5; ri++)
+                for (int nt = 1; nt <= 17; nt += (ri == 3 ? 1 : 4)) {
+                    double e = check_mm(type, isa, rows[ri], cols[ci], nt, (uint64_t)(ti * 131 + ci * 17 + ri * 5 + nt));
+                    worst = e > worst ? e : worst;
+                }
+        cr_expect(worst <= 1.0, "%s on %s exceeds the summation bound", ul_type_name(type),
+                  ul_cpu_isa_name(isa));
+        cr_log_info("%s/%s: worst error %.3g of the bound", ul_type_name(type),
+                    ul_cpu_isa_name(isa), worst);
+    }
+}
+
+Test(kernels, scalar_matches_f64_reference) { check_isa(UL_ISA_SCALAR); }
+Test(kernels, avx2_matches_f64_reference) {
+    cr_assert(ul_cpu_isa() >= UL_ISA_AVX2, "this CPU lacks AVX2; cannot test that path");
+    check_isa(UL_ISA_AVX2);
+}
+Test(kernels, avx512_matches_f64_reference) {
+    cr_assert(ul_cpu_isa() >= UL_ISA_AVX512, "this CPU lacks AVX-512; cannot test that path");
+    check_isa(UL_ISA_AVX512);
+}
+
+Test(kernels, type_support) {
+    for (int i = 0; i < N_TYPES; i++) cr_expect(ul_cpu_type_supported(k_types[i]));
+    cr_expect(!ul_cpu_type_supported(UL_TYPE_Q5_K));
+    cr_expect(!ul_cpu_type_supported(-1));
+    cr_expect(!ul_cpu_type_supported(UL_TYPE_COUNT));
+}
+
+/* ---- ul_cpu_matmul through a pool: the user-visible product ---- */
+typedef struct {
+    ul_gguf_tensor_t *w;
+    const float *x;
+    int n_tok;
+    float *y;
+    void *scratch;
+    ul_pool_t *p;
+} mm_job_t;
+
+static void mm_job(void *ctx, int ith, int nth) {
+    mm_job_t *j = ctx;
+    ul_cpu_matmul(j->p, j->w, j->x, j->n_tok, j->y, j->scratch, ith, nth);
+}
+
+/* The product through quantised activations stays close to the f32 product of the
+ * dequantised weights with the raw activations. Q8 activations carry a relative error of
+ * at most 1/254 of the block max each, so the result is within
+ * sum_k |w_k| * amax_block(x)/254 (+ the f16/bf16 rounding of x: 2^-9 relative). */
+static void check_matmul(int type, int n_threads, int n_rows, int64_t n_cols, int n_tok) {
+    ul_pool_t *p;
+    cr_assert_eq(ul_pool_create(n_threads, &p), 0);
+    uint8_t *wb = tk_weights(type, n_rows, n_cols, 99 + (uint64_t)type);
+    ul_gguf_tensor_t w = {.n_dims = 2, .ne = {n_cols, n_rows, 1, 1}, .type = (uint32_t)type,
+                          .data = wb};
+    float *x = malloc(sizeof(float) * (size_t)(n_cols * n_tok));
+    float *y = malloc(sizeof(float) * (size_t)(n_rows * n_tok));
+    float *wd = malloc(sizeof(float) * (size_t)n_cols);
+    void *scratch = malloc(ul_cpu_matmul_scratch(type, n_cols, n_tok) + 1);
+    uint64_t s = 5;
+    for (int64_t i = 0; i < n_cols * n_tok; i++) x[i] = tk_unif(&s);
+    mm_job_t job = {&w, x, n_tok, y, scratch, p};
+    ul_pool_run(p, mm_job, &job);
+    size_t ws = ul_type_row_bytes(type, n_cols);
+    int bad = 0;
+    for (int r = 0; r < n_rows; r++) {
+        ul_cpu_dequant_row(type, wb + ws * r, wd, n_cols);
+        for (int t = 0; t < n_tok; t++) {
+            double ref = 0, tol = 0;
+            for (int64_t k = 0; k < n_cols; k++) {
+                ref += (double)wd[k] * x[t * n_cols + k];
+                tol += fabs(wd[k]) * (1.0 / 254 + 0x1p-9);
+            }
+            tol += 1e-6;
+            if (fabs(y[t * n_rows + r] - ref) > tol && bad++ < 5)
+                cr_log_error("%s thr=%d y[%d][%d]=%g ref=%g tol=%g", ul_type_name(type),
+                             n_threads, t, r, y[t * n_rows + r], ref, tol);
+        }
+    }
+    cr_expect_eq(bad, 0, "%s: %d outputs off", ul_type_name(type), bad);
+    ul_pool_free(p);
+    free(wb), free(x), free(y), free(wd), free(scratch);
+}
+
+Test(kernels, matmul_pool_all_types) {
+    for (int i = 0; i < N_TYPES; i++) {
+        check_matmul(k_types[i], 1, 45, 512, 3);
+        check_matmul(k_types[i], 3, 67, 768, 5);
+        check_matmul(k_types[i], 2, 64, 256, 1);
+    }
+}
