@@ -1,0 +1,301 @@
+/* Model loader: the shipped models load with the hyper-parameters their cards state, tied
+ * and untied outputs are told apart, vocabulary files load vocabulary-only, and a model
+ * whose metadata or weights do not fit the `llama` architecture is refused with a reason
+ * naming the key or tensor. */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/gguf_write.h"
+#include "model/model.h"
+#include "test_gguf_fixture.h"
+#include "uvllm/err.h"
+
+static ul_model_t *load_shared(const char *rel, int vocab_only) {
+    char path[4096], err[256];
+    snprintf(path, sizeof path, "%s/%s", fx_shared(), rel);
+    ul_model_t *m = NULL;
+    int rc = ul_model_load(path, vocab_only, &m, err, sizeof err);
+    cr_assert_eq(rc, 0, "%s: %s", path, err);
+    return m;
+}
+
+static void expect_layers_complete(const ul_model_t *m) {
+    cr_assert_not_null(m->layers);
+    for (int i = 0; i < m->hp.n_layer; i++) {
+        const ul_layer_t *l = &m->layers[i];
+        cr_expect(l->attn_norm && l->wq && l->wk && l->wv && l->wo && l->ffn_norm &&
+                      l->ffn_gate && l->ffn_up && l->ffn_down,
+                  "layer %d incomplete", i);
+    }
+}
+
+Test(model, aidreams260K_hparams) {
+    ul_model_t *m = load_shared("models/aidreams260K.gguf", 0);
+    const ul_hparams_t *hp = &m->hp;
+    cr_expect_str_eq(hp->arch, "llama");
+    cr_expect_eq(hp->n_embd, 64);
+    cr_expect_eq(hp->n_layer, 4);
+    cr_expect_eq(hp->n_head, 4);
+    cr_expect_eq(hp->n_head_kv, 4);
+    cr_expect_eq(hp->n_ff, 172);
+    cr_expect_eq(hp->n_ctx_train, 128);
+    cr_expect_eq(hp->n_vocab, 512);
+    cr_expect_eq(hp->head_dim, 16);
+    cr_expect_eq(hp->n_rot, 16);
+    cr_expect_eq(hp->rope_freq_base, 10000.0f);
+    cr_expect_eq(hp->rope_freq_scale, 1.0f);
+    cr_expect_float_eq(hp->rms_eps, 1e-5f, 1e-9f);
+    cr_expect_neq(m->output, m->tok_embd, "aidreams has a separate output.weight");
+    cr_expect_eq(m->tok_embd->ne[0], 64);
+    cr_expect_eq(m->tok_embd->ne[1], 512);
+    cr_expect_not_null(m->vocab);
+    expect_layers_complete(m);
+    ul_model_free(m);
+}
+
+Test(model, mini_hparams_every_type) {
+    const char *files[] = {"mini-f16", "mini-bf16", "mini-q8_0", "mini-q4_0", "mini-q4_k_m"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        char rel[64];
+        snprintf(rel, sizeof rel, "models/%s.gguf", files[i]);
+        ul_model_t *m = load_shared(rel, 0);
+        const ul_hparams_t *hp = &m->hp;
+        cr_expect_eq(hp->n_embd, 256, "%s", rel);
+        cr_expect_eq(hp->n_layer, 2, "%s", rel);
+        cr_expect_eq(hp->n_head, 4, "%s", rel);
+        cr_expect_eq(hp->n_head_kv, 2, "%s", rel);
+        cr_expect_eq(hp->n_ff, 768, "%s", rel);
+        cr_expect_eq(hp->n_vocab, 32000, "%s", rel);
+        cr_expect_eq(hp->n_ctx_train, 2048, "%s", rel);
+        cr_expect_eq(hp->head_dim, 64, "%s", rel);
+        cr_expect_neq(m->output, m->tok_embd, "%s", rel);
+        cr_expect_eq(m->layers[0].wk->ne[1], 128, "%s: GQA k rows = 2 heads x 64", rel);
+        expect_layers_complete(m);
+        ul_model_free(m);
+    }
+}
+
+Test(model, tiny_bpe_tied_output) {
+    ul_model_t *m = load_shared("models/tiny-bpe-f16.gguf", 0);
+    cr_expect_eq(m->hp.n_embd, 128);
+    cr_expect_eq(m->hp.n_vocab, 50257);
+    cr_expect_eq(m->hp.n_head_kv, 2);
+    cr_expect_eq(m->output, m->tok_embd, "no output.weight: output tied to token_embd");
+    expect_layers_complete(m);
+    ul_model_free(m);
+}
+
+Test(model, vocab_files_load_vocab_only) {
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/tokenizer", fx_shared());
+    DIR *d = opendir(dir);
+    cr_assert(d, "cannot list %s", dir);
+    struct dirent *e;
+    int n = 0;
+    while ((e = readdir(d))) {
+        size_t l = strlen(e->d_name);
+        if (l < 5 || strcmp(e->d_name + l - 5, ".gguf")) continue;
+        char path[8192], err[256];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        ul_model_t *m = NULL;
+        int rc = ul_model_load(path, 1, &m, err, sizeof err);
+        cr_expect_eq(rc, 0, "%s: %s", path, err);
+        if (rc) continue;
+        n++;
+        cr_expect_null(m->layers, "%s: vocab_only loads no weights", path);
+        cr_expect_gt(m->hp.n_vocab, 0);
+        ul_model_free(m);
+        /* Without vocab_only the same file is refused: it has no weights. */
+        rc = ul_model_load(path, 0, &m, err, sizeof err);
+        cr_expect_eq(rc, UL_EFORMAT, "%s loads as a full model", path);
+        cr_expect(strstr(err, "missing") || strstr(err, "unsupported architecture"), "%s: %s",
+                  path, err);
+    }
+    closedir(d);
+    cr_expect_geq(n, 9, "expected the vocabulary files in %s", dir);
+}
+
+Test(model, missing_file) {
+    ul_model_t *m = (ul_model_t *)1;
+    char err[256];
+    cr_expect_eq(ul_model_load("/nonexistent.gguf", 0, &m, err, sizeof err), UL_ENOENT);
+    cr_expect_null(m);
+    cr_expect(strstr(err, "No such file"), "%s", err);
+}
+
+/* ---- synthetic models ---- */
+
+static int load_img(img_t *im, ul_model_t **m, char *err, size_t errlen) {
+    return ul_model_load_mem(im->buf, im->len, 0, m, err, errlen);
+}
+
+static void expect_refused(img_t im, const char *want) {
+    ul_model_t *m = NULL;
+    char err[256] = "";
+    int rc = load_img(&im, &m, err, sizeof err);
+    cr_expect_lt(rc, 0, "loaded, expected '%s'", want);
+    cr_expect_null(m);
+    cr_expect(strstr(err, want), "message '%s' lacks '%s'", err, want);
+    if (!rc) ul_model_free(m);
+    free(im.buf);
+}
+
+static void expect_loads(img_t im, ul_model_t **out) {
+    char err[256] = "";
+    cr_assert_eq(load_img(&im, out, err, sizeof err), 0, "%s", err);
+}
+
+Test(model, synthetic_loads_every_supported_type) {
+    const uint32_t types[] = {UL_TYPE_F32, UL_TYPE_F16, UL_TYPE_BF16, UL_TYPE_Q8_0, UL_TYPE_Q4_0};
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        img_t im = fx_llama(types[i], UL_TYPE_F32, "llama", 0);
+        ul_model_t *m;
+        expect_loads(im, &m);
+        cr_expect_eq(m->hp.n_embd, 32);
+        cr_expect_eq(m->hp.n_head_kv, 1);
+        cr_expect_eq(m->hp.head_dim, 16);
+        cr_expect_eq(m->hp.rope_freq_base, 5000.0f);
+        cr_expect_float_eq(m->hp.rms_eps, 1e-6f, 1e-10f);
+        cr_expect_eq(m->layers[0].wq->type, types[i], "%s", ul_type_name((int)types[i]));
+        ul_model_free(m);
+        free(im.buf);
+    }
+}
+
+Test(model, synthetic_tied) {
+    img_t im = fx_llama(UL_TYPE_F16, UL_TYPE_F32, "llama", 1);
+    ul_model_t *m;
+    expect_loads(im, &m);
+    cr_expect_eq(m->output, m->tok_embd);
+    ul_model_free(m);
+    free(im.buf);
+}
+
+Test(model, refuses_other_architecture) {
+    expect_refused(fx_llama(UL_TYPE_F16, UL_TYPE_F32, "qwen2", 0), "unsupported architecture 'qwen2'");
+}
+
+Test(model, refuses_f16_norm) {
+    expect_refused(fx_llama(UL_TYPE_F16, UL_TYPE_F16, "llama", 0),
+                   "tensor 'output_norm.weight': type f16, norms must be f32");
+}
+
+Test(model, refuses_unsupported_weight_type) {
+    expect_refused(fx_llama(UL_TYPE_Q4_1, UL_TYPE_F32, "llama", 0),
+                   "tensor 'token_embd.weight': unsupported type q4_1");
+}
+
+static void patch_key(img_t *im, const char *key, const char *repl) {
+    size_t o = fx_kv_off(im, key) + 8;
+    memcpy(im->buf + o, repl, strlen(repl));
+}
+
+Test(model, refuses_missing_key) {
+    img_t im = fx_llama(UL_TYPE_F16, UL_TYPE_F32, "llama", 0);
+    patch_key(&im, "llama.block_count", "llama.block_coun_");
+    expect_refused(im, "missing key 'llama.block_count'");
+}
+
+Test(model, refuses_zero_layers) {
+    img_t im = fx_llama(UL_TYPE_F16, UL_TYPE_F32, "llama", 0);
+    fx_put_u32(&im, fx_kv_val_off(&im, "llama.block_count"), 0);
+    expect_refused(im, "key 'llama.block_count' = 0 outside [1, 1024]");
+}
+
+Test(model, refuses_head_count_not_dividing_embd) {
+    img_t im = fx_llama(UL_TYPE_F16, UL_TYPE_F32, "llama", 0);
+    fx_put_u32(&im, fx_kv_val_off(&im, "llama.attention.head_count"), 3);
+    expect_refused(im, "embedding_length 32 is not a multiple of head_count 3");
+}
+
+Test(model, refuses_kv_heads_above_heads) {
+    img_t im = fx_llama(UL_TYPE_F16, UL_TYPE_F32, "llama", 0);
+    fx_put_u32(&im, fx_kv_val_off(&im, "llama.attention.head_count_kv"), 3);
+    expect_refused(im, "key 'llama.attention.head_count_kv' = 3 outside [1, 2]");
+}
+
+Test(model, refuses_shape_mismatch) {
+    img_t im = fx_llama(UL_TYPE_F16, UL_TYPE_F32, "llama", 0);
+    fx_put_u32(&im, fx_kv_val_off(&im, "llama.attention.head_count_kv"), 2);
+    expect_refused(im, "tensor 'blk.0.attn_k.weight': shape [32, 16, 1, 1], expected [32, 32]");
+}
+
+Test(model, refuses_wrong_ffn) {
+    img_t im = fx_llama(UL_TYPE_F16, UL_TYPE_F32, "llama", 0);
+    fx_put_u32(&im, fx_kv_val_off(&im, "llama.feed_forward_length"), 96);
+    expect_refused(im, "tensor 'blk.0.ffn_gate.weight': shape [32, 64, 1, 1], expected [32, 96]");
+}
+
+Test(model, refuses_missing_tensor) {
+    img_t im = fx_llama(UL_TYPE_F16, UL_TYPE_F32, "llama", 0);
+    memcpy(im.buf + fx_tensor_off(&im, "blk.0.ffn_up.weight") + 8, "blk.0.ffn_uq", 12);
+    expect_refused(im, "missing tensor 'blk.0.ffn_up.weight'");
+}
+
+Test(model, refuses_bad_rms_eps) {
+    img_t im = fx_llama(UL_TYPE_F16, UL_TYPE_F32, "llama", 0);
+    float neg = -1.0f;
+    uint32_t bits;
+    memcpy(&bits, &neg, 4);
+    fx_put_u32(&im, fx_kv_val_off(&im, "llama.attention.layer_norm_rms_epsilon"), bits);
+    expect_refused(im, "key 'llama.attention.layer_norm_rms_epsilon' = -1 out of range");
+}
+
+Test(model, reports_gguf_errors) {
+    img_t im = fx_llama(UL_TYPE_F16, UL_TYPE_F32, "llama", 0);
+    im.buf[0] = 'X';
+    expect_refused(im, "bad magic");
+}
+
+static void hook_yarn(struct ul_gguf_writer_s *w) {
+    cr_assert_eq(ul_gguf_w_str(w, "llama.rope.scaling.type", "yarn", 4), 0);
+}
+static void hook_linear4(struct ul_gguf_writer_s *w) {
+    cr_assert_eq(ul_gguf_w_str(w, "llama.rope.scaling.type", "linear", 6), 0);
+    cr_assert_eq(ul_gguf_w_f32(w, "llama.rope.scaling.factor", 4.0f), 0);
+}
+static void hook_odd_rot(struct ul_gguf_writer_s *w) {
+    cr_assert_eq(ul_gguf_w_u32(w, "llama.rope.dimension_count", 7), 0);
+}
+static void hook_key_length(struct ul_gguf_writer_s *w) {
+    cr_assert_eq(ul_gguf_w_u32(w, "llama.attention.key_length", 8), 0);
+}
+static void hook_str_key_length(struct ul_gguf_writer_s *w) {
+    cr_assert_eq(ul_gguf_w_str(w, "llama.attention.key_length", "16", 2), 0);
+}
+
+Test(model, rope_scaling) {
+    fx_llama_hook = hook_linear4;
+    img_t im = fx_llama(UL_TYPE_F16, UL_TYPE_F32, "llama", 0);
+    ul_model_t *m;
+    expect_loads(im, &m);
+    cr_expect_eq(m->hp.rope_freq_scale, 0.25f);
+    ul_model_free(m);
+    free(im.buf);
+    fx_llama_hook = hook_yarn;
+    expect_refused(fx_llama(UL_TYPE_F16, UL_TYPE_F32, "llama", 0), "unsupported rope scaling 'yarn'");
+    fx_llama_hook = NULL;
+}
+
+Test(model, refuses_odd_rope_dims) {
+    fx_llama_hook = hook_odd_rot;
+    expect_refused(fx_llama(UL_TYPE_F16, UL_TYPE_F32, "llama", 0), "rope.dimension_count 7 is odd");
+    fx_llama_hook = NULL;
+}
+
+Test(model, key_length_drives_shapes) {
+    fx_llama_hook = hook_key_length; /* head_dim 8: attn_q must be [32, 16] */
+    expect_refused(fx_llama(UL_TYPE_F16, UL_TYPE_F32, "llama", 0),
+                   "tensor 'blk.0.attn_q.weight': shape [32, 32, 1, 1], expected [32, 16]");
+    fx_llama_hook = NULL;
+}
+
+Test(model, refuses_wrongly_typed_key) {
+    fx_llama_hook = hook_str_key_length;
+    expect_refused(fx_llama(UL_TYPE_F16, UL_TYPE_F32, "llama", 0),
+                   "key 'llama.attention.key_length': not an integer");
+    fx_llama_hook = NULL;
+}
