@@ -6,7 +6,8 @@
  * The reader's sources are compiled into the harness itself: CMake instruments only the
  * harness target for coverage (-fsanitize=fuzzer), and without coverage inside the parser
  * libFuzzer would be mutating blind. The rest (model loader, vocabulary) comes from
- * ul_model. */
+ * ul_model (ask CMake to build libraries with -fsanitize=fuzzer-no-link under
+ * UVLLM_FUZZ to give those coverage too). */
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -15,6 +16,7 @@
 #include "../../src/model/gguf_get.c"
 #include "../../src/model/gguf_types.c"
 #include "../../src/model/gguf_util.c"
+#include "model/model.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -44,12 +46,28 @@ static void touch_kv(const ul_gguf_t *g, const ul_gguf_kv_t *kv) {
     }
 }
 
+/* The loader on top: hyper-parameter and weight checks, then the vocabulary. */
+static void load_model(const uint8_t *data, size_t size, int vocab_only) {
+    ul_model_t *m = NULL;
+    char err[256] = "";
+    if (ul_model_load_mem(data, size, vocab_only, &m, err, sizeof err)) {
+        if (!err[0] || m) __builtin_trap();
+        return;
+    }
+    if (m->layers) /* every weight the table hands out is inside the buffer */
+        for (int l = 0; l < m->hp.n_layer; l++)
+            g_sink += ((const uint8_t *)m->layers[l].ffn_down->data)[m->layers[l].ffn_down->nbytes - 1];
+    ul_model_free(m);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     ul_gguf_t g;
     if (ul_gguf_open_mem(&g, data, size)) {
         if (!g.err[0]) __builtin_trap(); /* a refusal must say why */
         return 0;
     }
+    load_model(data, size, 0);
+    load_model(data, size, 1);
     for (uint64_t k = 0; k < g.n_kv; k++) touch_kv(&g, &g.kv[k]);
     for (uint64_t t = 0; t < g.n_tensors; t++) {
         const ul_gguf_tensor_t *ti = &g.tensors[t];
