@@ -18,19 +18,25 @@
 #include "model/model.h"
 #include "uvllm/backend.h"
 
-/* Largest |ours - llama.cpp| accepted on a top-20 logit, per weight file. Both sides
- * accumulate in f32 but in different orders and with different activation handling:
- *  - F32/F16 (aidreams, mini-f16, tiny-bpe): the weights are exact in both; what differs
- *    is summation order and llama.cpp's f16 rounding of the attention probabilities/V
- *    accumulation, a few 1e-3 on logits of magnitude ~5-15.
- *  - BF16: llama.cpp rounds activations to bf16 (8-bit mantissa, rel. error 2^-9) before
- *    the dot product; per-layer relative errors ~4e-3 compound over 2 layers.
- *  - Q8_0: activations are quantised to 8 bits per 32-block on both sides, but any
- *    different rounding of one activation moves a block's sum by a full step.
- *  - Q4_0 / Q4_K_M: same activation quantisation, 4-bit weights amplify its effect.
- * The values were set from the largest differences this test prints, with headroom of
- * about 2x, so that a real regression (a wrong RoPE, norm or mask moves logits by > 0.1)
- * still fails. */
+/* Largest |ours - llama.cpp| accepted on a top-20 logit, per weight file. Attention
+ * reproduces llama.cpp's f16 flash-attention roundings and the matmuls quantise
+ * activations as llama.cpp does, so most positions agree to ~1e-5 (the goldens print 6
+ * digits). What remains, measured with this test (largest |diff| in brackets):
+ *  - F32 aidreams [0.0020]: summation order in matmuls; a last-bit difference in a score
+ *    can flip one f16 rounding of the V accumulator, which later positions inherit.
+ *  - F16 weights [aidreams 0.0062, mini 0.0020, tiny-bpe 0.0005]: llama.cpp also rounds
+ *    the activations to f16 before the dot product; we keep them f32.
+ *  - BF16 [0.0088]: llama.cpp rounds activations to bf16 (8-bit mantissa) as well.
+ *  - Q8_0 [0.000005]: identical integer arithmetic on both sides.
+ *  - Q4_0 [0.036] / Q4_K_M [0.025]: float summation order of the SIMD dot products differs;
+ *    at a few positions that flips the 8-bit rounding of one activation in a later layer,
+ *    a discrete step of amax/127 that moves logits by a few 1e-2.
+ * Tolerances are ~2x the measurement; a real defect (RoPE, norm, mask, GQA mapping) moves
+ * logits by > 0.3 and fails all of them.
+ *
+ * Top-1: must equal llama.cpp's id, except where llama.cpp's own top-1 and our top-1 are
+ * within the tolerance of each other in ITS logits (a near-tie the tolerance cannot
+ * order); such positions are counted and printed. */
 typedef struct {
     const char *name; /* golden and model basename */
     float tol;
@@ -38,9 +44,9 @@ typedef struct {
 } golden_case_t;
 
 static const golden_case_t g_cases[] = {
-    {"aidreams260K", 2e-3f, 1},  {"aidreams260K-f16", 2e-3f, 1}, {"mini-f16", 5e-3f, 0},
-    {"mini-bf16", 0.05f, 0},     {"mini-q8_0", 0.05f, 0},        {"mini-q4_0", 0.1f, 0},
-    {"mini-q4_k_m", 0.1f, 0},    {"tiny-bpe-f16", 5e-3f, 0},
+    {"aidreams260K", 0.005f, 1}, {"aidreams260K-f16", 0.015f, 1}, {"mini-f16", 0.005f, 0},
+    {"mini-bf16", 0.02f, 0},     {"mini-q8_0", 0.01f, 0},          {"mini-q4_0", 0.08f, 0},
+    {"mini-q4_k_m", 0.08f, 0},   {"tiny-bpe-f16", 0.005f, 0},
 };
 
 static const char *shared_dir(void) {
@@ -82,7 +88,7 @@ static int32_t *int_array(const cJSON *a, int *n) {
 
 /* Teacher-forced logits of every prompt position compared with prompt_top. */
 static double check_prompt(ul_fwd_t *f, const golden_case_t *gc, const cJSON *line, int li,
-                           int *n_checked) {
+                           int *n_checked, int *n_ties) {
     int n;
     int32_t *toks = int_array(cJSON_GetObjectItem(line, "prompt_tokens"), &n);
     const cJSON *top = cJSON_GetObjectItem(line, "prompt_top");
@@ -96,26 +102,35 @@ static double check_prompt(ul_fwd_t *f, const golden_case_t *gc, const cJSON *li
     cr_assert_eq(ul_fwd_step(f, &st, logits), 0);
     double worst = 0;
     for (int i = 0; i < n; i++) {
-        double pw = 0;
         const cJSON *row = cJSON_GetArrayItem(top, i);
         const float *l = logits + (size_t)i * V;
         int32_t best = 0;
         for (int32_t j = 1; j < V; j++)
             if (l[j] > l[best]) best = j;
-        int32_t ref_best = cJSON_GetArrayItem(cJSON_GetArrayItem(row, 0), 0)->valueint;
-        cr_expect_eq(best, ref_best, "%s line %d pos %d: top-1 %d (%.5f), llama.cpp %d (ours %.5f)",
-                     gc->name, li, i, best, l[best], ref_best, l[ref_best]);
+        const cJSON *ref0 = cJSON_GetArrayItem(row, 0);
+        int32_t ref_best = cJSON_GetArrayItem(ref0, 0)->valueint;
+        if (best != ref_best) {
+            double ref_gap = INFINITY; /* llama.cpp's logit of its top-1 minus that of ours */
+            for (int k = 1; k < cJSON_GetArraySize(row); k++) {
+                const cJSON *pair = cJSON_GetArrayItem(row, k);
+                if (cJSON_GetArrayItem(pair, 0)->valueint == best)
+                    ref_gap = cJSON_GetArrayItem(ref0, 1)->valuedouble -
+                              cJSON_GetArrayItem(pair, 1)->valuedouble;
+            }
+            cr_expect_leq(ref_gap, gc->tol,
+                          "%s line %d pos %d: top-1 %d (%.5f), llama.cpp %d (ours %.5f)", gc->name,
+                          li, i, best, l[best], ref_best, l[ref_best]);
+            (*n_ties)++;
+        }
         for (int k = 0; k < cJSON_GetArraySize(row); k++) {
             const cJSON *pair = cJSON_GetArrayItem(row, k);
             int32_t id = cJSON_GetArrayItem(pair, 0)->valueint;
             double ref = cJSON_GetArrayItem(pair, 1)->valuedouble, d = fabs(l[id] - ref);
             worst = d > worst ? d : worst;
-            pw = d > pw ? d : pw;
             cr_expect_leq(d, gc->tol, "%s line %d pos %d id %d: ours %.5f llama.cpp %.5f",
                           gc->name, li, i, id, l[id], ref);
             (*n_checked)++;
         }
-        if (getenv("GOLDEN_DEBUG") && li == 4) fprintf(stderr, "%s pos %d maxdiff %.6f\n", gc->name, i, pw);
     }
     free(logits), free(pages), free(toks);
     return worst;
@@ -165,19 +180,22 @@ static void run_case(const golden_case_t *gc) {
     ul_backend_t *be = NULL;
     if (gc->greedy) cr_assert_eq(ul_cpu_backend_create(m, &cfg, &be), 0);
     double worst = 0;
-    int n_lines = 0, n_checked = 0;
+    int n_lines = 0, n_checked = 0, n_ties = 0;
     for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
         cJSON *j = cJSON_Parse(line);
         cr_assert(j, "%s: line %d is not JSON", path, n_lines + 1);
-        double w = check_prompt(f, gc, j, n_lines + 1, &n_checked);
+        double w = check_prompt(f, gc, j, n_lines + 1, &n_checked, &n_ties);
         worst = w > worst ? w : worst;
         if (be) check_greedy(be, gc, j, n_lines + 1);
         cJSON_Delete(j);
         n_lines++;
     }
     cr_assert_gt(n_lines, 0, "%s has no lines", path);
-    fprintf(stderr, "golden %-18s %2d prompts, %5d logits: largest |diff| %.6f (tolerance %g)%s\n",
-            gc->name, n_lines, n_checked, worst, gc->tol, gc->greedy ? ", greedy tokens equal" : "");
+    fprintf(stderr,
+            "golden %-18s %2d prompts, %5d logits: largest |diff| %.6f (tolerance %g), %d near-tie "
+            "top-1 swaps%s\n",
+            gc->name, n_lines, n_checked, worst, gc->tol, n_ties,
+            gc->greedy ? ", greedy tokens equal" : "");
     if (be) ul_backend_destroy(be);
     ul_fwd_free(f);
     ul_model_free(m);

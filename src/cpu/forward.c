@@ -1,0 +1,394 @@
+/* The `llama` forward pass over one batched step (see forward.h). Numerics follow
+ * llama.cpp's CPU path: RMSNorm with a double sum of squares, RoPE in NORM mode (adjacent
+ * pairs, theta advanced by repeated multiplication as ggml's rope cache does), attention
+ * as llama.cpp's CPU flash-attention (forward_attn.c), SwiGLU with silu(x) = x/(1+e^-x).
+ *
+ * Parallel layout inside one pool job: element-wise phases split the tokens over the
+ * threads; every linear layer is one ul_cpu_matmul over all tokens of the step (the
+ * kernel splits rows and has its own barriers); attention hands out (token, KV head)
+ * items from an atomic counter, most expensive (latest) tokens first. */
+#include "cpu/forward.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine/sampling.h"
+#include "uvllm/err.h"
+#include "uvllm/log.h"
+
+#define MAX_LOGIT_ROWS 64
+
+/* ---------- creation ---------- */
+
+static int check_weight(const ul_gguf_tensor_t *w, const char *what) {
+    if (!w) return 0;
+    if (!ul_cpu_type_supported((int)w->type)) {
+        UL_LOG_ERROR("cpu: %s: weight type %s has no CPU kernel", what, ul_type_name((int)w->type));
+        return UL_ENOTSUP;
+    }
+    return 0;
+}
+
+static int check_model(const ul_model_t *m) {
+    const ul_hparams_t *hp = &m->hp;
+    if (strcmp(hp->arch, "llama")) {
+        UL_LOG_ERROR("cpu: architecture '%s' is not supported", hp->arch);
+        return UL_ENOTSUP;
+    }
+    if (!m->layers || !m->tok_embd || !m->output || !m->output_norm) return UL_EINVAL;
+    if (hp->n_head_kv <= 0 || hp->n_head % hp->n_head_kv || hp->n_rot > hp->head_dim ||
+        hp->n_rot % 2)
+        return UL_ENOTSUP;
+    int rc = check_weight(m->output, "output");
+    if (m->output_norm->type != UL_TYPE_F32) return UL_ENOTSUP;
+    for (int il = 0; !rc && il < hp->n_layer; il++) {
+        const ul_layer_t *L = &m->layers[il];
+        if (L->attn_norm->type != UL_TYPE_F32 || L->ffn_norm->type != UL_TYPE_F32)
+            return UL_ENOTSUP;
+        const ul_gguf_tensor_t *ws[] = {L->wq, L->wk, L->wv, L->wo, L->ffn_gate, L->ffn_up,
+                                        L->ffn_down};
+        for (size_t i = 0; !rc && i < sizeof ws / sizeof ws[0]; i++) rc = check_weight(ws[i], "layer");
+    }
+    if (!rc && !ul_type_block_elems((int)m->tok_embd->type)) rc = UL_ENOTSUP;
+    return rc;
+}
+
+static size_t max_mm_scratch(const ul_model_t *m, int n_tok) {
+    size_t mx = ul_cpu_matmul_scratch((int)m->output->type, m->output->ne[0], n_tok);
+    for (int il = 0; il < m->hp.n_layer; il++) {
+        const ul_layer_t *L = &m->layers[il];
+        const ul_gguf_tensor_t *ws[] = {L->wq, L->wk, L->wv, L->wo, L->ffn_gate, L->ffn_up,
+                                        L->ffn_down};
+        for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) {
+            size_t s = ul_cpu_matmul_scratch((int)ws[i]->type, ws[i]->ne[0], n_tok);
+            mx = s > mx ? s : mx;
+        }
+    }
+    return mx;
+}
+
+/* Carves the scratch from one allocation: each piece 64-byte aligned. */
+static void *carve(uint8_t **p, size_t bytes) {
+    void *r = *p;
+    *p += (bytes + 63) & ~(size_t)63;
+    return r;
+}
+
+static int alloc_scratch(ul_fwd_t *f) {
+    const ul_hparams_t *hp = &f->hp;
+    const size_t B = (size_t)f->max_tokens, E = (size_t)hp->n_embd, F = sizeof(float);
+    size_t mm = max_mm_scratch(f->m, f->max_tokens);
+    f->attn_tmp_floats = ul_fwd_attn_tmp_floats(f->n_gqa, hp->head_dim, f->kv.page_size);
+    f->smp_bytes = (ul_sample_scratch_size(hp->n_vocab) + 63) & ~(size_t)63;
+    size_t sizes[] = {B * E * F,        B * E * F,        B * E * F,
+                      B * (size_t)f->q_dim * F, B * (size_t)f->kv_dim * F,
+                      B * (size_t)f->kv_dim * F, B * (size_t)f->q_dim * F,
+                      B * (size_t)hp->n_ff * F, B * (size_t)hp->n_ff * F,
+                      B * (size_t)hp->n_rot * F, (size_t)f->logit_rows * (size_t)hp->n_vocab * F,
+                      mm, (size_t)f->nth * f->attn_tmp_floats * F, (size_t)f->nth * f->smp_bytes,
+                      B * 4, B * 4, B * 4, B * 4, (size_t)hp->n_layer * sizeof(atomic_int)};
+    size_t total = 0;
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) total += (sizes[i] + 63) & ~(size_t)63;
+    f->mem = aligned_alloc(64, total);
+    if (!f->mem) return UL_ENOMEM;
+    memset(f->mem, 0, total); /* the sampling scratch must start zeroed; touch pages once */
+    uint8_t *p = f->mem;
+    int i = 0;
+    f->x = carve(&p, sizes[i++]);
+    f->xb = carve(&p, sizes[i++]);
+    f->xo = carve(&p, sizes[i++]);
+    f->q = carve(&p, sizes[i++]);
+    f->k = carve(&p, sizes[i++]);
+    f->v = carve(&p, sizes[i++]);
+    f->att = carve(&p, sizes[i++]);
+    f->hb = carve(&p, sizes[i++]);
+    f->hb2 = carve(&p, sizes[i++]);
+    f->rope = carve(&p, sizes[i++]);
+    f->logits = carve(&p, sizes[i++]);
+    f->mm_scratch = carve(&p, sizes[i++]);
+    f->attn_tmp = carve(&p, sizes[i++]);
+    f->smp_scratch = carve(&p, sizes[i++]);
+    f->tok_pos = carve(&p, sizes[i++]);
+    f->tok_seq = carve(&p, sizes[i++]);
+    f->out_rows = carve(&p, sizes[i++]);
+    f->out_seq = carve(&p, sizes[i++]);
+    f->attn_next = carve(&p, sizes[i++]);
+    return 0;
+}
+
+int ul_fwd_create(const ul_model_t *m, const ul_cpu_config_t *cfg, ul_fwd_t **out) {
+    *out = NULL;
+    int rc = check_model(m);
+    if (rc) return rc;
+    ul_cpu_config_t c = *cfg;
+    if (c.kv_type != UL_TYPE_F16 && c.kv_type != UL_TYPE_F32) return UL_EINVAL;
+    if (c.page_size == 0) c.page_size = 16;
+    if (c.max_batch_tokens == 0) c.max_batch_tokens = 512;
+    if (c.n_ctx == 0) c.n_ctx = m->hp.n_ctx_train;
+    if (c.n_threads == 0) {
+        long nc = sysconf(_SC_NPROCESSORS_ONLN);
+        c.n_threads = nc > 0 && nc < 1024 ? (int32_t)nc : 1;
+    }
+    if (c.page_size < 1 || c.page_size > 4096 || c.max_batch_tokens < 1 ||
+        c.max_batch_tokens > (1 << 20) || c.n_ctx < 1 || c.n_threads < 0 || c.kv_bytes < 0)
+        return UL_EINVAL;
+    ul_fwd_t *f = calloc(1, sizeof *f);
+    if (!f) return UL_ENOMEM;
+    f->m = m;
+    f->hp = m->hp;
+    f->n_ctx = c.n_ctx;
+    f->max_tokens = c.max_batch_tokens;
+    f->q_dim = f->hp.n_head * f->hp.head_dim;
+    f->kv_dim = f->hp.n_head_kv * f->hp.head_dim;
+    f->n_gqa = f->hp.n_head / f->hp.n_head_kv;
+    f->logit_rows = c.max_batch_tokens < MAX_LOGIT_ROWS ? c.max_batch_tokens : MAX_LOGIT_ROWS;
+    f->isa = ul_cpu_isa();
+    int32_t seq_pages = (c.n_ctx + c.page_size - 1) / c.page_size;
+    int64_t budget = c.kv_bytes;
+    if (budget == 0)
+        budget = (int64_t)seq_pages * 4 *
+                 (int64_t)ul_kv_page_bytes(c.kv_type, f->hp.n_layer, f->hp.n_head_kv,
+                                           f->hp.head_dim, c.page_size);
+    rc = ul_kv_init(&f->kv, c.kv_type, f->hp.n_layer, f->hp.n_head_kv, f->hp.head_dim,
+                    c.page_size, budget, 1);
+    if (!rc) rc = ul_pool_create(c.n_threads, &f->pool);
+    if (!rc) {
+        f->nth = ul_pool_n_threads(f->pool);
+        rc = alloc_scratch(f);
+    }
+    if (rc) {
+        ul_fwd_free(f);
+        return rc;
+    }
+    *out = f;
+    return 0;
+}
+
+void ul_fwd_free(ul_fwd_t *f) {
+    if (!f) return;
+    if (f->pool) ul_pool_free(f->pool);
+    ul_kv_free(&f->kv);
+    free(f->mem);
+    free(f);
+}
+
+/* ---------- validation (calling thread, before any compute) ---------- */
+
+static int prepare(ul_fwd_t *f, ul_step_t *st, int all) {
+    const int32_t T = st->n_tokens;
+    if (T < 1 || T > f->max_tokens || st->n_seqs < 1 || st->n_seqs > T || !st->tokens || !st->seqs)
+        return UL_EINVAL;
+    for (int32_t t = 0; t < T; t++) {
+        if (st->tokens[t] < 0 || st->tokens[t] >= f->hp.n_vocab) return UL_EINVAL;
+        f->tok_seq[t] = -1;
+    }
+    const int32_t ps = f->kv.page_size;
+    for (int32_t si = 0; si < st->n_seqs; si++) {
+        const ul_step_seq_t *s = &st->seqs[si];
+        if (s->n_tokens < 1 || s->tok_offset < 0 || s->tok_offset > T - s->n_tokens ||
+            s->pos0 < 0 || s->pos0 > f->n_ctx - s->n_tokens || !s->pages)
+            return UL_EINVAL;
+        int32_t need = (s->pos0 + s->n_tokens + ps - 1) / ps;
+        if (s->n_pages < need) return UL_EINVAL;
+        for (int32_t i = 0; i < need; i++)
+            if (s->pages[i] < 0 || s->pages[i] >= f->kv.n_pages) return UL_EINVAL;
+        for (int32_t i = 0; i < s->n_tokens; i++) {
+            int32_t t = s->tok_offset + i;
+            if (f->tok_seq[t] != -1) return UL_EINVAL; /* two sequences claim a token */
+            f->tok_seq[t] = si;
+            f->tok_pos[t] = s->pos0 + i;
+        }
+    }
+    for (int32_t t = 0; t < T; t++)
+        if (f->tok_seq[t] < 0) return UL_EINVAL;
+    f->n_out = 0;
+    if (all) {
+        for (int32_t t = 0; t < T; t++) {
+            f->out_rows[t] = t;
+            f->out_seq[t] = -1;
+        }
+        f->n_out = T;
+    }
+    for (int32_t si = 0; si < st->n_seqs; si++) {
+        const ul_step_seq_t *s = &st->seqs[si];
+        if (!s->sample) continue;
+        int32_t row = s->tok_offset + s->n_tokens - 1;
+        if (all) {
+            f->out_seq[row] = si;
+        } else {
+            f->out_rows[f->n_out] = row;
+            f->out_seq[f->n_out++] = si;
+        }
+    }
+    for (int il = 0; il < f->hp.n_layer; il++) atomic_store(&f->attn_next[il], 0);
+    return 0;
+}
+
+/* ---------- element-wise pieces ---------- */
+
+static void rmsnorm(float *dst, const float *x, const float *w, int n, float eps) {
+    double ss = 0;
+    for (int i = 0; i < n; i++) ss += (double)(x[i] * x[i]);
+    const float scale = 1.0f / sqrtf((float)(ss / n) + eps);
+    for (int i = 0; i < n; i++) dst[i] = (x[i] * scale) * w[i];
+}
+
+/* ggml's rope cache for NORM mode without YaRN: theta = pos * freq_scale * base^(-2i/n_rot),
+ * the power advanced by repeated multiplication exactly as ggml_rope_cache_init does. */
+static void rope_cache(float *cs, int32_t pos, int n_rot, float base, float freq_scale) {
+    const float theta_scale = powf(base, -2.0f / (float)n_rot);
+    float theta = (float)pos;
+    for (int i = 0; i < n_rot; i += 2) {
+        float th = theta * freq_scale;
+        cs[i] = cosf(th);
+        cs[i + 1] = sinf(th);
+        theta *= theta_scale;
+    }
+}
+
+static void rope_apply(float *x, const float *cs, int n_rot) {
+    for (int i = 0; i < n_rot; i += 2) {
+        float x0 = x[i], x1 = x[i + 1], c = cs[i], s = cs[i + 1];
+        x[i] = x0 * c - x1 * s;
+        x[i + 1] = x0 * s + x1 * c;
+    }
+}
+
+static void store_row(const ul_kv_t *kv, void *dst, const float *src, int n) {
+    if (kv->type == UL_TYPE_F32) {
+        memcpy(dst, src, (size_t)n * sizeof(float));
+        return;
+    }
+    uint16_t *d = dst;
+    for (int i = 0; i < n; i++) d[i] = ul_fp32_to_fp16(src[i]);
+}
+
+/* RoPE on q and k of token t, K/V into the token's page slot. */
+static void qk_rope_store(ul_fwd_t *f, int il, int32_t t) {
+    const ul_hparams_t *hp = &f->hp;
+    const int32_t hd = hp->head_dim, ps = f->kv.page_size;
+    const float *cs = f->rope + (size_t)t * hp->n_rot;
+    float *q = f->q + (size_t)t * f->q_dim, *k = f->k + (size_t)t * f->kv_dim;
+    const float *v = f->v + (size_t)t * f->kv_dim;
+    for (int h = 0; h < hp->n_head; h++) rope_apply(q + (size_t)h * hd, cs, hp->n_rot);
+    for (int h = 0; h < hp->n_head_kv; h++) rope_apply(k + (size_t)h * hd, cs, hp->n_rot);
+    const ul_step_seq_t *s = &f->step->seqs[f->tok_seq[t]];
+    const int32_t pos = f->tok_pos[t], page = s->pages[pos / ps], slot = pos % ps;
+    const size_t off = (size_t)slot * hd * f->kv.esize;
+    for (int h = 0; h < hp->n_head_kv; h++) {
+        store_row(&f->kv, (uint8_t *)ul_kv_head(&f->kv, page, il, 0, h) + off, k + (size_t)h * hd, hd);
+        store_row(&f->kv, (uint8_t *)ul_kv_head(&f->kv, page, il, 1, h) + off, v + (size_t)h * hd, hd);
+    }
+}
+
+static void add_rows(float *x, const float *y, size_t n) {
+    for (size_t i = 0; i < n; i++) x[i] += y[i];
+}
+
+/* ---------- the step job ---------- */
+
+static void mm(ul_fwd_t *f, const ul_gguf_tensor_t *w, const float *x, int n, float *y, int ith,
+               int nth) {
+    ul_cpu_matmul(f->pool, w, x, n, y, f->mm_scratch, ith, nth);
+}
+
+static void attention(ul_fwd_t *f, int il, int ith) {
+    const int32_t T = f->step->n_tokens, H = f->hp.n_head_kv;
+    const int n_items = T * H;
+    float *tmp = f->attn_tmp + (size_t)ith * f->attn_tmp_floats;
+    for (;;) {
+        int i = atomic_fetch_add_explicit(&f->attn_next[il], 1, memory_order_relaxed);
+        if (i >= n_items) break;
+        ul_fwd_attn_item(f, il, T - 1 - i / H, i % H, tmp); /* latest tokens cost most */
+    }
+}
+
+static void layer(ul_fwd_t *f, int il, int32_t t0, int32_t t1, int ith, int nth) {
+    const ul_hparams_t *hp = &f->hp;
+    const ul_layer_t *L = &f->m->layers[il];
+    const int32_t T = f->step->n_tokens, E = hp->n_embd;
+    const float *an = L->attn_norm->data, *fn = L->ffn_norm->data;
+    for (int32_t t = t0; t < t1; t++)
+        rmsnorm(f->xb + (size_t)t * E, f->x + (size_t)t * E, an, E, hp->rms_eps);
+    ul_pool_barrier(f->pool);
+    mm(f, L->wq, f->xb, T, f->q, ith, nth);
+    mm(f, L->wk, f->xb, T, f->k, ith, nth);
+    mm(f, L->wv, f->xb, T, f->v, ith, nth);
+    for (int32_t t = t0; t < t1; t++) qk_rope_store(f, il, t);
+    ul_pool_barrier(f->pool);
+    attention(f, il, ith);
+    ul_pool_barrier(f->pool);
+    mm(f, L->wo, f->att, T, f->xo, ith, nth);
+    for (int32_t t = t0; t < t1; t++) {
+        add_rows(f->x + (size_t)t * E, f->xo + (size_t)t * E, (size_t)E);
+        rmsnorm(f->xb + (size_t)t * E, f->x + (size_t)t * E, fn, E, hp->rms_eps);
+    }
+    ul_pool_barrier(f->pool);
+    mm(f, L->ffn_gate, f->xb, T, f->hb, ith, nth);
+    mm(f, L->ffn_up, f->xb, T, f->hb2, ith, nth);
+    const size_t nf = (size_t)hp->n_ff;
+    for (size_t i = (size_t)t0 * nf; i < (size_t)t1 * nf; i++) {
+        float g = f->hb[i];
+        f->hb[i] = g / (1.0f + expf(-g)) * f->hb2[i];
+    }
+    ul_pool_barrier(f->pool);
+    mm(f, L->ffn_down, f->hb, T, f->xo, ith, nth);
+    for (int32_t t = t0; t < t1; t++)
+        add_rows(f->x + (size_t)t * E, f->xo + (size_t)t * E, (size_t)E);
+    /* no barrier: the next layer's norm reads only this thread's own rows */
+}
+
+/* Final norm of the output rows, logits in chunks, sampling spread over the threads. */
+static void output(ul_fwd_t *f, int ith, int nth) {
+    const ul_hparams_t *hp = &f->hp;
+    const int32_t E = hp->n_embd, V = hp->n_vocab, n = f->n_out;
+    const float *on = f->m->output_norm->data;
+    for (int32_t i = n * ith / nth; i < n * (ith + 1) / nth; i++)
+        rmsnorm(f->xb + (size_t)i * E, f->x + (size_t)f->out_rows[i] * E, on, E, hp->rms_eps);
+    ul_pool_barrier(f->pool);
+    const int32_t chunk = f->logits_all ? n : f->logit_rows;
+    uint8_t *smp = f->smp_scratch + (size_t)ith * f->smp_bytes;
+    for (int32_t c0 = 0; c0 < n; c0 += chunk) {
+        int32_t cn = n - c0 < chunk ? n - c0 : chunk;
+        float *dst = f->logits_all ? f->logits_all + (size_t)c0 * V : f->logits;
+        mm(f, f->m->output, f->xb + (size_t)c0 * E, cn, dst, ith, nth);
+        int k = 0;
+        for (int32_t i = 0; i < cn; i++) {
+            int32_t si = f->out_seq[c0 + i];
+            if (si < 0 || k++ % nth != ith) continue;
+            ul_sample(&f->step->seqs[si], dst + (size_t)i * V, V, smp);
+        }
+        if (c0 + cn < n) ul_pool_barrier(f->pool); /* dst is overwritten by the next chunk */
+    }
+}
+
+static void step_job(void *ctx, int ith, int nth) {
+    ul_fwd_t *f = ctx;
+    const ul_hparams_t *hp = &f->hp;
+    const int32_t T = f->step->n_tokens, E = hp->n_embd;
+    const int32_t t0 = (int32_t)((int64_t)T * ith / nth), t1 = (int32_t)((int64_t)T * (ith + 1) / nth);
+    const ul_gguf_tensor_t *te = f->m->tok_embd;
+    const size_t row_bytes = ul_type_row_bytes((int)te->type, E);
+    for (int32_t t = t0; t < t1; t++) {
+        ul_cpu_dequant_row((int)te->type, (const uint8_t *)te->data + (size_t)f->step->tokens[t] * row_bytes,
+                           f->x + (size_t)t * E, E);
+        rope_cache(f->rope + (size_t)t * hp->n_rot, f->tok_pos[t], hp->n_rot, hp->rope_freq_base,
+                   hp->rope_freq_scale);
+    }
+    for (int il = 0; il < hp->n_layer; il++) layer(f, il, t0, t1, ith, nth);
+    ul_pool_barrier(f->pool);
+    if (f->n_out > 0) output(f, ith, nth);
+}
+
+int ul_fwd_step(ul_fwd_t *f, ul_step_t *step, float *logits_all) {
+    int rc = prepare(f, step, logits_all != NULL);
+    if (rc) return rc;
+    f->step = step;
+    f->logits_all = logits_all;
+    ul_pool_run(f->pool, step_job, f);
+    f->step = NULL;
+    f->logits_all = NULL;
+    return 0;
+}

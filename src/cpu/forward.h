@@ -1,0 +1,80 @@
+/* The `llama` forward pass of the CPU backend over one batched step: the tokens of many
+ * sequences at once (prefill chunks and single decode tokens mixed), K/V read and written
+ * through each sequence's page table, logits only for the rows that sample, and the
+ * sampling itself, all inside ONE thread-pool job per step (phases separated by
+ * ul_pool_barrier) so the workers never sleep between layers.
+ *
+ * Every buffer is carved from one allocation made by ul_fwd_create for up to
+ * max_batch_tokens tokens; ul_fwd_step allocates nothing. Not reentrant: one step at a
+ * time per ul_fwd_t (the backend serialises callers). */
+#ifndef UL_CPU_FORWARD_H
+#define UL_CPU_FORWARD_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "cpu/kernels.h"
+#include "cpu/kv.h"
+#include "model/model.h"
+#include "uvllm/backend.h"
+
+typedef struct ul_fwd_s {
+    const ul_model_t *m;
+    ul_hparams_t hp;
+    int32_t n_ctx;        /* longest sequence accepted */
+    int32_t max_tokens;   /* tokens per step the scratch holds */
+    int32_t q_dim, kv_dim, n_gqa;
+    int32_t logit_rows;   /* rows of the logits buffer; output is computed in chunks of it */
+    ul_pool_t *pool;
+    int nth;
+    ul_isa_t isa;
+    ul_kv_t kv;
+
+    /* scratch, one allocation (mem) */
+    void *mem;
+    float *x;             /* [max_tokens][n_embd] residual stream */
+    float *xb;            /* [max_tokens][n_embd] normed input of a matmul */
+    float *xo;            /* [max_tokens][n_embd] matmul output added to x */
+    float *q;             /* [max_tokens][q_dim] */
+    float *k, *v;         /* [max_tokens][kv_dim] */
+    float *att;           /* [max_tokens][q_dim] attention output */
+    float *hb, *hb2;      /* [max_tokens][n_ff] */
+    float *rope;          /* [max_tokens][n_rot] (cos, sin) pairs */
+    float *logits;        /* [logit_rows][n_vocab] */
+    void *mm_scratch;     /* ul_cpu_matmul's, shared by the threads */
+    float *attn_tmp;      /* [nth][attn_tmp_floats] per-thread attention state */
+    size_t attn_tmp_floats;
+    uint8_t *smp_scratch; /* [nth][smp_bytes] per-thread sampling scratch (zeroed) */
+    size_t smp_bytes;
+    int32_t *tok_pos;     /* [max_tokens] position of each token */
+    int32_t *tok_seq;     /* [max_tokens] index of its sequence in step->seqs */
+    int32_t *out_rows;    /* [max_tokens] token rows whose logits are computed */
+    int32_t *out_seq;     /* [max_tokens] sequence sampling from that row, or -1 */
+    atomic_int *attn_next; /* [n_layer] work counters of the attention phase */
+
+    /* the step in flight */
+    ul_step_t *step;
+    float *logits_all;
+    int32_t n_out;
+} ul_fwd_t;
+
+/* Loads nothing: uses the model's mmap'ed weights; allocates KV pool, scratch and the
+ * thread pool. Returns 0, UL_EINVAL (bad config), UL_ENOTSUP (architecture or weight type
+ * the kernels lack) or UL_ENOMEM. */
+int ul_fwd_create(const ul_model_t *m, const ul_cpu_config_t *cfg, ul_fwd_t **out);
+void ul_fwd_free(ul_fwd_t *f);
+
+/* Runs one step on the calling thread plus the pool: validates it (UL_EINVAL on a bad
+ * token id, page table, position or size; nothing is computed then), writes K/V of every
+ * token into its page, samples for every sequence with sample=1 (outputs in its
+ * ul_step_seq_t). If logits_all is not NULL it receives the logits of EVERY token,
+ * [step->n_tokens][n_vocab] (teacher-forced evaluation, tests). */
+int ul_fwd_step(ul_fwd_t *f, ul_step_t *step, float *logits_all);
+
+/* Attention of one (token, KV head) pair: the n_gqa query heads that share the KV head,
+ * over the token's sequence's positions [0, pos] read through its page table.
+ * tmp: attn_tmp_floats floats private to the calling thread. (forward_attn.c) */
+void ul_fwd_attn_item(const ul_fwd_t *f, int il, int32_t t, int32_t kvh, float *tmp);
+size_t ul_fwd_attn_tmp_floats(int32_t n_gqa, int32_t head_dim, int32_t page_size);
+
+#endif
