@@ -22,6 +22,8 @@ int ul_vocab_is_eog(const ul_vocab_t *v, int32_t id);
 /* Whether tokenize with add_special adds BOS / EOS (metadata or llama.cpp's defaults). */
 int ul_vocab_adds_bos(const ul_vocab_t *v);
 int ul_vocab_adds_eos(const ul_vocab_t *v);
+/* 1 if tokenizing puts a space before the text (SPM): detokenizers drop it again. */
+int ul_vocab_adds_space_prefix(const ul_vocab_t *v);
 /* Looks up the id of an exact token text; -1 if absent. */
 int32_t ul_vocab_find(const ul_vocab_t *v, const char *text, size_t len);
 

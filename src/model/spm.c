@@ -1,0 +1,129 @@
+/* SentencePiece-style tokenizer (llama.cpp's llm_tokenizer_spm): the text is cut into
+ * UTF-8 characters, then the adjacent pair whose concatenation is the token with the
+ * highest score is merged, again and again (ties: leftmost first), through a priority
+ * queue of candidate pairs. A final piece that is no token falls back to byte tokens
+ * <0xXX>. Symbols are spans of the (contiguous) text, so a pair's text is never copied:
+ * its hash comes from the two symbol hashes. */
+#include <stdlib.h>
+
+#include "model/vocab_impl.h"
+#include "uvllm/err.h"
+
+typedef struct sym_s {
+    uint32_t off, n;
+    int32_t prev, next;
+    uint64_t h;
+} sym_t;
+
+typedef struct bigram_s {
+    float score;
+    int32_t left, right;
+    uint32_t size;
+} bigram_t;
+
+typedef struct spm_s {
+    const ul_vocab_t *v;
+    const char *text;
+    sym_t *sym;
+    bigram_t *heap;
+    size_t n_heap, cap_heap;
+} spm_t;
+
+/* Priority: higher score first, then the leftmost pair (llama.cpp's comparator). */
+static inline int before(const bigram_t *a, const bigram_t *b) {
+    return a->score > b->score || (a->score == b->score && a->left < b->left);
+}
+
+static int heap_push(spm_t *s, bigram_t b) {
+    if (s->n_heap == s->cap_heap) {
+        size_t cap = s->cap_heap ? s->cap_heap * 2 : 64;
+        bigram_t *p = realloc(s->heap, cap * sizeof *p);
+        if (!p) return UL_ENOMEM;
+        s->heap = p;
+        s->cap_heap = cap;
+    }
+    size_t i = s->n_heap++;
+    while (i > 0) {
+        size_t up = (i - 1) / 2;
+        if (!before(&b, &s->heap[up])) break;
+        s->heap[i] = s->heap[up];
+        i = up;
+    }
+    s->heap[i] = b;
+    return 0;
+}
+
+static bigram_t heap_pop(spm_t *s) {
+    bigram_t top = s->heap[0], last = s->heap[--s->n_heap];
+    size_t i = 0, n = s->n_heap;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= n) break;
+        if (c + 1 < n && before(&s->heap[c + 1], &s->heap[c])) c++;
+        if (!before(&s->heap[c], &last)) break;
+        s->heap[i] = s->heap[c];
+        i = c;
+    }
+    if (n) s->heap[i] = last;
+    return top;
+}
+
+static int try_add(spm_t *s, int32_t l, int32_t r) {
+    if (l < 0 || r < 0) return 0;
+    const sym_t *a = &s->sym[l], *b = &s->sym[r];
+    uint32_t n = a->n + b->n;
+    int32_t id = ul_tokmap_get(&s->v->map, ul_hash_cat(a->h, b->h, b->n), s->text + a->off, n, 0);
+    if (id < 0) return 0;
+    return heap_push(s, (bigram_t){s->v->scores[id], l, r, n});
+}
+
+/* Length of the UTF-8 sequence a lead byte announces (llama.cpp's unicode_len_utf8:
+ * continuation and invalid bytes count as one). */
+static inline uint32_t utf8_len(unsigned char c) {
+    static const uint8_t lookup[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
+    return lookup[c >> 4];
+}
+
+static int emit(const spm_t *s, const sym_t *y, ul_ids_t *out) {
+    const ul_vocab_t *v = s->v;
+    int32_t id = ul_tokmap_get(&v->map, y->h, s->text + y->off, y->n, 0);
+    if (id >= 0) return ul_ids_push(out, id);
+    for (uint32_t j = 0; j < y->n; j++) {
+        int32_t b = v->byte_tok[(unsigned char)s->text[y->off + j]];
+        if (b < 0) b = v->unk; /* llama.cpp throws here; the unknown token is the sane answer */
+        if (b >= 0 && ul_ids_push(out, b)) return UL_ENOMEM;
+    }
+    return 0;
+}
+
+int ul_spm_tokenize(const ul_vocab_t *v, const char *text, size_t len, ul_ids_t *out) {
+    if (len == 0) return 0;
+    spm_t s = {v, text, malloc(sizeof(sym_t) * len), NULL, 0, 0};
+    if (!s.sym) return UL_ENOMEM;
+    int32_t n = 0;
+    for (size_t off = 0; off < len; n++) {
+        uint32_t cl = utf8_len((unsigned char)text[off]);
+        if (cl > len - off) cl = (uint32_t)(len - off);
+        s.sym[n] = (sym_t){(uint32_t)off, cl, n - 1, off + cl == len ? -1 : n + 1,
+                           ul_hash_bytes(text + off, cl)};
+        off += cl;
+    }
+    int rc = 0;
+    for (int32_t i = 1; i < n && !rc; i++) rc = try_add(&s, i - 1, i);
+    while (s.n_heap && !rc) {
+        bigram_t b = heap_pop(&s);
+        sym_t *l = &s.sym[b.left], *r = &s.sym[b.right];
+        if (l->n == 0 || r->n == 0 || l->n + r->n != b.size) continue; /* stale */
+        l->h = ul_hash_cat(l->h, r->h, r->n);
+        l->n += r->n;
+        r->n = 0;
+        l->next = r->next;
+        if (r->next >= 0) s.sym[r->next].prev = b.left;
+        rc = try_add(&s, l->prev, b.left);
+        if (!rc) rc = try_add(&s, b.left, l->next);
+    }
+    for (int32_t i = 0; i != -1 && !rc; i = s.sym[i].next) rc = emit(&s, &s.sym[i], out);
+    free(s.sym);
+    free(s.heap);
+    return rc;
+}

@@ -1,0 +1,93 @@
+/* Hash maps of the tokenizers: token text -> id and merge pair -> rank. Open addressing
+ * with linear probing over a power-of-two table at most half full; the keys stay in the
+ * vocabulary's text blob, a slot holds only the index and the full 64-bit hash, so a
+ * probe compares text only when the hashes agree. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/vocab_impl.h"
+#include "uvllm/err.h"
+
+#define POW_TAB 64
+
+uint64_t ul_hash_pow(size_t n) {
+    static uint64_t tab[POW_TAB];
+    static int ready; /* benign race: every thread writes the same values */
+    if (!ready) {
+        uint64_t p = 1;
+        for (int i = 0; i < POW_TAB; i++, p *= UL_HASH_P) tab[i] = p;
+        __atomic_store_n(&ready, 1, __ATOMIC_RELEASE);
+    }
+    if (n < POW_TAB) return tab[n];
+    uint64_t r = 1, b = UL_HASH_P;
+    while (n) {
+        if (n & 1) r *= b;
+        b *= b;
+        n >>= 1;
+    }
+    return r;
+}
+
+/* Spreads the polynomial hash over the low bits used as the table index. */
+static inline uint64_t mix(uint64_t h) {
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdULL;
+    h ^= h >> 33;
+    return h;
+}
+
+int ul_tokmap_init(ul_tokmap_t *m, uint32_t n_keys, const char *blob, const uint32_t *off,
+                   const uint32_t *aux) {
+    uint32_t cap = 16;
+    while (cap < 2 * (uint64_t)n_keys + 1) cap <<= 1;
+    m->mask = cap - 1;
+    m->slot = malloc(sizeof *m->slot * cap);
+    m->hash = malloc(sizeof *m->hash * cap);
+    m->blob = blob;
+    m->off = off;
+    m->aux = aux;
+    if (!m->slot || !m->hash) {
+        ul_tokmap_free(m);
+        return UL_ENOMEM;
+    }
+    memset(m->slot, 0xff, sizeof *m->slot * cap);
+    return 0;
+}
+
+void ul_tokmap_free(ul_tokmap_t *m) {
+    free(m->slot);
+    free(m->hash);
+    m->slot = NULL;
+    m->hash = NULL;
+}
+
+static int same_key(const ul_tokmap_t *m, int32_t idx, const char *p, size_t n, uint32_t aux) {
+    uint32_t o = m->off[idx], len = m->off[idx + 1] - o;
+    if (len != n || (m->aux && m->aux[idx] != aux)) return 0;
+    return memcmp(m->blob + o, p, n) == 0;
+}
+
+void ul_tokmap_put(ul_tokmap_t *m, int32_t idx, uint64_t h, int replace) {
+    const char *p = m->blob + m->off[idx];
+    size_t n = m->off[idx + 1] - m->off[idx];
+    uint32_t aux = m->aux ? m->aux[idx] : 0;
+    for (uint64_t i = mix(h) & m->mask;; i = (i + 1) & m->mask) {
+        if (m->slot[i] < 0) {
+            m->slot[i] = idx;
+            m->hash[i] = h;
+            return;
+        }
+        if (m->hash[i] == h && same_key(m, m->slot[i], p, n, aux)) {
+            if (replace) m->slot[i] = idx;
+            return;
+        }
+    }
+}
+
+int32_t ul_tokmap_get(const ul_tokmap_t *m, uint64_t h, const char *p, size_t n, uint32_t aux) {
+    for (uint64_t i = mix(h) & m->mask;; i = (i + 1) & m->mask) {
+        int32_t s = m->slot[i];
+        if (s < 0) return -1;
+        if (m->hash[i] == h && same_key(m, s, p, n, aux)) return s;
+    }
+}

@@ -1,0 +1,396 @@
+/* Vocabulary loading from GGUF metadata (tokenizer.ggml.*), with llama.cpp's defaults and
+ * quirks, so that tokenizing gives its ids exactly: default special ids per tokenizer
+ * model, control tokens recognised by their text (<|eot_id|>, <|im_end|>, ...) and forced
+ * to control type, the end-of-generation set, the special-token list sorted longest first,
+ * per-model strip attributes (phi-3). Everything is validated: a vocabulary comes from a
+ * file, so a bad count, type or id is an error with a reason, never an assert. */
+#include <ctype.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/vocab_impl.h"
+#include "uvllm/err.h"
+#include "uvllm/log.h"
+
+typedef struct ld_s {
+    const ul_gguf_t *g;
+    ul_vocab_t *v;
+    char *err;
+    size_t errlen;
+} ld_t;
+
+static int fail(ld_t *l, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(ld_t *l, int rc, const char *fmt, ...) {
+    if (l->errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(l->err, l->errlen, fmt, ap);
+        va_end(ap);
+    }
+    return rc;
+}
+
+int ul_ids_push(ul_ids_t *o, int32_t id) {
+    if (o->n == o->cap) {
+        size_t cap = o->cap ? o->cap * 2 : 256;
+        int32_t *p = realloc(o->p, cap * sizeof *p);
+        if (!p) return o->err = UL_ENOMEM;
+        o->p = p;
+        o->cap = cap;
+    }
+    o->p[o->n++] = id;
+    return 0;
+}
+
+static int str_is(ul_str_t s, const char *lit) {
+    size_t n = strlen(lit);
+    return s.len == n && memcmp(s.ptr, lit, n) == 0;
+}
+
+/* Token texts into one blob; empty texts become "[EMPTY_i]" as in llama.cpp. */
+static int read_texts(ld_t *l, const ul_gguf_kv_t *kv) {
+    ul_vocab_t *v = l->v;
+    ul_gguf_iter_t it;
+    ul_str_t s;
+    if (ul_gguf_arr_iter(kv, &it)) return fail(l, UL_EFORMAT, "tokenizer.ggml.tokens: not a string array");
+    size_t total = 0;
+    while (ul_gguf_iter_next_str(&it, &s)) total += s.len ? s.len : 24;
+    if (total > UINT32_MAX - 1) return fail(l, UL_EFORMAT, "tokenizer.ggml.tokens: texts too long");
+    v->text = malloc(total + 1);
+    v->off = malloc(sizeof *v->off * ((size_t)v->n_tokens + 1));
+    if (!v->text || !v->off) return UL_ENOMEM;
+    ul_gguf_arr_iter(kv, &it);
+    uint32_t o = 0;
+    for (int32_t i = 0; ul_gguf_iter_next_str(&it, &s); i++) {
+        v->off[i] = o;
+        if (s.len) {
+            memcpy(v->text + o, s.ptr, s.len);
+            o += (uint32_t)s.len;
+        } else {
+            UL_LOG_WARN("vocab: empty token at index %d", i);
+            o += (uint32_t)snprintf(v->text + o, 24, "[EMPTY_%d]", i);
+        }
+    }
+    v->off[v->n_tokens] = o;
+    return 0;
+}
+
+static int attr_of_type(int64_t t) {
+    switch (t) {
+    case 1: return UL_TA_NORMAL;
+    case 2: return UL_TA_UNKNOWN;
+    case 3: return UL_TA_CONTROL;
+    case 4: return UL_TA_USER;
+    case 5: return UL_TA_UNUSED;
+    case 6: return UL_TA_BYTE;
+    default: return 0; /* undefined: never produced as a piece */
+    }
+}
+
+static int read_tokens(ld_t *l) {
+    ul_vocab_t *v = l->v;
+    const ul_gguf_kv_t *kv = ul_gguf_find(l->g, "tokenizer.ggml.tokens");
+    if (!kv || kv->type != UL_GGUF_ARRAY || kv->arr_type != UL_GGUF_STRING)
+        return fail(l, UL_EFORMAT, "tokenizer.ggml.tokens: missing or not a string array");
+    if (kv->n == 0 || kv->n > INT32_MAX / 2)
+        return fail(l, UL_EFORMAT, "tokenizer.ggml.tokens: bad count %llu", (unsigned long long)kv->n);
+    v->n_tokens = (int32_t)kv->n;
+    int rc = read_texts(l, kv);
+    if (rc) return rc;
+    v->scores = calloc((size_t)v->n_tokens, sizeof *v->scores);
+    v->attr = malloc((size_t)v->n_tokens);
+    v->eog = calloc((size_t)v->n_tokens, 1);
+    if (!v->scores || !v->attr || !v->eog) return UL_ENOMEM;
+    memset(v->attr, UL_TA_NORMAL, (size_t)v->n_tokens);
+
+    const ul_gguf_kv_t *sc = ul_gguf_find(l->g, "tokenizer.ggml.scores");
+    if (sc) {
+        if (sc->type != UL_GGUF_ARRAY || sc->n != kv->n)
+            return fail(l, UL_EFORMAT, "tokenizer.ggml.scores: not an array of %d numbers", v->n_tokens);
+        for (int32_t i = 0; i < v->n_tokens; i++)
+            if (ul_gguf_arr_f32(sc, (uint64_t)i, &v->scores[i]))
+                return fail(l, UL_EFORMAT, "tokenizer.ggml.scores: element %d is not a number", i);
+    }
+    const ul_gguf_kv_t *tt = ul_gguf_find(l->g, "tokenizer.ggml.token_type");
+    if (tt) {
+        if (tt->type != UL_GGUF_ARRAY || tt->n != kv->n)
+            return fail(l, UL_EFORMAT, "tokenizer.ggml.token_type: not an array of %d integers", v->n_tokens);
+        for (int32_t i = 0; i < v->n_tokens; i++) {
+            int64_t t;
+            if (ul_gguf_arr_i64(tt, (uint64_t)i, &t))
+                return fail(l, UL_EFORMAT, "tokenizer.ggml.token_type: element %d is not an integer", i);
+            v->attr[i] = (uint8_t)attr_of_type(t);
+        }
+    }
+    if ((rc = ul_tokmap_init(&v->map, (uint32_t)v->n_tokens, v->text, v->off, NULL))) return rc;
+    for (int32_t i = 0; i < v->n_tokens; i++) {
+        uint32_t n;
+        const char *p = ul_tok_text(v, i, &n);
+        ul_tokmap_put(&v->map, i, ul_hash_bytes(p, n), 1);
+    }
+    return 0;
+}
+
+int32_t ul_vocab_find(const ul_vocab_t *v, const char *text, size_t len) {
+    return ul_tokmap_get(&v->map, ul_hash_bytes(text, len), text, len, 0);
+}
+
+static int32_t find_lit(const ul_vocab_t *v, const char *lit) {
+    return ul_vocab_find(v, lit, strlen(lit));
+}
+
+/* Reads an optional boolean; absent keeps *out. */
+static int opt_bool(ld_t *l, const char *key, int *out) {
+    int b, rc = ul_gguf_get_bool(l->g, key, &b);
+    if (rc == UL_ENOENT) return 0;
+    if (rc) return fail(l, UL_EFORMAT, "%s: not a boolean", key);
+    *out = b;
+    return 0;
+}
+
+/* An optional special id; like llama.cpp an out-of-range id keeps the default. */
+static int opt_id(ld_t *l, const char *key, int32_t *out) {
+    int64_t id;
+    int rc = ul_gguf_get_i64(l->g, key, &id);
+    if (rc == UL_ENOENT) return 0;
+    if (rc) return fail(l, UL_EFORMAT, "%s: not an integer", key);
+    if (id < 0 || id >= l->v->n_tokens) {
+        UL_LOG_WARN("vocab: bad special token %s = %lld, using default id %d", key, (long long)id, *out);
+        return 0;
+    }
+    *out = (int32_t)id;
+    return 0;
+}
+
+static int read_model(ld_t *l, int *no_bos) {
+    ul_vocab_t *v = l->v;
+    ul_str_t model, pre = {0};
+    if (ul_gguf_get_str(l->g, "tokenizer.ggml.model", &model))
+        return fail(l, UL_EFORMAT, "tokenizer.ggml.model: missing or not a string");
+    if (str_is(model, "llama")) {
+        v->type = UL_VOCAB_SPM;
+        v->bos = 1, v->eos = 2, v->unk = 0;
+        v->add_space_prefix = 1, v->add_bos = 1;
+        return 0;
+    }
+    if (!str_is(model, "gpt2"))
+        return fail(l, UL_ENOTSUP, "tokenizer.ggml.model '%.*s' is not supported (llama, gpt2)",
+                    (int)(model.len > 64 ? 64 : model.len), model.ptr);
+    v->type = UL_VOCAB_BPE;
+    v->bos = 11, v->eos = 11;
+    int rc = ul_gguf_get_str(l->g, "tokenizer.ggml.pre", &pre);
+    if (rc && rc != UL_ENOENT) return fail(l, UL_EFORMAT, "tokenizer.ggml.pre: not a string");
+    if (rc == UL_ENOENT) {
+        UL_LOG_WARN("vocab: missing pre-tokenizer type, using 'default' (quality will suffer)");
+        pre.ptr = "default", pre.len = 7;
+    }
+    if (ul_pretok_lookup(pre.ptr, (size_t)pre.len, &v->pre_type, &v->ignore_merges, &v->add_bos,
+                         no_bos))
+        return fail(l, UL_ENOTSUP, "unknown pre-tokenizer type: '%.*s'",
+                    (int)(pre.len > 64 ? 64 : pre.len), pre.ptr);
+    return 0;
+}
+
+static int read_specials(ld_t *l, int32_t fim[6]) {
+    ul_vocab_t *v = l->v;
+    static const char *fim_keys[6] = {
+        "tokenizer.ggml.fim_pre_token_id", "tokenizer.ggml.fim_suf_token_id",
+        "tokenizer.ggml.fim_mid_token_id", "tokenizer.ggml.fim_pad_token_id",
+        "tokenizer.ggml.fim_rep_token_id", "tokenizer.ggml.fim_sep_token_id"};
+    int rc;
+    if ((rc = opt_id(l, "tokenizer.ggml.bos_token_id", &v->bos)) ||
+        (rc = opt_id(l, "tokenizer.ggml.eos_token_id", &v->eos)) ||
+        (rc = opt_id(l, "tokenizer.ggml.eot_token_id", &v->eot)) ||
+        (rc = opt_id(l, "tokenizer.ggml.eom_token_id", &v->eom)) ||
+        (rc = opt_id(l, "tokenizer.ggml.unknown_token_id", &v->unk)) ||
+        (rc = opt_id(l, "tokenizer.ggml.seperator_token_id", &v->sep)) ||
+        (rc = opt_id(l, "tokenizer.ggml.padding_token_id", &v->pad)))
+        return rc;
+    for (int i = 0; i < 6; i++)
+        if ((rc = opt_id(l, fim_keys[i], &fim[i]))) return rc;
+    if ((rc = opt_bool(l, "tokenizer.ggml.add_bos_token", &v->add_bos)) ||
+        (rc = opt_bool(l, "tokenizer.ggml.add_eos_token", &v->add_eos)) ||
+        (rc = opt_bool(l, "tokenizer.ggml.add_space_prefix", &v->add_space_prefix)))
+        return rc;
+    return 0;
+}
+
+/* Finds the first token (by id) whose text is one of lits; forces it to control type as
+ * llama.cpp does ("control-looking token ... its type will be overridden"). */
+static void detect(ul_vocab_t *v, int32_t *id, const char *const *lits) {
+    if (*id >= 0) return;
+    int32_t best = -1;
+    for (int i = 0; lits[i]; i++) {
+        int32_t t = find_lit(v, lits[i]);
+        if (t >= 0 && (best < 0 || t < best)) best = t;
+    }
+    if (best < 0) return;
+    *id = best;
+    if (!(v->attr[best] & UL_TA_CONTROL)) v->attr[best] = UL_TA_CONTROL;
+}
+
+static void build_eog(ul_vocab_t *v, int32_t fim[6]) {
+    static const char *const eot[] = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>",
+                                      "<|endoftext|>", "<EOT>", "<\xef\xbd\x9c" "end\xe2\x96\x81of"
+                                      "\xe2\x96\x81sentence\xef\xbd\x9c>", NULL};
+    static const char *const eom[] = {"<|eom_id|>", NULL};
+    static const char *const fpre[] = {"<|fim_prefix|>", "<fim-prefix>", "<\xef\xbd\x9c" "fim\xe2\x96\x81"
+                                       "begin\xef\xbd\x9c>", "<PRE>", NULL};
+    static const char *const fsuf[] = {"<|fim_suffix|>", "<fim-suffix>", "<\xef\xbd\x9c" "fim\xe2\x96\x81"
+                                       "hole\xef\xbd\x9c>", "<SUF>", NULL};
+    static const char *const fmid[] = {"<|fim_middle|>", "<fim-middle>", "<\xef\xbd\x9c" "fim\xe2\x96\x81"
+                                       "end\xef\xbd\x9c>", "<MID>", NULL};
+    static const char *const fpad[] = {"<|fim_pad|>", "<fim-pad>", "<PAD>", NULL};
+    static const char *const frep[] = {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", NULL};
+    static const char *const fsep[] = {"<|file_sep|>", NULL};
+    static const char *const eog[] = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>",
+                                      "<|endoftext|>", "<|eom_id|>", "<EOT>", NULL};
+    detect(v, &v->eot, eot);
+    detect(v, &v->eom, eom);
+    const char *const *fl[6] = {fpre, fsuf, fmid, fpad, frep, fsep};
+    for (int i = 0; i < 6; i++) detect(v, &fim[i], fl[i]);
+    for (int i = 3; i < 6; i++)
+        if (fim[i] >= 0) v->eog[fim[i]] = 1;
+    for (int i = 0; eog[i]; i++) {
+        int32_t t = find_lit(v, eog[i]);
+        if (t < 0) continue;
+        v->eog[t] = 1;
+        if (!(v->attr[t] & UL_TA_CONTROL)) v->attr[t] = UL_TA_CONTROL;
+    }
+    if (v->eos >= 0) v->eog[v->eos] = 1;
+    if (v->eot >= 0) v->eog[v->eot] = 1;
+    if (v->eom >= 0) v->eog[v->eom] = 1;
+}
+
+static const ul_vocab_t *g_sort_v; /* qsort has no context argument; load is serialised */
+
+static int by_len_desc(const void *a, const void *b) {
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    const ul_vocab_t *v = g_sort_v;
+    uint32_t lx = v->off[x + 1] - v->off[x], ly = v->off[y + 1] - v->off[y];
+    if (lx != ly) return lx > ly ? -1 : 1;
+    return x < y ? -1 : x > y;
+}
+
+static int build_special(ul_vocab_t *v) {
+    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    int32_t n = 0;
+    for (int32_t i = 0; i < v->n_tokens; i++)
+        if (v->attr[i] & (UL_TA_CONTROL | UL_TA_USER | UL_TA_UNKNOWN)) n++;
+    v->special = malloc(sizeof *v->special * (size_t)(n ? n : 1));
+    if (!v->special) return UL_ENOMEM;
+    for (int32_t i = 0; i < v->n_tokens; i++)
+        if (v->attr[i] & (UL_TA_CONTROL | UL_TA_USER | UL_TA_UNKNOWN)) v->special[v->n_special++] = i;
+    pthread_mutex_lock(&mu);
+    g_sort_v = v;
+    qsort(v->special, (size_t)n, sizeof *v->special, by_len_desc);
+    pthread_mutex_unlock(&mu);
+    return 0;
+}
+
+/* llama.cpp's per-model attributes: phi-3 strips spaces after its special tokens. */
+static void model_attrs(ld_t *l) {
+    ul_vocab_t *v = l->v;
+    ul_str_t name;
+    if (ul_gguf_get_str(l->g, "general.name", &name)) return;
+    char low[256];
+    size_t n = name.len < sizeof low - 1 ? (size_t)name.len : sizeof low - 1;
+    for (size_t i = 0; i < n; i++) low[i] = (char)tolower((unsigned char)name.ptr[i]);
+    low[n] = 0;
+    if (!strstr(low, "phi-3") && !strstr(low, "phi3")) return;
+    for (int32_t i = 0; i < v->n_special; i++) v->attr[v->special[i]] |= UL_TA_RSTRIP;
+    static const char *off[] = {"<unk>", "<s>", "<|endoftext|>"};
+    int32_t t = find_lit(v, "</s>");
+    if (t >= 0) v->attr[t] |= UL_TA_RSTRIP;
+    for (int i = 0; i < 3; i++)
+        if ((t = find_lit(v, off[i])) >= 0) v->attr[t] &= (uint8_t)~UL_TA_RSTRIP;
+}
+
+/* SPM byte fallback: "<0xXX>", else the one-byte token (llama_vocab::byte_to_token). */
+static void spm_bytes(ul_vocab_t *v) {
+    static const char hex[] = "0123456789ABCDEF";
+    for (int b = 0; b < 256; b++) {
+        char buf[6] = {'<', '0', 'x', hex[b >> 4], hex[b & 15], '>'};
+        int32_t t = ul_vocab_find(v, buf, 6);
+        if (t < 0) {
+            char c = (char)b;
+            t = ul_vocab_find(v, &c, 1);
+        }
+        v->byte_tok[b] = t;
+    }
+}
+
+int ul_bpe_load(ul_vocab_t *v, const ul_gguf_t *g, char *err, size_t errlen); /* bpe.c */
+
+static int load(ld_t *l) {
+    ul_vocab_t *v = l->v;
+    int32_t fim[6] = {-1, -1, -1, -1, -1, -1};
+    int no_bos = 0, rc;
+    v->bos = v->eos = v->eot = v->eom = v->unk = v->pad = v->sep = -1;
+    if ((rc = read_model(l, &no_bos)) || (rc = read_tokens(l))) return rc;
+    if (v->type == UL_VOCAB_BPE) {
+        if ((rc = ul_bpe_load(v, l->g, l->err, l->errlen))) return rc;
+        if (no_bos) v->bos = -1;
+    } else {
+        spm_bytes(v);
+    }
+    int32_t *ids[] = {&v->bos, &v->eos, &v->unk};
+    for (int i = 0; i < 3; i++)
+        if (*ids[i] >= v->n_tokens) *ids[i] = -1; /* defaults (1, 2, 11) may not exist */
+    if ((rc = read_specials(l, fim))) return rc;
+    build_eog(v, fim);
+    if ((rc = build_special(v))) return rc;
+    model_attrs(l);
+    return ul_vocab_build_pieces(v);
+}
+
+int ul_vocab_load(const ul_gguf_t *g, ul_vocab_t **out, char *err, size_t errlen) {
+    *out = NULL;
+    if (errlen) err[0] = 0;
+    ul_vocab_t *v = calloc(1, sizeof *v);
+    if (!v) return UL_ENOMEM;
+    ld_t l = {g, v, err, errlen};
+    int rc = load(&l);
+    if (rc) {
+        if (errlen && !err[0]) snprintf(err, errlen, "vocabulary: %s", ul_strerror(rc));
+        ul_vocab_free(v);
+        return rc;
+    }
+    *out = v;
+    return 0;
+}
+
+void ul_vocab_free(ul_vocab_t *v) {
+    if (!v) return;
+    ul_tokmap_free(&v->map);
+    ul_tokmap_free(&v->dmap);
+    ul_tokmap_free(&v->mmap);
+    ul_pretok_free(v->pre);
+    free(v->text);
+    free(v->off);
+    free(v->scores);
+    free(v->attr);
+    free(v->eog);
+    free(v->dtext);
+    free(v->doff);
+    free(v->mtext);
+    free(v->moff);
+    free(v->msplit);
+    free(v->special);
+    free(v->piece);
+    free(v->poff);
+    free(v);
+}
+
+int32_t ul_vocab_n_tokens(const ul_vocab_t *v) { return v->n_tokens; }
+int32_t ul_vocab_bos(const ul_vocab_t *v) { return v->bos; }
+int32_t ul_vocab_eos(const ul_vocab_t *v) { return v->eos; }
+int ul_vocab_adds_bos(const ul_vocab_t *v) { return v->add_bos && v->bos >= 0; }
+int ul_vocab_adds_eos(const ul_vocab_t *v) { return v->add_eos && v->eos >= 0; }
+int ul_vocab_adds_space_prefix(const ul_vocab_t *v) { return v->add_space_prefix; }
+int ul_vocab_is_eog(const ul_vocab_t *v, int32_t id) {
+    return id >= 0 && id < v->n_tokens && v->eog[id];
+}
