@@ -9,10 +9,12 @@
 #include "cmd/cmd.h"
 #include "model/model.h"
 #include "uvllm/err.h"
+#include "uvllm/log.h"
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: uvllm info [--kv] MODEL.gguf\n"
-               "  --kv    also list every metadata key\n");
+    fprintf(f, "usage: uvllm info [--kv] [--verbose] MODEL.gguf\n"
+               "  --kv       also list every metadata key\n"
+               "  --verbose  show the loader's warnings\n");
 }
 
 /* Prints a string from the file with control bytes escaped (names are not trusted). */
@@ -124,13 +126,15 @@ static void print_kv(const ul_gguf_t *g) {
 
 int ul_cmd_info(int argc, char **argv) {
     const char *path = NULL;
-    int show_kv = 0;
+    int show_kv = 0, verbose = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             usage(stdout);
             return 0;
         } else if (!strcmp(argv[i], "--kv")) {
             show_kv = 1;
+        } else if (!strcmp(argv[i], "--verbose")) {
+            verbose = 1;
         } else if (argv[i][0] == '-' || path) {
             usage(stderr);
             return 2;
@@ -144,6 +148,8 @@ int ul_cmd_info(int argc, char **argv) {
     }
     /* A file without tensors can only be a vocabulary; anything else must be a whole
      * model, checked exactly as `serve` would check it. */
+    /* The verdict is the one line printed below; loader warnings would make it several. */
+    if (!verbose && ul_log_get_level() < UL_LOG_LEVEL_ERROR) ul_log_set_level(UL_LOG_LEVEL_ERROR);
     ul_gguf_t probe;
     int vocab_only = 0;
     char err[512] = "";
