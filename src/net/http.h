@@ -80,7 +80,7 @@ typedef enum {
 const char *ul_http_method_name(ul_http_method_t m);
 
 typedef struct ul_http_header_s {
-    const char *name; /* NUL-terminated, as sent (compare case-insensitively) */
+    const char *name;  /* NUL-terminated, as sent (compare case-insensitively) */
     const char *value; /* NUL-terminated, leading/trailing whitespace removed */
     size_t name_len, value_len;
 } ul_http_header_t;
@@ -112,8 +112,8 @@ struct ul_http_req_s {
     const char *body; /* NUL-terminated (the NUL is not counted); "" when there is none */
     size_t body_len;
     int http_major, http_minor;
-    uint64_t conn_id; /* server-unique connection id, for conn= in log lines */
-    uint64_t req_id;  /* 1, 2, ... within the connection, for req= in log lines */
+    uint64_t conn_id;  /* server-unique connection id, for conn= in log lines */
+    uint64_t req_id;   /* 1, 2, ... within the connection, for req= in log lines */
     ul_arena_t *arena; /* scratch for the owner; reset when the request ends */
     void *user;        /* owner's, writable; net never reads it */
     /* private */
@@ -211,8 +211,8 @@ typedef struct ul_router_s {
 void ul_router_init(ul_router_t *r);
 /* Registers fn for (method, path). Returns UL_EINVAL (bad method/path, path not starting
  * with '/'), UL_EBUSY (already registered), UL_EFULL (more than UL_ROUTER_MAX paths). */
-int ul_router_add(ul_router_t *r, ul_http_method_t method, const char *path,
-                  ul_http_handler_fn fn, void *data);
+int ul_router_add(ul_router_t *r, ul_http_method_t method, const char *path, ul_http_handler_fn fn,
+                  void *data);
 
 /* Lookup, exposed for tests: returns 200 and sets *route when (method, path) matches;
  * 404 for an unknown path; 405 for a known path without that method, writing the Allow
@@ -246,10 +246,12 @@ struct ul_http_server_s {
     /* private */
     uv_tcp_t listener;
     uv_timer_t sweep; /* one timer for every connection's timeouts and SSE pings */
+    uv_check_t check; /* after each poll: flush coalesced output, resume paused parsers */
+    ul_queue_t ticks; /* connections waiting for the check callback */
     char host[64];
     int port;
     int listening, draining, closing;
-    unsigned handles_open; /* listener + sweep, to know when the close callback may run */
+    unsigned handles_open; /* listener + sweep + check, to know when the close callback may run */
     uint64_t next_conn_id;
     uint64_t drain_deadline; /* uv_now ms; 0 = none */
     ul_queue_t conns;        /* every ul_conn_t, oldest first */

@@ -1,0 +1,106 @@
+/* Growable byte buffers for connections: input leftovers, header storage, bodies and
+ * output. They grow geometrically and are reused across requests (only len is reset), so
+ * a keep-alive connection stops allocating after its first few requests. */
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "net/conn.h"
+#include "uvllm/err.h"
+
+int ul_nbuf_reserve(ul_nbuf_t *b, size_t extra) {
+    if (extra > SIZE_MAX - b->len) return UL_ENOMEM;
+    size_t need = b->len + extra;
+    if (need <= b->cap) return 0;
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap < need) {
+        if (cap > SIZE_MAX / 2) {
+            cap = need;
+            break;
+        }
+        cap *= 2;
+    }
+    char *p = realloc(b->p, cap);
+    if (!p) return UL_ENOMEM;
+    b->p = p;
+    b->cap = cap;
+    return 0;
+}
+
+int ul_nbuf_append(ul_nbuf_t *b, const void *p, size_t n) {
+    if (n == 0) return 0;
+    int rc = ul_nbuf_reserve(b, n);
+    if (rc) return rc;
+    memcpy(b->p + b->len, p, n);
+    b->len += n;
+    return 0;
+}
+
+int ul_nbuf_append_u64(ul_nbuf_t *b, uint64_t v) {
+    char tmp[24];
+    size_t i = sizeof tmp;
+    do {
+        tmp[--i] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    return ul_nbuf_append(b, tmp + i, sizeof tmp - i);
+}
+
+int ul_nbuf_append_hex(ul_nbuf_t *b, uint64_t v) {
+    static const char digits[] = "0123456789abcdef";
+    char tmp[20];
+    size_t i = sizeof tmp;
+    do {
+        tmp[--i] = digits[v & 15];
+        v >>= 4;
+    } while (v);
+    return ul_nbuf_append(b, tmp + i, sizeof tmp - i);
+}
+
+int ul_nbuf_append_json_str(ul_nbuf_t *b, const char *s, size_t n) {
+    static const char hex[] = "0123456789abcdef";
+    /* worst case every byte becomes \u00XX */
+    if (n > (SIZE_MAX - b->len) / 6) return UL_ENOMEM;
+    int rc = ul_nbuf_reserve(b, n * 6);
+    if (rc) return rc;
+    char *o = b->p + b->len;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (ch == '"' || ch == '\\') {
+            *o++ = '\\';
+            *o++ = (char)ch;
+        } else if (ch == '\n') {
+            *o++ = '\\';
+            *o++ = 'n';
+        } else if (ch == '\r') {
+            *o++ = '\\';
+            *o++ = 'r';
+        } else if (ch == '\t') {
+            *o++ = '\\';
+            *o++ = 't';
+        } else if (ch < 0x20 || ch == 0x7f) {
+            memcpy(o, "\\u00", 4);
+            o[4] = hex[ch >> 4];
+            o[5] = hex[ch & 15];
+            o += 6;
+        } else {
+            *o++ = (char)ch;
+        }
+    }
+    b->len = (size_t)(o - b->p);
+    return 0;
+}
+
+void ul_nbuf_consume(ul_nbuf_t *b, size_t n) {
+    if (n >= b->len) {
+        b->len = 0;
+        return;
+    }
+    memmove(b->p, b->p + n, b->len - n);
+    b->len -= n;
+}
+
+void ul_nbuf_free(ul_nbuf_t *b) {
+    free(b->p);
+    b->p = NULL;
+    b->len = b->cap = 0;
+}

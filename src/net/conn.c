@@ -1,0 +1,580 @@
+/* A connection's input side and lifecycle: accept, read, llhttp parsing with limits,
+ * dispatch to the router, request completion, timeouts and close.
+ *
+ * Reads land in the server's shared buffer and are parsed at once. The parser pauses
+ * after every complete message (on_message_complete returns HPE_PAUSED) so the handler
+ * runs outside llhttp's callbacks; if the request stays open (async handler), the unparsed
+ * rest of the read is kept in conn->in and parsing resumes from the server's check
+ * callback once the response is finished. While in the header phase the parser is fed at
+ * most max_header_bytes in total, so an oversized head is detected exactly. */
+#include <inttypes.h>
+#include <stdlib.h>
+
+#include "net/conn.h"
+#include "uvllm/err.h"
+#include "uvllm/log.h"
+
+/* Pipelined input buffered while a request is open; over it we stop reading. */
+#define IN_CAP(c) ((c)->srv->cfg.max_header_bytes * 2 + 4096)
+
+static ul_conn_t *conn_of(llhttp_t *p) { return p->data; }
+
+/* ---- header storage --------------------------------------------------------------- */
+
+static int store(ul_conn_t *c, const char *at, size_t len) {
+    if (ul_nbuf_append(&c->hdr, at, len)) {
+        c->err_status = 500;
+        return -1;
+    }
+    return 0;
+}
+
+static int on_message_begin(llhttp_t *p) {
+    ul_conn_t *c = conn_of(p);
+    c->hdr.len = 0;
+    c->body.len = 0;
+    c->n_hoff = 0;
+    c->url_len = 0;
+    c->hdr_in_value = 0;
+    c->expect_continue = 0;
+    if (!c->got_bytes) { /* header timeout counts from the first byte of the message */
+        c->got_bytes = 1;
+        c->hdr_start = uv_now(c->srv->loop);
+    }
+    return 0;
+}
+
+static int on_url(llhttp_t *p, const char *at, size_t len) {
+    ul_conn_t *c = conn_of(p);
+    if (store(c, at, len)) return -1;
+    c->url_len += (uint32_t)len;
+    return 0;
+}
+
+static int on_url_complete(llhttp_t *p) { return store(conn_of(p), "", 1); }
+
+static int on_header_field(llhttp_t *p, const char *at, size_t len) {
+    ul_conn_t *c = conn_of(p);
+    if (c->hdr_in_value || c->n_hoff == 0 ||
+        c->hoff[c->n_hoff - 1].val_off != 0) { /* a new header starts */
+        if (c->n_hoff == c->cap_hoff) {
+            size_t cap = c->cap_hoff ? c->cap_hoff * 2 : 32;
+            ul_hoff_t *h = realloc(c->hoff, cap * sizeof *h);
+            if (!h) {
+                c->err_status = 500;
+                return -1;
+            }
+            c->hoff = h;
+            c->cap_hoff = cap;
+        }
+        ul_hoff_t *h = &c->hoff[c->n_hoff++];
+        h->name_off = (uint32_t)c->hdr.len;
+        h->name_len = h->val_off = h->val_len = 0;
+        c->hdr_in_value = 0;
+    }
+    if (store(c, at, len)) return -1;
+    c->hoff[c->n_hoff - 1].name_len += (uint32_t)len;
+    return 0;
+}
+
+static int on_header_field_complete(llhttp_t *p) {
+    ul_conn_t *c = conn_of(p);
+    if (store(c, "", 1)) return -1;
+    c->hoff[c->n_hoff - 1].val_off = (uint32_t)c->hdr.len;
+    c->hdr_in_value = 1;
+    return 0;
+}
+
+static int on_header_value(llhttp_t *p, const char *at, size_t len) {
+    ul_conn_t *c = conn_of(p);
+    if (store(c, at, len)) return -1;
+    c->hoff[c->n_hoff - 1].val_len += (uint32_t)len;
+    return 0;
+}
+
+static int on_header_value_complete(llhttp_t *p) {
+    ul_conn_t *c = conn_of(p);
+    ul_hoff_t *h = &c->hoff[c->n_hoff - 1];
+    /* A header with an empty value never calls on_header_value: val_off is still set by
+     * on_header_field_complete, so the stored value is simply "". */
+    while (h->val_len && (c->hdr.p[h->val_off + h->val_len - 1] == ' ' ||
+                          c->hdr.p[h->val_off + h->val_len - 1] == '\t'))
+        h->val_len--;
+    c->hdr.len = h->val_off + h->val_len;
+    return store(c, "", 1);
+}
+
+static int on_headers_complete(llhttp_t *p) {
+    ul_conn_t *c = conn_of(p);
+    c->in_headers = 0;
+    ul_http_server_t *s = c->srv;
+    if ((p->flags & F_CONTENT_LENGTH) && p->content_length > s->cfg.max_body) {
+        c->err_status = 413;
+        return -1;
+    }
+    /* 100-continue: the client waits for it before sending the body; we only answer it
+     * once the body is known to fit (413 above otherwise). */
+    if (p->http_major == 1 && p->http_minor >= 1) {
+        for (size_t i = 0; i < c->n_hoff; i++) {
+            const ul_hoff_t *h = &c->hoff[i];
+            if (h->name_len == 6 && strncasecmp(c->hdr.p + h->name_off, "expect", 6) == 0 &&
+                h->val_len == 12 && strncasecmp(c->hdr.p + h->val_off, "100-continue", 12) == 0)
+                c->expect_continue = 1;
+        }
+        if (c->expect_continue && ((p->flags & F_CHUNKED) || p->content_length > 0)) {
+            if (ul_conn_out(c, "HTTP/1.1 100 Continue\r\n\r\n", 25)) {
+                c->err_status = 500;
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+static int on_body(llhttp_t *p, const char *at, size_t len) {
+    ul_conn_t *c = conn_of(p);
+    if (c->body.len + len > c->srv->cfg.max_body) {
+        c->err_status = 413;
+        return -1;
+    }
+    if (ul_nbuf_append(&c->body, at, len)) {
+        c->err_status = 413; /* could not hold it: as good as too large */
+        return -1;
+    }
+    return 0;
+}
+
+static int on_message_complete(llhttp_t *p) {
+    (void)p;
+    return HPE_PAUSED; /* dispatch outside the parser; see parse() */
+}
+
+static const llhttp_settings_t g_settings = {
+    .on_message_begin = on_message_begin,
+    .on_url = on_url,
+    .on_url_complete = on_url_complete,
+    .on_header_field = on_header_field,
+    .on_header_field_complete = on_header_field_complete,
+    .on_header_value = on_header_value,
+    .on_header_value_complete = on_header_value_complete,
+    .on_headers_complete = on_headers_complete,
+    .on_body = on_body,
+    .on_message_complete = on_message_complete,
+};
+
+/* ---- dispatch ----------------------------------------------------------------------- */
+
+static ul_http_method_t map_method(uint8_t m) {
+    switch (m) {
+    case HTTP_GET:
+        return UL_HTTP_GET;
+    case HTTP_HEAD:
+        return UL_HTTP_HEAD;
+    case HTTP_POST:
+        return UL_HTTP_POST;
+    case HTTP_PUT:
+        return UL_HTTP_PUT;
+    case HTTP_DELETE:
+        return UL_HTTP_DELETE;
+    case HTTP_OPTIONS:
+        return UL_HTTP_OPTIONS;
+    case HTTP_PATCH:
+        return UL_HTTP_PATCH;
+    default:
+        return UL_HTTP_OTHER;
+    }
+}
+
+static int build_request(ul_conn_t *c) {
+    ul_http_req_t *r = &c->req;
+    if (c->n_hoff > c->cap_hdrs) {
+        ul_http_header_t *h = realloc(c->hdrs, c->n_hoff * sizeof *h);
+        if (!h) return UL_ENOMEM;
+        c->hdrs = h;
+        c->cap_hdrs = c->n_hoff;
+    }
+    if (ul_nbuf_reserve(&c->body, 1)) return UL_ENOMEM;
+    c->body.p[c->body.len] = '\0';
+    char *url = c->hdr.p; /* "path?query\0" */
+    char *q = memchr(url, '?', c->url_len);
+    r->path = url;
+    if (q) {
+        *q = '\0';
+        r->path_len = (size_t)(q - url);
+        r->query = q + 1;
+        r->query_len = c->url_len - r->path_len - 1;
+    } else {
+        r->path_len = c->url_len;
+        r->query = "";
+        r->query_len = 0;
+    }
+    for (size_t i = 0; i < c->n_hoff; i++) {
+        const ul_hoff_t *o = &c->hoff[i];
+        c->hdrs[i] = (ul_http_header_t){.name = c->hdr.p + o->name_off,
+                                        .value = c->hdr.p + o->val_off,
+                                        .name_len = o->name_len,
+                                        .value_len = o->val_len};
+    }
+    r->headers = c->hdrs;
+    r->n_headers = c->n_hoff;
+    r->body = c->body.p;
+    r->body_len = c->body.len;
+    r->method = map_method(c->parser.method);
+    r->method_name = llhttp_method_name((llhttp_method_t)c->parser.method);
+    r->http_major = c->parser.http_major;
+    r->http_minor = c->parser.http_minor;
+    r->conn_id = c->id;
+    r->req_id = ++c->n_req;
+    r->arena = &c->arena;
+    r->user = NULL;
+    r->conn_ = c;
+    return 0;
+}
+
+static void dispatch(ul_conn_t *c, int upgrade) {
+    ul_http_server_t *s = c->srv;
+    c->t_start = uv_hrtime();
+    c->in_headers = 1; /* the next message starts from here */
+    c->hdr_raw = 0;
+    c->got_bytes = 0;
+    if (build_request(c)) {
+        ul_conn_fail(c, 500, "out of memory");
+        return;
+    }
+    ul_http_req_t *r = &c->req;
+    memset(&c->cbs, 0, sizeof c->cbs);
+    c->cbs_data = NULL;
+    c->resp = UL_RESP_NONE;
+    c->status = 0;
+    c->resp_bytes = 0;
+    c->chunked = 0;
+    c->head_only = r->method == UL_HTTP_HEAD;
+    /* No upgrades: after answering such a request the connection ends, so the parser is
+     * never resumed past it. */
+    upgrade |= c->parser.upgrade;
+    c->keep_alive = llhttp_should_keep_alive(&c->parser) && !s->draining && !upgrade;
+    c->req_open = 1;
+
+    const ul_route_t *rt = NULL;
+    char allow[96];
+    int m = ul_router_match(s->router, r->method, r->path, r->path_len, &rt, allow, sizeof allow);
+    if (m == 404) {
+        ul_http_respond_error(r, 404, "invalid_request_error", "not_found", "unknown path");
+        return;
+    }
+    if (m == 405) {
+        ul_http_resp_header(r, "Allow", allow);
+        ul_http_respond_error(r, 405, "invalid_request_error", "method_not_allowed",
+                              "method not allowed for this path");
+        return;
+    }
+    ul_http_method_t hm = r->method;
+    if (hm == UL_HTTP_HEAD && !(rt->methods & (1u << UL_HTTP_HEAD))) hm = UL_HTTP_GET;
+    int rc = rt->fn[hm](r, rt->data[hm]);
+    if (rc < 0 && c->req_open) {
+        UL_LOG_WARN("conn=%" PRIu64 " req=%" PRIu64 " handler failed: %s", c->id, r->req_id,
+                    ul_strerror(rc));
+        if (c->resp == UL_RESP_NONE)
+            ul_http_respond_error(r, 500, "server_error", NULL, "internal error");
+        else
+            ul_sse_end(&c->sse);
+    }
+}
+
+/* Feeds p[0..n) to the parser until it is consumed, a request stays open or the
+ * connection is ending; returns the bytes consumed. */
+static size_t parse(ul_conn_t *c, const char *p, size_t n) {
+    size_t off = 0;
+    size_t max_hdr = c->srv->cfg.max_header_bytes;
+    c->in_parse = 1;
+    while (off < n && !c->req_open && !c->closing && !c->close_after_write && !c->lingering) {
+        size_t chunk = n - off;
+        if (c->in_headers) {
+            if (c->hdr_raw >= max_hdr) {
+                ul_conn_fail(c, 431, "request line and headers are too large");
+                break;
+            }
+            if (chunk > max_hdr - c->hdr_raw) chunk = max_hdr - c->hdr_raw;
+        }
+        const char *at = p + off;
+        llhttp_errno_t err = llhttp_execute(&c->parser, at, chunk);
+        if (err == HPE_OK) {
+            if (c->in_headers) c->hdr_raw += chunk;
+            off += chunk;
+        } else if (err == HPE_PAUSED || err == HPE_PAUSED_UPGRADE) {
+            off += (size_t)(llhttp_get_error_pos(&c->parser) - at);
+            dispatch(c, err == HPE_PAUSED_UPGRADE);
+        } else {
+            int st = c->err_status ? c->err_status : 400;
+            UL_LOG_DEBUG("conn=%" PRIu64 " parse error %s: %s", c->id, llhttp_errno_name(err),
+                         llhttp_get_error_reason(&c->parser));
+            ul_conn_fail(c, st,
+                         st == 413   ? "request body is too large"
+                         : st == 400 ? "malformed HTTP request"
+                                     : "internal error");
+            break;
+        }
+    }
+    c->in_parse = 0;
+    return off;
+}
+
+/* ---- reading ------------------------------------------------------------------------ */
+
+static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf) {
+    ul_conn_t *c = (ul_conn_t *)h;
+    *buf = uv_buf_init(c->srv->rbuf, (unsigned)c->srv->rbuf_size);
+}
+
+static void read_stop(ul_conn_t *c) {
+    if (c->reading) uv_read_stop((uv_stream_t *)&c->tcp);
+    c->reading = 0;
+}
+
+static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf);
+
+void ul_conn_read_start(ul_conn_t *c) {
+    if (c->reading || c->closing) return;
+    int rc = uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+    if (rc) {
+        ul_conn_close(c, rc);
+        return;
+    }
+    c->reading = 1;
+}
+
+static void on_eof(ul_conn_t *c, ssize_t nread) {
+    int reason = nread == UV_EOF ? UL_ECLOSED : (int)nread;
+    /* Output for finished requests still pending: deliver it, then close. */
+    if (nread == UV_EOF && !c->req_open && !c->lingering && ul_conn_pending(c) > 0) {
+        read_stop(c);
+        c->in.len = 0;
+        c->eof = 1;
+        c->close_after_write = 1;
+        return;
+    }
+    ul_conn_close(c, reason);
+}
+
+static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
+    ul_conn_t *c = (ul_conn_t *)st;
+    if (nread == 0 || c->closing) return;
+    if (nread < 0) {
+        on_eof(c, nread);
+        return;
+    }
+    c->srv->stats.bytes_in += (uint64_t)nread;
+    c->last_in = uv_now(c->srv->loop);
+    if (c->lingering || c->close_after_write) return; /* discard */
+    if (c->in_headers && !c->got_bytes && !c->req_open) {
+        c->got_bytes = 1;
+        c->hdr_start = c->last_in;
+    }
+    if (c->req_open || c->in.len) {
+        if (ul_nbuf_append(&c->in, buf->base, (size_t)nread)) {
+            ul_conn_close(c, UL_ENOMEM);
+            return;
+        }
+        if (c->in.len > IN_CAP(c)) read_stop(c);
+        if (!c->req_open) ul_conn_schedule(c);
+        return;
+    }
+    size_t used = parse(c, buf->base, (size_t)nread);
+    if (used < (size_t)nread && !c->closing && !c->close_after_write && !c->lingering) {
+        if (ul_nbuf_append(&c->in, buf->base + used, (size_t)nread - used)) {
+            ul_conn_close(c, UL_ENOMEM);
+            return;
+        }
+    }
+    ul_conn_flush(c);
+}
+
+void ul_conn_tick(ul_conn_t *c) {
+    if (c->closing) return;
+    if (!c->req_open && c->in.len && !c->close_after_write && !c->lingering) {
+        size_t used = parse(c, c->in.p, c->in.len);
+        if (c->closing) return;
+        if (c->close_after_write || c->lingering)
+            c->in.len = 0;
+        else
+            ul_nbuf_consume(&c->in, used);
+        if (c->in.len <= IN_CAP(c) && !c->close_after_write) ul_conn_read_start(c);
+    }
+    ul_conn_flush(c);
+}
+
+/* ---- lifecycle ---------------------------------------------------------------------- */
+
+static void on_close(uv_handle_t *h) {
+    ul_conn_t *c = (ul_conn_t *)h;
+    ul_http_server_t *s = c->srv;
+    if (c->req_open) {
+        ul_http_req_cbs_t cbs = c->cbs;
+        if (c->resp == UL_RESP_STREAM) s->stats.streams_active--;
+        c->req_open = 0;
+        if (!c->status) c->status = 499; /* nginx's "client closed request" */
+        ul_http_access_log(c);
+        if (cbs.on_abort) cbs.on_abort(&c->req, c->cbs_data, c->abort_reason);
+    }
+    ul_queue_remove(&c->node);
+    ul_queue_remove(&c->tick);
+    s->stats.conns_open--;
+    ul_nbuf_free(&c->in);
+    ul_nbuf_free(&c->hdr);
+    ul_nbuf_free(&c->body);
+    ul_nbuf_free(&c->resp_hdrs);
+    ul_nbuf_free(&c->out);
+    ul_nbuf_free(&c->wbuf);
+    ul_arena_free(&c->arena);
+    free(c->hoff);
+    free(c->hdrs);
+    free(c);
+    ul_http_server_conn_gone(s);
+}
+
+void ul_conn_close(ul_conn_t *c, int reason) {
+    if (c->closing) return;
+    c->closing = 1;
+    c->abort_reason = reason;
+    ul_queue_remove(&c->tick);
+    uv_close((uv_handle_t *)&c->tcp, on_close);
+}
+
+static void free_handle(uv_handle_t *h) { free(h); }
+
+void ul_conn_accept(ul_http_server_t *s) {
+    ul_conn_t *c = calloc(1, sizeof *c);
+    if (!c) {
+        UL_LOG_ERROR("out of memory accepting a connection");
+        return;
+    }
+    int rc = uv_tcp_init(s->loop, &c->tcp);
+    if (rc) {
+        free(c);
+        return;
+    }
+    rc = uv_accept((uv_stream_t *)&s->listener, (uv_stream_t *)&c->tcp);
+    if (rc) {
+        uv_close((uv_handle_t *)&c->tcp, free_handle);
+        return;
+    }
+    c->srv = s;
+    c->id = ++s->next_conn_id;
+    llhttp_init(&c->parser, HTTP_REQUEST, &g_settings);
+    c->parser.data = c;
+    ul_arena_init(&c->arena, 4096);
+    ul_queue_init(&c->tick);
+    ul_queue_insert_tail(&s->conns, &c->node);
+    c->in_headers = 1;
+    c->keep_alive = 1;
+    c->hdr_start = c->last_in = c->last_out = uv_now(s->loop);
+    s->stats.conns_open++;
+    s->stats.conns_total++;
+    uv_tcp_nodelay(&c->tcp, 1);
+    ul_conn_read_start(c);
+    if (c->closing) return;
+    if (s->stats.conns_open > s->cfg.max_conns) {
+        s->stats.conns_rejected++;
+        ul_conn_fail(c, 503, "too many open connections");
+        ul_conn_flush(c);
+    }
+}
+
+void ul_conn_req_finish(ul_conn_t *c) {
+    c->req_open = 0;
+    c->resp = UL_RESP_DONE;
+    ul_http_access_log(c);
+    ul_arena_reset(&c->arena);
+    c->hdr.len = c->body.len = c->resp_hdrs.len = 0;
+    c->n_hoff = 0;
+    c->req.path = c->req.method_name = NULL;
+    memset(&c->cbs, 0, sizeof c->cbs);
+    c->err_status = 0;
+    if (c->closing) return;
+    if (!c->keep_alive || c->srv->draining) {
+        c->close_after_write = 1;
+        c->in.len = 0;
+    } else {
+        llhttp_resume(&c->parser);
+        if (c->in.len) {
+            c->got_bytes = 1;
+            c->hdr_start = uv_now(c->srv->loop);
+        }
+    }
+    c->last_in = uv_now(c->srv->loop); /* idle time counts from the end of a request */
+    ul_conn_want_flush(c);
+}
+
+void ul_conn_fail(ul_conn_t *c, int status, const char *message) {
+    if (c->closing || c->close_after_write) return;
+    static const struct {
+        int status;
+        const char *code;
+    } codes[] = {{400, "bad_request"},       {408, "request_timeout"}, {413, "request_too_large"},
+                 {431, "headers_too_large"}, {500, "internal_error"},  {503, "server_overloaded"}};
+    const char *code = NULL;
+    for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++)
+        if (codes[i].status == status) code = codes[i].code;
+    ul_nbuf_t body = {0};
+    int rc = ul_http_error_body(&body, ul_http_error_type(status), code, message);
+    const char *extra = status == 503 ? "Retry-After: 1\r\n" : NULL;
+    ul_http_head_t h = {
+        .status = status,
+        .content_type = "application/json",
+        .content_length = rc ? 0 : (int64_t)body.len,
+        .keep_alive = 0,
+        .extra = extra,
+        .extra_len = extra ? strlen(extra) : 0,
+        .date = ul_http_server_date(c->srv),
+    };
+    size_t before = c->out.len;
+    rc |= ul_http_head_write(&c->out, &h);
+    if (!rc) rc = ul_nbuf_append(&c->out, body.p, body.len);
+    ul_nbuf_free(&body);
+    if (rc) {
+        ul_conn_close(c, UL_ENOMEM);
+        return;
+    }
+    c->status = status;
+    c->resp_bytes = c->out.len - before;
+    c->t_start = uv_hrtime();
+    c->req.req_id = c->n_req + 1;
+    c->req.method_name = c->req.path = NULL;
+    ul_http_access_log(c);
+    c->keep_alive = 0;
+    c->close_after_write = 1;
+    c->in.len = 0;
+    ul_conn_want_flush(c);
+}
+
+void ul_conn_sweep(ul_conn_t *c, uint64_t now) {
+    const ul_http_config_t *cfg = &c->srv->cfg;
+    if (c->closing) return;
+    if (c->lingering) {
+        if (now >= c->linger_deadline) ul_conn_close(c, UL_ECLOSED);
+        return;
+    }
+    /* A client that stopped reading: nothing left the buffer for idle_timeout. */
+    if (ul_conn_pending(c) > 0 && now - c->last_out >= cfg->idle_timeout_ms) {
+        ul_conn_close(c, UL_ETIMEDOUT);
+        return;
+    }
+    if (c->req_open) {
+        if (c->resp == UL_RESP_STREAM && cfg->sse_ping_ms && !c->backpressured &&
+            now - c->last_out >= cfg->sse_ping_ms)
+            ul_sse_comment(&c->sse, "ping");
+        return;
+    }
+    if (c->close_after_write) return;
+    if (c->in_headers && !c->got_bytes && c->n_req > 0) {
+        if (now - c->last_in >= cfg->idle_timeout_ms) ul_conn_close(c, UL_ETIMEDOUT);
+        return;
+    }
+    uint64_t since = c->in_headers ? c->hdr_start : c->last_in;
+    if (now - since >= cfg->header_timeout_ms) {
+        if (c->got_bytes)
+            ul_conn_fail(c, 408, "timed out reading the request");
+        else
+            ul_conn_close(c, UL_ETIMEDOUT);
+    }
+}

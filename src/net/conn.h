@@ -1,0 +1,177 @@
+/* Internal to src/net: the connection object and the helpers the net files share.
+ * A ul_conn_t embeds its uv_tcp_t (first member, so the handle pointer is the connection)
+ * and its llhttp_t; it is freed only in the uv_close callback, after the owner of an open
+ * request got on_abort. Requests on one connection are strictly sequential: the parser is
+ * paused after each complete message until the response is finished. */
+#ifndef UL_NET_CONN_H
+#define UL_NET_CONN_H
+
+#include <llhttp.h>
+#include <string.h>
+
+#include "net/http.h"
+
+/* Growable byte buffer, reused across requests (len reset, memory kept). */
+typedef struct ul_nbuf_s {
+    char *p;
+    size_t len, cap;
+} ul_nbuf_t;
+
+/* Ensures room for extra more bytes; UL_ENOMEM on overflow or malloc failure. */
+int ul_nbuf_reserve(ul_nbuf_t *b, size_t extra);
+int ul_nbuf_append(ul_nbuf_t *b, const void *p, size_t n);
+/* Appends the decimal / lowercase-hex form of v. */
+int ul_nbuf_append_u64(ul_nbuf_t *b, uint64_t v);
+int ul_nbuf_append_hex(ul_nbuf_t *b, uint64_t v);
+/* Appends s as the inside of a JSON string (quotes not included). */
+int ul_nbuf_append_json_str(ul_nbuf_t *b, const char *s, size_t n);
+/* Drops the first n bytes. */
+void ul_nbuf_consume(ul_nbuf_t *b, size_t n);
+void ul_nbuf_free(ul_nbuf_t *b);
+static inline int ul_nbuf_puts(ul_nbuf_t *b, const char *s) {
+    return ul_nbuf_append(b, s, strlen(s));
+}
+
+/* A stored header while parsing: offsets into conn->hdr, which may move when it grows. */
+typedef struct ul_hoff_s {
+    uint32_t name_off, name_len, val_off, val_len;
+} ul_hoff_t;
+
+struct ul_sse_s {
+    struct ul_conn_s *conn;
+};
+
+typedef enum {
+    UL_RESP_NONE = 0, /* nothing written for the current request */
+    UL_RESP_STREAM,   /* SSE head written, events follow */
+    UL_RESP_DONE      /* finished */
+} ul_resp_state_t;
+
+typedef struct ul_conn_s {
+    uv_tcp_t tcp; /* first: (uv_handle_t *)conn works */
+    llhttp_t parser;
+    ul_http_server_t *srv;
+    ul_queue_t node; /* in srv->conns */
+    ul_queue_t tick; /* in srv->ticks while a flush or a parse resume is due */
+    uint64_t id;
+    uint64_t n_req;
+
+    /* input: bytes read but not parsed yet (only while a request is open) */
+    ul_nbuf_t in;
+    size_t hdr_raw;     /* raw bytes consumed in the current request's header phase */
+    uint64_t hdr_start; /* uv_now when the current request's first byte arrived */
+    uint64_t last_in;   /* uv_now of the last read */
+    int in_headers;     /* parser is before on_headers_complete of the current message */
+    int got_bytes;      /* the current message has started (any byte consumed) */
+    int err_status;     /* limit hit inside a parser callback: 413 / 431 / 400 */
+
+    /* request under construction; hdr holds url, names and values, NUL-separated */
+    ul_nbuf_t hdr;
+    ul_nbuf_t body;
+    ul_hoff_t *hoff;
+    ul_http_header_t *hdrs;
+    size_t n_hoff, cap_hoff, cap_hdrs;
+    uint32_t url_len;
+    int hdr_in_value; /* last header callback was a value */
+    int expect_continue;
+    ul_http_req_t req;
+    ul_sse_t sse;
+    ul_arena_t arena;
+    ul_http_req_cbs_t cbs;
+    void *cbs_data;
+    int req_open; /* a dispatched request is not finished yet */
+
+    /* response of the current request */
+    ul_nbuf_t resp_hdrs; /* extra header lines from ul_http_resp_header */
+    ul_resp_state_t resp;
+    int status;
+    int chunked;
+    int keep_alive;
+    int head_only; /* HEAD: no body bytes */
+    uint64_t resp_bytes;
+    uint64_t t_start; /* uv_hrtime at dispatch, for dur_ms */
+
+    /* output: out collects, wbuf is the one buffer in flight; wbuf's memory is handed to
+     * uv_write and must stay untouched until on_write runs (at most one write in flight) */
+    ul_nbuf_t out;
+    ul_nbuf_t wbuf;
+    uv_write_t wreq;
+    uv_shutdown_t sreq;
+    uint64_t last_out; /* uv_now of the last write progress or SSE event */
+    int writing;
+    int backpressured;
+
+    /* lifecycle */
+    int in_parse;          /* inside the parse loop: flush at its end, no re-entry */
+    int reading;           /* uv_read_start is active */
+    int eof;               /* the client closed its side */
+    int close_after_write; /* close once out and wbuf are empty */
+    int lingering;         /* write side shut down; discarding input until EOF/timeout */
+    uint64_t linger_deadline;
+    int closing; /* uv_close called */
+    int abort_reason;
+} ul_conn_t;
+
+/* conn.c */
+void ul_conn_accept(ul_http_server_t *s);
+void ul_conn_close(ul_conn_t *c, int reason);
+/* (Re)starts reading; closes the connection if libuv refuses. */
+void ul_conn_read_start(ul_conn_t *c);
+/* Timeouts and pings, from the server's sweep timer. */
+void ul_conn_sweep(ul_conn_t *c, uint64_t now);
+/* From the server's check handle: flush output and resume parsing buffered input. */
+void ul_conn_tick(ul_conn_t *c);
+/* Marks the current request finished (response complete) and resumes the connection. */
+void ul_conn_req_finish(ul_conn_t *c);
+/* Sends an error response generated by net itself and closes after it (400, 408, 413,
+ * 431, 503): message and type per the OpenAI error body. */
+void ul_conn_fail(ul_conn_t *c, int status, const char *message);
+
+/* out.c */
+/* Appends to the output buffer; UL_ENOMEM if the buffer cannot grow. */
+int ul_conn_out(ul_conn_t *c, const void *p, size_t n);
+/* Bytes waiting in out + wbuf. */
+static inline size_t ul_conn_pending(const ul_conn_t *c) { return c->out.len + c->wbuf.len; }
+/* Flushes now, or at the end of the parse loop / in the next check callback. */
+void ul_conn_want_flush(ul_conn_t *c);
+void ul_conn_flush(ul_conn_t *c);
+/* Queues the connection for the server's check callback. */
+void ul_conn_schedule(ul_conn_t *c);
+/* Recomputes the backpressure flag after output grew or shrank. */
+void ul_conn_update_pressure(ul_conn_t *c);
+
+/* response.c */
+const char *ul_http_reason(int status);
+/* Appends a status line and headers (ending with the blank line) for a response.
+ * content_length < 0: no Content-Length (chunked or close-delimited, see flags).
+ * extra: pre-formatted header lines ("Name: value\r\n"), may be NULL. date: a full
+ * "Date: ...\r\n" line or NULL. */
+typedef struct ul_http_head_s {
+    int status;
+    const char *content_type;
+    int64_t content_length;
+    int chunked;
+    int keep_alive; /* 0: Connection: close */
+    int http10;     /* a 1.0 client: keep-alive must be announced explicitly */
+    int sse;        /* event-stream headers */
+    const char *extra;
+    size_t extra_len;
+    const char *date;
+} ul_http_head_t;
+int ul_http_head_write(ul_nbuf_t *b, const ul_http_head_t *h);
+/* Appends {"error":{"message":...,"type":...,"param":null,"code":...}}. */
+int ul_http_error_body(ul_nbuf_t *b, const char *type, const char *code, const char *message);
+/* "invalid_request_error" etc. for a status net generates itself. */
+const char *ul_http_error_type(int status);
+/* Writes the access-log line and updates counters; called once per finished request. */
+void ul_http_access_log(ul_conn_t *c);
+
+/* sse.c */
+/* Appends one SSE frame "<prefix><data>\n\n", wrapped as one HTTP chunk if chunked. */
+int ul_sse_frame(ul_nbuf_t *b, int chunked, const char *prefix, const char *data, size_t len);
+
+/* server.c */
+void ul_http_server_conn_gone(ul_http_server_t *s);
+const char *ul_http_server_date(ul_http_server_t *s);
+
+#endif

@@ -1,0 +1,225 @@
+/* Response serialization: status line, headers and body appended straight into the
+ * connection's output buffer (no intermediate strings), OpenAI-style error bodies, and the
+ * access-log line written once per finished request. */
+#include <inttypes.h>
+#include <stdio.h>
+
+#include "net/conn.h"
+#include "uvllm/err.h"
+#include "uvllm/log.h"
+
+#define RESP_HDRS_MAX 8192
+
+const char *ul_http_reason(int status) {
+    switch (status) {
+    case 100:
+        return "Continue";
+    case 200:
+        return "OK";
+    case 201:
+        return "Created";
+    case 202:
+        return "Accepted";
+    case 204:
+        return "No Content";
+    case 301:
+        return "Moved Permanently";
+    case 302:
+        return "Found";
+    case 304:
+        return "Not Modified";
+    case 400:
+        return "Bad Request";
+    case 401:
+        return "Unauthorized";
+    case 403:
+        return "Forbidden";
+    case 404:
+        return "Not Found";
+    case 405:
+        return "Method Not Allowed";
+    case 408:
+        return "Request Timeout";
+    case 409:
+        return "Conflict";
+    case 413:
+        return "Payload Too Large";
+    case 415:
+        return "Unsupported Media Type";
+    case 422:
+        return "Unprocessable Entity";
+    case 429:
+        return "Too Many Requests";
+    case 431:
+        return "Request Header Fields Too Large";
+    case 500:
+        return "Internal Server Error";
+    case 501:
+        return "Not Implemented";
+    case 502:
+        return "Bad Gateway";
+    case 503:
+        return "Service Unavailable";
+    case 504:
+        return "Gateway Timeout";
+    default:
+        return status >= 500 ? "Error" : status >= 400 ? "Client Error" : "Status";
+    }
+}
+
+const char *ul_http_error_type(int status) {
+    if (status >= 500) return "server_error";
+    if (status == 408) return "timeout_error";
+    return "invalid_request_error";
+}
+
+int ul_http_head_write(ul_nbuf_t *b, const ul_http_head_t *h) {
+    int rc = 0;
+    int status = h->status >= 100 && h->status <= 999 ? h->status : 500;
+    rc |= ul_nbuf_puts(b, "HTTP/1.1 ");
+    rc |= ul_nbuf_append_u64(b, (uint64_t)status);
+    rc |= ul_nbuf_puts(b, " ");
+    rc |= ul_nbuf_puts(b, ul_http_reason(status));
+    rc |= ul_nbuf_puts(b, "\r\n");
+    if (h->sse) {
+        rc |= ul_nbuf_puts(b, "Content-Type: text/event-stream\r\n"
+                              "Cache-Control: no-cache\r\n"
+                              "X-Accel-Buffering: no\r\n");
+    } else if (h->content_type) {
+        rc |= ul_nbuf_puts(b, "Content-Type: ");
+        rc |= ul_nbuf_puts(b, h->content_type);
+        rc |= ul_nbuf_puts(b, "\r\n");
+    }
+    if (h->content_length >= 0) {
+        rc |= ul_nbuf_puts(b, "Content-Length: ");
+        rc |= ul_nbuf_append_u64(b, (uint64_t)h->content_length);
+        rc |= ul_nbuf_puts(b, "\r\n");
+    } else if (h->chunked) {
+        rc |= ul_nbuf_puts(b, "Transfer-Encoding: chunked\r\n");
+    }
+    if (h->date) rc |= ul_nbuf_puts(b, h->date);
+    if (h->extra && h->extra_len) rc |= ul_nbuf_append(b, h->extra, h->extra_len);
+    if (!h->keep_alive)
+        rc |= ul_nbuf_puts(b, "Connection: close\r\n");
+    else if (h->http10)
+        rc |= ul_nbuf_puts(b, "Connection: keep-alive\r\n");
+    rc |= ul_nbuf_puts(b, "\r\n");
+    return rc ? UL_ENOMEM : 0;
+}
+
+int ul_http_error_body(ul_nbuf_t *b, const char *type, const char *code, const char *message) {
+    int rc = 0;
+    if (!message) message = "";
+    if (!type) type = "server_error";
+    rc |= ul_nbuf_puts(b, "{\"error\":{\"message\":\"");
+    rc |= ul_nbuf_append_json_str(b, message, strlen(message));
+    rc |= ul_nbuf_puts(b, "\",\"type\":\"");
+    rc |= ul_nbuf_append_json_str(b, type, strlen(type));
+    rc |= ul_nbuf_puts(b, "\",\"param\":null,\"code\":");
+    if (code) {
+        rc |= ul_nbuf_puts(b, "\"");
+        rc |= ul_nbuf_append_json_str(b, code, strlen(code));
+        rc |= ul_nbuf_puts(b, "\"");
+    } else {
+        rc |= ul_nbuf_puts(b, "null");
+    }
+    rc |= ul_nbuf_puts(b, "}}");
+    return rc ? UL_ENOMEM : 0;
+}
+
+void ul_http_access_log(ul_conn_t *c) {
+    ul_http_server_t *s = c->srv;
+    s->stats.requests_total++;
+    if (!s->cfg.access_log) return;
+    double ms = (double)(uv_hrtime() - c->t_start) / 1e6;
+    UL_LOG_INFO("conn=%" PRIu64 " req=%" PRIu64 " %s %s status=%d bytes=%" PRIu64 " dur_ms=%.3f",
+                c->id, c->req.req_id, c->req.method_name ? c->req.method_name : "-",
+                c->req.path ? c->req.path : "-", c->status, c->resp_bytes, ms);
+}
+
+const ul_http_header_t *ul_http_req_header(const ul_http_req_t *req, const char *name) {
+    size_t len = strlen(name);
+    for (size_t i = 0; i < req->n_headers; i++) {
+        const ul_http_header_t *h = &req->headers[i];
+        if (h->name_len == len && strncasecmp(h->name, name, len) == 0) return h;
+    }
+    return NULL;
+}
+
+void ul_http_req_set_cbs(ul_http_req_t *req, const ul_http_req_cbs_t *cbs, void *data) {
+    ul_conn_t *c = req->conn_;
+    if (cbs)
+        c->cbs = *cbs;
+    else
+        memset(&c->cbs, 0, sizeof c->cbs);
+    c->cbs_data = data;
+}
+
+static int has_crlf(const char *s) { return strpbrk(s, "\r\n") != NULL; }
+
+int ul_http_resp_header(ul_http_req_t *req, const char *name, const char *value) {
+    ul_conn_t *c = req->conn_;
+    if (!c->req_open || c->resp != UL_RESP_NONE) return UL_ESTATE;
+    if (!name || !value || !*name || has_crlf(name) || has_crlf(value) || strchr(name, ':'))
+        return UL_EINVAL;
+    size_t n = strlen(name) + strlen(value) + 4;
+    if (c->resp_hdrs.len + n > RESP_HDRS_MAX) return UL_E2BIG;
+    int rc = 0;
+    rc |= ul_nbuf_puts(&c->resp_hdrs, name);
+    rc |= ul_nbuf_puts(&c->resp_hdrs, ": ");
+    rc |= ul_nbuf_puts(&c->resp_hdrs, value);
+    rc |= ul_nbuf_puts(&c->resp_hdrs, "\r\n");
+    return rc ? UL_ENOMEM : 0;
+}
+
+/* Finishes the request without writing when the connection is already going away. */
+static int finish_closed(ul_conn_t *c, int status) {
+    c->status = status;
+    ul_conn_req_finish(c);
+    return UL_ECLOSED;
+}
+
+int ul_http_respond(ul_http_req_t *req, int status, const char *content_type, const char *body,
+                    size_t len) {
+    ul_conn_t *c = req->conn_;
+    if (!c->req_open || c->resp != UL_RESP_NONE) return UL_ESTATE;
+    if (c->closing) return finish_closed(c, status);
+    ul_http_head_t h = {
+        .status = status,
+        .content_type = content_type ? content_type : "application/json",
+        .content_length = (int64_t)len,
+        .keep_alive = c->keep_alive,
+        .http10 = req->http_major == 1 && req->http_minor == 0,
+        .extra = c->resp_hdrs.p,
+        .extra_len = c->resp_hdrs.len,
+        .date = ul_http_server_date(c->srv),
+    };
+    size_t before = c->out.len;
+    int rc = ul_http_head_write(&c->out, &h);
+    if (!rc && !c->head_only) rc = ul_nbuf_append(&c->out, body, len);
+    if (rc) {
+        /* Could not buffer the answer: drop the partial head and close instead. */
+        c->out.len = before;
+        ul_conn_close(c, UL_ENOMEM);
+        return finish_closed(c, status);
+    }
+    c->status = status;
+    c->resp_bytes += c->out.len - before;
+    ul_conn_req_finish(c);
+    return 0;
+}
+
+int ul_http_respond_error(ul_http_req_t *req, int status, const char *type, const char *code,
+                          const char *message) {
+    ul_conn_t *c = req->conn_;
+    if (!c->req_open || c->resp != UL_RESP_NONE) return UL_ESTATE;
+    /* The arena is the request's scratch; the body is copied into the output buffer. */
+    ul_nbuf_t tmp = {0};
+    if (ul_http_error_body(&tmp, type, code, message)) {
+        ul_nbuf_free(&tmp);
+        return ul_http_respond(req, status, NULL, "", 0);
+    }
+    int rc = ul_http_respond(req, status, NULL, tmp.p, tmp.len);
+    ul_nbuf_free(&tmp);
+    return rc;
+}

@@ -1,0 +1,218 @@
+/* The server: configuration, the listener, one sweep timer for every connection's
+ * timeouts and SSE pings (a per-second scan is cheaper than a timer per request), one
+ * check handle that flushes coalesced output after each poll, and graceful shutdown. */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "net/conn.h"
+#include "uvllm/err.h"
+#include "uvllm/log.h"
+
+#define RBUF_SIZE (64 * 1024)
+
+void ul_http_config_default(ul_http_config_t *cfg) {
+    memset(cfg, 0, sizeof *cfg);
+    cfg->host = "127.0.0.1";
+    cfg->port = 8080;
+    cfg->backlog = 1024;
+    cfg->max_header_bytes = 16 * 1024;
+    cfg->max_body = 8 * 1024 * 1024;
+    cfg->max_conns = 4096;
+    cfg->header_timeout_ms = 10000;
+    cfg->idle_timeout_ms = 75000;
+    cfg->sse_ping_ms = 15000;
+    cfg->out_soft_limit = 256 * 1024;
+    cfg->out_hard_limit = 4 * 1024 * 1024;
+    cfg->linger_ms = 2000;
+    cfg->access_log = 1;
+}
+
+static int check_config(const ul_http_config_t *c) {
+    if (!c->host || strlen(c->host) >= sizeof((ul_http_server_t *)0)->host) return UL_EINVAL;
+    if (c->port < 0 || c->port > 65535 || c->backlog <= 0) return UL_EINVAL;
+    if (c->max_header_bytes < 64 || c->max_header_bytes > (1u << 30)) return UL_EINVAL;
+    if (c->max_body > ((size_t)1 << 40) || c->max_conns == 0) return UL_EINVAL;
+    if (!c->header_timeout_ms || !c->idle_timeout_ms) return UL_EINVAL;
+    if (!c->out_soft_limit || c->out_hard_limit < c->out_soft_limit) return UL_EINVAL;
+    return 0;
+}
+
+/* Sweep often enough that the shortest timeout fires within ~25% of its value. */
+static uint64_t sweep_interval(const ul_http_config_t *c) {
+    uint64_t t = c->header_timeout_ms;
+    if (c->idle_timeout_ms < t) t = c->idle_timeout_ms;
+    if (c->sse_ping_ms && c->sse_ping_ms < t) t = c->sse_ping_ms;
+    if (c->linger_ms && c->linger_ms < t) t = c->linger_ms;
+    t /= 4;
+    return t < 5 ? 5 : t > 1000 ? 1000 : t;
+}
+
+static void on_check(uv_check_t *h) {
+    ul_http_server_t *s = h->data;
+    ul_queue_t batch;
+    ul_queue_move(&s->ticks, &batch);
+    while (!ul_queue_empty(&batch)) {
+        ul_queue_t *q = ul_queue_head(&batch);
+        ul_queue_remove(q);
+        ul_conn_tick(UL_QUEUE_DATA(q, ul_conn_t, tick));
+    }
+}
+
+static int conn_idle(const ul_conn_t *c) {
+    return !c->req_open && c->in_headers && !c->got_bytes && c->in.len == 0 &&
+           ul_conn_pending(c) == 0 && !c->close_after_write;
+}
+
+static void close_conns(ul_http_server_t *s, int all) {
+    ul_queue_t *q;
+    UL_QUEUE_FOREACH(q, &s->conns) {
+        ul_conn_t *c = UL_QUEUE_DATA(q, ul_conn_t, node);
+        /* closing only marks: memory goes in the close callback, the list stays intact */
+        if (all || conn_idle(c)) ul_conn_close(c, UL_ECLOSED);
+    }
+}
+
+static void on_sweep(uv_timer_t *t) {
+    ul_http_server_t *s = t->data;
+    uint64_t now = uv_now(s->loop);
+    ul_queue_t *q;
+    UL_QUEUE_FOREACH(q, &s->conns) ul_conn_sweep(UL_QUEUE_DATA(q, ul_conn_t, node), now);
+    if (s->draining) close_conns(s, s->drain_deadline && now >= s->drain_deadline);
+}
+
+int ul_http_server_init(uv_loop_t *loop, ul_http_server_t *s, const ul_http_config_t *cfg,
+                        ul_router_t *router) {
+    memset(s, 0, sizeof *s);
+    if (cfg)
+        s->cfg = *cfg;
+    else
+        ul_http_config_default(&s->cfg);
+    int rc = check_config(&s->cfg);
+    if (rc) return rc;
+    strcpy(s->host, s->cfg.host);
+    s->cfg.host = s->host;
+    s->loop = loop;
+    s->router = router;
+    ul_queue_init(&s->conns);
+    ul_queue_init(&s->ticks);
+    s->rbuf_size = RBUF_SIZE;
+    s->rbuf = malloc(s->rbuf_size);
+    if (!s->rbuf) return UL_ENOMEM;
+    uv_timer_init(loop, &s->sweep);
+    s->sweep.data = s;
+    uv_check_init(loop, &s->check);
+    s->check.data = s;
+    uv_check_start(&s->check, on_check);
+    uv_unref((uv_handle_t *)&s->check); /* never keeps the loop alive by itself */
+    s->handles_open = 2;
+    return 0;
+}
+
+static void on_connection(uv_stream_t *l, int status) {
+    ul_http_server_t *s = l->data;
+    if (status < 0) {
+        UL_LOG_WARN("accept failed: %s", uv_strerror(status));
+        return;
+    }
+    if (s->draining) return;
+    ul_conn_accept(s);
+}
+
+int ul_http_server_listen(ul_http_server_t *s) {
+    if (s->listening || s->draining) return UL_ESTATE;
+    struct sockaddr_storage ss;
+    int rc = uv_ip4_addr(s->host, s->cfg.port, (struct sockaddr_in *)&ss);
+    if (rc) rc = uv_ip6_addr(s->host, s->cfg.port, (struct sockaddr_in6 *)&ss);
+    if (rc) {
+        UL_LOG_ERROR("invalid listen address '%s'", s->host);
+        return UL_EINVAL;
+    }
+    rc = uv_tcp_init(s->loop, &s->listener);
+    if (rc) return rc;
+    s->listener.data = s;
+    s->listening = 1;
+    s->handles_open++;
+    rc = uv_tcp_bind(&s->listener, (const struct sockaddr *)&ss, 0);
+    if (!rc) rc = uv_listen((uv_stream_t *)&s->listener, s->cfg.backlog, on_connection);
+    if (rc) {
+        UL_LOG_ERROR("cannot listen on %s:%d: %s", s->host, s->cfg.port, uv_strerror(rc));
+        return rc;
+    }
+    struct sockaddr_storage bound;
+    int len = sizeof bound;
+    rc = uv_tcp_getsockname(&s->listener, (struct sockaddr *)&bound, &len);
+    if (rc) return rc;
+    s->port = ntohs(bound.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&bound)->sin6_port
+                                                : ((struct sockaddr_in *)&bound)->sin_port);
+    uint64_t iv = sweep_interval(&s->cfg);
+    uv_timer_start(&s->sweep, on_sweep, iv, iv);
+    if (strchr(s->host, ':'))
+        UL_LOG_INFO("listening on http://[%s]:%d", s->host, s->port);
+    else
+        UL_LOG_INFO("listening on http://%s:%d", s->host, s->port);
+    return 0;
+}
+
+int ul_http_server_port(const ul_http_server_t *s) { return s->port; }
+
+int ul_http_server_draining(const ul_http_server_t *s) { return s->draining; }
+
+static void on_handle_closed(uv_handle_t *h) {
+    ul_http_server_t *s = h->data;
+    if (--s->handles_open > 0) return;
+    free(s->rbuf);
+    s->rbuf = NULL;
+    if (s->shutdown_cb) s->shutdown_cb(s);
+}
+
+static void maybe_done(ul_http_server_t *s) {
+    if (!s->draining || s->closing || !ul_queue_empty(&s->conns)) return;
+    s->closing = 1;
+    uv_close((uv_handle_t *)&s->sweep, on_handle_closed);
+    uv_close((uv_handle_t *)&s->check, on_handle_closed);
+}
+
+void ul_http_server_conn_gone(ul_http_server_t *s) { maybe_done(s); }
+
+void ul_http_server_shutdown(ul_http_server_t *s, uint64_t grace_ms, ul_http_server_cb cb) {
+    if (cb) s->shutdown_cb = cb;
+    uint64_t now = uv_now(s->loop);
+    uint64_t deadline = now + grace_ms;
+    if (!s->drain_deadline || deadline < s->drain_deadline) s->drain_deadline = deadline;
+    if (!s->draining) {
+        s->draining = 1;
+        if (s->listening) {
+            s->listening = 0;
+            uv_close((uv_handle_t *)&s->listener, on_handle_closed);
+        }
+        if (!ul_queue_empty(&s->conns))
+            UL_LOG_INFO("draining %" PRIu64 " connection(s), grace %" PRIu64 " ms",
+                        s->stats.conns_open, grace_ms);
+        /* Responses still to come carry Connection: close. */
+        ul_queue_t *q;
+        UL_QUEUE_FOREACH(q, &s->conns) {
+            ul_conn_t *c = UL_QUEUE_DATA(q, ul_conn_t, node);
+            if (c->req_open && c->resp == UL_RESP_NONE) c->keep_alive = 0;
+        }
+        /* The sweep timer enforces the deadline; it may not be running if listen failed. */
+        if (!uv_is_active((uv_handle_t *)&s->sweep)) {
+            uint64_t iv = sweep_interval(&s->cfg);
+            uv_timer_start(&s->sweep, on_sweep, iv, iv);
+        }
+    }
+    close_conns(s, grace_ms == 0);
+    maybe_done(s);
+}
+
+const char *ul_http_server_date(ul_http_server_t *s) {
+    time_t now = time(NULL);
+    if ((uint64_t)now != s->date_sec) {
+        struct tm tm;
+        gmtime_r(&now, &tm);
+        strftime(s->date, sizeof s->date, "Date: %a, %d %b %Y %H:%M:%S GMT\r\n", &tm);
+        s->date_sec = (uint64_t)now;
+    }
+    return s->date;
+}

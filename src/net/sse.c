@@ -1,0 +1,131 @@
+/* Server-sent events on top of a connection: the event-stream head, one frame per event
+ * ("data: ...\n\n", one HTTP chunk each on HTTP/1.1, raw and close-delimited on 1.0), and
+ * the bounded output policy: over the soft limit the stream reports backpressure, over
+ * the hard limit the connection is closed and the owner hears on_abort(UL_EFULL). */
+#include <string.h>
+
+#include "net/conn.h"
+#include "uvllm/err.h"
+
+int ul_sse_frame(ul_nbuf_t *b, int chunked, const char *prefix, const char *data, size_t len) {
+    size_t plen = strlen(prefix);
+    size_t payload = plen + len + 2;
+    if (payload < len) return UL_ENOMEM;
+    int rc = ul_nbuf_reserve(b, payload + 24);
+    if (rc) return rc;
+    if (chunked) {
+        ul_nbuf_append_hex(b, payload);
+        ul_nbuf_append(b, "\r\n", 2);
+    }
+    ul_nbuf_append(b, prefix, plen);
+    ul_nbuf_append(b, data, len);
+    ul_nbuf_append(b, "\n\n", 2);
+    if (chunked) ul_nbuf_append(b, "\r\n", 2);
+    return 0;
+}
+
+int ul_sse_start(ul_http_req_t *req, ul_sse_t **out) {
+    ul_conn_t *c = req->conn_;
+    if (!c->req_open || c->resp != UL_RESP_NONE) return UL_ESTATE;
+    if (c->closing) return UL_ECLOSED;
+    int http10 = req->http_major == 1 && req->http_minor == 0;
+    c->chunked = !http10;
+    /* A 1.0 client learns the end of the stream only from the connection closing. */
+    if (http10) c->keep_alive = 0;
+    ul_http_head_t h = {
+        .status = 200,
+        .content_length = -1,
+        .chunked = c->chunked,
+        .keep_alive = c->keep_alive,
+        .http10 = http10,
+        .sse = 1,
+        .extra = c->resp_hdrs.p,
+        .extra_len = c->resp_hdrs.len,
+        .date = ul_http_server_date(c->srv),
+    };
+    size_t before = c->out.len;
+    if (ul_http_head_write(&c->out, &h)) {
+        c->out.len = before;
+        return UL_ENOMEM;
+    }
+    c->resp = UL_RESP_STREAM;
+    c->status = 200;
+    c->resp_bytes += c->out.len - before;
+    c->last_out = uv_now(c->srv->loop);
+    c->srv->stats.streams_active++;
+    c->sse.conn = c;
+    if (out) *out = &c->sse;
+    ul_conn_update_pressure(c);
+    ul_conn_want_flush(c);
+    return 0;
+}
+
+static int stream_check(ul_conn_t *c) {
+    if (!c->req_open || c->resp != UL_RESP_STREAM) return UL_ESTATE;
+    if (c->closing) return UL_ECLOSED;
+    return 0;
+}
+
+static int emit(ul_conn_t *c, const char *prefix, const char *data, size_t len) {
+    size_t add = strlen(prefix) + len + 32;
+    if (ul_conn_pending(c) + add > c->srv->cfg.out_hard_limit) {
+        ul_conn_close(c, UL_EFULL);
+        return UL_EFULL;
+    }
+    size_t before = c->out.len;
+    if (ul_sse_frame(&c->out, c->chunked, prefix, data, len)) {
+        c->out.len = before;
+        ul_conn_close(c, UL_ENOMEM);
+        return UL_ECLOSED;
+    }
+    c->resp_bytes += c->out.len - before;
+    c->last_out = uv_now(c->srv->loop);
+    ul_conn_update_pressure(c);
+    ul_conn_want_flush(c);
+    return 0;
+}
+
+int ul_sse_send(ul_sse_t *s, const char *json, size_t len) {
+    ul_conn_t *c = s->conn;
+    int rc = stream_check(c);
+    if (rc) return rc;
+    if (memchr(json, '\n', len) || memchr(json, '\r', len)) return UL_EINVAL;
+    return emit(c, "data: ", json, len);
+}
+
+int ul_sse_comment(ul_sse_t *s, const char *text) {
+    ul_conn_t *c = s->conn;
+    int rc = stream_check(c);
+    if (rc) return rc;
+    if (strpbrk(text, "\r\n")) return UL_EINVAL;
+    return emit(c, ": ", text, strlen(text));
+}
+
+static int finish(ul_conn_t *c, int done) {
+    int rc = stream_check(c);
+    if (rc == UL_ESTATE) return rc;
+    c->srv->stats.streams_active--;
+    c->resp = UL_RESP_DONE;
+    if (rc == 0) {
+        size_t before = c->out.len;
+        int err = 0;
+        if (done) err |= ul_sse_frame(&c->out, c->chunked, "data: ", "[DONE]", 6);
+        if (c->chunked) err |= ul_nbuf_append(&c->out, "0\r\n\r\n", 5);
+        if (err) {
+            c->out.len = before;
+            ul_conn_close(c, UL_ENOMEM);
+            rc = UL_ECLOSED;
+        } else {
+            c->resp_bytes += c->out.len - before;
+        }
+    }
+    ul_conn_req_finish(c);
+    return rc;
+}
+
+int ul_sse_done(ul_sse_t *s) { return finish(s->conn, 1); }
+int ul_sse_end(ul_sse_t *s) { return finish(s->conn, 0); }
+
+int ul_sse_backpressured(const ul_sse_t *s) { return s->conn->backpressured; }
+
+ul_http_req_t *ul_sse_req(ul_sse_t *s) { return &s->conn->req; }

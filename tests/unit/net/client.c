@@ -1,0 +1,393 @@
+/* Blocking loopback client and the server harness for the net tests (see client.h). */
+#include "client.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "uvllm/err.h"
+
+/* ---- client ------------------------------------------------------------------------- */
+
+int cl_connect(cl_conn_t *c, int port) {
+    c->len = 0;
+    c->fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (c->fd < 0) return -1;
+    struct timeval tv = {.tv_sec = 5};
+    setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    setsockopt(c->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    if (connect(c->fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+        close(c->fd);
+        c->fd = -1;
+        return -1;
+    }
+    return 0;
+}
+
+int cl_send(cl_conn_t *c, const char *data, size_t n) {
+    while (n) {
+        ssize_t w = send(c->fd, data, n, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return -1;
+        data += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+int cl_send_str(cl_conn_t *c, const char *s) { return cl_send(c, s, strlen(s)); }
+
+/* Reads more bytes into the buffer; 0 on EOF, -1 on error/timeout, else bytes read. */
+static ssize_t fill(cl_conn_t *c) {
+    if (c->len == sizeof c->buf) return -1;
+    for (;;) {
+        ssize_t n = recv(c->fd, c->buf + c->len, sizeof c->buf - c->len, 0);
+        if (n < 0 && errno == EINTR) continue;
+        if (n > 0) c->len += (size_t)n;
+        return n;
+    }
+}
+
+static void consume(cl_conn_t *c, size_t n) {
+    memmove(c->buf, c->buf + n, c->len - n);
+    c->len -= n;
+}
+
+int cl_read_head(cl_conn_t *c, cl_resp_t *r) {
+    memset(r, 0, sizeof *r);
+    for (;;) {
+        char *end = memmem(c->buf, c->len, "\r\n\r\n", 4);
+        if (end) {
+            size_t n = (size_t)(end - c->buf) + 4;
+            if (n >= sizeof r->head) return -1;
+            memcpy(r->head, c->buf, n);
+            r->head[n] = '\0';
+            consume(c, n);
+            if (sscanf(r->head, "HTTP/1.%*d %d", &r->status) != 1) return -1;
+            return 0;
+        }
+        if (fill(c) <= 0) return -1;
+    }
+}
+
+int cl_header(const cl_resp_t *r, const char *name, char *out, size_t cap) {
+    size_t nl = strlen(name);
+    const char *p = strstr(r->head, "\r\n");
+    while (p && p[2] != '\r') {
+        p += 2;
+        if (strncasecmp(p, name, nl) == 0 && p[nl] == ':') {
+            const char *v = p + nl + 1;
+            while (*v == ' ') v++;
+            const char *e = strstr(v, "\r\n");
+            size_t n = (size_t)(e - v);
+            if (n >= cap) n = cap - 1;
+            memcpy(out, v, n);
+            out[n] = '\0';
+            return 0;
+        }
+        p = strstr(p, "\r\n");
+    }
+    return -1;
+}
+
+static int body_append(cl_resp_t *r, const char *p, size_t n) {
+    char *b = realloc(r->body, r->body_len + n + 1);
+    if (!b) return -1;
+    memcpy(b + r->body_len, p, n);
+    r->body = b;
+    r->body_len += n;
+    b[r->body_len] = '\0';
+    return 0;
+}
+
+static int read_exact(cl_conn_t *c, cl_resp_t *r, size_t n) {
+    while (n) {
+        if (c->len == 0 && fill(c) <= 0) return -1;
+        size_t k = c->len < n ? c->len : n;
+        if (body_append(r, c->buf, k)) return -1;
+        consume(c, k);
+        n -= k;
+    }
+    return 0;
+}
+
+static int read_line(cl_conn_t *c, char *out, size_t cap) {
+    for (;;) {
+        char *e = memmem(c->buf, c->len, "\r\n", 2);
+        if (e) {
+            size_t n = (size_t)(e - c->buf);
+            if (n >= cap) return -1;
+            memcpy(out, c->buf, n);
+            out[n] = '\0';
+            consume(c, n + 2);
+            return 0;
+        }
+        if (fill(c) <= 0) return -1;
+    }
+}
+
+int cl_read_response(cl_conn_t *c, cl_resp_t *r, int until_close) {
+    if (cl_read_head(c, r)) return -1;
+    if (body_append(r, "", 0)) return -1;
+    char v[64];
+    if (r->status == 100) return 0;
+    if (cl_header(r, "Transfer-Encoding", v, sizeof v) == 0 && strcasecmp(v, "chunked") == 0) {
+        r->chunked = 1;
+        for (;;) {
+            char line[64];
+            if (read_line(c, line, sizeof line)) return -1;
+            size_t n = strtoul(line, NULL, 16);
+            if (n == 0) return read_line(c, line, sizeof line); /* final CRLF */
+            if (read_exact(c, r, n) || read_line(c, line, sizeof line) || line[0]) return -1;
+        }
+    }
+    if (cl_header(r, "Content-Length", v, sizeof v) == 0)
+        return read_exact(c, r, strtoul(v, NULL, 10));
+    if (!until_close) return 0;
+    for (;;) {
+        if (c->len) {
+            if (body_append(r, c->buf, c->len)) return -1;
+            c->len = 0;
+        }
+        ssize_t n = fill(c);
+        if (n == 0) return 0;
+        if (n < 0) return -1;
+    }
+}
+
+int cl_wait_closed(cl_conn_t *c, int timeout_ms) {
+    struct pollfd p = {.fd = c->fd, .events = POLLIN};
+    for (int waited = 0; waited < timeout_ms; waited += 10) {
+        if (poll(&p, 1, 10) > 0) {
+            char tmp[4096];
+            ssize_t n = recv(c->fd, tmp, sizeof tmp, MSG_DONTWAIT);
+            if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) return 1;
+        }
+    }
+    return 0;
+}
+
+void cl_resp_free(cl_resp_t *r) {
+    free(r->body);
+    r->body = NULL;
+}
+
+void cl_close(cl_conn_t *c) {
+    if (c->fd >= 0) close(c->fd);
+    c->fd = -1;
+}
+
+/* ---- test routes ---------------------------------------------------------------------- */
+
+typedef struct job_s {
+    uv_timer_t timer;
+    harness_t *h;
+    ul_http_req_t *req;
+    ul_sse_t *sse;
+    int n;
+    int ignore_pressure;
+} job_t;
+
+static void job_free(uv_handle_t *t) { free(t->data); }
+
+static void job_end(job_t *j) {
+    uv_timer_stop(&j->timer);
+    uv_close((uv_handle_t *)&j->timer, job_free);
+}
+
+static void on_job_abort(ul_http_req_t *req, void *data, int reason) {
+    job_t *j = data;
+    atomic_fetch_add(&j->h->aborts, 1);
+    atomic_store(&j->h->last_abort_reason, reason);
+    job_end(j);
+}
+
+static void on_job_drain(ul_http_req_t *req, void *data) {
+    job_t *j = data;
+    atomic_fetch_add(&j->h->drains, 1);
+}
+
+static job_t *job_new(ul_http_req_t *req, harness_t *h) {
+    job_t *j = calloc(1, sizeof *j);
+    j->h = h;
+    j->req = req;
+    uv_timer_init(&h->loop, &j->timer);
+    j->timer.data = j;
+    ul_http_req_cbs_t cbs = {.on_abort = on_job_abort, .on_drain = on_job_drain};
+    ul_http_req_set_cbs(req, &cbs, j);
+    return j;
+}
+
+static int h_health(ul_http_req_t *req, void *data) {
+    static const char body[] = "{\"status\":\"ok\"}";
+    return ul_http_respond(req, 200, NULL, body, sizeof body - 1);
+}
+
+static int h_echo(ul_http_req_t *req, void *data) {
+    char id[32];
+    snprintf(id, sizeof id, "%llu", (unsigned long long)req->req_id);
+    ul_http_resp_header(req, "X-Req-Id", id);
+    const ul_http_header_t *q = ul_http_req_header(req, "x-echo-query");
+    if (q) return ul_http_respond(req, 200, "text/plain", req->query, req->query_len);
+    return ul_http_respond(req, 200, "text/plain", req->body, req->body_len);
+}
+
+static void async_fire(uv_timer_t *t) {
+    job_t *j = t->data;
+    atomic_fetch_sub(&j->h->async_pending, 1);
+    ul_http_respond(j->req, 200, "text/plain", "async", 5);
+    job_end(j);
+}
+
+static int h_async(ul_http_req_t *req, void *data) {
+    job_t *j = job_new(req, data);
+    atomic_fetch_add(&j->h->async_pending, 1);
+    uv_timer_start(&j->timer, async_fire, 30, 0);
+    return 0;
+}
+
+static int h_hang(ul_http_req_t *req, void *data) {
+    job_new(req, data); /* answered never: only on_abort ends it */
+    atomic_fetch_add(&((harness_t *)data)->async_pending, 1);
+    return 0;
+}
+
+static void stream_tick(uv_timer_t *t) {
+    job_t *j = t->data;
+    char ev[64];
+    int n = snprintf(ev, sizeof ev, "{\"i\":%d}", j->n);
+    ul_sse_send(j->sse, ev, (size_t)n);
+    if (++j->n == 3) {
+        ul_sse_done(j->sse);
+        job_end(j);
+    }
+}
+
+static int h_stream(ul_http_req_t *req, void *data) {
+    job_t *j = job_new(req, data);
+    int rc = ul_sse_start(req, &j->sse);
+    if (rc) {
+        job_end(j);
+        return rc;
+    }
+    uv_timer_start(&j->timer, stream_tick, 10, 10);
+    return 0;
+}
+
+/* Produces 4 KiB events while the stream is not backpressured (or regardless). */
+static void flood_tick(uv_timer_t *t) {
+    job_t *j = t->data;
+    static char ev[4096];
+    if (!ev[0]) {
+        memset(ev, 'x', sizeof ev - 2);
+        ev[0] = '"';
+        ev[sizeof ev - 2] = '"';
+    }
+    for (int i = 0; i < 64; i++) {
+        if (!j->ignore_pressure && ul_sse_backpressured(j->sse)) return;
+        int rc = ul_sse_send(j->sse, ev, strlen(ev));
+        if (rc == UL_EFULL) {
+            atomic_store(&j->h->efull, 1);
+            uv_timer_stop(&j->timer); /* on_abort follows and frees the job */
+            return;
+        }
+        if (rc) return;
+        atomic_fetch_add(&j->h->stream_events, 1);
+        if (!j->ignore_pressure && atomic_load(&j->h->stream_events) >= 2000) {
+            ul_sse_done(j->sse);
+            job_end(j);
+            return;
+        }
+    }
+}
+
+static int flood(ul_http_req_t *req, harness_t *h, int ignore) {
+    job_t *j = job_new(req, h);
+    j->ignore_pressure = ignore;
+    int rc = ul_sse_start(req, &j->sse);
+    if (rc) {
+        job_end(j);
+        return rc;
+    }
+    uv_timer_start(&j->timer, flood_tick, 1, 1);
+    return 0;
+}
+
+static int h_flood(ul_http_req_t *req, void *data) { return flood(req, data, 0); }
+static int h_flood_ignore(ul_http_req_t *req, void *data) { return flood(req, data, 1); }
+
+static int h_silent(ul_http_req_t *req, void *data) {
+    job_t *j = job_new(req, data);
+    int rc = ul_sse_start(req, &j->sse);
+    if (rc) job_end(j);
+    return rc; /* events never come: only pings keep the stream alive */
+}
+
+static int h_fail(ul_http_req_t *req, void *data) { return UL_EINVAL; }
+
+/* ---- harness ---------------------------------------------------------------------------- */
+
+void harness_config(harness_t *h) {
+    memset(h, 0, sizeof *h);
+    ul_http_config_default(&h->cfg);
+    h->cfg.port = 0;
+}
+
+static void on_server_closed(ul_http_server_t *s) {
+    harness_t *h = s->data;
+    h->server_closed = 1;
+}
+
+static void on_bridge(ul_bridge_t *b, ul_queue_t *item) {
+    harness_t *h = b->data;
+    (void)item;
+    ul_http_server_shutdown(&h->srv, h->shutdown_grace_ms, on_server_closed);
+    ul_bridge_close(&h->bridge, NULL);
+}
+
+static void *client_main(void *arg) {
+    harness_t *h = arg;
+    h->client_rc = h->client(h, h->msg, sizeof h->msg);
+    ul_bridge_post(&h->bridge, &h->done_item);
+    return NULL;
+}
+
+int harness_run(harness_t *h, client_fn fn) {
+    if (uv_loop_init(&h->loop)) return -100;
+    ul_router_init(&h->router);
+    ul_router_add(&h->router, UL_HTTP_GET, "/health", h_health, h);
+    ul_router_add(&h->router, UL_HTTP_POST, "/echo", h_echo, h);
+    ul_router_add(&h->router, UL_HTTP_GET, "/echo", h_echo, h);
+    ul_router_add(&h->router, UL_HTTP_GET, "/async", h_async, h);
+    ul_router_add(&h->router, UL_HTTP_GET, "/hang", h_hang, h);
+    ul_router_add(&h->router, UL_HTTP_GET, "/stream", h_stream, h);
+    ul_router_add(&h->router, UL_HTTP_GET, "/flood", h_flood, h);
+    ul_router_add(&h->router, UL_HTTP_GET, "/flood-ignore", h_flood_ignore, h);
+    ul_router_add(&h->router, UL_HTTP_GET, "/fail", h_fail, h);
+    ul_router_add(&h->router, UL_HTTP_GET, "/silent", h_silent, h);
+    ul_router_add(&h->router, UL_HTTP_POST, "/only-post", h_echo, h);
+    if (ul_http_server_init(&h->loop, &h->srv, &h->cfg, &h->router)) return -101;
+    h->srv.data = h;
+    if (ul_http_server_listen(&h->srv)) return -102;
+    h->port = ul_http_server_port(&h->srv);
+    if (ul_bridge_init(&h->loop, &h->bridge, on_bridge)) return -103;
+    h->bridge.data = h;
+    h->client = fn;
+    pthread_t t;
+    pthread_create(&t, NULL, client_main, h);
+    uv_run(&h->loop, UV_RUN_DEFAULT);
+    pthread_join(t, NULL);
+    if (!h->server_closed) return -104;
+    return uv_loop_close(&h->loop);
+}

@@ -1,0 +1,88 @@
+/* Test support for the net loopback tests: a blocking HTTP/1.1 client that runs on its own
+ * thread (the server's loop runs on the test thread), and a harness that starts a server
+ * on 127.0.0.1:0 with test routes, runs the client script, shuts everything down and
+ * checks that the loop closes cleanly. Client threads never call criterion asserts: they
+ * record the first failure in a message the test thread asserts on. */
+#ifndef UL_TEST_NET_CLIENT_H
+#define UL_TEST_NET_CLIENT_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+
+#include "base/bridge.h"
+#include "net/http.h"
+
+typedef struct cl_conn_s {
+    int fd;
+    char buf[1 << 16];
+    size_t len; /* bytes received but not consumed */
+} cl_conn_t;
+
+typedef struct cl_resp_s {
+    int status;
+    char head[16384]; /* status line and headers, NUL-terminated */
+    char *body;       /* malloc'd, NUL-terminated; decoded if chunked */
+    size_t body_len;
+    int chunked;
+} cl_resp_t;
+
+/* Connects to 127.0.0.1:port with a 5 s receive timeout; -1 on failure. */
+int cl_connect(cl_conn_t *c, int port);
+int cl_send(cl_conn_t *c, const char *data, size_t n);
+int cl_send_str(cl_conn_t *c, const char *s);
+/* Reads one response. until_close: the body ends at EOF (HTTP/1.0 stream). 0 or -1. */
+int cl_read_response(cl_conn_t *c, cl_resp_t *r, int until_close);
+/* Reads exactly the head of a response (up to the blank line) into r->head. */
+int cl_read_head(cl_conn_t *c, cl_resp_t *r);
+/* 1 if the server closed the connection (EOF or reset) within timeout_ms. */
+int cl_wait_closed(cl_conn_t *c, int timeout_ms);
+/* Case-insensitive header lookup in r->head; copies the value; 0 if found. */
+int cl_header(const cl_resp_t *r, const char *name, char *out, size_t cap);
+void cl_resp_free(cl_resp_t *r);
+void cl_close(cl_conn_t *c);
+
+/* ---- harness ---- */
+
+typedef struct harness_s harness_t;
+/* The client script: returns 0 on success or writes msg and returns -1. */
+typedef int (*client_fn)(harness_t *h, char *msg, size_t cap);
+
+struct harness_s {
+    uv_loop_t loop;
+    ul_router_t router;
+    ul_http_server_t srv;
+    ul_http_config_t cfg;
+    ul_bridge_t bridge;
+    ul_queue_t done_item;
+    int port;
+    client_fn client;
+    char msg[512];
+    int client_rc;
+    int server_closed;
+    uint64_t shutdown_grace_ms;
+    /* loop-side observations, read by the client thread */
+    atomic_int aborts;
+    atomic_int last_abort_reason;
+    atomic_int drains;
+    atomic_int async_pending;
+    atomic_int stream_events; /* events the backpressure producer managed to queue */
+    atomic_int efull;
+    void *user;
+};
+
+/* Default config for tests: port 0, access log on. */
+void harness_config(harness_t *h);
+/* Starts the server with the test routes, runs fn on a thread, then shuts the server down
+ * and closes the bridge; returns uv_loop_close's result. The test asserts on it and on
+ * h->client_rc / h->msg. */
+int harness_run(harness_t *h, client_fn fn);
+
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            snprintf(msg, cap, __VA_ARGS__);                                                       \
+            return -1;                                                                             \
+        }                                                                                          \
+    } while (0)
+
+#endif

@@ -1,0 +1,475 @@
+/* The server on 127.0.0.1:0 inside the test, driven by a blocking client thread: keep-alive,
+ * pipelining, limits (431, 413, 400, 408, 503), 100-continue, chunked bodies, SSE on 1.1 and
+ * 1.0, disconnect -> on_abort, backpressure and graceful shutdown. Every test ends with the
+ * server shut down and uv_loop_close(loop) == 0. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "client.h"
+#include "uvllm/err.h"
+
+#define RUN(h, fn)                                                                                 \
+    do {                                                                                           \
+        int rc_ = harness_run((h), (fn));                                                          \
+        cr_assert_eq((h)->client_rc, 0, "client: %s", (h)->msg);                                   \
+        cr_assert_eq(rc_, 0, "uv_loop_close / harness: %d", rc_);                                  \
+    } while (0)
+
+static int get(cl_conn_t *c, const char *path, cl_resp_t *r) {
+    char req[256];
+    snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", path);
+    if (cl_send_str(c, req)) return -1;
+    return cl_read_response(c, r, 0);
+}
+
+/* ---- keep-alive, routing, pipelining ---- */
+
+static int keepalive_client(harness_t *h, char *msg, size_t cap) {
+    cl_conn_t c;
+    cl_resp_t r;
+    CHECK(cl_connect(&c, h->port) == 0, "connect");
+    for (int i = 0; i < 3; i++) {
+        CHECK(get(&c, "/health", &r) == 0, "request %d failed", i);
+        CHECK(r.status == 200, "status %d", r.status);
+        CHECK(strcmp(r.body, "{\"status\":\"ok\"}") == 0, "body '%s'", r.body);
+        char v[64];
+        CHECK(cl_header(&r, "Content-Type", v, sizeof v) == 0 && strcmp(v, "application/json") == 0,
+              "content-type");
+        CHECK(cl_header(&r, "Connection", v, sizeof v) != 0, "unexpected Connection header");
+        cl_resp_free(&r);
+    }
+    /* HTTP/1.0 with keep-alive is announced; without it the server closes. */
+    CHECK(cl_send_str(&c, "GET /health HTTP/1.0\r\nConnection: keep-alive\r\n\r\n") == 0, "s");
+    CHECK(cl_read_response(&c, &r, 0) == 0 && r.status == 200, "1.0 keep-alive");
+    char v[64];
+    CHECK(cl_header(&r, "Connection", v, sizeof v) == 0 && strcasecmp(v, "keep-alive") == 0,
+          "1.0 keep-alive header");
+    cl_resp_free(&r);
+    CHECK(cl_send_str(&c, "GET /health HTTP/1.0\r\n\r\n") == 0, "s");
+    CHECK(cl_read_response(&c, &r, 0) == 0 && r.status == 200, "1.0 close");
+    CHECK(cl_header(&r, "Connection", v, sizeof v) == 0 && strcasecmp(v, "close") == 0,
+          "1.0 close header");
+    cl_resp_free(&r);
+    CHECK(cl_wait_closed(&c, 3000), "server kept the 1.0 connection open");
+    cl_close(&c);
+    return 0;
+}
+
+Test(loopback, keepalive_round_trip) {
+    harness_t h;
+    harness_config(&h);
+    RUN(&h, keepalive_client);
+    cr_assert_eq(h.srv.stats.requests_total, 5);
+    cr_assert_eq(h.srv.stats.conns_total, 1);
+    cr_assert_eq(h.srv.stats.conns_open, 0);
+    cr_assert_gt(h.srv.stats.bytes_out, 5 * 50);
+}
+
+static int routing_client(harness_t *h, char *msg, size_t cap) {
+    cl_conn_t c;
+    cl_resp_t r;
+    char v[128];
+    CHECK(cl_connect(&c, h->port) == 0, "connect");
+    CHECK(get(&c, "/nope", &r) == 0 && r.status == 404, "404 expected, got %d", r.status);
+    CHECK(strstr(r.body, "\"error\"") && strstr(r.body, "\"param\":null"), "404 body %s", r.body);
+    cl_resp_free(&r);
+    CHECK(get(&c, "/only-post", &r) == 0 && r.status == 405, "405 expected, got %d", r.status);
+    CHECK(cl_header(&r, "Allow", v, sizeof v) == 0 && strcmp(v, "POST") == 0, "Allow '%s'", v);
+    cl_resp_free(&r);
+    /* query split from the path */
+    CHECK(cl_send_str(&c, "GET /echo?a=1&b=2 HTTP/1.1\r\nX-Echo-Query: 1\r\n\r\n") == 0, "s");
+    CHECK(cl_read_response(&c, &r, 0) == 0 && r.status == 200, "echo query %d", r.status);
+    CHECK(strcmp(r.body, "a=1&b=2") == 0, "query '%s'", r.body);
+    cl_resp_free(&r);
+    /* HEAD on a GET route: headers with the length, no body */
+    CHECK(cl_send_str(&c, "HEAD /health HTTP/1.1\r\n\r\n") == 0, "s");
+    CHECK(cl_read_head(&c, &r) == 0 && r.status == 200, "HEAD");
+    CHECK(cl_header(&r, "Content-Length", v, sizeof v) == 0 && strcmp(v, "15") == 0, "HEAD len");
+    /* handler error -> 500, connection still usable */
+    CHECK(get(&c, "/fail", &r) == 0 && r.status == 500, "500 expected, got %d", r.status);
+    cl_resp_free(&r);
+    CHECK(get(&c, "/health", &r) == 0 && r.status == 200, "after HEAD/500: %d", r.status);
+    cl_resp_free(&r);
+    cl_close(&c);
+    return 0;
+}
+
+Test(loopback, routing_404_405_head_query) {
+    harness_t h;
+    harness_config(&h);
+    RUN(&h, routing_client);
+}
+
+static int pipeline_client(harness_t *h, char *msg, size_t cap) {
+    cl_conn_t c;
+    cl_resp_t r;
+    CHECK(cl_connect(&c, h->port) == 0, "connect");
+    /* The async request in the middle answers 30 ms later; order must hold. */
+    const char *reqs = "POST /echo HTTP/1.1\r\nContent-Length: 3\r\n\r\none"
+                       "GET /async HTTP/1.1\r\n\r\n"
+                       "POST /echo HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+                       "3\r\nthr\r\n2\r\nee\r\n0\r\n\r\n"
+                       "GET /health HTTP/1.1\r\n\r\n";
+    CHECK(cl_send_str(&c, reqs) == 0, "send");
+    const char *want[] = {"one", "async", "three", "{\"status\":\"ok\"}"};
+    for (int i = 0; i < 4; i++) {
+        CHECK(cl_read_response(&c, &r, 0) == 0, "response %d missing", i);
+        CHECK(r.status == 200 && strcmp(r.body, want[i]) == 0, "response %d: %d '%s'", i, r.status,
+              r.body);
+        cl_resp_free(&r);
+    }
+    cl_close(&c);
+    return 0;
+}
+
+Test(loopback, pipelined_in_order_with_async_and_chunked) {
+    harness_t h;
+    harness_config(&h);
+    RUN(&h, pipeline_client);
+    cr_assert_eq(h.srv.stats.requests_total, 4);
+}
+
+/* ---- limits ---- */
+
+static int expect_error_close(cl_conn_t *c, int status, char *msg, size_t cap) {
+    cl_resp_t r;
+    CHECK(cl_read_response(c, &r, 0) == 0, "no %d response", status);
+    CHECK(r.status == status, "status %d, expected %d", r.status, status);
+    char v[64];
+    CHECK(cl_header(&r, "Connection", v, sizeof v) == 0 && strcmp(v, "close") == 0,
+          "%d without Connection: close", status);
+    CHECK(strstr(r.body, "{\"error\":{\"message\":") && strstr(r.body, "\"type\":") &&
+              strstr(r.body, "\"param\":null") && strstr(r.body, "\"code\":"),
+          "error body '%s'", r.body);
+    cl_resp_free(&r);
+    CHECK(cl_wait_closed(c, 3000), "connection not closed after %d", status);
+    return 0;
+}
+
+static int limits_client(harness_t *h, char *msg, size_t cap) {
+    cl_conn_t c;
+    /* 431: headers just over the limit */
+    CHECK(cl_connect(&c, h->port) == 0, "connect");
+    static char big[20000];
+    int n = snprintf(big, sizeof big, "GET /health HTTP/1.1\r\nX-Big: ");
+    memset(big + n, 'a', 16384);
+    strcpy(big + n + 16384, "\r\n\r\n");
+    CHECK(cl_send_str(&c, big) == 0, "send big");
+    if (expect_error_close(&c, 431, msg, cap)) return -1;
+    cl_close(&c);
+    /* headers exactly under the limit pass */
+    CHECK(cl_connect(&c, h->port) == 0, "connect");
+    n = snprintf(big, sizeof big, "GET /health HTTP/1.1\r\nX-Big: ");
+    size_t fill = h->cfg.max_header_bytes - (size_t)n - 4;
+    memset(big + n, 'a', fill);
+    strcpy(big + n + fill, "\r\n\r\n");
+    CHECK(strlen(big) == h->cfg.max_header_bytes, "test setup");
+    CHECK(cl_send_str(&c, big) == 0, "send");
+    cl_resp_t r;
+    CHECK(cl_read_response(&c, &r, 0) == 0 && r.status == 200, "16 KiB head: %d", r.status);
+    cl_resp_free(&r);
+    cl_close(&c);
+    /* 413 by Content-Length, answered without reading the body */
+    CHECK(cl_connect(&c, h->port) == 0, "connect");
+    CHECK(cl_send_str(&c, "POST /echo HTTP/1.1\r\nContent-Length: 2000\r\n\r\n") == 0, "s");
+    if (expect_error_close(&c, 413, msg, cap)) return -1;
+    cl_close(&c);
+    /* 413 by a chunked body that grows over the limit */
+    CHECK(cl_connect(&c, h->port) == 0, "connect");
+    CHECK(cl_send_str(&c, "POST /echo HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n") == 0, "s");
+    static char chunk[800];
+    memset(chunk, 'b', sizeof chunk);
+    for (int i = 0; i < 2; i++) {
+        CHECK(cl_send_str(&c, "320\r\n") == 0 && cl_send(&c, chunk, sizeof chunk) == 0 &&
+                  cl_send_str(&c, "\r\n") == 0,
+              "chunk");
+    }
+    if (expect_error_close(&c, 413, msg, cap)) return -1;
+    cl_close(&c);
+    /* 400: not HTTP */
+    CHECK(cl_connect(&c, h->port) == 0, "connect");
+    CHECK(cl_send_str(&c, "HELLO WORLD\r\n\r\n") == 0, "s");
+    if (expect_error_close(&c, 400, msg, cap)) return -1;
+    cl_close(&c);
+    /* 400: bad header syntax after a good request on the same connection */
+    CHECK(cl_connect(&c, h->port) == 0, "connect");
+    CHECK(cl_send_str(
+              &c, "GET /health HTTP/1.1\r\n\r\nGET /health HTTP/1.1\r\nBad Header\r\n\r\n") == 0,
+          "s");
+    CHECK(cl_read_response(&c, &r, 0) == 0 && r.status == 200, "first of two");
+    cl_resp_free(&r);
+    if (expect_error_close(&c, 400, msg, cap)) return -1;
+    cl_close(&c);
+    return 0;
+}
+
+Test(loopback, limits_431_413_400) {
+    harness_t h;
+    harness_config(&h);
+    h.cfg.max_body = 1024;
+    RUN(&h, limits_client);
+}
+
+static int continue_client(harness_t *h, char *msg, size_t cap) {
+    cl_conn_t c;
+    cl_resp_t r;
+    CHECK(cl_connect(&c, h->port) == 0, "connect");
+    CHECK(cl_send_str(&c, "POST /echo HTTP/1.1\r\nContent-Length: 5\r\n"
+                          "Expect: 100-continue\r\n\r\n") == 0,
+          "s");
+    CHECK(cl_read_head(&c, &r) == 0 && r.status == 100, "100 Continue expected: %d", r.status);
+    CHECK(cl_send_str(&c, "hello") == 0, "s");
+    CHECK(cl_read_response(&c, &r, 0) == 0 && r.status == 200 && strcmp(r.body, "hello") == 0,
+          "echo after 100");
+    cl_resp_free(&r);
+    /* too large: 413 straight away, no 100 */
+    CHECK(cl_send_str(&c, "POST /echo HTTP/1.1\r\nContent-Length: 5000\r\n"
+                          "Expect: 100-continue\r\n\r\n") == 0,
+          "s");
+    if (expect_error_close(&c, 413, msg, cap)) return -1;
+    cl_close(&c);
+    return 0;
+}
+
+Test(loopback, expect_100_continue) {
+    harness_t h;
+    harness_config(&h);
+    h.cfg.max_body = 1024;
+    RUN(&h, continue_client);
+}
+
+static int timeout_client(harness_t *h, char *msg, size_t cap) {
+    cl_conn_t c;
+    CHECK(cl_connect(&c, h->port) == 0, "connect");
+    CHECK(cl_send_str(&c, "GET /health HTTP/1.1\r\nHost: slow") == 0, "s");
+    if (expect_error_close(&c, 408, msg, cap)) return -1;
+    cl_close(&c);
+    /* an idle keep-alive connection is closed after idle_timeout */
+    cl_resp_t r;
+    CHECK(cl_connect(&c, h->port) == 0, "connect");
+    CHECK(get(&c, "/health", &r) == 0 && r.status == 200, "get");
+    cl_resp_free(&r);
+    CHECK(cl_wait_closed(&c, 3000), "idle connection not closed");
+    cl_close(&c);
+    return 0;
+}
+
+Test(loopback, header_and_idle_timeouts) {
+    harness_t h;
+    harness_config(&h);
+    h.cfg.header_timeout_ms = 200;
+    h.cfg.idle_timeout_ms = 300;
+    RUN(&h, timeout_client);
+}
+
+static int maxconns_client(harness_t *h, char *msg, size_t cap) {
+    cl_conn_t a, b;
+    cl_resp_t r;
+    CHECK(cl_connect(&a, h->port) == 0, "connect a");
+    CHECK(get(&a, "/health", &r) == 0 && r.status == 200, "a works");
+    cl_resp_free(&r);
+    CHECK(cl_connect(&b, h->port) == 0, "connect b");
+    if (expect_error_close(&b, 503, msg, cap)) return -1;
+    cl_close(&b);
+    CHECK(get(&a, "/health", &r) == 0 && r.status == 200, "a still works");
+    cl_resp_free(&r);
+    cl_close(&a);
+    return 0;
+}
+
+Test(loopback, max_conns_503) {
+    harness_t h;
+    harness_config(&h);
+    h.cfg.max_conns = 1;
+    RUN(&h, maxconns_client);
+    cr_assert_eq(h.srv.stats.conns_rejected, 1);
+}
+
+/* ---- SSE ---- */
+
+static int sse_client(harness_t *h, char *msg, size_t cap) {
+    cl_conn_t c;
+    cl_resp_t r;
+    char v[64];
+    const char *want = "data: {\"i\":0}\n\ndata: {\"i\":1}\n\ndata: {\"i\":2}\n\ndata: [DONE]\n\n";
+    CHECK(cl_connect(&c, h->port) == 0, "connect");
+    CHECK(get(&c, "/stream", &r) == 0 && r.status == 200, "stream status %d", r.status);
+    CHECK(r.chunked, "1.1 stream not chunked");
+    CHECK(cl_header(&r, "Content-Type", v, sizeof v) == 0 && strcmp(v, "text/event-stream") == 0,
+          "content type");
+    CHECK(cl_header(&r, "Cache-Control", v, sizeof v) == 0 && strcmp(v, "no-cache") == 0, "cc");
+    CHECK(cl_header(&r, "X-Accel-Buffering", v, sizeof v) == 0 && strcmp(v, "no") == 0, "xab");
+    CHECK(strcmp(r.body, want) == 0, "events '%s'", r.body);
+    cl_resp_free(&r);
+    /* keep-alive after the stream */
+    CHECK(get(&c, "/health", &r) == 0 && r.status == 200, "after stream");
+    cl_resp_free(&r);
+    cl_close(&c);
+    /* HTTP/1.0: no chunking, close-delimited */
+    CHECK(cl_connect(&c, h->port) == 0, "connect");
+    CHECK(cl_send_str(&c, "GET /stream HTTP/1.0\r\n\r\n") == 0, "s");
+    CHECK(cl_read_response(&c, &r, 1) == 0 && r.status == 200, "1.0 stream");
+    CHECK(!r.chunked && cl_header(&r, "Transfer-Encoding", v, sizeof v) != 0, "1.0 chunked");
+    CHECK(cl_header(&r, "Connection", v, sizeof v) == 0 && strcmp(v, "close") == 0, "1.0 conn");
+    CHECK(strcmp(r.body, want) == 0, "1.0 events '%s'", r.body);
+    cl_resp_free(&r);
+    cl_close(&c);
+    return 0;
+}
+
+Test(loopback, sse_chunked_and_http10) {
+    harness_t h;
+    harness_config(&h);
+    RUN(&h, sse_client);
+    cr_assert_eq(h.srv.stats.streams_active, 0);
+}
+
+static int disconnect_client(harness_t *h, char *msg, size_t cap) {
+    cl_conn_t c;
+    CHECK(cl_connect(&c, h->port) == 0, "connect");
+    CHECK(cl_send_str(&c, "GET /hang HTTP/1.1\r\n\r\n") == 0, "s");
+    usleep(200 * 1000);
+    CHECK(atomic_load(&h->aborts) == 0, "aborted early");
+    cl_close(&c); /* disconnect while the request is open */
+    for (int i = 0; i < 300 && atomic_load(&h->aborts) == 0; i++) usleep(10 * 1000);
+    CHECK(atomic_load(&h->aborts) == 1, "on_abort not called after disconnect");
+    CHECK(atomic_load(&h->last_abort_reason) == UL_ECLOSED, "reason %d",
+          atomic_load(&h->last_abort_reason));
+    return 0;
+}
+
+Test(loopback, disconnect_aborts_open_request) {
+    harness_t h;
+    harness_config(&h);
+    RUN(&h, disconnect_client);
+    cr_assert_eq(h.srv.stats.conns_open, 0);
+}
+
+static int ping_client(harness_t *h, char *msg, size_t cap) {
+    cl_conn_t c;
+    cl_resp_t r;
+    CHECK(cl_connect(&c, h->port) == 0, "connect");
+    CHECK(cl_send_str(&c, "GET /silent HTTP/1.1\r\n\r\n") == 0, "s");
+    CHECK(cl_read_head(&c, &r) == 0 && r.status == 200, "head");
+    /* nothing is sent by the handler; within ~3 ping periods a ping chunk must arrive */
+    char line[64];
+    size_t got = 0;
+    while (got < sizeof line - 1) {
+        ssize_t n = recv(c.fd, line + got, sizeof line - 1 - got, 0);
+        CHECK(n > 0, "no ping received");
+        got += (size_t)n;
+        line[got] = '\0';
+        if (strstr(line, ": ping\n\n")) break;
+    }
+    CHECK(strstr(line, ": ping\n\n") != NULL, "got '%s'", line);
+    cl_close(&c);
+    for (int i = 0; i < 300 && atomic_load(&h->aborts) == 0; i++) usleep(10 * 1000);
+    CHECK(atomic_load(&h->aborts) == 1, "on_abort not called");
+    return 0;
+}
+
+Test(loopback, sse_ping_on_silence) {
+    harness_t h;
+    harness_config(&h);
+    h.cfg.sse_ping_ms = 100;
+    RUN(&h, ping_client);
+}
+
+static int backpressure_client(harness_t *h, char *msg, size_t cap) {
+    cl_conn_t c;
+    cl_resp_t r;
+    CHECK(cl_connect(&c, h->port) == 0, "connect");
+    CHECK(cl_send_str(&c, "GET /flood HTTP/1.1\r\n\r\n") == 0, "s");
+    /* not reading: the producer must stop at the soft limit */
+    usleep(300 * 1000);
+    int before = atomic_load(&h->stream_events);
+    usleep(200 * 1000);
+    CHECK(atomic_load(&h->stream_events) == before, "producer kept going: %d -> %d", before,
+          atomic_load(&h->stream_events));
+    CHECK(before < 2000, "never backpressured");
+    /* draining lets it finish */
+    CHECK(cl_read_response(&c, &r, 0) == 0 && r.status == 200, "stream");
+    CHECK(atomic_load(&h->drains) > 0, "on_drain never called");
+    CHECK(r.body_len > 2000 * 4096, "short stream %zu", r.body_len);
+    cl_resp_free(&r);
+    cl_close(&c);
+    /* a producer that ignores backpressure gets UL_EFULL and the connection is closed */
+    CHECK(cl_connect(&c, h->port) == 0, "connect");
+    CHECK(cl_send_str(&c, "GET /flood-ignore HTTP/1.1\r\n\r\n") == 0, "s");
+    for (int i = 0; i < 500 && atomic_load(&h->aborts) == 0; i++) usleep(10 * 1000);
+    CHECK(atomic_load(&h->efull) == 1, "no UL_EFULL");
+    CHECK(atomic_load(&h->aborts) == 1, "no on_abort after the hard limit");
+    CHECK(atomic_load(&h->last_abort_reason) == UL_EFULL, "reason %d",
+          atomic_load(&h->last_abort_reason));
+    cl_close(&c);
+    return 0;
+}
+
+Test(loopback, sse_backpressure_and_hard_limit) {
+    harness_t h;
+    harness_config(&h);
+    h.cfg.out_soft_limit = 64 * 1024;
+    h.cfg.out_hard_limit = 1024 * 1024;
+    RUN(&h, backpressure_client);
+}
+
+/* ---- graceful shutdown ---- */
+
+/* client sockets left open across the shutdown, closed by the test afterwards */
+static int g_fds[2] = {-1, -1};
+static void close_fds(void) {
+    for (int i = 0; i < 2; i++)
+        if (g_fds[i] >= 0) close(g_fds[i]);
+    g_fds[0] = g_fds[1] = -1;
+}
+
+static int shutdown_client(harness_t *h, char *msg, size_t cap) {
+    cl_conn_t idle, busy;
+    cl_resp_t r;
+    CHECK(cl_connect(&idle, h->port) == 0, "connect");
+    CHECK(get(&idle, "/health", &r) == 0 && r.status == 200, "idle get");
+    cl_resp_free(&r);
+    CHECK(cl_connect(&busy, h->port) == 0, "connect");
+    CHECK(cl_send_str(&busy, "GET /async HTTP/1.1\r\n\r\n") == 0, "s");
+    for (int i = 0; i < 100 && atomic_load(&h->async_pending) == 0; i++) usleep(1000);
+    /* the harness shuts down as soon as this returns; the rest is checked below */
+    g_fds[0] = idle.fd;
+    g_fds[1] = busy.fd;
+    return 0;
+}
+
+Test(loopback, shutdown_force_closes_everything) {
+    harness_t h;
+    harness_config(&h);
+    h.shutdown_grace_ms = 0;
+    /* the client returns with two connections still open (one with an open request):
+     * shutdown(0) must close both, call on_abort and still let the loop close */
+    RUN(&h, shutdown_client);
+    cr_assert_eq(h.srv.stats.conns_open, 0);
+    cr_assert_eq(atomic_load(&h.aborts), 1);
+    close_fds();
+}
+
+static int graceful_client(harness_t *h, char *msg, size_t cap) {
+    cl_conn_t busy;
+    cl_resp_t r;
+    CHECK(cl_connect(&busy, h->port) == 0, "connect");
+    CHECK(cl_send_str(&busy, "GET /stream HTTP/1.1\r\n\r\n") == 0, "s");
+    CHECK(cl_read_head(&busy, &r) == 0 && r.status == 200, "stream head");
+    g_fds[0] = busy.fd;
+    return 0; /* shutdown (grace 2 s) begins while the stream is running */
+}
+
+Test(loopback, shutdown_lets_streams_finish) {
+    harness_t h;
+    harness_config(&h);
+    h.shutdown_grace_ms = 2000;
+    h.cfg.linger_ms = 100; /* the client keeps its socket: do not wait 2 s for it */
+    RUN(&h, graceful_client);
+    cr_assert_eq(atomic_load(&h.aborts), 0, "stream was cut instead of finishing");
+    cr_assert_eq(h.srv.stats.requests_total, 1);
+    close_fds();
+}
