@@ -21,8 +21,10 @@ static void usage(FILE *f) {
 static void put_str(const char *p, uint64_t len, uint64_t max) {
     for (uint64_t i = 0; i < len && i < max; i++) {
         unsigned char c = (unsigned char)p[i];
-        if (c < 0x20 || c == 0x7f) printf("\\x%02x", c);
-        else putchar(c);
+        if (c < 0x20 || c == 0x7f)
+            printf("\\x%02x", c);
+        else
+            putchar(c);
     }
     if (len > max) printf("...");
 }
@@ -63,8 +65,10 @@ static void print_specials(const ul_model_t *m) {
 static void print_vocab(const ul_model_t *m) {
     ul_str_t s;
     printf("vocabulary\n  %-16s ", "type");
-    if (!ul_gguf_get_str(&m->gguf, "tokenizer.ggml.model", &s)) put_str(s.ptr, s.len, 64);
-    else printf("(none)");
+    if (!ul_gguf_get_str(&m->gguf, "tokenizer.ggml.model", &s))
+        put_str(s.ptr, s.len, 64);
+    else
+        printf("(none)");
     if (!ul_gguf_get_str(&m->gguf, "tokenizer.ggml.pre", &s)) {
         printf(" (pre ");
         put_str(s.ptr, s.len, 64);
@@ -98,8 +102,8 @@ static void print_tensors(const ul_model_t *m) {
     for (int t = 0; t < UL_TYPE_COUNT; t++)
         if (count[t]) printf("  %-16s %llu\n", ul_type_name(t), (unsigned long long)count[t]);
     if (m->layers)
-        printf("  %-16s %s\n", "output", m->output == m->tok_embd ? "tied to token_embd"
-                                                                  : "separate output.weight");
+        printf("  %-16s %s\n", "output",
+               m->output == m->tok_embd ? "tied to token_embd" : "separate output.weight");
 }
 
 static void print_kv(const ul_gguf_t *g) {
@@ -109,17 +113,24 @@ static void print_kv(const ul_gguf_t *g) {
         printf("  ");
         put_str(kv->key.ptr, kv->key.len, 128);
         char key[256];
-        snprintf(key, sizeof key, "%.*s", (int)(kv->key.len < 255 ? kv->key.len : 255), kv->key.ptr);
+        snprintf(key, sizeof key, "%.*s", (int)(kv->key.len < 255 ? kv->key.len : 255),
+                 kv->key.ptr);
         int64_t iv;
         float fv;
         int bv;
         ul_str_t s;
-        if (kv->type == UL_GGUF_ARRAY) printf(" = [%llu elements]", (unsigned long long)kv->n);
-        else if (!ul_gguf_get_str(g, key, &s)) printf(" = \""), put_str(s.ptr, s.len, 80), printf("\"");
-        else if (!ul_gguf_get_i64(g, key, &iv)) printf(" = %lld", (long long)iv);
-        else if (!ul_gguf_get_f32(g, key, &fv)) printf(" = %g", fv);
-        else if (!ul_gguf_get_bool(g, key, &bv)) printf(" = %s", bv ? "true" : "false");
-        else if (kv->type == UL_GGUF_UINT64) printf(" = (u64 above int64)");
+        if (kv->type == UL_GGUF_ARRAY)
+            printf(" = [%llu elements]", (unsigned long long)kv->n);
+        else if (!ul_gguf_get_str(g, key, &s))
+            printf(" = \""), put_str(s.ptr, s.len, 80), printf("\"");
+        else if (!ul_gguf_get_i64(g, key, &iv))
+            printf(" = %lld", (long long)iv);
+        else if (!ul_gguf_get_f32(g, key, &fv))
+            printf(" = %g", fv);
+        else if (!ul_gguf_get_bool(g, key, &bv))
+            printf(" = %s", bv ? "true" : "false");
+        else if (kv->type == UL_GGUF_UINT64)
+            printf(" = (u64 above int64)");
         printf("\n");
     }
 }

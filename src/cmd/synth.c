@@ -30,12 +30,18 @@ static const shape_t g_shapes[] = {
 /* general.file_type values llama.cpp uses for "mostly <type>". */
 static int file_type_of(int type) {
     switch (type) {
-    case UL_TYPE_F32: return 0;
-    case UL_TYPE_F16: return 1;
-    case UL_TYPE_Q4_0: return 2;
-    case UL_TYPE_Q8_0: return 7;
-    case UL_TYPE_BF16: return 32;
-    default: return -1;
+    case UL_TYPE_F32:
+        return 0;
+    case UL_TYPE_F16:
+        return 1;
+    case UL_TYPE_Q4_0:
+        return 2;
+    case UL_TYPE_Q8_0:
+        return 7;
+    case UL_TYPE_BF16:
+        return 32;
+    default:
+        return -1;
     }
 }
 
@@ -98,10 +104,10 @@ static int synth_tensors(const shape_t *s, int64_t n_vocab, wdesc_t *d, char (*n
     int n = 0;
     d[n++] = (wdesc_t){"token_embd.weight", e, n_vocab};
     for (int l = 0; l < s->n_layer; l++) {
-        const wdesc_t w[] = {{"attn_norm", e, 0}, {"attn_q", e, e},     {"attn_k", e, kv},
-                             {"attn_v", e, kv},   {"attn_output", e, e}, {"ffn_norm", e, 0},
-                             {"ffn_gate", e, s->n_ff}, {"ffn_up", e, s->n_ff},
-                             {"ffn_down", s->n_ff, e}};
+        const wdesc_t w[] = {
+            {"attn_norm", e, 0},      {"attn_q", e, e},       {"attn_k", e, kv},
+            {"attn_v", e, kv},        {"attn_output", e, e},  {"ffn_norm", e, 0},
+            {"ffn_gate", e, s->n_ff}, {"ffn_up", e, s->n_ff}, {"ffn_down", s->n_ff, e}};
         for (size_t k = 0; k < sizeof w / sizeof w[0]; k++) {
             snprintf(names[n], 48, "blk.%d.%s.weight", l, w[k].name);
             d[n] = w[k];
@@ -114,8 +120,8 @@ static int synth_tensors(const shape_t *s, int64_t n_vocab, wdesc_t *d, char (*n
     return n;
 }
 
-static int synth_meta(ul_gguf_writer_t *w, const shape_t *s, const ul_gguf_t *voc,
-                      int64_t n_vocab, int type) {
+static int synth_meta(ul_gguf_writer_t *w, const shape_t *s, const ul_gguf_t *voc, int64_t n_vocab,
+                      int type) {
     char name[64];
     snprintf(name, sizeof name, "synthetic-%s", s->name);
     int rc = 0;
@@ -127,7 +133,8 @@ static int synth_meta(ul_gguf_writer_t *w, const shape_t *s, const ul_gguf_t *vo
     rc = rc ? rc : ul_gguf_w_u32(w, "llama.embedding_length", (uint32_t)s->n_embd);
     rc = rc ? rc : ul_gguf_w_u32(w, "llama.block_count", (uint32_t)s->n_layer);
     rc = rc ? rc : ul_gguf_w_u32(w, "llama.feed_forward_length", (uint32_t)s->n_ff);
-    rc = rc ? rc : ul_gguf_w_u32(w, "llama.rope.dimension_count", (uint32_t)(s->n_embd / s->n_head));
+    rc =
+        rc ? rc : ul_gguf_w_u32(w, "llama.rope.dimension_count", (uint32_t)(s->n_embd / s->n_head));
     rc = rc ? rc : ul_gguf_w_u32(w, "llama.attention.head_count", (uint32_t)s->n_head);
     rc = rc ? rc : ul_gguf_w_u32(w, "llama.attention.head_count_kv", (uint32_t)s->n_head_kv);
     rc = rc ? rc : ul_gguf_w_f32(w, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
@@ -135,7 +142,8 @@ static int synth_meta(ul_gguf_writer_t *w, const shape_t *s, const ul_gguf_t *vo
     rc = rc ? rc : ul_gguf_w_u32(w, "llama.vocab_size", (uint32_t)n_vocab);
     for (uint64_t i = 0; !rc && i < voc->n_kv; i++) {
         const ul_gguf_kv_t *kv = &voc->kv[i];
-        if (kv->key.len > 10 && !memcmp(kv->key.ptr, "tokenizer.", 10)) rc = ul_gguf_w_copy_kv(w, kv);
+        if (kv->key.len > 10 && !memcmp(kv->key.ptr, "tokenizer.", 10))
+            rc = ul_gguf_w_copy_kv(w, kv);
     }
     return rc;
 }
@@ -196,12 +204,18 @@ int ul_cmd_synth(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) return synth_usage(stdout), 0;
-        if (i + 1 < argc && !strcmp(a, "--shape")) shape = argv[++i];
-        else if (i + 1 < argc && !strcmp(a, "--vocab")) vocab = argv[++i];
-        else if (i + 1 < argc && !strcmp(a, "--type")) tname = argv[++i];
-        else if (i + 1 < argc && !strcmp(a, "--seed")) seed = strtoull(argv[++i], NULL, 0);
-        else if (a[0] != '-' && !out) out = a;
-        else return synth_usage(stderr), 2;
+        if (i + 1 < argc && !strcmp(a, "--shape"))
+            shape = argv[++i];
+        else if (i + 1 < argc && !strcmp(a, "--vocab"))
+            vocab = argv[++i];
+        else if (i + 1 < argc && !strcmp(a, "--type"))
+            tname = argv[++i];
+        else if (i + 1 < argc && !strcmp(a, "--seed"))
+            seed = strtoull(argv[++i], NULL, 0);
+        else if (a[0] != '-' && !out)
+            out = a;
+        else
+            return synth_usage(stderr), 2;
     }
     const shape_t *s = NULL;
     for (size_t i = 0; shape && i < sizeof g_shapes / sizeof g_shapes[0]; i++)
@@ -246,7 +260,8 @@ static int quantize_data(ul_gguf_writer_t *w, const ul_gguf_tensor_t *t, int typ
     size_t in_row = ul_type_row_bytes((int)t->type, t->ne[0]);
     int64_t rows = (int64_t)(t->nbytes / in_row);
     for (int64_t j = 0; j < rows; j++) {
-        ul_cpu_dequant_row((int)t->type, (const uint8_t *)t->data + (size_t)j * in_row, row, t->ne[0]);
+        ul_cpu_dequant_row((int)t->type, (const uint8_t *)t->data + (size_t)j * in_row, row,
+                           t->ne[0]);
         size_t nb = ul_cpu_quant_row(type, row, qrow, t->ne[0]);
         int rc = nb ? ul_gguf_w_data(w, qrow, nb) : UL_EINVAL;
         if (rc) return rc;
@@ -255,7 +270,7 @@ static int quantize_data(ul_gguf_writer_t *w, const ul_gguf_tensor_t *t, int typ
 }
 
 static int quantize_write(const ul_gguf_t *g, int type, const char *out, int *n_fallback) {
-    static const int readable[] = {UL_TYPE_F32, UL_TYPE_F16, UL_TYPE_BF16, UL_TYPE_Q8_0,
+    static const int readable[] = {UL_TYPE_F32,  UL_TYPE_F16,  UL_TYPE_BF16, UL_TYPE_Q8_0,
                                    UL_TYPE_Q4_0, UL_TYPE_Q4_K, UL_TYPE_Q6_K};
     int64_t max_row = 1;
     for (uint64_t i = 0; i < g->n_tensors; i++) {
@@ -284,7 +299,8 @@ static int quantize_write(const ul_gguf_t *g, int type, const char *out, int *n_
     for (uint64_t i = 0; !rc && i < g->n_tensors; i++) {
         const ul_gguf_tensor_t *t = &g->tensors[i];
         char name[256];
-        snprintf(name, sizeof name, "%.*s", (int)(t->name.len < 255 ? t->name.len : 255), t->name.ptr);
+        snprintf(name, sizeof name, "%.*s", (int)(t->name.len < 255 ? t->name.len : 255),
+                 t->name.ptr);
         int ot = out_type(t, type);
         *n_fallback += t->n_dims >= 2 && ot != type;
         rc = ul_gguf_w_tensor(w, name, (uint32_t)ot, t->n_dims, t->ne, NULL);

@@ -83,20 +83,24 @@ static int rd_str(rd_t *r, ul_str_t *out, const char *what) {
  * strings and printed in messages. */
 static int check_name(rd_t *r, const ul_str_t *s, size_t at, const char *what) {
     if (s->len == 0) return fail(r->g, "%s: empty name at offset %zu", what, at);
-    if (memchr(s->ptr, 0, s->len)) return fail(r->g, "%s: name contains NUL at offset %zu", what, at);
+    if (memchr(s->ptr, 0, s->len))
+        return fail(r->g, "%s: name contains NUL at offset %zu", what, at);
     if (!ul_utf8_valid(s->ptr, s->len))
         return fail(r->g, "%s: name is not valid UTF-8 at offset %zu", what, at);
     return 0;
 }
 
-static int shown(const ul_str_t *s) { return s->len > MAX_NAME_SHOWN ? MAX_NAME_SHOWN : (int)s->len; }
+static int shown(const ul_str_t *s) {
+    return s->len > MAX_NAME_SHOWN ? MAX_NAME_SHOWN : (int)s->len;
+}
 
 static int parse_array(rd_t *r, ul_gguf_kv_t *kv, const char *what) {
     size_t at = r->pos;
     int rc = rd_u32(r, &kv->arr_type, what);
     if (rc) return rc;
     if (kv->arr_type >= UL_GGUF_NTYPES)
-        return fail(r->g, "%s: unknown array element type %u at offset %zu", what, kv->arr_type, at);
+        return fail(r->g, "%s: unknown array element type %u at offset %zu", what, kv->arr_type,
+                    at);
     if (kv->arr_type == UL_GGUF_ARRAY)
         return fail(r->g, "%s: nested arrays are not supported at offset %zu", what, at);
     at = r->pos;
@@ -107,8 +111,10 @@ static int parse_array(rd_t *r, ul_gguf_kv_t *kv, const char *what) {
     if (kv->arr_type != UL_GGUF_STRING) {
         size_t es = ul_gguf_scalar_size(kv->arr_type);
         if (kv->n > left / es)
-            return fail(r->g, "%s: array of %llu elements of %zu bytes past end of file (size %zu) "
-                        "at offset %zu", what, (unsigned long long)kv->n, es, r->size, at);
+            return fail(r->g,
+                        "%s: array of %llu elements of %zu bytes past end of file (size %zu) "
+                        "at offset %zu",
+                        what, (unsigned long long)kv->n, es, r->size, at);
         r->pos += kv->n * es;
         return 0;
     }
@@ -142,8 +148,8 @@ static int parse_value(rd_t *r, ul_gguf_kv_t *kv, const char *what) {
         return fail(r->g, "%s: truncated value (file ends at %zu) at offset %zu", what, r->size,
                     r->pos);
     if (kv->type == UL_GGUF_BOOL && r->p[r->pos] > 1)
-        return fail(r->g, "%s: bool value %u is neither 0 nor 1 at offset %zu", what,
-                    r->p[r->pos], r->pos);
+        return fail(r->g, "%s: bool value %u is neither 0 nor 1 at offset %zu", what, r->p[r->pos],
+                    r->pos);
     r->pos += es;
     return 0;
 }
@@ -197,7 +203,8 @@ static int parse_tensor_info(rd_t *r, uint64_t i, ul_gguf_tensor_t *t, size_t *o
     int be = ul_type_block_elems((int)t->type);
     if (!be) return fail(r->g, "%s: unknown tensor type %u at offset %zu", what, t->type, at);
     if (t->ne[0] % be)
-        return fail(r->g, "%s: ne[0] = %lld is not a multiple of the %s block size %d at offset %zu",
+        return fail(r->g,
+                    "%s: ne[0] = %lld is not a multiple of the %s block size %d at offset %zu",
                     what, (long long)t->ne[0], ul_type_name((int)t->type), be, at);
     uint64_t row = ul_type_row_bytes((int)t->type, t->ne[0]);
     uint64_t rows = (uint64_t)(count / t->ne[0]);
@@ -214,15 +221,19 @@ static int place_tensors(ul_gguf_t *g, const size_t *off_at) {
     for (uint64_t i = 0; i < g->n_tensors; i++) {
         ul_gguf_tensor_t *t = &g->tensors[i];
         if (t->offset % g->alignment)
-            return fail(g, "tensor %llu '%.*s': data offset %llu is not a multiple of the alignment "
-                        "%llu at offset %zu", (unsigned long long)i, shown(&t->name), t->name.ptr,
+            return fail(g,
+                        "tensor %llu '%.*s': data offset %llu is not a multiple of the alignment "
+                        "%llu at offset %zu",
+                        (unsigned long long)i, shown(&t->name), t->name.ptr,
                         (unsigned long long)t->offset, (unsigned long long)g->alignment, off_at[i]);
         if (t->offset > avail || t->nbytes > avail - t->offset) {
             uint64_t start = g->data_off + t->offset, end = start + t->nbytes;
             if (start < t->offset) start = UINT64_MAX;
             if (end < start) end = UINT64_MAX;
-            return fail(g, "tensor %llu '%.*s': data [%llu, %llu) past end of file (size %zu) at "
-                        "offset %zu", (unsigned long long)i, shown(&t->name), t->name.ptr,
+            return fail(g,
+                        "tensor %llu '%.*s': data [%llu, %llu) past end of file (size %zu) at "
+                        "offset %zu",
+                        (unsigned long long)i, shown(&t->name), t->name.ptr,
                         (unsigned long long)start, (unsigned long long)end, g->size, off_at[i]);
         }
         t->data = g->base + g->data_off + t->offset;
@@ -280,7 +291,8 @@ static int parse_header(rd_t *r) {
     uint32_t magic = 0;
     int rc = rd_u32(r, &magic, "header magic");
     if (rc) return rc;
-    if (magic != GGUF_MAGIC) return fail(g, "bad magic 0x%08x (not a GGUF file) at offset 0", magic);
+    if (magic != GGUF_MAGIC)
+        return fail(g, "bad magic 0x%08x (not a GGUF file) at offset 0", magic);
     if ((rc = rd_u32(r, &g->version, "header version"))) return rc;
     if (g->version != 2 && g->version != 3)
         return fail(g, "unsupported GGUF version %u (only 2 and 3%s) at offset 4", g->version,
@@ -294,7 +306,8 @@ static int parse_header(rd_t *r) {
         return fail(g, "header n_kv: %llu entries cannot fit in a file of %zu bytes at offset 16",
                     (unsigned long long)g->n_kv, r->size);
     if (g->n_tensors > left / 33)
-        return fail(g, "header n_tensors: %llu tensors cannot fit in a file of %zu bytes at offset 8",
+        return fail(g,
+                    "header n_tensors: %llu tensors cannot fit in a file of %zu bytes at offset 8",
                     (unsigned long long)g->n_tensors, r->size);
     return 0;
 }
@@ -319,8 +332,10 @@ static int parse(ul_gguf_t *g) {
     if (!rc) {
         uint64_t data_off = (r.pos + g->alignment - 1) / g->alignment * g->alignment;
         if (data_off > g->size && g->n_tensors)
-            rc = fail(g, "padding: data section at %llu starts past end of file (size %zu) at "
-                      "offset %zu", (unsigned long long)data_off, g->size, r.pos);
+            rc = fail(g,
+                      "padding: data section at %llu starts past end of file (size %zu) at "
+                      "offset %zu",
+                      (unsigned long long)data_off, g->size, r.pos);
         g->data_off = data_off > g->size ? g->size : data_off;
     }
     if (!rc) rc = place_tensors(g, off_at);

@@ -25,15 +25,54 @@ const ul_gguf_tensor_t *ul_gguf_find_tensor(const ul_gguf_t *g, const char *name
 static int load_int(uint32_t type, const uint8_t *p, uint64_t *v, int *neg) {
     *neg = 0;
     switch (type) {
-    case UL_GGUF_UINT8: *v = p[0]; return 0;
-    case UL_GGUF_INT8: { int8_t x; memcpy(&x, p, 1); *v = (uint64_t)(int64_t)x; *neg = x < 0; return 0; }
-    case UL_GGUF_UINT16: { uint16_t x; memcpy(&x, p, 2); *v = x; return 0; }
-    case UL_GGUF_INT16: { int16_t x; memcpy(&x, p, 2); *v = (uint64_t)(int64_t)x; *neg = x < 0; return 0; }
-    case UL_GGUF_UINT32: { uint32_t x; memcpy(&x, p, 4); *v = x; return 0; }
-    case UL_GGUF_INT32: { int32_t x; memcpy(&x, p, 4); *v = (uint64_t)(int64_t)x; *neg = x < 0; return 0; }
-    case UL_GGUF_UINT64: memcpy(v, p, 8); return 0;
-    case UL_GGUF_INT64: { int64_t x; memcpy(&x, p, 8); *v = (uint64_t)x; *neg = x < 0; return 0; }
-    default: return UL_EFORMAT;
+    case UL_GGUF_UINT8:
+        *v = p[0];
+        return 0;
+    case UL_GGUF_INT8: {
+        int8_t x;
+        memcpy(&x, p, 1);
+        *v = (uint64_t)(int64_t)x;
+        *neg = x < 0;
+        return 0;
+    }
+    case UL_GGUF_UINT16: {
+        uint16_t x;
+        memcpy(&x, p, 2);
+        *v = x;
+        return 0;
+    }
+    case UL_GGUF_INT16: {
+        int16_t x;
+        memcpy(&x, p, 2);
+        *v = (uint64_t)(int64_t)x;
+        *neg = x < 0;
+        return 0;
+    }
+    case UL_GGUF_UINT32: {
+        uint32_t x;
+        memcpy(&x, p, 4);
+        *v = x;
+        return 0;
+    }
+    case UL_GGUF_INT32: {
+        int32_t x;
+        memcpy(&x, p, 4);
+        *v = (uint64_t)(int64_t)x;
+        *neg = x < 0;
+        return 0;
+    }
+    case UL_GGUF_UINT64:
+        memcpy(v, p, 8);
+        return 0;
+    case UL_GGUF_INT64: {
+        int64_t x;
+        memcpy(&x, p, 8);
+        *v = (uint64_t)x;
+        *neg = x < 0;
+        return 0;
+    }
+    default:
+        return UL_EFORMAT;
     }
 }
 

@@ -8,11 +8,23 @@
 
 size_t ul_gguf_scalar_size(uint32_t type) {
     switch (type) {
-    case UL_GGUF_UINT8: case UL_GGUF_INT8: case UL_GGUF_BOOL: return 1;
-    case UL_GGUF_UINT16: case UL_GGUF_INT16: return 2;
-    case UL_GGUF_UINT32: case UL_GGUF_INT32: case UL_GGUF_FLOAT32: return 4;
-    case UL_GGUF_UINT64: case UL_GGUF_INT64: case UL_GGUF_FLOAT64: return 8;
-    default: return 0;
+    case UL_GGUF_UINT8:
+    case UL_GGUF_INT8:
+    case UL_GGUF_BOOL:
+        return 1;
+    case UL_GGUF_UINT16:
+    case UL_GGUF_INT16:
+        return 2;
+    case UL_GGUF_UINT32:
+    case UL_GGUF_INT32:
+    case UL_GGUF_FLOAT32:
+        return 4;
+    case UL_GGUF_UINT64:
+    case UL_GGUF_INT64:
+    case UL_GGUF_FLOAT64:
+        return 8;
+    default:
+        return 0;
     }
 }
 
@@ -27,10 +39,14 @@ int ul_utf8_valid(const char *str, size_t len) {
         }
         int n;
         unsigned min, cp;
-        if ((c & 0xe0) == 0xc0) n = 1, min = 0x80, cp = c & 0x1f;
-        else if ((c & 0xf0) == 0xe0) n = 2, min = 0x800, cp = c & 0x0f;
-        else if ((c & 0xf8) == 0xf0) n = 3, min = 0x10000, cp = c & 0x07;
-        else return 0;
+        if ((c & 0xe0) == 0xc0)
+            n = 1, min = 0x80, cp = c & 0x1f;
+        else if ((c & 0xf0) == 0xe0)
+            n = 2, min = 0x800, cp = c & 0x0f;
+        else if ((c & 0xf8) == 0xf0)
+            n = 3, min = 0x10000, cp = c & 0x07;
+        else
+            return 0;
         if (len - i <= (size_t)n) return 0;
         for (int k = 1; k <= n; k++) {
             if ((s[i + k] & 0xc0) != 0x80) return 0;

@@ -102,16 +102,36 @@ static int scalar(ul_gguf_writer_t *w, const char *key, uint32_t type, const voi
     return rc ? rc : put(w, v, ul_gguf_scalar_size(type));
 }
 
-int ul_gguf_w_u8(ul_gguf_writer_t *w, const char *k, uint8_t v) { return scalar(w, k, UL_GGUF_UINT8, &v); }
-int ul_gguf_w_i8(ul_gguf_writer_t *w, const char *k, int8_t v) { return scalar(w, k, UL_GGUF_INT8, &v); }
-int ul_gguf_w_u16(ul_gguf_writer_t *w, const char *k, uint16_t v) { return scalar(w, k, UL_GGUF_UINT16, &v); }
-int ul_gguf_w_i16(ul_gguf_writer_t *w, const char *k, int16_t v) { return scalar(w, k, UL_GGUF_INT16, &v); }
-int ul_gguf_w_u32(ul_gguf_writer_t *w, const char *k, uint32_t v) { return scalar(w, k, UL_GGUF_UINT32, &v); }
-int ul_gguf_w_i32(ul_gguf_writer_t *w, const char *k, int32_t v) { return scalar(w, k, UL_GGUF_INT32, &v); }
-int ul_gguf_w_f32(ul_gguf_writer_t *w, const char *k, float v) { return scalar(w, k, UL_GGUF_FLOAT32, &v); }
-int ul_gguf_w_u64(ul_gguf_writer_t *w, const char *k, uint64_t v) { return scalar(w, k, UL_GGUF_UINT64, &v); }
-int ul_gguf_w_i64(ul_gguf_writer_t *w, const char *k, int64_t v) { return scalar(w, k, UL_GGUF_INT64, &v); }
-int ul_gguf_w_f64(ul_gguf_writer_t *w, const char *k, double v) { return scalar(w, k, UL_GGUF_FLOAT64, &v); }
+int ul_gguf_w_u8(ul_gguf_writer_t *w, const char *k, uint8_t v) {
+    return scalar(w, k, UL_GGUF_UINT8, &v);
+}
+int ul_gguf_w_i8(ul_gguf_writer_t *w, const char *k, int8_t v) {
+    return scalar(w, k, UL_GGUF_INT8, &v);
+}
+int ul_gguf_w_u16(ul_gguf_writer_t *w, const char *k, uint16_t v) {
+    return scalar(w, k, UL_GGUF_UINT16, &v);
+}
+int ul_gguf_w_i16(ul_gguf_writer_t *w, const char *k, int16_t v) {
+    return scalar(w, k, UL_GGUF_INT16, &v);
+}
+int ul_gguf_w_u32(ul_gguf_writer_t *w, const char *k, uint32_t v) {
+    return scalar(w, k, UL_GGUF_UINT32, &v);
+}
+int ul_gguf_w_i32(ul_gguf_writer_t *w, const char *k, int32_t v) {
+    return scalar(w, k, UL_GGUF_INT32, &v);
+}
+int ul_gguf_w_f32(ul_gguf_writer_t *w, const char *k, float v) {
+    return scalar(w, k, UL_GGUF_FLOAT32, &v);
+}
+int ul_gguf_w_u64(ul_gguf_writer_t *w, const char *k, uint64_t v) {
+    return scalar(w, k, UL_GGUF_UINT64, &v);
+}
+int ul_gguf_w_i64(ul_gguf_writer_t *w, const char *k, int64_t v) {
+    return scalar(w, k, UL_GGUF_INT64, &v);
+}
+int ul_gguf_w_f64(ul_gguf_writer_t *w, const char *k, double v) {
+    return scalar(w, k, UL_GGUF_FLOAT64, &v);
+}
 int ul_gguf_w_bool(ul_gguf_writer_t *w, const char *k, int v) {
     uint8_t b = v != 0;
     return scalar(w, k, UL_GGUF_BOOL, &b);

@@ -64,8 +64,10 @@ static int hp_float(ld_t *l, const char *suffix, float def, float hi, float *out
     snprintf(key, sizeof key, "%s.%s", l->m->hp.arch, suffix);
     float v;
     int rc = ul_gguf_get_f32(&l->m->gguf, key, &v);
-    if (rc == UL_ENOENT) v = def;
-    else if (rc) return fail(l, "key '%s': not a float", key);
+    if (rc == UL_ENOENT)
+        v = def;
+    else if (rc)
+        return fail(l, "key '%s': not a float", key);
     if (!isfinite(v) || v <= 0 || v > hi) return fail(l, "key '%s' = %g out of range", key, v);
     *out = v;
     return 0;
@@ -163,9 +165,16 @@ static int read_hparams(ld_t *l) {
 
 static int weight_type_ok(uint32_t type) {
     switch (type) {
-    case UL_TYPE_F32: case UL_TYPE_F16: case UL_TYPE_BF16: case UL_TYPE_Q8_0:
-    case UL_TYPE_Q4_0: case UL_TYPE_Q4_K: case UL_TYPE_Q6_K: return 1;
-    default: return 0;
+    case UL_TYPE_F32:
+    case UL_TYPE_F16:
+    case UL_TYPE_BF16:
+    case UL_TYPE_Q8_0:
+    case UL_TYPE_Q4_0:
+    case UL_TYPE_Q4_K:
+    case UL_TYPE_Q6_K:
+        return 1;
+    default:
+        return 0;
     }
 }
 
@@ -247,14 +256,16 @@ static int load(ld_t *l) {
         return rc;
     }
     rc = ul_vocab_load(&l->m->gguf, &l->m->vocab, l->err, l->errlen);
-    if (rc && l->errlen && !l->err[0]) snprintf(l->err, l->errlen, "vocabulary: %s", ul_strerror(rc));
+    if (rc && l->errlen && !l->err[0])
+        snprintf(l->err, l->errlen, "vocabulary: %s", ul_strerror(rc));
     return rc;
 }
 
 static int finish(ul_model_t *m, int rc, int vocab_only, ul_model_t **out, char *err,
                   size_t errlen) {
     if (rc) {
-        if (errlen && !err[0]) snprintf(err, errlen, "%s", m->gguf.err[0] ? m->gguf.err : ul_strerror(rc));
+        if (errlen && !err[0])
+            snprintf(err, errlen, "%s", m->gguf.err[0] ? m->gguf.err : ul_strerror(rc));
         ul_model_free(m);
         return rc;
     }

@@ -56,7 +56,8 @@ static void load_model(const uint8_t *data, size_t size, int vocab_only) {
     }
     if (m->layers) /* every weight the table hands out is inside the buffer */
         for (int l = 0; l < m->hp.n_layer; l++)
-            g_sink += ((const uint8_t *)m->layers[l].ffn_down->data)[m->layers[l].ffn_down->nbytes - 1];
+            g_sink +=
+                ((const uint8_t *)m->layers[l].ffn_down->data)[m->layers[l].ffn_down->nbytes - 1];
     ul_model_free(m);
 }
 

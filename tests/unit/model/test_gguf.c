@@ -186,8 +186,8 @@ Test(gguf, writer_streams_to_file) {
     cr_assert_eq(ul_gguf_w_begin(w, path), 0);
     float v[110];
     for (int i = 0; i < 110; i++) v[i] = (float)i;
-    cr_assert_eq(ul_gguf_w_data(w, v, 30 * 4), 0);          /* part of a */
-    cr_assert_eq(ul_gguf_w_data(w, v + 30, 80 * 4), 0);     /* rest of a, b, all of c */
+    cr_assert_eq(ul_gguf_w_data(w, v, 30 * 4), 0);      /* part of a */
+    cr_assert_eq(ul_gguf_w_data(w, v + 30, 80 * 4), 0); /* rest of a, b, all of c */
     cr_expect_eq(ul_gguf_w_data(w, v, 4), UL_EINVAL, "more bytes than tensors");
     cr_assert_eq(ul_gguf_w_end(w), 0);
     ul_gguf_writer_free(w);
@@ -244,8 +244,10 @@ static int open_all_in(const char *dir, int *n_opened) {
         ul_gguf_t g;
         int rc = ul_gguf_open(&g, path);
         cr_expect_eq(rc, 0, "%s: %s", path, g.err);
-        if (rc) failures++;
-        else (*n_opened)++, ul_gguf_free(&g);
+        if (rc)
+            failures++;
+        else
+            (*n_opened)++, ul_gguf_free(&g);
     }
     closedir(d);
     return failures;

@@ -73,23 +73,21 @@ MUT(value_type_max) { fx_put_u32(im, fx_kv_type_off(im, KV), UINT32_MAX); }
 MUT(trunc_value) { im->len = fx_kv_val_off(im, "test.u64") + 3; }
 MUT(str_len_2_62) { fx_put_u64(im, fx_kv_val_off(im, "general.architecture"), 1ull << 62); }
 MUT(str_len_past_end) { fx_put_u64(im, fx_kv_val_off(im, "general.architecture"), im->len); }
-MUT(trunc_str_value) {
-    cut_kv(im, fx_kv_val_off(im, "general.architecture") + 8 + 2, 2);
-}
+MUT(trunc_str_value) { cut_kv(im, fx_kv_val_off(im, "general.architecture") + 8 + 2, 2); }
 MUT(bool_2) { im->buf[fx_kv_val_off(im, "test.bool")] = 2; }
 /* arrays */
 MUT(arr_unknown_elem) { fx_put_u32(im, fx_kv_val_off(im, "test.arr_f32") - 12, 77); }
 MUT(arr_nested) { fx_put_u32(im, fx_kv_val_off(im, "test.arr_f32") - 12, 9); }
 MUT(arr_n_2_62) { fx_put_u64(im, fx_kv_val_off(im, "test.arr_f32") - 8, 1ull << 62); }
 MUT(arr_n_max) { fx_put_u64(im, fx_kv_val_off(im, "test.arr_f32") - 8, UINT64_MAX); }
-MUT(arr_str_n_2_62) {
-    fx_put_u64(im, fx_kv_val_off(im, "tokenizer.ggml.tokens") - 8, 1ull << 62);
-}
+MUT(arr_str_n_2_62) { fx_put_u64(im, fx_kv_val_off(im, "tokenizer.ggml.tokens") - 8, 1ull << 62); }
 MUT(arr_str_n_plus) {
     size_t o = fx_kv_val_off(im, "tokenizer.ggml.tokens") - 8;
     fx_put_u64(im, o, fx_get_u64(im, o) + 100000);
 }
-MUT(arr_str_elem_len_2_62) { fx_put_u64(im, fx_kv_val_off(im, "tokenizer.ggml.tokens"), 1ull << 62); }
+MUT(arr_str_elem_len_2_62) {
+    fx_put_u64(im, fx_kv_val_off(im, "tokenizer.ggml.tokens"), 1ull << 62);
+}
 MUT(trunc_arr_header) { im->len = fx_kv_val_off(im, "test.arr_f32") - 6; }
 MUT(trunc_arr_elems) { im->len = fx_kv_val_off(im, "test.arr_f32") + 5; }
 MUT(trunc_arr_strings) { /* inside the third string ("\xe2\x96\x81x", 4 bytes) */
@@ -148,81 +146,85 @@ MUT(trunc_data_last) {
 /* Parameters cross a process boundary (criterion re-executes the binary), so the test
  * receives an index into this table, not pointers. */
 static const corrupt_case_t g_cases[] = {
-        {"bad_magic", bad_magic, "bad magic"},
-        {"version_1", version_1, "version 1 "},
-        {"version_4", version_4, "version 4 "},
-        {"version_big_endian", version_big_endian, "big-endian"},
-        {"empty", empty, "header magic: truncated"},
-        {"trunc_magic", trunc_magic, "header magic: truncated"},
-        {"trunc_version", trunc_version, "header version: truncated"},
-        {"trunc_n_tensors", trunc_n_tensors, "header n_tensors: truncated"},
-        {"trunc_n_kv", trunc_n_kv, "header n_kv: truncated"},
-        {"n_kv_2_60", n_kv_2_60, "n_kv: 1152921504606846976 entries cannot fit"},
-        {"n_kv_2_62", n_kv_2_62, "n_kv: 4611686018427387904 entries cannot fit"},
-        {"n_kv_max", n_kv_max, "entries cannot fit"},
-        {"n_tensors_2_62", n_tensors_2_62, "n_tensors: 4611686018427387904 tensors cannot fit"},
-        {"n_kv_minus_1", n_kv_minus_1, "tensor 0 'tokenizer.ggml.tokens': n_dims 9 outside"},
-        {"n_tensors_plus_1", n_tensors_plus_1, "tensor 3"},
-        {"trunc_key_len", trunc_key_len, "kv 2 key: truncated"},
-        {"trunc_key_bytes", trunc_key_bytes, "kv 2 key: string length 7 past end of file"},
-        {"key_len_2_62", key_len_2_62, "kv 2 key: string length 4611686018427387904 past end"},
-        {"key_len_past_end", key_len_past_end, "kv 2 key: string length"},
-        {"key_empty", key_empty, "kv 2 key: empty name"},
-        {"key_bad_utf8", key_bad_utf8, "kv 2 key: name is not valid UTF-8"},
-        {"key_overlong_utf8", key_overlong_utf8, "kv 2 key: name is not valid UTF-8"},
-        {"key_surrogate_utf8", key_surrogate_utf8, "kv 2 key: name is not valid UTF-8"},
-        {"key_cut_utf8", key_cut_utf8, "kv 2 key: name is not valid UTF-8"},
-        {"key_nul", key_nul, "kv 2 key: name contains NUL"},
-        {"dup_key", dup_key, "kv 3 'test.u8': duplicate key (first at kv 2)"},
-        {"trunc_value_type", trunc_value_type, "kv 2 'test.u8': truncated"},
-        {"unknown_value_type", unknown_value_type, "kv 2 'test.u8': unknown value type 13"},
-        {"value_type_max", value_type_max, "unknown value type 4294967295"},
-        {"trunc_value", trunc_value, "'test.u64': truncated value"},
-        {"str_len_2_62", str_len_2_62, "'general.architecture': string length 4611686018427387904"},
-        {"str_len_past_end", str_len_past_end, "'general.architecture': string length"},
-        {"trunc_str_value", trunc_str_value, "'general.architecture': string length 5 past end"},
-        {"bool_2", bool_2, "'test.bool': bool value 2"},
-        {"arr_unknown_elem", arr_unknown_elem, "'test.arr_f32': unknown array element type 77"},
-        {"arr_nested", arr_nested, "'test.arr_f32': nested arrays"},
-        {"arr_n_2_62", arr_n_2_62, "'test.arr_f32': array of 4611686018427387904 elements"},
-        {"arr_n_max", arr_n_max, "'test.arr_f32': array of 18446744073709551615 elements"},
-        {"arr_str_n_2_62", arr_str_n_2_62, "'tokenizer.ggml.tokens': array of 4611686018427387904 strings"},
-        {"arr_str_n_plus", arr_str_n_plus, "'tokenizer.ggml.tokens'"},
-        {"arr_str_elem_len_2_62", arr_str_elem_len_2_62, "'tokenizer.ggml.tokens': string length 4611686018427387904"},
-        {"trunc_arr_header", trunc_arr_header, "'test.arr_f32': truncated"},
-        {"trunc_arr_elems", trunc_arr_elems, "'test.arr_f32': array of 3 elements of 4 bytes past end"},
-        {"trunc_arr_strings", trunc_arr_strings, "'tokenizer.ggml.tokens': string length 4 past end"},
-        {"trunc_tensor_name", trunc_tensor_name, "tensor 1 name: truncated"},
-        {"tensor_name_len_2_62", tensor_name_len_2_62, "tensor 1 name: string length 4611686018427387904"},
-        {"tensor_name_empty", tensor_name_empty, "tensor 1 name: empty name"},
-        {"tensor_name_bad_utf8", tensor_name_bad_utf8, "tensor 1 name: name is not valid UTF-8"},
-        {"dup_tensor", dup_tensor, "tensor 1 't.f32': duplicate name (first at tensor 0)"},
-        {"trunc_n_dims", trunc_n_dims, "tensor 1 't.q80': truncated"},
-        {"n_dims_0", n_dims_0, "tensor 1 't.q80': n_dims 0 outside 1..4"},
-        {"n_dims_5", n_dims_5, "tensor 1 't.q80': n_dims 5 outside 1..4"},
-        {"n_dims_max", n_dims_max, "n_dims 4294967295 outside 1..4"},
-        {"trunc_dims", trunc_dims, "tensor 1 't.q80': truncated"},
-        {"dim_zero", dim_zero, "tensor 1 't.q80': dimension 1 = 0 is not positive"},
-        {"dim_negative", dim_negative, "dimension 0 = 9223372036854775808 is not positive"},
-        {"dims_count_overflow", dims_count_overflow, "tensor 0 't.f32': element count overflows"},
-        {"dims_bytes_overflow", dims_bytes_overflow, "tensor 0 't.f32': byte size overflows"},
-        {"dims_huge_row", dims_huge_row, "tensor 2 't.last': data ["},
-        {"trunc_tensor_type", trunc_tensor_type, "tensor 1 't.q80': truncated"},
-        {"unknown_tensor_type", unknown_tensor_type, "tensor 1 't.q80': unknown tensor type 99"},
-        {"removed_tensor_type_4", removed_tensor_type_4, "unknown tensor type 4 "},
-        {"partial_block", partial_block, "ne[0] = 4 is not a multiple of the q4_0 block size 32"},
-        {"trunc_tensor_offset", trunc_tensor_offset, "tensor 2 't.last': truncated"},
-        {"misaligned_offset", misaligned_offset, "tensor 1 't.q80': data offset 65 is not a multiple of the alignment 32"},
-        {"offset_past_end", offset_past_end, "tensor 2 't.last': data ["},
-        {"offset_2_63", offset_2_63, "past end of file"},
-        {"offset_wraps", offset_wraps, "past end of file"},
-        {"alignment_48", alignment_48, "general.alignment: 48 is not a power of two"},
-        {"alignment_0", alignment_0, "general.alignment: 0 is not a power of two"},
-        {"alignment_int32", alignment_int32, "general.alignment: type 5, expected uint32"},
-        {"alignment_1024", alignment_1024, "past end of file"},
-        {"trunc_padding", trunc_padding, "padding: data section at"},
-        {"trunc_data_start", trunc_data_start, "past end of file"},
-        {"trunc_data_last", trunc_data_last, "tensor 2 't.last': data ["},
+    {"bad_magic", bad_magic, "bad magic"},
+    {"version_1", version_1, "version 1 "},
+    {"version_4", version_4, "version 4 "},
+    {"version_big_endian", version_big_endian, "big-endian"},
+    {"empty", empty, "header magic: truncated"},
+    {"trunc_magic", trunc_magic, "header magic: truncated"},
+    {"trunc_version", trunc_version, "header version: truncated"},
+    {"trunc_n_tensors", trunc_n_tensors, "header n_tensors: truncated"},
+    {"trunc_n_kv", trunc_n_kv, "header n_kv: truncated"},
+    {"n_kv_2_60", n_kv_2_60, "n_kv: 1152921504606846976 entries cannot fit"},
+    {"n_kv_2_62", n_kv_2_62, "n_kv: 4611686018427387904 entries cannot fit"},
+    {"n_kv_max", n_kv_max, "entries cannot fit"},
+    {"n_tensors_2_62", n_tensors_2_62, "n_tensors: 4611686018427387904 tensors cannot fit"},
+    {"n_kv_minus_1", n_kv_minus_1, "tensor 0 'tokenizer.ggml.tokens': n_dims 9 outside"},
+    {"n_tensors_plus_1", n_tensors_plus_1, "tensor 3"},
+    {"trunc_key_len", trunc_key_len, "kv 2 key: truncated"},
+    {"trunc_key_bytes", trunc_key_bytes, "kv 2 key: string length 7 past end of file"},
+    {"key_len_2_62", key_len_2_62, "kv 2 key: string length 4611686018427387904 past end"},
+    {"key_len_past_end", key_len_past_end, "kv 2 key: string length"},
+    {"key_empty", key_empty, "kv 2 key: empty name"},
+    {"key_bad_utf8", key_bad_utf8, "kv 2 key: name is not valid UTF-8"},
+    {"key_overlong_utf8", key_overlong_utf8, "kv 2 key: name is not valid UTF-8"},
+    {"key_surrogate_utf8", key_surrogate_utf8, "kv 2 key: name is not valid UTF-8"},
+    {"key_cut_utf8", key_cut_utf8, "kv 2 key: name is not valid UTF-8"},
+    {"key_nul", key_nul, "kv 2 key: name contains NUL"},
+    {"dup_key", dup_key, "kv 3 'test.u8': duplicate key (first at kv 2)"},
+    {"trunc_value_type", trunc_value_type, "kv 2 'test.u8': truncated"},
+    {"unknown_value_type", unknown_value_type, "kv 2 'test.u8': unknown value type 13"},
+    {"value_type_max", value_type_max, "unknown value type 4294967295"},
+    {"trunc_value", trunc_value, "'test.u64': truncated value"},
+    {"str_len_2_62", str_len_2_62, "'general.architecture': string length 4611686018427387904"},
+    {"str_len_past_end", str_len_past_end, "'general.architecture': string length"},
+    {"trunc_str_value", trunc_str_value, "'general.architecture': string length 5 past end"},
+    {"bool_2", bool_2, "'test.bool': bool value 2"},
+    {"arr_unknown_elem", arr_unknown_elem, "'test.arr_f32': unknown array element type 77"},
+    {"arr_nested", arr_nested, "'test.arr_f32': nested arrays"},
+    {"arr_n_2_62", arr_n_2_62, "'test.arr_f32': array of 4611686018427387904 elements"},
+    {"arr_n_max", arr_n_max, "'test.arr_f32': array of 18446744073709551615 elements"},
+    {"arr_str_n_2_62", arr_str_n_2_62,
+     "'tokenizer.ggml.tokens': array of 4611686018427387904 strings"},
+    {"arr_str_n_plus", arr_str_n_plus, "'tokenizer.ggml.tokens'"},
+    {"arr_str_elem_len_2_62", arr_str_elem_len_2_62,
+     "'tokenizer.ggml.tokens': string length 4611686018427387904"},
+    {"trunc_arr_header", trunc_arr_header, "'test.arr_f32': truncated"},
+    {"trunc_arr_elems", trunc_arr_elems, "'test.arr_f32': array of 3 elements of 4 bytes past end"},
+    {"trunc_arr_strings", trunc_arr_strings, "'tokenizer.ggml.tokens': string length 4 past end"},
+    {"trunc_tensor_name", trunc_tensor_name, "tensor 1 name: truncated"},
+    {"tensor_name_len_2_62", tensor_name_len_2_62,
+     "tensor 1 name: string length 4611686018427387904"},
+    {"tensor_name_empty", tensor_name_empty, "tensor 1 name: empty name"},
+    {"tensor_name_bad_utf8", tensor_name_bad_utf8, "tensor 1 name: name is not valid UTF-8"},
+    {"dup_tensor", dup_tensor, "tensor 1 't.f32': duplicate name (first at tensor 0)"},
+    {"trunc_n_dims", trunc_n_dims, "tensor 1 't.q80': truncated"},
+    {"n_dims_0", n_dims_0, "tensor 1 't.q80': n_dims 0 outside 1..4"},
+    {"n_dims_5", n_dims_5, "tensor 1 't.q80': n_dims 5 outside 1..4"},
+    {"n_dims_max", n_dims_max, "n_dims 4294967295 outside 1..4"},
+    {"trunc_dims", trunc_dims, "tensor 1 't.q80': truncated"},
+    {"dim_zero", dim_zero, "tensor 1 't.q80': dimension 1 = 0 is not positive"},
+    {"dim_negative", dim_negative, "dimension 0 = 9223372036854775808 is not positive"},
+    {"dims_count_overflow", dims_count_overflow, "tensor 0 't.f32': element count overflows"},
+    {"dims_bytes_overflow", dims_bytes_overflow, "tensor 0 't.f32': byte size overflows"},
+    {"dims_huge_row", dims_huge_row, "tensor 2 't.last': data ["},
+    {"trunc_tensor_type", trunc_tensor_type, "tensor 1 't.q80': truncated"},
+    {"unknown_tensor_type", unknown_tensor_type, "tensor 1 't.q80': unknown tensor type 99"},
+    {"removed_tensor_type_4", removed_tensor_type_4, "unknown tensor type 4 "},
+    {"partial_block", partial_block, "ne[0] = 4 is not a multiple of the q4_0 block size 32"},
+    {"trunc_tensor_offset", trunc_tensor_offset, "tensor 2 't.last': truncated"},
+    {"misaligned_offset", misaligned_offset,
+     "tensor 1 't.q80': data offset 65 is not a multiple of the alignment 32"},
+    {"offset_past_end", offset_past_end, "tensor 2 't.last': data ["},
+    {"offset_2_63", offset_2_63, "past end of file"},
+    {"offset_wraps", offset_wraps, "past end of file"},
+    {"alignment_48", alignment_48, "general.alignment: 48 is not a power of two"},
+    {"alignment_0", alignment_0, "general.alignment: 0 is not a power of two"},
+    {"alignment_int32", alignment_int32, "general.alignment: type 5, expected uint32"},
+    {"alignment_1024", alignment_1024, "past end of file"},
+    {"trunc_padding", trunc_padding, "padding: data section at"},
+    {"trunc_data_start", trunc_data_start, "past end of file"},
+    {"trunc_data_last", trunc_data_last, "tensor 2 't.last': data ["},
 };
 #define N_CASES (sizeof g_cases / sizeof g_cases[0])
 
@@ -232,9 +234,7 @@ ParameterizedTestParameters(gguf_corrupt, refused) {
     return cr_make_param_array(int, idx, N_CASES);
 }
 
-Test(gguf_corrupt, corpus_is_large) {
-    cr_expect_geq(N_CASES, 40);
-}
+Test(gguf_corrupt, corpus_is_large) { cr_expect_geq(N_CASES, 40); }
 
 /* Applies the case to a fresh valid image and returns it in an exact-size buffer. */
 static img_t corrupted(const corrupt_case_t *c) {

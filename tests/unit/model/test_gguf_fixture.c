@@ -77,7 +77,7 @@ img_t fx_llama(uint32_t mat_type, uint32_t norm_type, const char *arch, int tied
     snprintf(key, sizeof key, "%s.attention.layer_norm_rms_epsilon", arch);
     CHECK(ul_gguf_w_f32(w, key, 1e-6f));
     CHECK(ul_gguf_w_str(w, "tokenizer.ggml.model", "llama", 5));
-    ul_str_t toks[V] = {{"<unk>", 5}, {"<s>", 3}, {"</s>", 4}, {"a", 1},
+    ul_str_t toks[V] = {{"<unk>", 5}, {"<s>", 3}, {"</s>", 4},         {"a", 1},
                         {"b", 1},     {"c", 1},   {"\xe2\x96\x81", 3}, {"ab", 2}};
     float scores[V] = {0, 0, 0, -1, -2, -3, -4, -5};
     int32_t types[V] = {2, 3, 3, 1, 1, 1, 1, 1};
@@ -93,12 +93,18 @@ img_t fx_llama(uint32_t mat_type, uint32_t norm_type, const char *arch, int tied
         int norm;
         int64_t n0, n1;
     } ts[] = {
-        {"token_embd.weight", 0, E, V},         {"output_norm.weight", 1, E, 1},
-        {"output.weight", 0, E, V},             {"blk.0.attn_norm.weight", 1, E, 1},
-        {"blk.0.attn_q.weight", 0, E, H * HD},  {"blk.0.attn_k.weight", 0, E, KV * HD},
-        {"blk.0.attn_v.weight", 0, E, KV * HD}, {"blk.0.attn_output.weight", 0, H * HD, E},
-        {"blk.0.ffn_norm.weight", 1, E, 1},     {"blk.0.ffn_gate.weight", 0, E, FF},
-        {"blk.0.ffn_up.weight", 0, E, FF},      {"blk.0.ffn_down.weight", 0, FF, E},
+        {"token_embd.weight", 0, E, V},
+        {"output_norm.weight", 1, E, 1},
+        {"output.weight", 0, E, V},
+        {"blk.0.attn_norm.weight", 1, E, 1},
+        {"blk.0.attn_q.weight", 0, E, H * HD},
+        {"blk.0.attn_k.weight", 0, E, KV * HD},
+        {"blk.0.attn_v.weight", 0, E, KV * HD},
+        {"blk.0.attn_output.weight", 0, H * HD, E},
+        {"blk.0.ffn_norm.weight", 1, E, 1},
+        {"blk.0.ffn_gate.weight", 0, E, FF},
+        {"blk.0.ffn_up.weight", 0, E, FF},
+        {"blk.0.ffn_down.weight", 0, FF, E},
     };
     void *bufs[sizeof ts / sizeof ts[0]] = {0};
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) {
@@ -141,8 +147,10 @@ static size_t tensor_field(const img_t *im, const char *name, int which) {
     cr_assert(t, "fixture lacks %s", name);
     size_t name_at = (size_t)((const uint8_t *)t->name.ptr - im->buf);
     size_t nd = name_at + t->name.len;
-    size_t r = which == 0 ? name_at - 8 : which == 1 ? nd : which == 2 ? nd + 4 + 8 * t->n_dims
-                                                                        : nd + 8 + 8 * t->n_dims;
+    size_t r = which == 0   ? name_at - 8
+               : which == 1 ? nd
+               : which == 2 ? nd + 4 + 8 * t->n_dims
+                            : nd + 8 + 8 * t->n_dims;
     ul_gguf_free(&g);
     return r;
 }
@@ -178,8 +186,10 @@ uint64_t fx_get_u64(const img_t *im, size_t off) {
 const char *fx_shared(void) {
     static char path[4096];
     const char *s = getenv("UVLLM_SHARED");
-    if (s && *s) snprintf(path, sizeof path, "%s", s);
-    else snprintf(path, sizeof path, "%s/../shared", UVLLM_SOURCE_DIR);
+    if (s && *s)
+        snprintf(path, sizeof path, "%s", s);
+    else
+        snprintf(path, sizeof path, "%s/../shared", UVLLM_SOURCE_DIR);
     struct stat st;
     cr_assert(stat(path, &st) == 0 && S_ISDIR(st.st_mode),
               "shared test data not found at %s (set UVLLM_SHARED)", path);

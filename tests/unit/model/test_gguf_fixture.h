@@ -24,10 +24,10 @@ struct ul_gguf_writer_s;
 extern void (*fx_llama_hook)(struct ul_gguf_writer_s *w);
 
 /* Field locations in a valid image (parsed with ul_gguf_open_mem). */
-size_t fx_kv_off(const img_t *im, const char *key);        /* start of the key's length */
-size_t fx_kv_type_off(const img_t *im, const char *key);   /* the u32 value type */
-size_t fx_kv_val_off(const img_t *im, const char *key);    /* value (arrays: first element) */
-size_t fx_tensor_off(const img_t *im, const char *name);   /* start of the tensor info */
+size_t fx_kv_off(const img_t *im, const char *key);      /* start of the key's length */
+size_t fx_kv_type_off(const img_t *im, const char *key); /* the u32 value type */
+size_t fx_kv_val_off(const img_t *im, const char *key);  /* value (arrays: first element) */
+size_t fx_tensor_off(const img_t *im, const char *name); /* start of the tensor info */
 size_t fx_tensor_ndims_off(const img_t *im, const char *name);
 size_t fx_tensor_type_off(const img_t *im, const char *name);
 size_t fx_tensor_offset_off(const img_t *im, const char *name);

@@ -26,8 +26,8 @@ static void expect_layers_complete(const ul_model_t *m) {
     cr_assert_not_null(m->layers);
     for (int i = 0; i < m->hp.n_layer; i++) {
         const ul_layer_t *l = &m->layers[i];
-        cr_expect(l->attn_norm && l->wq && l->wk && l->wv && l->wo && l->ffn_norm &&
-                      l->ffn_gate && l->ffn_up && l->ffn_down,
+        cr_expect(l->attn_norm && l->wq && l->wk && l->wv && l->wo && l->ffn_norm && l->ffn_gate &&
+                      l->ffn_up && l->ffn_down,
                   "layer %d incomplete", i);
     }
 }
@@ -111,8 +111,8 @@ Test(model, vocab_files_load_vocab_only) {
         /* Without vocab_only the same file is refused: it has no weights. */
         rc = ul_model_load(path, 0, &m, err, sizeof err);
         cr_expect_eq(rc, UL_EFORMAT, "%s loads as a full model", path);
-        cr_expect(strstr(err, "missing") || strstr(err, "unsupported architecture"), "%s: %s",
-                  path, err);
+        cr_expect(strstr(err, "missing") || strstr(err, "unsupported architecture"), "%s: %s", path,
+                  err);
     }
     closedir(d);
     cr_expect_geq(n, 9, "expected the vocabulary files in %s", dir);
@@ -175,7 +175,8 @@ Test(model, synthetic_tied) {
 }
 
 Test(model, refuses_other_architecture) {
-    expect_refused(fx_llama(UL_TYPE_F16, UL_TYPE_F32, "qwen2", 0), "unsupported architecture 'qwen2'");
+    expect_refused(fx_llama(UL_TYPE_F16, UL_TYPE_F32, "qwen2", 0),
+                   "unsupported architecture 'qwen2'");
 }
 
 Test(model, refuses_f16_norm) {
@@ -276,7 +277,8 @@ Test(model, rope_scaling) {
     ul_model_free(m);
     free(im.buf);
     fx_llama_hook = hook_yarn;
-    expect_refused(fx_llama(UL_TYPE_F16, UL_TYPE_F32, "llama", 0), "unsupported rope scaling 'yarn'");
+    expect_refused(fx_llama(UL_TYPE_F16, UL_TYPE_F32, "llama", 0),
+                   "unsupported rope scaling 'yarn'");
     fx_llama_hook = NULL;
 }
 
