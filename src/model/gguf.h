@@ -49,7 +49,7 @@ typedef struct ul_gguf_kv_s {
     uint32_t type;      /* ul_gguf_type_t */
     uint32_t arr_type;  /* element type when type == ARRAY */
     uint64_t n;         /* element count for arrays, 1 otherwise */
-    const uint8_t *val; /* raw value bytes (for arrays: first element) */
+    const uint8_t *val; /* raw value bytes (arrays: first element; strings: the u64 length) */
     uint64_t val_off;   /* file offset of val, for messages */
 } ul_gguf_kv_t;
 

@@ -22,6 +22,8 @@ if [ ${#harnesses[@]} -eq 0 ]; then
 fi
 bash "$here/make_seeds.sh" "$work/seeds" || exit 1
 mkdir -p "$artifacts"
+# UBSan only reports by default; make its findings fatal so libFuzzer records them.
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
 per=$((total / ${#harnesses[@]}))
 [ "$per" -lt 1 ] && per=1
 status=0
