@@ -74,8 +74,9 @@ peer_commit() {
     git -C "$WORK/llama.cpp" log -1 --format="%H (%cs${tag:+, release tag $tag})" 2>/dev/null || echo "not built"
 }
 
-# HEAD when the script started (others commit while benchmarks run).
-UVLLM_COMMIT_CACHED="$(git -C "$ROOT" log -1 --format='%h' 2>/dev/null)"
+# The commit of the benchmarked binary: $UVLLM_BIN_COMMIT (set by
+# bench/snapshot.sh users), else HEAD when the script started.
+UVLLM_COMMIT_CACHED="${UVLLM_BIN_COMMIT:-$(git -C "$ROOT" log -1 --format='%h' 2>/dev/null)}"
 uvllm_commit() { echo "$UVLLM_COMMIT_CACHED"; }
 
 # results_section NAME FILE: replace the text between the NAME markers in
