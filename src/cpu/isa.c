@@ -14,6 +14,7 @@ static ul_isa_t detect(void) {
                __builtin_cpu_supports("f16c");
     int avx512 = avx2 && __builtin_cpu_supports("avx512f") &&
                  __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+                 __builtin_cpu_supports("avx512dq") &&
                  __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bf16");
     return avx512 ? UL_ISA_AVX512 : avx2 ? UL_ISA_AVX2 : UL_ISA_SCALAR;
 #else

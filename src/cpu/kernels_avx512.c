@@ -1,4 +1,374 @@
-/* AVX-512 kernels. */
+/* AVX-512 kernels (F, BW, VL, DQ, VNNI, BF16). Every type computes a register tile of up
+ * to R weight rows x T tokens so each weight block is unpacked once per tile and each
+ * activation block is loaded once per tile; decode (one token) degenerates to R rows at a
+ * time, which keeps R independent streams of weights in flight.
+ *
+ * Integer types use vpdpbusd (unsigned x signed bytes):
+ *  - Q4_0: the nibbles 0..15 are the unsigned operand as they are; the -8 offset becomes
+ *    -8 * sum(activation block), folded into the accumulator's initial value (-sum on
+ *    each of the block's 8 lanes).
+ *  - Q8_0: the activations are made unsigned by flipping their sign bit (x + 128) and
+ *    the extra 128 * sum(weights) is subtracted through the initial value, computed per
+ *    weight row with one vpdpbusd against ones and shared by all tokens.
+ *  - Q4_K / Q6_K: vpmaddubsw (u8 x s8 -> s16 pairs) then vpdpwssd with the sub-block
+ *    scales, as in llama.cpp; mins (Q4_K) and the -32 offset (Q6_K) go through the
+ *    activation sums per 16.
+ * F16 weights are widened with vcvtph2ps and FMA'd; BF16 uses vdpbf16ps. */
+#include <immintrin.h>
+#include <string.h>
+
 #include "cpu/kernels_impl.h"
 
-const ul_cpu_kern_t ul_cpu_kern_avx512 = {.mm = {0}};
+#define AI static inline __attribute__((always_inline))
+
+/* Calls F(RN, TN, args) with compile-time RN <= 4, TN <= 4 so the tile is unrolled into
+ * registers. */
+#define DISPATCH(F, RN, TN, ...)                                                                   \
+    switch (((RN) - 1) * 4 + (TN) - 1) {                                                           \
+    case 0: F(1, 1, __VA_ARGS__); break;                                                           \
+    case 1: F(1, 2, __VA_ARGS__); break;                                                           \
+    case 2: F(1, 3, __VA_ARGS__); break;                                                           \
+    case 3: F(1, 4, __VA_ARGS__); break;                                                           \
+    case 4: F(2, 1, __VA_ARGS__); break;                                                           \
+    case 5: F(2, 2, __VA_ARGS__); break;                                                           \
+    case 6: F(2, 3, __VA_ARGS__); break;                                                           \
+    case 7: F(2, 4, __VA_ARGS__); break;                                                           \
+    case 8: F(3, 1, __VA_ARGS__); break;                                                           \
+    case 9: F(3, 2, __VA_ARGS__); break;                                                           \
+    case 10: F(3, 3, __VA_ARGS__); break;                                                          \
+    case 11: F(3, 4, __VA_ARGS__); break;                                                          \
+    case 12: F(4, 1, __VA_ARGS__); break;                                                          \
+    case 13: F(4, 2, __VA_ARGS__); break;                                                          \
+    case 14: F(4, 3, __VA_ARGS__); break;                                                          \
+    default: F(4, 4, __VA_ARGS__); break;                                                          \
+    }
+
+/* The tile driver: rows in groups of RMAX, tokens in groups of TMAX; the row group stays
+ * in L1 while the token groups stream past it. */
+#define MM_DRIVER(name, RMAX, TMAX)                                                                \
+    static void mm_##name(int64_t n_cols, const uint8_t *w, size_t ws, int nr, const uint8_t *x,   \
+                          size_t xs, int nt, float *y, int64_t ys) {                               \
+        for (int r = 0; r < nr; r += RMAX) {                                                       \
+            int rn = nr - r < RMAX ? nr - r : RMAX;                                                \
+            for (int t = 0; t < nt; t += TMAX) {                                                   \
+                int tn = nt - t < TMAX ? nt - t : TMAX;                                            \
+                DISPATCH(tile_##name, rn, tn, n_cols, w + (size_t)r * ws, ws, x + (size_t)t * xs,  \
+                         xs, y + (int64_t)t * ys + r, ys);                                         \
+            }                                                                                      \
+        }                                                                                          \
+    }
+
+#define FOR_RT                                                                                     \
+    _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) _Pragma("GCC unroll 4") for (int t = 0;   \
+                                                                                    t < NT; t++)
+
+AI __m512 join_ps(float a, float b) {
+    return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(
+                                                   _mm256_set1_ps(a))),
+                                               _mm256_castps_pd(_mm256_set1_ps(b)), 1));
+}
+AI __m512i join_epi32(int a, int b) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi32(a)), _mm256_set1_epi32(b),
+                              1);
+}
+AI __m512i join256(__m256i a, __m256i b) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1);
+}
+AI __m512 halves_to_ps(uint16_t a, uint16_t b) { /* [a x8, b x8] */
+    return _mm512_cvtph_ps(_mm256_set_m128i(_mm_set1_epi16((short)b), _mm_set1_epi16((short)a)));
+}
+
+/* ---- Q4_0 x Q8A ---- */
+
+/* two blocks' nibbles as 64 unsigned bytes in activation order: [lo0 hi0 lo1 hi1] */
+AI __m512i q4_0_unpack2(const blk_q4_0 *q, int two) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    __m128i a = _mm_loadu_si128((const __m128i *)q[0].qs);
+    __m128i c = two ? _mm_loadu_si128((const __m128i *)q[1].qs) : _mm_setzero_si128();
+    __m256i v = _mm256_set_m128i(c, a);
+    __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+    return join256(_mm256_permute2x128_si256(lo, hi, 0x20), _mm256_permute2x128_si256(lo, hi, 0x31));
+}
+
+AI void tile_q4_0(const int NR, const int NT, int64_t n_cols, const uint8_t *w, size_t ws,
+                  const uint8_t *x, size_t xs, float *y, int64_t ys) {
+    const int64_t nb = n_cols / QK;
+    __m512 acc[4][4];
+    FOR_RT acc[r][t] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b += 2) {
+        const int two = b + 1 < nb;
+        __m512i W[4];
+        __m512 dw[4];
+        _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {
+            const blk_q4_0 *q = (const blk_q4_0 *)(w + (size_t)r * ws) + b;
+            W[r] = q4_0_unpack2(q, two);
+            dw[r] = halves_to_ps(q[0].d, two ? q[1].d : 0);
+        }
+        _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
+            const blk_q8a *p = (const blk_q8a *)(x + (size_t)t * xs) + b;
+            __m256i xa = _mm256_loadu_si256((const __m256i *)p[0].qs);
+            __m256i xc = two ? _mm256_loadu_si256((const __m256i *)p[1].qs) : _mm256_setzero_si256();
+            __m512i X = join256(xa, xc);
+            __m512i I = join_epi32(-p[0].sum, two ? -p[1].sum : 0);
+            __m512 dx = join_ps(p[0].d, two ? p[1].d : 0.0f);
+            _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {
+                __m512i s = _mm512_dpbusd_epi32(I, W[r], X);
+                acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw[r], dx),
+                                            acc[r][t]);
+            }
+        }
+    }
+    FOR_RT y[t * ys + r] = _mm512_reduce_add_ps(acc[r][t]);
+}
+MM_DRIVER(q4_0, 4, 4)
+
+/* ---- Q8_0 x Q8A ---- */
+
+AI void tile_q8_0(const int NR, const int NT, int64_t n_cols, const uint8_t *w, size_t ws,
+                  const uint8_t *x, size_t xs, float *y, int64_t ys) {
+    const int64_t nb = n_cols / QK;
+    const __m512i ones = _mm512_set1_epi8(1), flip = _mm512_set1_epi8((char)0x80);
+    __m512 acc[4][4];
+    FOR_RT acc[r][t] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b += 2) {
+        const int two = b + 1 < nb;
+        __m512i W[4], I[4];
+        __m512 dw[4];
+        _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {
+            const blk_q8_0 *q = (const blk_q8_0 *)(w + (size_t)r * ws) + b;
+            __m256i a = _mm256_loadu_si256((const __m256i *)q[0].qs);
+            __m256i c = two ? _mm256_loadu_si256((const __m256i *)q[1].qs) : _mm256_setzero_si256();
+            W[r] = join256(a, c);
+            /* -128 * sum(w) per lane, matching the lanes of the main product */
+            I[r] = _mm512_sub_epi32(_mm512_setzero_si512(),
+                                    _mm512_slli_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(),
+                                                                          ones, W[r]),
+                                                      7));
+            dw[r] = halves_to_ps(q[0].d, two ? q[1].d : 0);
+        }
+        _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
+            const blk_q8a *p = (const blk_q8a *)(x + (size_t)t * xs) + b;
+            __m256i xa = _mm256_loadu_si256((const __m256i *)p[0].qs);
+            __m256i xc = two ? _mm256_loadu_si256((const __m256i *)p[1].qs) : _mm256_setzero_si256();
+            __m512i X = _mm512_xor_si512(join256(xa, xc), flip);
+            __m512 dx = join_ps(p[0].d, two ? p[1].d : 0.0f);
+            _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {
+                __m512i s = _mm512_dpbusd_epi32(I[r], X, W[r]);
+                acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw[r], dx),
+                                            acc[r][t]);
+            }
+        }
+    }
+    FOR_RT y[t * ys + r] = _mm512_reduce_add_ps(acc[r][t]);
+}
+MM_DRIVER(q8_0, 4, 4)
+
+/* ---- F16 / F32 weights x f32 activations; BF16 x BF16 ---- */
+
+AI __m512 load_f16(const uint8_t *row, int64_t k, __mmask16 m) {
+    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, (const uint16_t *)row + k));
+}
+AI __m512 load_f32w(const uint8_t *row, int64_t k, __mmask16 m) {
+    return _mm512_maskz_loadu_ps(m, (const float *)row + k);
+}
+
+#define FLOAT_TILE(name, LOADW)                                                                    \
+    AI void tile_##name(const int NR, const int NT, int64_t n_cols, const uint8_t *w, size_t ws,   \
+                        const uint8_t *x, size_t xs, float *y, int64_t ys) {                       \
+        __m512 acc[4][4];                                                                          \
+        FOR_RT acc[r][t] = _mm512_setzero_ps();                                                    \
+        for (int64_t k = 0; k < n_cols; k += 16) {                                                 \
+            __mmask16 m = n_cols - k >= 16 ? (__mmask16)0xFFFF                                     \
+                                           : (__mmask16)((1u << (n_cols - k)) - 1);                \
+            __m512 W[4];                                                                           \
+            _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) W[r] =                            \
+                LOADW(w + (size_t)r * ws, k, m);                                                   \
+            _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {                                 \
+                __m512 X = _mm512_maskz_loadu_ps(m, (const float *)(x + (size_t)t * xs) + k);      \
+                _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) acc[r][t] =                   \
+                    _mm512_fmadd_ps(W[r], X, acc[r][t]);                                           \
+            }                                                                                      \
+        }                                                                                          \
+        FOR_RT y[t * ys + r] = _mm512_reduce_add_ps(acc[r][t]);                                    \
+    }
+FLOAT_TILE(f16, load_f16)
+FLOAT_TILE(f32, load_f32w)
+MM_DRIVER(f16, 4, 4)
+MM_DRIVER(f32, 4, 4)
+
+AI void tile_bf16(const int NR, const int NT, int64_t n_cols, const uint8_t *w, size_t ws,
+                  const uint8_t *x, size_t xs, float *y, int64_t ys) {
+    __m512 acc[4][4];
+    FOR_RT acc[r][t] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < n_cols; k += 32) {
+        __mmask32 m = n_cols - k >= 32 ? (__mmask32)0xFFFFFFFFu
+                                       : (__mmask32)((1u << (n_cols - k)) - 1);
+        __m512i W[4];
+        _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) W[r] =
+            _mm512_maskz_loadu_epi16(m, (const uint16_t *)(w + (size_t)r * ws) + k);
+        _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
+            __m512i X = _mm512_maskz_loadu_epi16(m, (const uint16_t *)(x + (size_t)t * xs) + k);
+            _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) acc[r][t] =
+                _mm512_dpbf16_ps(acc[r][t], (__m512bh)W[r], (__m512bh)X);
+        }
+    }
+    FOR_RT y[t * ys + r] = _mm512_reduce_add_ps(acc[r][t]);
+}
+MM_DRIVER(bf16, 4, 4)
+
+/* ---- K-quants x Q8K ---- */
+
+/* word i of the chunk-c scale vector is the scale of the element pair 2i of that chunk */
+static const uint16_t k_q4k_idx[4][32] = {
+    {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1},
+    {2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3},
+    {4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5},
+    {6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7}};
+static const uint16_t k_q6k_idx[4][32] = {
+    {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3},
+    {4, 4, 4, 4, 4, 4, 4, 4, 5, 5, 5, 5, 5, 5, 5, 5, 6, 6, 6, 6, 6, 6, 6, 6, 7, 7, 7, 7, 7, 7, 7, 7},
+    {8, 8, 8, 8, 8, 8, 8, 8, 9, 9, 9, 9, 9, 9, 9, 9, 10, 10, 10, 10, 10, 10, 10, 10, 11, 11, 11, 11, 11, 11, 11, 11},
+    {12, 12, 12, 12, 12, 12, 12, 12, 13, 13, 13, 13, 13, 13, 13, 13, 14, 14, 14, 14, 14, 14, 14, 14, 15, 15, 15, 15, 15, 15, 15, 15}};
+static const uint16_t k_dup_idx[16] = {0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7};
+
+/* scales (8 bytes) then mins (8 bytes) from the packed 12 (llama.cpp's utmp shuffle) */
+AI void q4k_unpack_scales(const uint8_t *s12, uint8_t out[16]) {
+    uint32_t u[4];
+    memcpy(u, s12, 12);
+    const uint32_t km1 = 0x3f3f3f3f, km2 = 0x0f0f0f0f, km3 = 0x03030303;
+    u[3] = ((u[2] >> 4) & km2) | (((u[1] >> 6) & km3) << 4);
+    const uint32_t aux = u[1] & km1;
+    u[1] = (u[2] & km2) | (((u[0] >> 6) & km3) << 4);
+    u[2] = aux;
+    u[0] &= km1;
+    memcpy(out, u, 16);
+}
+
+AI void tile_q4_K(const int NR, const int NT, int64_t n_cols, const uint8_t *w, size_t ws,
+                  const uint8_t *x, size_t xs, float *y, int64_t ys) {
+    const int64_t nb = n_cols / QKK;
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    __m512 acc[4][4];
+    FOR_RT acc[r][t] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        __m512i sc16[4];
+        __m512i isum[4][4];
+        _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {
+            const blk_q4_K *q = (const blk_q4_K *)(w + (size_t)r * ws) + b;
+            uint8_t sm[16];
+            q4k_unpack_scales(q->scales, sm);
+            sc16[r] = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)sm)));
+            /* minus dmin * sum_j m_j * bsum_j goes through the float accumulator */
+            __m256i mins = _mm256_permutexvar_epi16(_mm256_loadu_si256((const __m256i *)k_dup_idx),
+                                                    _mm256_cvtepu8_epi16(_mm_loadu_si64(sm + 8)));
+            float dmin = ul_fp16_to_fp32(q->dmin);
+            _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
+                const blk_q8K *p = (const blk_q8K *)(x + (size_t)t * xs) + b;
+                __m256i ms = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)p->bsums), mins);
+                acc[r][t] = _mm512_fnmadd_ps(_mm512_castps256_ps512(_mm256_cvtepi32_ps(ms)),
+                                             _mm512_set1_ps(dmin * p->d), acc[r][t]);
+                isum[r][t] = _mm512_setzero_si512();
+            }
+        }
+        for (int c = 0; c < 4; c++) {
+            __m512i W[4], S[4];
+            const __m512i idx = _mm512_loadu_si512(k_q4k_idx[c]);
+            _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {
+                const blk_q4_K *q = (const blk_q4_K *)(w + (size_t)r * ws) + b;
+                __m256i v = _mm256_loadu_si256((const __m256i *)(q->qs + 32 * c));
+                W[r] = join256(_mm256_and_si256(v, m4),
+                               _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
+                S[r] = _mm512_permutexvar_epi16(idx, sc16[r]);
+            }
+            _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
+                const blk_q8K *p = (const blk_q8K *)(x + (size_t)t * xs) + b;
+                __m512i X = _mm512_loadu_si512(p->qs + 64 * c);
+                _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) isum[r][t] =
+                    _mm512_dpwssd_epi32(isum[r][t], _mm512_maddubs_epi16(W[r], X), S[r]);
+            }
+        }
+        _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {
+            const blk_q4_K *q = (const blk_q4_K *)(w + (size_t)r * ws) + b;
+            float d = ul_fp16_to_fp32(q->d);
+            _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
+                const blk_q8K *p = (const blk_q8K *)(x + (size_t)t * xs) + b;
+                acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[r][t]), _mm512_set1_ps(d * p->d),
+                                            acc[r][t]);
+            }
+        }
+    }
+    FOR_RT y[t * ys + r] = _mm512_reduce_add_ps(acc[r][t]);
+}
+MM_DRIVER(q4_K, 2, 4)
+
+AI void tile_q6_K(const int NR, const int NT, int64_t n_cols, const uint8_t *w, size_t ws,
+                  const uint8_t *x, size_t xs, float *y, int64_t ys) {
+    const int64_t nb = n_cols / QKK;
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m2 = _mm512_set1_epi8(0x03);
+    __m512 acc[4][4];
+    FOR_RT acc[r][t] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        __m512i sc16[4];
+        __m512i isum[4][4];
+        _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {
+            const blk_q6_K *q = (const blk_q6_K *)(w + (size_t)r * ws) + b;
+            __m256i s = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)q->scales));
+            sc16[r] = _mm512_castsi256_si512(s);
+            _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
+                const blk_q8K *p = (const blk_q8K *)(x + (size_t)t * xs) + b;
+                /* the -32 offset: -32 * sum_j sc_j * bsum_j, in the low 8 lanes */
+                __m256i corr = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)p->bsums), s);
+                isum[r][t] = _mm512_castsi256_si512(
+                    _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(corr, 5)));
+                isum[r][t] = _mm512_inserti64x4(isum[r][t], _mm256_setzero_si256(), 1);
+            }
+        }
+        for (int c = 0; c < 4; c++) {
+            __m512i W[4], S[4];
+            const __m512i idx = _mm512_loadu_si512(k_q6k_idx[c]);
+            _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {
+                const blk_q6_K *q = (const blk_q6_K *)(w + (size_t)r * ws) + b;
+                const int h = c >> 1;
+                __m512i ql = _mm512_loadu_si512(q->ql + 64 * h);
+                __m256i qh = _mm256_loadu_si256((const __m256i *)(q->qh + 32 * h));
+                __m512i hb;
+                if (c & 1) {
+                    ql = _mm512_and_si512(_mm512_srli_epi16(ql, 4), m4);
+                    hb = join256(_mm256_srli_epi16(qh, 4), _mm256_srli_epi16(qh, 6));
+                } else {
+                    ql = _mm512_and_si512(ql, m4);
+                    hb = join256(qh, _mm256_srli_epi16(qh, 2));
+                }
+                W[r] = _mm512_or_si512(ql, _mm512_slli_epi16(_mm512_and_si512(hb, m2), 4));
+                S[r] = _mm512_permutexvar_epi16(idx, sc16[r]);
+            }
+            _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
+                const blk_q8K *p = (const blk_q8K *)(x + (size_t)t * xs) + b;
+                __m512i X = _mm512_loadu_si512(p->qs + 64 * c);
+                _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) isum[r][t] =
+                    _mm512_dpwssd_epi32(isum[r][t], _mm512_maddubs_epi16(W[r], X), S[r]);
+            }
+        }
+        _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {
+            const blk_q6_K *q = (const blk_q6_K *)(w + (size_t)r * ws) + b;
+            float d = ul_fp16_to_fp32(q->d);
+            _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
+                const blk_q8K *p = (const blk_q8K *)(x + (size_t)t * xs) + b;
+                acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[r][t]), _mm512_set1_ps(d * p->d),
+                                            acc[r][t]);
+            }
+        }
+    }
+    FOR_RT y[t * ys + r] = _mm512_reduce_add_ps(acc[r][t]);
+}
+MM_DRIVER(q6_K, 2, 4)
+
+const ul_cpu_kern_t ul_cpu_kern_avx512 = {.mm = {
+                                              [UL_TYPE_F32] = mm_f32,
+                                              [UL_TYPE_F16] = mm_f16,
+                                              [UL_TYPE_BF16] = mm_bf16,
+                                              [UL_TYPE_Q8_0] = mm_q8_0,
+                                              [UL_TYPE_Q4_0] = mm_q4_0,
+                                              [UL_TYPE_Q4_K] = mm_q4_K,
+                                              [UL_TYPE_Q6_K] = mm_q6_K,
+                                          }};
