@@ -137,8 +137,13 @@ void ul_conn_want_flush(ul_conn_t *c);
 void ul_conn_flush(ul_conn_t *c);
 /* Queues the connection for the server's check callback. */
 void ul_conn_schedule(ul_conn_t *c);
-/* Recomputes the backpressure flag after output grew or shrank. */
+/* Recomputes the backpressure flag after output shrank; calls on_drain when it clears, so
+ * only from libuv callbacks, never inside an owner's call. */
 void ul_conn_update_pressure(ul_conn_t *c);
+/* Sets the backpressure flag after output grew (never notifies). */
+static inline void ul_conn_mark_pressure(ul_conn_t *c) {
+    if (ul_conn_pending(c) > c->srv->cfg.out_soft_limit) c->backpressured = 1;
+}
 
 /* response.c */
 const char *ul_http_reason(int status);

@@ -157,8 +157,10 @@ int ul_http_respond_error(ul_http_req_t *req, int status, const char *type, cons
  * ul_http_resp_header). HTTP/1.1: chunked transfer; HTTP/1.0: no chunking, the stream is
  * close-delimited and the connection closes after ul_sse_done. The request stays open
  * until ul_sse_done/ul_sse_end. *out points into the request: same lifetime.
- * Returns UL_ESTATE if a response already started, UL_ECLOSED if the connection is
- * going away. */
+ * Returns UL_ESTATE if a response already started (*out untouched), or UL_ECLOSED if the
+ * connection is going away (also when the head could not be buffered: net closes it);
+ * with UL_ECLOSED *out is still set, every ul_sse_ call on it returns UL_ECLOSED, and
+ * on_abort follows. The ul_sse_ functions accept a NULL stream (UL_EINVAL). */
 int ul_sse_start(ul_http_req_t *req, ul_sse_t **out);
 
 /* Writes one event "data: {json}\n\n" (json must not contain a newline: UL_EINVAL).

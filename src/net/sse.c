@@ -27,6 +27,8 @@ int ul_sse_frame(ul_nbuf_t *b, int chunked, const char *prefix, const char *data
 int ul_sse_start(ul_http_req_t *req, ul_sse_t **out) {
     ul_conn_t *c = req->conn_;
     if (!c->req_open || c->resp != UL_RESP_NONE) return UL_ESTATE;
+    c->sse.conn = c;
+    if (out) *out = &c->sse;
     if (c->closing) return UL_ECLOSED;
     int http10 = req->http_major == 1 && req->http_minor == 0;
     c->chunked = !http10;
@@ -46,21 +48,21 @@ int ul_sse_start(ul_http_req_t *req, ul_sse_t **out) {
     size_t before = c->out.len;
     if (ul_http_head_write(&c->out, &h)) {
         c->out.len = before;
-        return UL_ENOMEM;
+        ul_conn_close(c, UL_ENOMEM);
+        return UL_ECLOSED;
     }
     c->resp = UL_RESP_STREAM;
     c->status = 200;
     c->resp_bytes += c->out.len - before;
     c->last_out = uv_now(c->srv->loop);
     c->srv->stats.streams_active++;
-    c->sse.conn = c;
-    if (out) *out = &c->sse;
-    ul_conn_update_pressure(c);
+    ul_conn_mark_pressure(c);
     ul_conn_want_flush(c);
     return 0;
 }
 
 static int stream_check(ul_conn_t *c) {
+    if (!c) return UL_EINVAL;
     if (!c->req_open || c->resp != UL_RESP_STREAM) return UL_ESTATE;
     if (c->closing) return UL_ECLOSED;
     return 0;
@@ -80,13 +82,13 @@ static int emit(ul_conn_t *c, const char *prefix, const char *data, size_t len) 
     }
     c->resp_bytes += c->out.len - before;
     c->last_out = uv_now(c->srv->loop);
-    ul_conn_update_pressure(c);
+    ul_conn_mark_pressure(c);
     ul_conn_want_flush(c);
     return 0;
 }
 
 int ul_sse_send(ul_sse_t *s, const char *json, size_t len) {
-    ul_conn_t *c = s->conn;
+    ul_conn_t *c = s ? s->conn : NULL;
     int rc = stream_check(c);
     if (rc) return rc;
     if (memchr(json, '\n', len) || memchr(json, '\r', len)) return UL_EINVAL;
@@ -94,7 +96,7 @@ int ul_sse_send(ul_sse_t *s, const char *json, size_t len) {
 }
 
 int ul_sse_comment(ul_sse_t *s, const char *text) {
-    ul_conn_t *c = s->conn;
+    ul_conn_t *c = s ? s->conn : NULL;
     int rc = stream_check(c);
     if (rc) return rc;
     if (strpbrk(text, "\r\n")) return UL_EINVAL;
@@ -103,7 +105,7 @@ int ul_sse_comment(ul_sse_t *s, const char *text) {
 
 static int finish(ul_conn_t *c, int done) {
     int rc = stream_check(c);
-    if (rc == UL_ESTATE) return rc;
+    if (rc == UL_ESTATE || rc == UL_EINVAL) return rc;
     c->srv->stats.streams_active--;
     c->resp = UL_RESP_DONE;
     if (rc == 0) {
@@ -123,9 +125,9 @@ static int finish(ul_conn_t *c, int done) {
     return rc;
 }
 
-int ul_sse_done(ul_sse_t *s) { return finish(s->conn, 1); }
-int ul_sse_end(ul_sse_t *s) { return finish(s->conn, 0); }
+int ul_sse_done(ul_sse_t *s) { return finish(s ? s->conn : NULL, 1); }
+int ul_sse_end(ul_sse_t *s) { return finish(s ? s->conn : NULL, 0); }
 
-int ul_sse_backpressured(const ul_sse_t *s) { return s->conn->backpressured; }
+int ul_sse_backpressured(const ul_sse_t *s) { return s && s->conn && s->conn->backpressured; }
 
-ul_http_req_t *ul_sse_req(ul_sse_t *s) { return &s->conn->req; }
+ul_http_req_t *ul_sse_req(ul_sse_t *s) { return s && s->conn ? &s->conn->req : NULL; }
