@@ -1,0 +1,191 @@
+"""Streaming under stress: a client leaving mid-stream frees its sequence, 1,000
+concurrent SSE streams from one client all complete, SIGTERM lets a stream finish and the
+process exit 0, and the command line rejects bad flags with exit 2."""
+
+import errno
+import json
+import os
+import resource
+import selectors
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from uvllm_harness import (Reader, Server, binary, build_request, run, sse_events, test,  # noqa: E402
+                           wait_for)
+
+
+def stream_body(n, prompt="stream me"):
+    return json.dumps({"prompt": prompt, "max_tokens": n, "stream": True})
+
+
+@test
+def client_close_mid_stream_frees_the_sequence():
+    with Server("--null-delay-us", "20000") as srv:
+        s = srv.connect()
+        s.sendall(build_request("POST", "/v1/completions", stream_body(100000)))
+        rd = Reader(s)
+        _, status, _, headers = rd.head()
+        assert status == 200
+        while rd.buf.count(b"data:") < 3:  # a few events arrive
+            assert rd._fill(), "stream ended early"
+        st, h = srv.health()
+        assert h["active_sequences"] == 1, h
+        s.close()
+        t0 = time.monotonic()
+        ok = wait_for(lambda: srv.health()[1]["active_sequences"] == 0, 1.0)
+        assert ok, f"sequence still live {time.monotonic() - t0:.2f} s after the client left"
+        m = srv.request("GET", "/metrics").body.decode()
+        assert "uvllm_completions_cancelled_total 1" in m, m
+
+
+@test
+def sigterm_lets_the_stream_finish_and_exits_0():
+    srv = Server("--null-delay-us", "20000", "--shutdown-grace", "10")
+    try:
+        s = srv.connect()
+        s.sendall(build_request("POST", "/v1/completions", stream_body(30)))
+        rd = Reader(s)
+        _, status, _, headers = rd.head()
+        assert status == 200
+        rd._fill()
+        srv.signal(signal.SIGTERM)
+        # the listener is closed / health answers 503 while draining
+        def refused_or_503():
+            try:
+                st, h = srv.health()
+                return st == 503 and h["status"] == "draining"
+            except OSError:
+                return True
+        assert wait_for(refused_or_503, 2.0), "server still accepting work after SIGTERM"
+        body = rd.body(headers)
+        ev = sse_events(body)
+        assert ev[-1] == "[DONE]", ev[-3:]
+        assert len(ev) == 32, len(ev)  # 30 tokens + finish chunk + [DONE]
+        assert json.loads(ev[-2])["choices"][0]["finish_reason"] == "length"
+        rc = srv.wait(10)
+        assert rc == 0, f"exit {rc}"
+    finally:
+        srv.kill()
+
+
+@test
+def sigterm_cuts_streams_after_the_grace_period():
+    srv = Server("--null-delay-us", "20000", "--shutdown-grace", "1")
+    try:
+        s = srv.connect()
+        s.sendall(build_request("POST", "/v1/completions", stream_body(100000)))
+        rd = Reader(s)
+        rd.head()
+        rd._fill()
+        t0 = time.monotonic()
+        srv.signal(signal.SIGTERM)
+        rc = srv.wait(10)
+        dt = time.monotonic() - t0
+        assert rc == 0, rc
+        assert 0.8 < dt < 5, f"exited {dt:.2f} s after SIGTERM with a 1 s grace"
+    finally:
+        srv.kill()
+
+
+def raise_nofile(n):
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < n:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(n, hard), hard))
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+
+@test
+def thousand_concurrent_streams():
+    n, max_tokens = 1000, 20
+    assert raise_nofile(4096) >= 2200, "cannot raise RLIMIT_NOFILE for 1000 sockets"
+    # The server inherits the raised limit (it is our child).
+    with Server("--null-delay-us", "2000") as srv:
+        sel = selectors.DefaultSelector()
+        socks = {}
+        t0 = time.monotonic()
+        for i in range(n):
+            s = socket.socket()
+            s.setblocking(False)
+            err = s.connect_ex(("127.0.0.1", srv.port))
+            assert err in (0, errno.EINPROGRESS), err
+            req = build_request("POST", "/v1/completions", stream_body(max_tokens, f"p{i}"))
+            socks[s] = {"out": req, "in": b""}
+            sel.register(s, selectors.EVENT_WRITE | selectors.EVENT_READ)
+        done = 0
+        deadline = time.monotonic() + 60
+        while done < n and time.monotonic() < deadline:
+            for key, ev in sel.select(timeout=1):
+                s, st = key.fileobj, socks[key.fileobj]
+                if ev & selectors.EVENT_WRITE and st["out"]:
+                    try:
+                        k = s.send(st["out"])
+                        st["out"] = st["out"][k:]
+                    except BlockingIOError:
+                        pass
+                    if not st["out"]:
+                        sel.modify(s, selectors.EVENT_READ)
+                if ev & selectors.EVENT_READ:
+                    try:
+                        data = s.recv(65536)
+                    except (BlockingIOError, InterruptedError):
+                        continue
+                    st["in"] += data
+                    if not data or st["in"].endswith(b"data: [DONE]\n\n\r\n0\r\n\r\n"):
+                        sel.unregister(s)
+                        done += 1
+        elapsed = time.monotonic() - t0
+        bad = 0
+        for s, st in socks.items():
+            raw = st["in"]
+            head, _, rest = raw.partition(b"\r\n\r\n")
+            ok = head.startswith(b"HTTP/1.1 200")
+            # de-chunk
+            body, p = b"", 0
+            while ok:
+                e = rest.find(b"\r\n", p)
+                if e < 0:
+                    ok = False
+                    break
+                size = int(rest[p:e], 16)
+                if size == 0:
+                    break
+                body += rest[e + 2:e + 2 + size]
+                p = e + 2 + size + 2
+            events = sse_events(body) if ok else []
+            if len(events) != max_tokens + 2 or events[-1] != "[DONE]":
+                bad += 1
+            s.close()
+        sel.close()
+        print(f"  {n} streams x {max_tokens} tokens: {done} finished in {elapsed:.2f} s")
+        assert done == n, f"only {done}/{n} streams finished"
+        assert bad == 0, f"{bad} streams had the wrong number of events"
+        assert wait_for(lambda: srv.health()[1]["active_sequences"] == 0, 2.0)
+
+
+@test
+def cli_rejects_bad_flags_with_exit_2():
+    for args in (["--bogus"], ["--port", "70000"], ["--port"], ["--backend", "gpu9"],
+                 ["--max-batch-tokens", "0"], ["--null-delay-us", "abc"],
+                 ["--backend", "cpu"], ["--log-level", "loud"]):
+        p = subprocess.run([binary(), "serve", *args], capture_output=True, timeout=10)
+        assert p.returncode == 2, (args, p.returncode, p.stderr)
+        assert p.stderr.strip(), args
+    p = subprocess.run([binary(), "serve", "--help"], capture_output=True, timeout=10)
+    assert p.returncode == 0 and b"--max-batch-tokens" in p.stdout
+
+
+@test
+def port_in_use_fails_cleanly():
+    with Server() as srv:
+        p = subprocess.run([binary(), "serve", "--backend", "null", "--host", "127.0.0.1",
+                            "--port", str(srv.port)], capture_output=True, timeout=10)
+        assert p.returncode == 1, (p.returncode, p.stderr)
+        assert b"listen" in p.stderr
+
+
+if __name__ == "__main__":
+    sys.exit(run())

@@ -1,0 +1,268 @@
+"""Shared helpers for the integration tests: start the real `uvllm serve` binary on
+127.0.0.1 with port 0, read the port from its `listening on http://HOST:PORT` log line,
+and talk HTTP/1.x over raw sockets (no client library, so malformed input can be sent on
+purpose and framing is checked byte by byte).
+
+Python 3 standard library only. Each test script registers functions with @test and ends
+with `sys.exit(run())`, which prints one line `N passed, N failed`."""
+
+import json
+import os
+import re
+import select
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import traceback
+
+_TESTS = []
+
+
+def test(fn):
+    _TESTS.append(fn)
+    return fn
+
+
+def run():
+    only = sys.argv[1:]
+    passed = failed = 0
+    for fn in _TESTS:
+        if only and fn.__name__ not in only:
+            continue
+        t0 = time.monotonic()
+        try:
+            fn()
+            passed += 1
+            print(f"PASS {fn.__name__} ({time.monotonic() - t0:.2f}s)", flush=True)
+        except Exception:
+            failed += 1
+            print(f"FAIL {fn.__name__} ({time.monotonic() - t0:.2f}s)", flush=True)
+            traceback.print_exc()
+    print(f"{passed} passed, {failed} failed", flush=True)
+    return 1 if failed or not passed else 0
+
+
+def binary():
+    b = os.environ.get("UVLLM_BIN")
+    if not b:
+        src = os.environ.get("UVLLM_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
+        b = os.path.join(src, "build", "uvllm")
+    if not os.access(b, os.X_OK):
+        raise SystemExit(f"uvllm binary not found at '{b}' (set UVLLM_BIN)")
+    return b
+
+
+class Server:
+    """A running `uvllm serve`; stderr is drained by a thread into self.log."""
+
+    def __init__(self, *extra, backend="null"):
+        args = [binary(), "serve", "--backend", backend, "--port", "0", "--host", "127.0.0.1"]
+        self.proc = subprocess.Popen(args + list(extra), stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        self.log = []
+        self.port = None
+        # A thread drains stderr from the start (the server logs a line per request and
+        # must never block on a full pipe); the port is read from the lines it collects.
+        self._drain = threading.Thread(target=self._read_log, daemon=True)
+        self._drain.start()
+        deadline = time.monotonic() + 15
+        while self.port is None:
+            for line in list(self.log):
+                m = re.search(r"listening on http://([^:\s]+|\[[^\]]+\]):(\d+)", line)
+                if m:
+                    self.port = int(m.group(2))
+            if self.port is not None:
+                break
+            if self.proc.poll() is not None:
+                self._drain.join(2)
+                raise AssertionError(f"server exited ({self.proc.returncode}) before listening:\n"
+                                     + "".join(self.log))
+            if time.monotonic() > deadline:
+                self.kill()
+                raise AssertionError("server did not log 'listening on' within 15 s:\n" +
+                                     "".join(self.log))
+            time.sleep(0.01)
+
+    def _read_log(self):
+        for raw in self.proc.stderr:
+            self.log.append(raw.decode(errors="replace"))
+            if len(self.log) > 20000 and self.port is not None:
+                del self.log[:10000]
+
+    def connect(self, timeout=10):
+        s = socket.create_connection(("127.0.0.1", self.port), timeout=timeout)
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return s
+
+    def signal(self, sig=signal.SIGTERM):
+        self.proc.send_signal(sig)
+
+    def wait(self, timeout):
+        return self.proc.wait(timeout)
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def stop(self):
+        """SIGTERM and expect a clean exit 0."""
+        if self.proc.poll() is None:
+            self.signal(signal.SIGTERM)
+            try:
+                rc = self.proc.wait(35)
+            except subprocess.TimeoutExpired:
+                self.kill()
+                raise AssertionError("server did not exit within 35 s of SIGTERM")
+            assert rc == 0, f"server exited {rc} after SIGTERM:\n" + "".join(self.log[-30:])
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, et, ev, tb):
+        if et is None:
+            self.stop()
+        else:
+            self.kill()
+
+    # --- one-shot helpers -----------------------------------------------------------
+
+    def request(self, method, path, body=None, headers=None, version="1.1"):
+        with self.connect() as s:
+            s.sendall(build_request(method, path, body, headers, version, close=True))
+            return Reader(s).response(method)
+
+    def health(self):
+        r = self.request("GET", "/health")
+        return r.status, r.json()
+
+    def complete(self, **body):
+        r = self.request("POST", "/v1/completions", body=json.dumps(body))
+        return r
+
+
+def build_request(method, path, body=None, headers=None, version="1.1", close=False):
+    if isinstance(body, str):
+        body = body.encode()
+    lines = [f"{method} {path} HTTP/{version}", "Host: 127.0.0.1"]
+    hdrs = dict(headers or {})
+    if body is not None:
+        hdrs.setdefault("Content-Type", "application/json")
+        hdrs.setdefault("Content-Length", str(len(body)))
+    if close:
+        hdrs.setdefault("Connection", "close")
+    lines += [f"{k}: {v}" for k, v in hdrs.items()]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode() + (body or b"")
+
+
+class Response:
+    def __init__(self, status, reason, headers, body, version):
+        self.status, self.reason, self.headers, self.body, self.version = (
+            status, reason, headers, body, version)
+
+    def header(self, name):
+        return self.headers.get(name.lower())
+
+    def json(self):
+        return json.loads(self.body)
+
+    def events(self):
+        return sse_events(self.body)
+
+
+def sse_events(body):
+    """The data payloads of an SSE body, in order ('[DONE]' included as a string)."""
+    text = body.decode() if isinstance(body, bytes) else body
+    out = []
+    for block in text.split("\n\n"):
+        data = [ln[5:].lstrip(" ") for ln in block.split("\n") if ln.startswith("data:")]
+        if data:
+            out.append("\n".join(data))
+    return out
+
+
+class Reader:
+    """Parses successive HTTP/1.x responses from one socket."""
+
+    def __init__(self, sock):
+        self.sock = sock
+        self.buf = b""
+        self.eof = False
+
+    def _fill(self):
+        chunk = self.sock.recv(65536)
+        if not chunk:
+            self.eof = True
+        self.buf += chunk
+        return bool(chunk)
+
+    def _until(self, sep):
+        while sep not in self.buf:
+            if not self._fill():
+                raise EOFError(f"connection closed while waiting for {sep!r}; have {self.buf[:200]!r}")
+        i = self.buf.index(sep)
+        out, self.buf = self.buf[:i], self.buf[i + len(sep):]
+        return out
+
+    def _exact(self, n):
+        while len(self.buf) < n:
+            if not self._fill():
+                raise EOFError("connection closed inside a body")
+        out, self.buf = self.buf[:n], self.buf[n:]
+        return out
+
+    def head(self):
+        head = self._until(b"\r\n\r\n").decode("latin-1")
+        lines = head.split("\r\n")
+        m = re.match(r"HTTP/(\d\.\d) (\d{3}) ?(.*)", lines[0])
+        assert m, f"bad status line {lines[0]!r}"
+        headers = {}
+        for ln in lines[1:]:
+            k, _, v = ln.partition(":")
+            headers[k.strip().lower()] = v.strip()
+        return m.group(1), int(m.group(2)), m.group(3), headers
+
+    def body(self, headers, method="GET", status=200, on_chunk=None):
+        if method == "HEAD" or status in (204, 304) or 100 <= status < 200:
+            return b""
+        if "chunked" in headers.get("transfer-encoding", "").lower():
+            out = b""
+            while True:
+                size = int(self._until(b"\r\n").split(b";")[0], 16)
+                if size == 0:
+                    self._until(b"\r\n")
+                    return out
+                data = self._exact(size)
+                self._exact(2)
+                out += data
+                if on_chunk:
+                    on_chunk(data)
+        if "content-length" in headers:
+            return self._exact(int(headers["content-length"]))
+        while self._fill():
+            pass
+        out, self.buf = self.buf, b""
+        return out
+
+    def response(self, method="GET"):
+        version, status, reason, headers = self.head()
+        body = self.body(headers, method, status)
+        return Response(status, reason, headers, body, version)
+
+
+def wait_for(pred, timeout, interval=0.02):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        v = pred()
+        if v:
+            return v
+        time.sleep(interval)
+    return pred()
+
+
+def null_text(n_tokens_text):
+    """Number of pseudo-tokens in a null-backend completion text (' tok<ID>' each)."""
+    return len(re.findall(r" tok\d+", n_tokens_text))
