@@ -20,6 +20,11 @@
 #define GGUF_MAGIC 0x46554747u /* "GGUF" little-endian */
 #define DEFAULT_ALIGNMENT 32
 #define MAX_NAME_SHOWN 64 /* bytes of a name quoted in an error message */
+/* Far above any real file (models have tens of keys and at most a few thousand tensors);
+ * bounds the per-entry tables allocated before the entries are parsed, which the
+ * file-size check alone would let reach several times the file size. */
+#define MAX_KV (1u << 20)
+#define MAX_TENSORS (1u << 20)
 
 typedef struct {
     const uint8_t *p;
@@ -309,6 +314,12 @@ static int parse_header(rd_t *r) {
         return fail(g,
                     "header n_tensors: %llu tensors cannot fit in a file of %zu bytes at offset 8",
                     (unsigned long long)g->n_tensors, r->size);
+    if (g->n_kv > MAX_KV)
+        return fail(g, "header n_kv: %llu entries exceed the limit of %u at offset 16",
+                    (unsigned long long)g->n_kv, MAX_KV);
+    if (g->n_tensors > MAX_TENSORS)
+        return fail(g, "header n_tensors: %llu tensors exceed the limit of %u at offset 8",
+                    (unsigned long long)g->n_tensors, MAX_TENSORS);
     return 0;
 }
 

@@ -307,3 +307,23 @@ Test(gguf_corrupt, every_truncation) {
     }
     free(im.buf);
 }
+
+/* Counts that would fit a large file are still capped before any table is allocated. */
+Test(gguf_corrupt, counts_capped_in_large_files) {
+    img_t im = fx_valid();
+    size_t big = 40u << 20; /* room for 2^20 + 1 minimal tensor infos */
+    uint8_t *b = calloc(1, big);
+    cr_assert(b);
+    memcpy(b, im.buf, im.len);
+    img_t large = {b, big};
+    fx_put_u64(&large, 16, (1u << 20) + 1);
+    ul_gguf_t g;
+    cr_expect_eq(ul_gguf_open_mem(&g, b, big), UL_EFORMAT);
+    cr_expect(strstr(g.err, "n_kv: 1048577 entries exceed the limit"), "%s", g.err);
+    fx_put_u64(&large, 16, 15);
+    fx_put_u64(&large, 8, (1u << 20) + 1);
+    cr_expect_eq(ul_gguf_open_mem(&g, b, big), UL_EFORMAT);
+    cr_expect(strstr(g.err, "n_tensors: 1048577 tensors exceed the limit"), "%s", g.err);
+    free(b);
+    free(im.buf);
+}
