@@ -351,9 +351,18 @@ static void on_server_closed(ul_http_server_t *s) {
 
 static void on_bridge(ul_bridge_t *b, ul_queue_t *item) {
     harness_t *h = b->data;
-    (void)item;
+    if (item == &h->shutdown_item) {
+        ul_http_server_shutdown(&h->srv, h->shutdown_grace_ms, on_server_closed);
+        atomic_store(&h->draining, 1);
+        return;
+    }
     ul_http_server_shutdown(&h->srv, h->shutdown_grace_ms, on_server_closed);
     ul_bridge_close(&h->bridge, NULL);
+}
+
+void harness_shutdown(harness_t *h) {
+    ul_bridge_post(&h->bridge, &h->shutdown_item);
+    for (int i = 0; i < 500 && !atomic_load(&h->draining); i++) usleep(1000);
 }
 
 static void *client_main(void *arg) {

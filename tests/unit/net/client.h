@@ -54,6 +54,8 @@ struct harness_s {
     ul_http_config_t cfg;
     ul_bridge_t bridge;
     ul_queue_t done_item;
+    ul_queue_t shutdown_item;
+    atomic_int draining; /* set on the loop once the mid-script shutdown began */
     int port;
     client_fn client;
     char msg[512];
@@ -69,6 +71,10 @@ struct harness_s {
     atomic_int efull;
     void *user;
 };
+
+/* From the client thread: starts ul_http_server_shutdown(shutdown_grace_ms) now, while
+ * the script goes on; waits until the loop has done it. */
+void harness_shutdown(harness_t *h);
 
 /* Default config for tests: port 0, access log on. */
 void harness_config(harness_t *h);

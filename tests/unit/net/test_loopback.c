@@ -5,6 +5,7 @@
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -123,6 +124,34 @@ static int pipeline_client(harness_t *h, char *msg, size_t cap) {
     }
     cl_close(&c);
     return 0;
+}
+
+static int pipeline_many_client(harness_t *h, char *msg, size_t cap) {
+    cl_conn_t c;
+    cl_resp_t r;
+    CHECK(cl_connect(&c, h->port) == 0, "connect");
+    static char reqs[200 * 64];
+    size_t n = 0;
+    for (int i = 0; i < 200; i++)
+        n += (size_t)snprintf(reqs + n, sizeof reqs - n,
+                              "GET /echo?%d HTTP/1.1\r\nX-Echo-Query: 1\r\n\r\n", i);
+    CHECK(cl_send(&c, reqs, n) == 0, "send");
+    for (int i = 0; i < 200; i++) {
+        char want[16];
+        snprintf(want, sizeof want, "%d", i);
+        CHECK(cl_read_response(&c, &r, 0) == 0, "response %d missing", i);
+        CHECK(r.status == 200 && strcmp(r.body, want) == 0, "response %d: '%s'", i, r.body);
+        cl_resp_free(&r);
+    }
+    cl_close(&c);
+    return 0;
+}
+
+Test(loopback, pipelined_200_in_one_write) {
+    harness_t h;
+    harness_config(&h);
+    RUN(&h, pipeline_many_client);
+    cr_assert_eq(h.srv.stats.requests_total, 200);
 }
 
 Test(loopback, pipelined_in_order_with_async_and_chunked) {
@@ -245,6 +274,26 @@ static int timeout_client(harness_t *h, char *msg, size_t cap) {
     cl_conn_t c;
     CHECK(cl_connect(&c, h->port) == 0, "connect");
     CHECK(cl_send_str(&c, "GET /health HTTP/1.1\r\nHost: slow") == 0, "s");
+    if (expect_error_close(&c, 408, msg, cap)) return -1;
+    cl_close(&c);
+    /* slowloris: a byte every 20 ms keeps the connection busy but not alive */
+    CHECK(cl_connect(&c, h->port) == 0, "connect");
+    const char *slow =
+        "GET /health HTTP/1.1\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+    int closed_at = -1;
+    for (int i = 0; slow[i]; i++) {
+        if (cl_send(&c, slow + i, 1) != 0) {
+            closed_at = i;
+            break;
+        }
+        usleep(20 * 1000);
+        struct pollfd pf = {.fd = c.fd, .events = POLLIN};
+        if (poll(&pf, 1, 0) > 0) {
+            closed_at = i;
+            break;
+        }
+    }
+    CHECK(closed_at > 0 && closed_at < 40, "trickling client not cut off (at %d)", closed_at);
     if (expect_error_close(&c, 408, msg, cap)) return -1;
     cl_close(&c);
     /* an idle keep-alive connection is closed after idle_timeout */
@@ -461,6 +510,43 @@ static int graceful_client(harness_t *h, char *msg, size_t cap) {
     CHECK(cl_read_head(&busy, &r) == 0 && r.status == 200, "stream head");
     g_fds[0] = busy.fd;
     return 0; /* shutdown (grace 2 s) begins while the stream is running */
+}
+
+static int drain_client(harness_t *h, char *msg, size_t cap) {
+    cl_conn_t idle, busy, late;
+    cl_resp_t r;
+    CHECK(cl_connect(&idle, h->port) == 0, "connect");
+    CHECK(get(&idle, "/health", &r) == 0 && r.status == 200, "idle get");
+    cl_resp_free(&r);
+    CHECK(cl_connect(&busy, h->port) == 0, "connect");
+    CHECK(cl_send_str(&busy, "GET /async HTTP/1.1\r\n\r\n") == 0, "s");
+    for (int i = 0; i < 100 && atomic_load(&h->async_pending) == 0; i++) usleep(1000);
+    CHECK(atomic_load(&h->async_pending) == 1, "async request not started");
+    harness_shutdown(h);
+    /* the listener is closed: new connections are refused */
+    CHECK(cl_connect(&late, h->port) != 0, "connected to a draining server");
+    /* the idle keep-alive connection is closed at once */
+    CHECK(cl_wait_closed(&idle, 1000), "idle connection survived shutdown");
+    cl_close(&idle);
+    /* the in-flight request still gets its answer, marked as the last one */
+    CHECK(cl_read_response(&busy, &r, 0) == 0 && r.status == 200, "in-flight answer");
+    CHECK(strcmp(r.body, "async") == 0, "body '%s'", r.body);
+    char v[32];
+    CHECK(cl_header(&r, "Connection", v, sizeof v) == 0 && strcmp(v, "close") == 0,
+          "no Connection: close while draining");
+    cl_resp_free(&r);
+    CHECK(cl_wait_closed(&busy, 1000), "busy connection not closed after its answer");
+    cl_close(&busy);
+    return 0;
+}
+
+Test(loopback, shutdown_drains_refuses_and_answers_in_flight) {
+    harness_t h;
+    harness_config(&h);
+    h.shutdown_grace_ms = 5000;
+    RUN(&h, drain_client);
+    cr_assert_eq(atomic_load(&h.aborts), 0);
+    cr_assert_eq(h.srv.stats.requests_total, 2);
 }
 
 Test(loopback, shutdown_lets_streams_finish) {
