@@ -1,4 +1,228 @@
-/* AVX2 + FMA + F16C kernels. */
-#include "cpu/kernels_impl.h"
+/* AVX2 + FMA + F16C kernels, for x86 CPUs without AVX-512. Same tiling as the AVX-512
+ * file (rows x tokens register tiles) at 256 bits. Without VNNI the integer products go
+ * through vpmaddubsw (u8 x s8 -> s16 pairs) and vpmaddwd:
+ *  - Q4_0: unsigned nibbles against signed activations, -8 * sum(activations) per block
+ *    as the accumulator's initial value (as in the AVX-512 kernel).
+ *  - Q8_0: llama.cpp's sign trick, |w| x (x * sign(w)), per (row, token).
+ *  - Q4_K / Q6_K: vpmaddwd against the sub-block scales. */
+#include <immintrin.h>
+#include <string.h>
 
-const ul_cpu_kern_t ul_cpu_kern_avx2 = {.mm = {0}};
+#include "cpu/kernels_impl.h"
+#include "cpu/kernels_tile.h"
+
+AI float hsum8(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* ---- Q4_0 ---- */
+AI void tile_q4_0(const int NR, const int NT, int64_t n_cols, const uint8_t *w, size_t ws,
+                  const uint8_t *x, size_t xs, float *y, int64_t ys) {
+    const int64_t nb = n_cols / QK;
+    const __m128i m4 = _mm_set1_epi8(0x0F);
+    const __m256i one16 = _mm256_set1_epi16(1);
+    __m256 acc[4][4];
+    FOR_RT acc[r][t] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        __m256i W[4];
+        float dw[4];
+        _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {
+            const blk_q4_0 *q = (const blk_q4_0 *)(w + (size_t)r * ws) + b;
+            __m128i v = _mm_loadu_si128((const __m128i *)q->qs);
+            W[r] = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m4), _mm_and_si128(v, m4));
+            dw[r] = ul_fp16_to_fp32(q->d);
+        }
+        _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
+            const blk_q8a *p = (const blk_q8a *)(x + (size_t)t * xs) + b;
+            __m256i X = _mm256_loadu_si256((const __m256i *)p->qs);
+            __m256i I = _mm256_set1_epi32(-p->sum);
+            _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {
+                __m256i s = _mm256_add_epi32(
+                    I, _mm256_madd_epi16(_mm256_maddubs_epi16(W[r], X), one16));
+                acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(dw[r] * p->d),
+                                            acc[r][t]);
+            }
+        }
+    }
+    FOR_RT y[t * ys + r] = hsum8(acc[r][t]);
+}
+MM_DRIVER(q4_0, 4, 2)
+
+/* ---- Q8_0 ---- */
+AI void tile_q8_0(const int NR, const int NT, int64_t n_cols, const uint8_t *w, size_t ws,
+                  const uint8_t *x, size_t xs, float *y, int64_t ys) {
+    const int64_t nb = n_cols / QK;
+    const __m256i one16 = _mm256_set1_epi16(1);
+    __m256 acc[4][4];
+    FOR_RT acc[r][t] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        __m256i W[4], A[4];
+        float dw[4];
+        _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {
+            const blk_q8_0 *q = (const blk_q8_0 *)(w + (size_t)r * ws) + b;
+            W[r] = _mm256_loadu_si256((const __m256i *)q->qs);
+            A[r] = _mm256_sign_epi8(W[r], W[r]); /* |w| as unsigned */
+            dw[r] = ul_fp16_to_fp32(q->d);
+        }
+        _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
+            const blk_q8a *p = (const blk_q8a *)(x + (size_t)t * xs) + b;
+            __m256i X = _mm256_loadu_si256((const __m256i *)p->qs);
+            _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {
+                __m256i s = _mm256_madd_epi16(
+                    _mm256_maddubs_epi16(A[r], _mm256_sign_epi8(X, W[r])), one16);
+                acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(dw[r] * p->d),
+                                            acc[r][t]);
+            }
+        }
+    }
+    FOR_RT y[t * ys + r] = hsum8(acc[r][t]);
+}
+MM_DRIVER(q8_0, 4, 2)
+
+/* ---- F16 / F32 / BF16 ---- */
+AI __m256i tail_mask8(int64_t left) {
+    const int32_t idx[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(left < 8 ? left : 8)),
+                              _mm256_loadu_si256((const __m256i *)idx));
+}
+AI __m256 ld_f32(const uint8_t *row, int64_t k, int64_t n) {
+    const float *f = (const float *)row + k;
+    if (n - k >= 8) return _mm256_loadu_ps(f);
+    return _mm256_maskload_ps(f, tail_mask8(n - k));
+}
+AI __m256 ld_f16(const uint8_t *row, int64_t k, int64_t n) {
+    const uint16_t *h = (const uint16_t *)row + k;
+    if (n - k >= 8) return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h));
+    uint16_t tmp[8] = {0};
+    memcpy(tmp, h, (size_t)(n - k) * 2);
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)tmp));
+}
+AI __m256 ld_bf16(const uint8_t *row, int64_t k, int64_t n) {
+    const uint16_t *h = (const uint16_t *)row + k;
+    __m128i v;
+    if (n - k >= 8) {
+        v = _mm_loadu_si128((const __m128i *)h);
+    } else {
+        uint16_t tmp[8] = {0};
+        memcpy(tmp, h, (size_t)(n - k) * 2);
+        v = _mm_loadu_si128((const __m128i *)tmp);
+    }
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(v), 16));
+}
+
+#define FLOAT_TILE(name, LOADW, LOADX)                                                             \
+    AI void tile_##name(const int NR, const int NT, int64_t n_cols, const uint8_t *w, size_t ws,   \
+                        const uint8_t *x, size_t xs, float *y, int64_t ys) {                       \
+        __m256 acc[4][4];                                                                          \
+        FOR_RT acc[r][t] = _mm256_setzero_ps();                                                    \
+        for (int64_t k = 0; k < n_cols; k += 8) {                                                  \
+            __m256 W[4];                                                                           \
+            _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) W[r] =                            \
+                LOADW(w + (size_t)r * ws, k, n_cols);                                              \
+            _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {                                 \
+                __m256 X = LOADX(x + (size_t)t * xs, k, n_cols);                                   \
+                _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) acc[r][t] =                   \
+                    _mm256_fmadd_ps(W[r], X, acc[r][t]);                                           \
+            }                                                                                      \
+        }                                                                                          \
+        FOR_RT y[t * ys + r] = hsum8(acc[r][t]);                                                   \
+    }
+FLOAT_TILE(f32, ld_f32, ld_f32)
+FLOAT_TILE(f16, ld_f16, ld_f32)
+FLOAT_TILE(bf16, ld_bf16, ld_bf16)
+MM_DRIVER(f32, 4, 3)
+MM_DRIVER(f16, 4, 3)
+MM_DRIVER(bf16, 4, 3)
+
+/* ---- Q4_K / Q6_K x Q8K: one row at a time, tokens tiled ---- */
+AI void tile_q4_K(const int NR, const int NT, int64_t n_cols, const uint8_t *w, size_t ws,
+                  const uint8_t *x, size_t xs, float *y, int64_t ys) {
+    const int64_t nb = n_cols / QKK;
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    float acc[4][4] = {{0}};
+    for (int64_t b = 0; b < nb; b++) {
+        _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {
+            const blk_q4_K *q = (const blk_q4_K *)(w + (size_t)r * ws) + b;
+            uint8_t sc[8], mn[8];
+            for (int j = 0; j < 8; j++) ul_q4k_scale_min(j, q->scales, &sc[j], &mn[j]);
+            __m256i isum[4];
+            _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) isum[t] = _mm256_setzero_si256();
+            for (int c = 0; c < 4; c++) {
+                __m256i v = _mm256_loadu_si256((const __m256i *)(q->qs + 32 * c));
+                __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+                __m256i s0 = _mm256_set1_epi16(sc[2 * c]), s1 = _mm256_set1_epi16(sc[2 * c + 1]);
+                _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
+                    const blk_q8K *p = (const blk_q8K *)(x + (size_t)t * xs) + b;
+                    __m256i x0 = _mm256_loadu_si256((const __m256i *)(p->qs + 64 * c));
+                    __m256i x1 = _mm256_loadu_si256((const __m256i *)(p->qs + 64 * c + 32));
+                    isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(_mm256_maddubs_epi16(lo, x0), s0));
+                    isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(_mm256_maddubs_epi16(hi, x1), s1));
+                }
+            }
+            float d = ul_fp16_to_fp32(q->d), dmin = ul_fp16_to_fp32(q->dmin);
+            _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
+                const blk_q8K *p = (const blk_q8K *)(x + (size_t)t * xs) + b;
+                int32_t summ = 0;
+                for (int j = 0; j < 8; j++) summ += mn[j] * (p->bsums[2 * j] + p->bsums[2 * j + 1]);
+                acc[r][t] += p->d * (d * hsum8(_mm256_cvtepi32_ps(isum[t])) - dmin * (float)summ);
+            }
+        }
+    }
+    FOR_RT y[t * ys + r] = acc[r][t];
+}
+MM_DRIVER(q4_K, 1, 4)
+
+AI void tile_q6_K(const int NR, const int NT, int64_t n_cols, const uint8_t *w, size_t ws,
+                  const uint8_t *x, size_t xs, float *y, int64_t ys) {
+    const int64_t nb = n_cols / QKK;
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x03);
+    float acc[4][4] = {{0}};
+    for (int64_t b = 0; b < nb; b++) {
+        _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {
+            const blk_q6_K *q = (const blk_q6_K *)(w + (size_t)r * ws) + b;
+            __m256i isum[4];
+            _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) isum[t] = _mm256_setzero_si256();
+            for (int h = 0; h < 2; h++) {
+                __m256i ql0 = _mm256_loadu_si256((const __m256i *)(q->ql + 64 * h));
+                __m256i ql1 = _mm256_loadu_si256((const __m256i *)(q->ql + 64 * h + 32));
+                __m256i qh = _mm256_loadu_si256((const __m256i *)(q->qh + 32 * h));
+                __m256i W[4];
+                W[0] = _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_slli_epi16(_mm256_and_si256(qh, m2), 4));
+                W[1] = _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m2), 4));
+                W[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m2), 4));
+                W[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m2), 4));
+                for (int c = 0; c < 4; c++) {
+                    const int8_t *sc = q->scales + 8 * h + 2 * c;
+                    __m256i S = _mm256_set_m128i(_mm_set1_epi16(sc[1]), _mm_set1_epi16(sc[0]));
+                    _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
+                        const blk_q8K *p = (const blk_q8K *)(x + (size_t)t * xs) + b;
+                        __m256i X = _mm256_loadu_si256((const __m256i *)(p->qs + 128 * h + 32 * c));
+                        isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(_mm256_maddubs_epi16(W[c], X), S));
+                    }
+                }
+            }
+            float d = ul_fp16_to_fp32(q->d);
+            _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
+                const blk_q8K *p = (const blk_q8K *)(x + (size_t)t * xs) + b;
+                int32_t corr = 0;
+                for (int j = 0; j < 16; j++) corr += q->scales[j] * p->bsums[j];
+                acc[r][t] += d * p->d * (hsum8(_mm256_cvtepi32_ps(isum[t])) - 32.0f * (float)corr);
+            }
+        }
+    }
+    FOR_RT y[t * ys + r] = acc[r][t];
+}
+MM_DRIVER(q6_K, 1, 4)
+
+const ul_cpu_kern_t ul_cpu_kern_avx2 = {.mm = {
+                                            [UL_TYPE_F32] = mm_f32,
+                                            [UL_TYPE_F16] = mm_f16,
+                                            [UL_TYPE_BF16] = mm_bf16,
+                                            [UL_TYPE_Q8_0] = mm_q8_0,
+                                            [UL_TYPE_Q4_0] = mm_q4_0,
+                                            [UL_TYPE_Q4_K] = mm_q4_K,
+                                            [UL_TYPE_Q6_K] = mm_q6_K,
+                                        }};

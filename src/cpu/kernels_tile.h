@@ -1,0 +1,50 @@
+/* Register-tile plumbing shared by the SIMD kernel files: a tile function
+ * tile_NAME(NR, NT, ...) is written once with compile-time row/token counts and the
+ * driver calls the right instance for each corner of the (rows x tokens) grid. */
+#ifndef UL_CPU_KERNELS_TILE_H
+#define UL_CPU_KERNELS_TILE_H
+
+#define AI static inline __attribute__((always_inline))
+
+/* Calls F(RN, TN, args) with compile-time RN <= 4, TN <= 4 so the tile is unrolled into
+ * registers. */
+#define DISPATCH(F, RN, TN, ...)                                                                   \
+    switch (((RN) - 1) * 4 + (TN) - 1) {                                                           \
+    case 0: F(1, 1, __VA_ARGS__); break;                                                           \
+    case 1: F(1, 2, __VA_ARGS__); break;                                                           \
+    case 2: F(1, 3, __VA_ARGS__); break;                                                           \
+    case 3: F(1, 4, __VA_ARGS__); break;                                                           \
+    case 4: F(2, 1, __VA_ARGS__); break;                                                           \
+    case 5: F(2, 2, __VA_ARGS__); break;                                                           \
+    case 6: F(2, 3, __VA_ARGS__); break;                                                           \
+    case 7: F(2, 4, __VA_ARGS__); break;                                                           \
+    case 8: F(3, 1, __VA_ARGS__); break;                                                           \
+    case 9: F(3, 2, __VA_ARGS__); break;                                                           \
+    case 10: F(3, 3, __VA_ARGS__); break;                                                          \
+    case 11: F(3, 4, __VA_ARGS__); break;                                                          \
+    case 12: F(4, 1, __VA_ARGS__); break;                                                          \
+    case 13: F(4, 2, __VA_ARGS__); break;                                                          \
+    case 14: F(4, 3, __VA_ARGS__); break;                                                          \
+    default: F(4, 4, __VA_ARGS__); break;                                                          \
+    }
+
+/* The tile driver: rows in groups of RMAX, tokens in groups of TMAX; the row group stays
+ * in L1 while the token groups stream past it. */
+#define MM_DRIVER(name, RMAX, TMAX)                                                                \
+    static void mm_##name(int64_t n_cols, const uint8_t *w, size_t ws, int nr, const uint8_t *x,   \
+                          size_t xs, int nt, float *y, int64_t ys) {                               \
+        for (int r = 0; r < nr; r += RMAX) {                                                       \
+            int rn = nr - r < RMAX ? nr - r : RMAX;                                                \
+            for (int t = 0; t < nt; t += TMAX) {                                                   \
+                int tn = nt - t < TMAX ? nt - t : TMAX;                                            \
+                DISPATCH(tile_##name, rn, tn, n_cols, w + (size_t)r * ws, ws, x + (size_t)t * xs,  \
+                         xs, y + (int64_t)t * ys + r, ys);                                         \
+            }                                                                                      \
+        }                                                                                          \
+    }
+
+#define FOR_RT                                                                                     \
+    _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) _Pragma("GCC unroll 4") for (int t = 0;   \
+                                                                                    t < NT; t++)
+
+#endif
