@@ -267,7 +267,8 @@ struct ul_http_server_s {
 /* Initialises the server (no socket yet). cfg NULL means defaults; router must outlive
  * the server. Returns 0 or UL_ENOMEM / UL_EINVAL (bad config). After a successful init
  * the server holds loop handles: release it with ul_http_server_shutdown (also when
- * listen failed) and free its memory only in the shutdown callback. */
+ * listen failed) and free its memory only in the shutdown callback. Sets SIGPIPE to
+ * SIG_IGN when it is still SIG_DFL (a vanished client must cost EPIPE, not the process). */
 int ul_http_server_init(uv_loop_t *loop, ul_http_server_t *s, const ul_http_config_t *cfg,
                         ul_router_t *router);
 

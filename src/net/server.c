@@ -2,6 +2,7 @@
  * timeouts and SSE pings (a per-second scan is cheaper than a timer per request), one
  * check handle that flushes coalesced output after each poll, and graceful shutdown. */
 #include <inttypes.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -82,9 +83,21 @@ static void on_sweep(uv_timer_t *t) {
     if (s->draining) close_conns(s, s->drain_deadline && now >= s->drain_deadline);
 }
 
+/* libuv writes with write(2): a client that reset its connection would raise SIGPIPE and
+ * kill the process. Ignore it unless the program installed its own handler. */
+static void ignore_sigpipe(void) {
+    struct sigaction old;
+    if (sigaction(SIGPIPE, NULL, &old) == 0 && old.sa_handler == SIG_DFL) {
+        struct sigaction sa = {.sa_handler = SIG_IGN};
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGPIPE, &sa, NULL);
+    }
+}
+
 int ul_http_server_init(uv_loop_t *loop, ul_http_server_t *s, const ul_http_config_t *cfg,
                         ul_router_t *router) {
     memset(s, 0, sizeof *s);
+    ignore_sigpipe();
     if (cfg)
         s->cfg = *cfg;
     else
