@@ -5,6 +5,7 @@
  * <0xXX>. Symbols are spans of the (contiguous) text, so a pair's text is never copied:
  * its hash comes from the two symbol hashes. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "model/vocab_impl.h"
 #include "uvllm/err.h"
@@ -96,33 +97,73 @@ static int emit(const spm_t *s, const sym_t *y, ul_ids_t *out) {
     return 0;
 }
 
-int ul_spm_tokenize(const ul_vocab_t *v, const char *text, size_t len, ul_ids_t *out) {
-    if (len == 0) return 0;
-    spm_t s = {v, text, malloc(sizeof(sym_t) * len), NULL, 0, 0};
-    if (!s.sym) return UL_ENOMEM;
+/* Merges one piece of text (symbols indexed from 0, offsets relative to s->text). */
+static int run(spm_t *s, size_t start, size_t len, ul_ids_t *out) {
+    const char *text = s->text;
     int32_t n = 0;
-    for (size_t off = 0; off < len; n++) {
+    for (size_t off = start; off < start + len; n++) {
         uint32_t cl = utf8_len((unsigned char)text[off]);
-        if (cl > len - off) cl = (uint32_t)(len - off);
-        s.sym[n] = (sym_t){(uint32_t)off, cl, n - 1, off + cl == len ? -1 : n + 1,
-                           ul_hash_bytes(text + off, cl)};
+        if (cl > start + len - off) cl = (uint32_t)(start + len - off);
+        s->sym[n] = (sym_t){(uint32_t)off, cl, n - 1, off + cl == start + len ? -1 : n + 1,
+                            ul_hash_bytes(text + off, cl)};
         off += cl;
     }
     int rc = 0;
-    for (int32_t i = 1; i < n && !rc; i++) rc = try_add(&s, i - 1, i);
-    while (s.n_heap && !rc) {
-        bigram_t b = heap_pop(&s);
-        sym_t *l = &s.sym[b.left], *r = &s.sym[b.right];
+    s->n_heap = 0;
+    for (int32_t i = 1; i < n && !rc; i++) rc = try_add(s, i - 1, i);
+    while (s->n_heap && !rc) {
+        bigram_t b = heap_pop(s);
+        sym_t *l = &s->sym[b.left], *r = &s->sym[b.right];
         if (l->n == 0 || r->n == 0 || l->n + r->n != b.size) continue; /* stale */
         l->h = ul_hash_cat(l->h, r->h, r->n);
         l->n += r->n;
         r->n = 0;
         l->next = r->next;
-        if (r->next >= 0) s.sym[r->next].prev = b.left;
-        rc = try_add(&s, l->prev, b.left);
-        if (!rc) rc = try_add(&s, b.left, l->next);
+        if (r->next >= 0) s->sym[r->next].prev = b.left;
+        rc = try_add(s, l->prev, b.left);
+        if (!rc) rc = try_add(s, b.left, l->next);
     }
-    for (int32_t i = 0; i != -1 && !rc; i = s.sym[i].next) rc = emit(&s, &s.sym[i], out);
+    for (int32_t i = 0; i != -1 && !rc; i = s->sym[i].next) rc = emit(s, &s->sym[i], out);
+    return rc;
+}
+
+/* End of the piece starting at start: the next U+2581 that follows another character,
+ * walking characters exactly as run() cuts them. */
+static size_t piece_end(const char *t, size_t start, size_t len) {
+    int prev_sp = 1;
+    for (size_t i = start; i < len;) {
+        size_t cl = utf8_len((unsigned char)t[i]);
+        if (cl > len - i) cl = len - i;
+        int sp = cl == 3 && !memcmp(t + i, "\xe2\x96\x81", 3);
+        if (sp && !prev_sp && i > start) return i;
+        prev_sp = sp;
+        i += cl;
+    }
+    return len;
+}
+
+int ul_spm_tokenize(const ul_vocab_t *v, const char *text, size_t len, ul_ids_t *out) {
+    if (len == 0) return 0;
+    size_t max_piece = len;
+    spm_t s = {v, text, NULL, NULL, 0, 0};
+    if (!v->spm_inner_space) {
+        max_piece = 0;
+        for (size_t a = 0, b; a < len; a = b) {
+            b = piece_end(text, a, len);
+            if (b - a > max_piece) max_piece = b - a;
+        }
+    }
+    s.sym = malloc(sizeof(sym_t) * max_piece);
+    if (!s.sym) return UL_ENOMEM;
+    int rc = 0;
+    if (v->spm_inner_space) {
+        rc = run(&s, 0, len, out);
+    } else {
+        for (size_t a = 0, b; a < len && !rc; a = b) {
+            b = piece_end(text, a, len);
+            rc = run(&s, a, b - a, out);
+        }
+    }
     free(s.sym);
     free(s.heap);
     return rc;

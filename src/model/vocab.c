@@ -321,6 +321,20 @@ static void spm_bytes(ul_vocab_t *v) {
         }
         v->byte_tok[b] = t;
     }
+    for (int32_t i = 0; i < v->n_tokens && !v->spm_inner_space; i++) {
+        uint32_t n;
+        const char *t = ul_tok_text(v, i, &n);
+        int prev_other = 0; /* the previous character is not U+2581 */
+        for (uint32_t k = 0; k < n;) {
+            static const uint8_t clen[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
+            uint32_t cl = clen[(unsigned char)t[k] >> 4];
+            if (cl > n - k) cl = n - k;
+            int sp = cl == 3 && !memcmp(t + k, "\xe2\x96\x81", 3);
+            if (sp && prev_other) v->spm_inner_space = 1;
+            prev_other = !sp;
+            k += cl;
+        }
+    }
 }
 
 int ul_bpe_load(ul_vocab_t *v, const ul_gguf_t *g, char *err, size_t errlen); /* bpe.c */

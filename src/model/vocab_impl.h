@@ -93,6 +93,11 @@ struct ul_vocab_s {
 
     /* SPM byte fallback: <0xXX> tokens (or the raw one-char token), -1 if absent. */
     int32_t byte_tok[256];
+    /* SPM: 1 if some token has U+2581 right after another character. When none has, no
+     * merge can join the text before a U+2581 (that follows a non-U+2581) with it, so
+     * such positions split the text into pieces merged independently, with the same
+     * result and a small priority queue. */
+    int spm_inner_space;
 
     int32_t bos, eos, eot, eom, unk, pad, sep;
     int add_bos, add_eos, add_space_prefix;
