@@ -283,3 +283,34 @@ Test(vocab, concurrent_tokenize_agrees) {
     tv_set_free(&s);
     tv_free(&t);
 }
+
+/* A token with U+2581 inside ("a▁b") lets merges cross word starts: the tokenizer must not
+ * cut the text into words then (it only does when no token has one inside). */
+Test(vocab, spm_merges_across_spaces_when_a_token_does) {
+    static const char *toks[] = {"<unk>", "<s>", "</s>", "\xe2\x96\x81", "a", "b", "\xe2\x96\x81" "a",
+                                 "a\xe2\x96\x81", "a\xe2\x96\x81" "b"};
+    static const int32_t types[] = {2, 3, 3, 1, 1, 1, 1, 1, 1};
+    static const float scores[] = {0, 0, 0, -1, -2, -2, -1.5f, -0.1f, 0};
+    ul_str_t s[9];
+    for (int i = 0; i < 9; i++) s[i] = (ul_str_t){toks[i], strlen(toks[i])};
+    ul_gguf_writer_t *w;
+    cr_assert_eq(ul_gguf_writer_new(&w, 0), 0);
+    ul_gguf_w_str(w, "tokenizer.ggml.model", "llama", 5);
+    ul_gguf_w_arr_str(w, "tokenizer.ggml.tokens", s, 9);
+    ul_gguf_w_arr(w, "tokenizer.ggml.token_type", UL_GGUF_INT32, types, 9);
+    ul_gguf_w_arr(w, "tokenizer.ggml.scores", UL_GGUF_FLOAT32, scores, 9);
+    ul_gguf_t g;
+    uint8_t *img;
+    ul_vocab_t *v;
+    char err[256];
+    cr_assert_eq(load_mem(w, &g, &img, &v, err, sizeof err), 0, "%s", err);
+    int32_t ids[8];
+    /* ▁ a ▁ b: "a▁" (-0.1) beats "▁a" (-1.5), then "a▁b" (0) */
+    int n = ul_tokenize(v, "a b", 3, 0, 0, ids, 8);
+    cr_assert_eq(n, 2);
+    cr_expect_eq(ids[0], 3);
+    cr_expect_eq(ids[1], 8);
+    ul_vocab_free(v);
+    ul_gguf_free(&g);
+    free(img);
+}
