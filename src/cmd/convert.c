@@ -24,13 +24,16 @@ enum { TT_NORMAL = 1, TT_CONTROL = 3, TT_USER = 4, TT_UNUSED = 5 };
 static const struct {
     const char *regex, *pre, *arch;
 } k_pre[] = {
-    {"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
+    {"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "
+     "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
      "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
      "llama-bpe", "llama"},
-    {"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
+    {"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| "
+     "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
      "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
      "qwen2", "qwen2"},
-    {"'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)", "gpt-2", "gpt2"},
+    {"'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)", "gpt-2",
+     "gpt2"},
 };
 
 typedef struct conv_s {
@@ -77,7 +80,8 @@ static cJSON *parse_file(const char *path) {
 
 static int looks_special(const char *s) {
     size_t n = strlen(s);
-    if (!strcmp(s, "<pad>") || !strcmp(s, "<mask>") || !strcmp(s, "<2mass>") || !strcmp(s, "[@BOS@]"))
+    if (!strcmp(s, "<pad>") || !strcmp(s, "<mask>") || !strcmp(s, "<2mass>") ||
+        !strcmp(s, "[@BOS@]"))
         return 1;
     if (n >= 4 && !strncmp(s, "<|", 2) && !strcmp(s + n - 2, "|>")) return 1;
     if (n >= 8 && !strncmp(s, "<\xef\xbd\x9c", 4) && !strcmp(s + n - 4, "\xef\xbd\x9c>")) return 1;
@@ -126,15 +130,17 @@ static int read_vocab(conv_t *c) {
         int32_t id = (int32_t)cJSON_GetObjectItemCaseSensitive(e, "id")->valuedouble;
         const char *s = cJSON_GetObjectItemCaseSensitive(e, "content")->valuestring;
         c->text[id] = s;
-        c->type[id] = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(e, "special")) || looks_special(s)
-                          ? TT_CONTROL
-                          : TT_USER;
+        c->type[id] =
+            cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(e, "special")) || looks_special(s)
+                ? TT_CONTROL
+                : TT_USER;
     }
     return 0;
 }
 
 static int read_merges(conv_t *c) {
-    cJSON *merges = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(c->tok, "model"), "merges");
+    cJSON *merges = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(c->tok, "model"), "merges");
     if (!cJSON_IsArray(merges)) return bad("model.merges is not an array");
     int n = cJSON_GetArraySize(merges);
     c->merges = calloc((size_t)n + 1, sizeof *c->merges);
@@ -188,9 +194,11 @@ static int pick_pre(conv_t *c) {
     }
     /* a bare ByteLevel pre-tokenizer with use_regex is GPT-2's */
     cJSON *t = cJSON_GetObjectItemCaseSensitive(pt, "type");
-    if (!re && cJSON_IsString(t) && !strcmp(t->valuestring, "ByteLevel") && !c->pre) c->pre = "gpt-2";
+    if (!re && cJSON_IsString(t) && !strcmp(t->valuestring, "ByteLevel") && !c->pre)
+        c->pre = "gpt-2";
     if (!c->pre)
-        return bad("unknown pre-tokenizer regex; name one with --pre (llama-bpe, qwen2, gpt-2, ...)");
+        return bad(
+            "unknown pre-tokenizer regex; name one with --pre (llama-bpe, qwen2, gpt-2, ...)");
     if (!c->arch) c->arch = "llama";
     return 0;
 }
@@ -229,7 +237,8 @@ static int write_gguf(conv_t *c, const char *out) {
     if (!rc) rc = ul_gguf_w_str(w, "tokenizer.ggml.model", "gpt2", 4);
     if (!rc) rc = ul_gguf_w_str(w, "tokenizer.ggml.pre", c->pre, strlen(c->pre));
     if (!rc) rc = ul_gguf_w_arr_str(w, "tokenizer.ggml.tokens", toks, (uint64_t)c->n);
-    if (!rc) rc = ul_gguf_w_arr(w, "tokenizer.ggml.token_type", UL_GGUF_INT32, c->type, (uint64_t)c->n);
+    if (!rc)
+        rc = ul_gguf_w_arr(w, "tokenizer.ggml.token_type", UL_GGUF_INT32, c->type, (uint64_t)c->n);
     if (!rc) rc = ul_gguf_w_arr_str(w, "tokenizer.ggml.merges", c->merges, c->n_merges);
     for (int i = 0; !rc && c->cfg && i < 4; i++) {
         int32_t id = cfg_id(c, ids[i][0]);
@@ -237,8 +246,10 @@ static int write_gguf(conv_t *c, const char *out) {
     }
     cJSON *ab = cJSON_GetObjectItemCaseSensitive(c->cfg, "add_bos_token");
     cJSON *ae = cJSON_GetObjectItemCaseSensitive(c->cfg, "add_eos_token");
-    if (!rc && cJSON_IsBool(ab)) rc = ul_gguf_w_bool(w, "tokenizer.ggml.add_bos_token", cJSON_IsTrue(ab));
-    if (!rc && cJSON_IsBool(ae)) rc = ul_gguf_w_bool(w, "tokenizer.ggml.add_eos_token", cJSON_IsTrue(ae));
+    if (!rc && cJSON_IsBool(ab))
+        rc = ul_gguf_w_bool(w, "tokenizer.ggml.add_bos_token", cJSON_IsTrue(ab));
+    if (!rc && cJSON_IsBool(ae))
+        rc = ul_gguf_w_bool(w, "tokenizer.ggml.add_eos_token", cJSON_IsTrue(ae));
     if (!rc) rc = ul_gguf_w_write(w, out);
     ul_gguf_writer_free(w);
     free(toks);
@@ -284,7 +295,8 @@ int ul_cmd_convert_tokenizer(int argc, char **argv) {
     if (!rc) rc = pick_pre(&c);
     if (!rc) {
         rc = write_gguf(&c, files[nf - 1]);
-        if (rc) fprintf(stderr, "uvllm: convert-tokenizer: %s: %s\n", files[nf - 1], ul_strerror(rc));
+        if (rc)
+            fprintf(stderr, "uvllm: convert-tokenizer: %s: %s\n", files[nf - 1], ul_strerror(rc));
     }
     if (!rc)
         fprintf(stderr, "uvllm: wrote %s: %d tokens, %llu merges, pre '%s'\n", files[nf - 1], c.n,

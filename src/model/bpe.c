@@ -186,7 +186,8 @@ static int emit(bpe_t *s, const sym_t *y) {
         if (cp < 0x80) {
             e[0] = (unsigned char)cp;
         } else {
-            e[0] = (unsigned char)(0xC0 | cp >> 6), e[1] = (unsigned char)(0x80 | (cp & 0x3F)), ne = 2;
+            e[0] = (unsigned char)(0xC0 | cp >> 6), e[1] = (unsigned char)(0x80 | (cp & 0x3F)),
+            ne = 2;
         }
         for (int k = 0; k < ne; k++)
             if (v->enc_byte[e[k]] >= 0 && ul_ids_push(s->out, v->enc_byte[e[k]])) return UL_ENOMEM;

@@ -59,7 +59,8 @@ static size_t bpe_piece(const ul_vocab_t *v, int32_t id, char *d) {
             d[o++] = (char)b;
         } else {
             o += (size_t)sprintf(d + o, "[UNK_BYTE_0x");
-            for (uint32_t k = 0; k < len; k++) o += (size_t)sprintf(d + o, "%02x", (unsigned char)t[i + k]);
+            for (uint32_t k = 0; k < len; k++)
+                o += (size_t)sprintf(d + o, "%02x", (unsigned char)t[i + k]);
             memcpy(d + o, t, n), o += n;
             d[o++] = ']';
         }
@@ -83,7 +84,8 @@ int ul_vocab_build_pieces(ul_vocab_t *v) {
     size_t o = 0;
     for (int32_t i = 0; i < v->n_tokens; i++) {
         v->poff[i] = (uint32_t)o;
-        o += v->type == UL_VOCAB_SPM ? spm_piece(v, i, v->piece + o) : bpe_piece(v, i, v->piece + o);
+        o +=
+            v->type == UL_VOCAB_SPM ? spm_piece(v, i, v->piece + o) : bpe_piece(v, i, v->piece + o);
     }
     v->poff[v->n_tokens] = (uint32_t)o;
     return 0;
@@ -105,11 +107,16 @@ static int cont_ok(const unsigned char *p, int n, unsigned char b) {
     if ((b & 0xC0) != 0x80) return 0;
     if (n != 1) return 1;
     switch (p[0]) {
-    case 0xE0: return b >= 0xA0;
-    case 0xED: return b <= 0x9F;
-    case 0xF0: return b >= 0x90;
-    case 0xF4: return b <= 0x8F;
-    default: return 1;
+    case 0xE0:
+        return b >= 0xA0;
+    case 0xED:
+        return b <= 0x9F;
+    case 0xF0:
+        return b >= 0x90;
+    case 0xF4:
+        return b <= 0x8F;
+    default:
+        return 1;
     }
 }
 

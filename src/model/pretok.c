@@ -19,46 +19,61 @@
 #include "uvllm/err.h"
 
 enum {
-    PT_DEFAULT, PT_LLAMA3, PT_DEEPSEEK_LLM, PT_DEEPSEEK_CODER, PT_FALCON, PT_STARCODER,
-    PT_GPT2, PT_QWEN2, PT_PORO, PT_VIKING, PT_TEKKEN, PT_CHAMELEON, PT_COUNT
+    PT_DEFAULT,
+    PT_LLAMA3,
+    PT_DEEPSEEK_LLM,
+    PT_DEEPSEEK_CODER,
+    PT_FALCON,
+    PT_STARCODER,
+    PT_GPT2,
+    PT_QWEN2,
+    PT_PORO,
+    PT_VIKING,
+    PT_TEKKEN,
+    PT_CHAMELEON,
+    PT_COUNT
 };
 
 #define S "[\\s\\x{85}]"
 #define NS "[^\\s\\x{85}]"
 #define RE_GPT2                                                                                    \
-    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\x{85}\\p{L}\\p{N}]+|" S "+(?!" NS ")|" S "+"
+    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\x{85}\\p{L}\\p{N}]+|" S "+(?!" NS ")|" S \
+    "+"
 #define RE_CONTRACT "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])"
 #define RE_LLAMA3                                                                                  \
-    RE_CONTRACT "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\x{85}\\p{L}\\p{N}]+[\\r\\n]*|" S  \
-                "*[\\r\\n]+|" S "+(?!" NS ")|" S "+"
+    RE_CONTRACT                                                                                    \
+        "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\x{85}\\p{L}\\p{N}]+[\\r\\n]*|" S      \
+        "*[\\r\\n]+|" S "+(?!" NS ")|" S "+"
 #define RE_QWEN2                                                                                   \
-    RE_CONTRACT "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\x{85}\\p{L}\\p{N}]+[\\r\\n]*|" S      \
+    RE_CONTRACT "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\x{85}\\p{L}\\p{N}]+[\\r\\n]*|" S   \
                 "*[\\r\\n]+|" S "+(?!" NS ")|" S "+"
 /* U+0800-U+4E00 minus the whitespace in it (see the file comment). */
 #define CJK                                                                                        \
-    "[\\x{4E00}-\\x{9FA5}\\x{0800}-\\x{167F}\\x{1681}-\\x{1FFF}\\x{200B}-\\x{2027}"                 \
-    "\\x{202A}-\\x{202E}\\x{2030}-\\x{205E}\\x{2060}-\\x{2FFF}\\x{3001}-\\x{4E00}"                  \
+    "[\\x{4E00}-\\x{9FA5}\\x{0800}-\\x{167F}\\x{1681}-\\x{1FFF}\\x{200B}-\\x{2027}"                \
+    "\\x{202A}-\\x{202E}\\x{2030}-\\x{205E}\\x{2060}-\\x{2FFF}\\x{3001}-\\x{4E00}"                 \
     "\\x{AC00}-\\x{D7FF}]+"
 /* Cased letters, exactly the ranges of DeepSeek LLM's tokenizer.json. */
 #define DS_LETTERS                                                                                 \
-    "A-Za-z\\x{B5}\\x{C0}-\\x{D6}\\x{D8}-\\x{F6}\\x{F8}-\\x{1BA}\\x{1BC}-\\x{1BF}\\x{1C4}-\\x{293}" \
-    "\\x{295}-\\x{2AF}\\x{370}-\\x{373}\\x{376}\\x{377}\\x{37B}-\\x{37D}\\x{37F}\\x{386}"           \
-    "\\x{388}-\\x{38A}\\x{38C}\\x{38E}-\\x{3A1}\\x{3A3}-\\x{3F5}\\x{3F7}-\\x{481}"                   \
-    "\\x{48A}-\\x{52F}\\x{531}-\\x{556}\\x{10A0}-\\x{10C5}\\x{13A0}-\\x{13F5}\\x{13F8}-\\x{13FD}"    \
-    "\\x{1C90}-\\x{1CBA}\\x{1CBD}-\\x{1CBF}\\x{1D00}-\\x{1D2B}\\x{1D6B}-\\x{1D77}"                   \
-    "\\x{1D79}-\\x{1D9A}\\x{1E00}-\\x{1F15}\\x{1F18}-\\x{1F1D}\\x{1F20}-\\x{1F45}"                   \
-    "\\x{1F48}-\\x{1F4D}\\x{1F50}-\\x{1F57}\\x{1F59}\\x{1F5B}\\x{1F5D}\\x{1F5F}-\\x{1F7D}"           \
-    "\\x{1F80}-\\x{1FB4}\\x{1FB6}-\\x{1FBC}\\x{1FBE}\\x{1FC2}-\\x{1FC4}\\x{1FC6}-\\x{1FCC}"          \
-    "\\x{1FD0}-\\x{1FD3}\\x{1FD6}-\\x{1FDB}\\x{1FE0}-\\x{1FEC}\\x{1FF2}-\\x{1FF4}"                   \
-    "\\x{1FF6}-\\x{1FFC}\\x{2102}\\x{2107}\\x{210A}-\\x{2113}\\x{2115}\\x{2119}-\\x{211D}"           \
-    "\\x{2124}\\x{2126}\\x{2128}\\x{212A}-\\x{212D}\\x{212F}-\\x{2134}\\x{2139}"                     \
-    "\\x{213C}-\\x{213F}\\x{2145}-\\x{2149}\\x{214E}\\x{2183}\\x{2184}\\x{2C00}-\\x{2C7B}"           \
-    "\\x{2C7E}-\\x{2CE4}\\x{2CEB}-\\x{2CEE}\\x{2CF2}\\x{2CF3}\\x{A640}-\\x{A66D}"                    \
-    "\\x{A680}-\\x{A69B}\\x{A722}-\\x{A76F}\\x{A771}-\\x{A787}\\x{A78B}-\\x{A78E}"                   \
-    "\\x{AB70}-\\x{ABBF}\\x{FB00}-\\x{FB06}\\x{FB13}-\\x{FB17}\\x{FF21}-\\x{FF3A}"                   \
-    "\\x{FF41}-\\x{FF5A}\\x{10400}-\\x{1044F}\\x{104B0}-\\x{104D3}\\x{104D8}-\\x{104FB}"            \
+    "A-Za-z\\x{B5}\\x{C0}-\\x{D6}\\x{D8}-\\x{F6}\\x{F8}-\\x{1BA}\\x{1BC}-\\x{1BF}\\x{1C4}-\\x{"    \
+    "293}"                                                                                         \
+    "\\x{295}-\\x{2AF}\\x{370}-\\x{373}\\x{376}\\x{377}\\x{37B}-\\x{37D}\\x{37F}\\x{386}"          \
+    "\\x{388}-\\x{38A}\\x{38C}\\x{38E}-\\x{3A1}\\x{3A3}-\\x{3F5}\\x{3F7}-\\x{481}"                 \
+    "\\x{48A}-\\x{52F}\\x{531}-\\x{556}\\x{10A0}-\\x{10C5}\\x{13A0}-\\x{13F5}\\x{13F8}-\\x{13FD}"  \
+    "\\x{1C90}-\\x{1CBA}\\x{1CBD}-\\x{1CBF}\\x{1D00}-\\x{1D2B}\\x{1D6B}-\\x{1D77}"                 \
+    "\\x{1D79}-\\x{1D9A}\\x{1E00}-\\x{1F15}\\x{1F18}-\\x{1F1D}\\x{1F20}-\\x{1F45}"                 \
+    "\\x{1F48}-\\x{1F4D}\\x{1F50}-\\x{1F57}\\x{1F59}\\x{1F5B}\\x{1F5D}\\x{1F5F}-\\x{1F7D}"         \
+    "\\x{1F80}-\\x{1FB4}\\x{1FB6}-\\x{1FBC}\\x{1FBE}\\x{1FC2}-\\x{1FC4}\\x{1FC6}-\\x{1FCC}"        \
+    "\\x{1FD0}-\\x{1FD3}\\x{1FD6}-\\x{1FDB}\\x{1FE0}-\\x{1FEC}\\x{1FF2}-\\x{1FF4}"                 \
+    "\\x{1FF6}-\\x{1FFC}\\x{2102}\\x{2107}\\x{210A}-\\x{2113}\\x{2115}\\x{2119}-\\x{211D}"         \
+    "\\x{2124}\\x{2126}\\x{2128}\\x{212A}-\\x{212D}\\x{212F}-\\x{2134}\\x{2139}"                   \
+    "\\x{213C}-\\x{213F}\\x{2145}-\\x{2149}\\x{214E}\\x{2183}\\x{2184}\\x{2C00}-\\x{2C7B}"         \
+    "\\x{2C7E}-\\x{2CE4}\\x{2CEB}-\\x{2CEE}\\x{2CF2}\\x{2CF3}\\x{A640}-\\x{A66D}"                  \
+    "\\x{A680}-\\x{A69B}\\x{A722}-\\x{A76F}\\x{A771}-\\x{A787}\\x{A78B}-\\x{A78E}"                 \
+    "\\x{AB70}-\\x{ABBF}\\x{FB00}-\\x{FB06}\\x{FB13}-\\x{FB17}\\x{FF21}-\\x{FF3A}"                 \
+    "\\x{FF41}-\\x{FF5A}\\x{10400}-\\x{1044F}\\x{104B0}-\\x{104D3}\\x{104D8}-\\x{104FB}"           \
     "\\x{10C80}-\\x{10CB2}\\x{10CC0}-\\x{10CF2}\\x{118A0}-\\x{118DF}\\x{1E900}-\\x{1E943}"
-#define RE_PORO " ?[^(\\s\\x{85}|.,!?\\x{2026}\\x{3002}\\x{FF0C}\\x{3001}\\x{0964}\\x{06D4}\\x{060C})]+"
+#define RE_PORO                                                                                    \
+    " ?[^(\\s\\x{85}|.,!?\\x{2026}\\x{3002}\\x{FF0C}\\x{3001}\\x{0964}\\x{06D4}\\x{060C})]+"
 #define TEKKEN_L "((?=[\\p{L}])([^a-z]))"
 #define TEKKEN_U "((?=[\\p{L}])([^A-Z]))"
 
@@ -76,9 +91,10 @@ static const char *const k_regex[PT_COUNT][7] = {
     [PT_QWEN2] = {RE_QWEN2},
     [PT_PORO] = {RE_PORO},
     [PT_VIKING] = {RE_PORO, "\\p{N}"},
-    [PT_TEKKEN] = {"[^\\r\\n\\p{L}\\p{N}]?" TEKKEN_L "*" TEKKEN_U "+|[^\\r\\n\\p{L}\\p{N}]?" TEKKEN_L
-                   "+" TEKKEN_U "*|\\p{N}| ?[^\\s\\x{85}\\p{L}\\p{N}]+[\\r\\n/]*|" S "*[\\r\\n]+|" S
-                   "+(?!" NS ")|" S "+"},
+    [PT_TEKKEN] = {"[^\\r\\n\\p{L}\\p{N}]?" TEKKEN_L "*" TEKKEN_U
+                   "+|[^\\r\\n\\p{L}\\p{N}]?" TEKKEN_L "+" TEKKEN_U
+                   "*|\\p{N}| ?[^\\s\\x{85}\\p{L}\\p{N}]+[\\r\\n/]*|" S "*[\\r\\n]+|" S "+(?!" NS
+                   ")|" S "+"},
     [PT_CHAMELEON] = {"<sentinel:[0-9]+>", "(IMGIMG)((A|B|C|D|E|F|G|H|I){1,4})Z",
                       "([\\t\\n]|    |  )", "\\p{N}", "[\\p{P}!-/:-@\\[-`{-~]", RE_GPT2},
 };
@@ -88,26 +104,46 @@ static const struct {
     const char *name;
     int type, ignore_merges, add_bos, no_bos;
 } k_names[] = {
-    {"default", PT_DEFAULT, 0, 0, 0},      {"llama3", PT_LLAMA3, 1, 1, 0},
-    {"llama-v3", PT_LLAMA3, 1, 1, 0},      {"llama-bpe", PT_LLAMA3, 1, 1, 0},
-    {"falcon3", PT_LLAMA3, 1, 1, 0},       {"deepseek-llm", PT_DEEPSEEK_LLM, 0, 0, 0},
-    {"deepseek-coder", PT_DEEPSEEK_CODER, 0, 0, 0}, {"falcon", PT_FALCON, 0, 0, 0},
-    {"mpt", PT_GPT2, 0, 0, 0},             {"starcoder", PT_STARCODER, 0, 0, 0},
-    {"gpt-2", PT_GPT2, 0, 0, 0},           {"phi-2", PT_GPT2, 0, 0, 0},
-    {"jina-es", PT_GPT2, 0, 0, 0},         {"jina-de", PT_GPT2, 0, 0, 0},
-    {"gigachat", PT_GPT2, 0, 0, 0},        {"jina-v1-en", PT_GPT2, 0, 0, 0},
-    {"jina-v2-es", PT_GPT2, 0, 0, 0},      {"jina-v2-de", PT_GPT2, 0, 0, 0},
-    {"jina-v2-code", PT_GPT2, 0, 0, 0},    {"roberta-bpe", PT_GPT2, 0, 0, 0},
-    {"refact", PT_STARCODER, 0, 0, 0},     {"command-r", PT_STARCODER, 0, 0, 0},
-    {"qwen2", PT_QWEN2, 0, 0, 0},          {"stablelm2", PT_QWEN2, 0, 0, 0},
-    {"olmo", PT_GPT2, 0, 0, 0},            {"dbrx", PT_LLAMA3, 0, 0, 0},
-    {"smaug-bpe", PT_LLAMA3, 0, 0, 0},     {"poro-chat", PT_PORO, 0, 0, 0},
-    {"chatglm-bpe", PT_LLAMA3, 0, 0, 1},   {"viking", PT_VIKING, 0, 0, 0},
-    {"jais", PT_GPT2, 0, 0, 0},            {"tekken", PT_TEKKEN, 1, 1, 0},
-    {"smollm", PT_STARCODER, 0, 0, 0},     {"codeshell", PT_STARCODER, 0, 0, 0},
-    {"bloom", PT_PORO, 0, 0, 0},           {"gpt3-finnish", PT_PORO, 0, 0, 0},
-    {"exaone", PT_STARCODER, 0, 0, 0},     {"chameleon", PT_CHAMELEON, 0, 1, 0},
-    {"minerva-7b", PT_STARCODER, 0, 0, 0}, {"megrez", PT_QWEN2, 0, 0, 0},
+    {"default", PT_DEFAULT, 0, 0, 0},
+    {"llama3", PT_LLAMA3, 1, 1, 0},
+    {"llama-v3", PT_LLAMA3, 1, 1, 0},
+    {"llama-bpe", PT_LLAMA3, 1, 1, 0},
+    {"falcon3", PT_LLAMA3, 1, 1, 0},
+    {"deepseek-llm", PT_DEEPSEEK_LLM, 0, 0, 0},
+    {"deepseek-coder", PT_DEEPSEEK_CODER, 0, 0, 0},
+    {"falcon", PT_FALCON, 0, 0, 0},
+    {"mpt", PT_GPT2, 0, 0, 0},
+    {"starcoder", PT_STARCODER, 0, 0, 0},
+    {"gpt-2", PT_GPT2, 0, 0, 0},
+    {"phi-2", PT_GPT2, 0, 0, 0},
+    {"jina-es", PT_GPT2, 0, 0, 0},
+    {"jina-de", PT_GPT2, 0, 0, 0},
+    {"gigachat", PT_GPT2, 0, 0, 0},
+    {"jina-v1-en", PT_GPT2, 0, 0, 0},
+    {"jina-v2-es", PT_GPT2, 0, 0, 0},
+    {"jina-v2-de", PT_GPT2, 0, 0, 0},
+    {"jina-v2-code", PT_GPT2, 0, 0, 0},
+    {"roberta-bpe", PT_GPT2, 0, 0, 0},
+    {"refact", PT_STARCODER, 0, 0, 0},
+    {"command-r", PT_STARCODER, 0, 0, 0},
+    {"qwen2", PT_QWEN2, 0, 0, 0},
+    {"stablelm2", PT_QWEN2, 0, 0, 0},
+    {"olmo", PT_GPT2, 0, 0, 0},
+    {"dbrx", PT_LLAMA3, 0, 0, 0},
+    {"smaug-bpe", PT_LLAMA3, 0, 0, 0},
+    {"poro-chat", PT_PORO, 0, 0, 0},
+    {"chatglm-bpe", PT_LLAMA3, 0, 0, 1},
+    {"viking", PT_VIKING, 0, 0, 0},
+    {"jais", PT_GPT2, 0, 0, 0},
+    {"tekken", PT_TEKKEN, 1, 1, 0},
+    {"smollm", PT_STARCODER, 0, 0, 0},
+    {"codeshell", PT_STARCODER, 0, 0, 0},
+    {"bloom", PT_PORO, 0, 0, 0},
+    {"gpt3-finnish", PT_PORO, 0, 0, 0},
+    {"exaone", PT_STARCODER, 0, 0, 0},
+    {"chameleon", PT_CHAMELEON, 0, 1, 0},
+    {"minerva-7b", PT_STARCODER, 0, 0, 0},
+    {"megrez", PT_QWEN2, 0, 0, 0},
 };
 
 int ul_pretok_lookup(const char *name, size_t len, int *type, int *ignore_merges, int *add_bos,
@@ -149,7 +185,9 @@ int ul_pretok_new(int type, ul_pretok_t **out, char *err, size_t errlen) {
         if (!p->re[i]) {
             PCRE2_UCHAR msg[128];
             pcre2_get_error_message(ec, msg, sizeof msg);
-            if (errlen) snprintf(err, errlen, "pre-tokenizer regex %d: %s at %zu", i, (char *)msg, (size_t)eo);
+            if (errlen)
+                snprintf(err, errlen, "pre-tokenizer regex %d: %s at %zu", i, (char *)msg,
+                         (size_t)eo);
             ul_pretok_free(p);
             return UL_EINVAL;
         }

@@ -72,7 +72,8 @@ static int partition(const ul_vocab_t *v, const char *text, size_t len, int pars
         const char *tt = ul_tok_text(v, id, &tn);
         int hit = 0;
         for (size_t i = 0; i < f->n && !hit; i++)
-            hit = f->p[i].id < 0 && f->p[i].len >= tn && memmem(text + f->p[i].off, f->p[i].len, tt, tn);
+            hit = f->p[i].id < 0 && f->p[i].len >= tn &&
+                  memmem(text + f->p[i].off, f->p[i].len, tt, tn);
         if (!hit) continue;
         tmp.n = 0;
         for (size_t i = 0; i < f->n && !rc; i++)

@@ -55,7 +55,8 @@ static int read_texts(ld_t *l, const ul_gguf_kv_t *kv) {
     ul_vocab_t *v = l->v;
     ul_gguf_iter_t it;
     ul_str_t s;
-    if (ul_gguf_arr_iter(kv, &it)) return fail(l, UL_EFORMAT, "tokenizer.ggml.tokens: not a string array");
+    if (ul_gguf_arr_iter(kv, &it))
+        return fail(l, UL_EFORMAT, "tokenizer.ggml.tokens: not a string array");
     size_t total = 0;
     while (ul_gguf_iter_next_str(&it, &s)) total += s.len ? s.len : 24;
     if (total > UINT32_MAX - 1) return fail(l, UL_EFORMAT, "tokenizer.ggml.tokens: texts too long");
@@ -80,13 +81,20 @@ static int read_texts(ld_t *l, const ul_gguf_kv_t *kv) {
 
 static int attr_of_type(int64_t t) {
     switch (t) {
-    case 1: return UL_TA_NORMAL;
-    case 2: return UL_TA_UNKNOWN;
-    case 3: return UL_TA_CONTROL;
-    case 4: return UL_TA_USER;
-    case 5: return UL_TA_UNUSED;
-    case 6: return UL_TA_BYTE;
-    default: return 0; /* undefined: never produced as a piece */
+    case 1:
+        return UL_TA_NORMAL;
+    case 2:
+        return UL_TA_UNKNOWN;
+    case 3:
+        return UL_TA_CONTROL;
+    case 4:
+        return UL_TA_USER;
+    case 5:
+        return UL_TA_UNUSED;
+    case 6:
+        return UL_TA_BYTE;
+    default:
+        return 0; /* undefined: never produced as a piece */
     }
 }
 
@@ -96,7 +104,8 @@ static int read_tokens(ld_t *l) {
     if (!kv || kv->type != UL_GGUF_ARRAY || kv->arr_type != UL_GGUF_STRING)
         return fail(l, UL_EFORMAT, "tokenizer.ggml.tokens: missing or not a string array");
     if (kv->n == 0 || kv->n > INT32_MAX / 2)
-        return fail(l, UL_EFORMAT, "tokenizer.ggml.tokens: bad count %llu", (unsigned long long)kv->n);
+        return fail(l, UL_EFORMAT, "tokenizer.ggml.tokens: bad count %llu",
+                    (unsigned long long)kv->n);
     v->n_tokens = (int32_t)kv->n;
     int rc = read_texts(l, kv);
     if (rc) return rc;
@@ -109,7 +118,8 @@ static int read_tokens(ld_t *l) {
     const ul_gguf_kv_t *sc = ul_gguf_find(l->g, "tokenizer.ggml.scores");
     if (sc) {
         if (sc->type != UL_GGUF_ARRAY || sc->n != kv->n)
-            return fail(l, UL_EFORMAT, "tokenizer.ggml.scores: not an array of %d numbers", v->n_tokens);
+            return fail(l, UL_EFORMAT, "tokenizer.ggml.scores: not an array of %d numbers",
+                        v->n_tokens);
         for (int32_t i = 0; i < v->n_tokens; i++)
             if (ul_gguf_arr_f32(sc, (uint64_t)i, &v->scores[i]))
                 return fail(l, UL_EFORMAT, "tokenizer.ggml.scores: element %d is not a number", i);
@@ -117,11 +127,13 @@ static int read_tokens(ld_t *l) {
     const ul_gguf_kv_t *tt = ul_gguf_find(l->g, "tokenizer.ggml.token_type");
     if (tt) {
         if (tt->type != UL_GGUF_ARRAY || tt->n != kv->n)
-            return fail(l, UL_EFORMAT, "tokenizer.ggml.token_type: not an array of %d integers", v->n_tokens);
+            return fail(l, UL_EFORMAT, "tokenizer.ggml.token_type: not an array of %d integers",
+                        v->n_tokens);
         for (int32_t i = 0; i < v->n_tokens; i++) {
             int64_t t;
             if (ul_gguf_arr_i64(tt, (uint64_t)i, &t))
-                return fail(l, UL_EFORMAT, "tokenizer.ggml.token_type: element %d is not an integer", i);
+                return fail(l, UL_EFORMAT,
+                            "tokenizer.ggml.token_type: element %d is not an integer", i);
             v->attr[i] = (uint8_t)attr_of_type(t);
         }
     }
@@ -158,7 +170,8 @@ static int opt_id(ld_t *l, const char *key, int32_t *out) {
     if (rc == UL_ENOENT) return 0;
     if (rc) return fail(l, UL_EFORMAT, "%s: not an integer", key);
     if (id < 0 || id >= l->v->n_tokens) {
-        UL_LOG_WARN("vocab: bad special token %s = %lld, using default id %d", key, (long long)id, *out);
+        UL_LOG_WARN("vocab: bad special token %s = %lld, using default id %d", key, (long long)id,
+                    *out);
         return 0;
     }
     *out = (int32_t)id;
@@ -233,21 +246,38 @@ static void detect(ul_vocab_t *v, int32_t *id, const char *const *lits) {
 }
 
 static void build_eog(ul_vocab_t *v, int32_t fim[6]) {
-    static const char *const eot[] = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>",
-                                      "<|endoftext|>", "<EOT>", "<\xef\xbd\x9c" "end\xe2\x96\x81of"
-                                      "\xe2\x96\x81sentence\xef\xbd\x9c>", NULL};
+    static const char *const eot[] = {"<|eot_id|>",
+                                      "<|im_end|>",
+                                      "<|end|>",
+                                      "<end_of_turn>",
+                                      "<|endoftext|>",
+                                      "<EOT>",
+                                      "<\xef\xbd\x9c"
+                                      "end\xe2\x96\x81of"
+                                      "\xe2\x96\x81sentence\xef\xbd\x9c>",
+                                      NULL};
     static const char *const eom[] = {"<|eom_id|>", NULL};
-    static const char *const fpre[] = {"<|fim_prefix|>", "<fim-prefix>", "<\xef\xbd\x9c" "fim\xe2\x96\x81"
-                                       "begin\xef\xbd\x9c>", "<PRE>", NULL};
-    static const char *const fsuf[] = {"<|fim_suffix|>", "<fim-suffix>", "<\xef\xbd\x9c" "fim\xe2\x96\x81"
-                                       "hole\xef\xbd\x9c>", "<SUF>", NULL};
-    static const char *const fmid[] = {"<|fim_middle|>", "<fim-middle>", "<\xef\xbd\x9c" "fim\xe2\x96\x81"
-                                       "end\xef\xbd\x9c>", "<MID>", NULL};
+    static const char *const fpre[] = {"<|fim_prefix|>", "<fim-prefix>",
+                                       "<\xef\xbd\x9c"
+                                       "fim\xe2\x96\x81"
+                                       "begin\xef\xbd\x9c>",
+                                       "<PRE>", NULL};
+    static const char *const fsuf[] = {"<|fim_suffix|>", "<fim-suffix>",
+                                       "<\xef\xbd\x9c"
+                                       "fim\xe2\x96\x81"
+                                       "hole\xef\xbd\x9c>",
+                                       "<SUF>", NULL};
+    static const char *const fmid[] = {"<|fim_middle|>", "<fim-middle>",
+                                       "<\xef\xbd\x9c"
+                                       "fim\xe2\x96\x81"
+                                       "end\xef\xbd\x9c>",
+                                       "<MID>", NULL};
     static const char *const fpad[] = {"<|fim_pad|>", "<fim-pad>", "<PAD>", NULL};
-    static const char *const frep[] = {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", NULL};
+    static const char *const frep[] = {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>",
+                                       NULL};
     static const char *const fsep[] = {"<|file_sep|>", NULL};
-    static const char *const eog[] = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>",
-                                      "<|endoftext|>", "<|eom_id|>", "<EOT>", NULL};
+    static const char *const eog[] = {"<|eot_id|>",    "<|im_end|>", "<|end|>", "<end_of_turn>",
+                                      "<|endoftext|>", "<|eom_id|>", "<EOT>",   NULL};
     detect(v, &v->eot, eot);
     detect(v, &v->eom, eom);
     const char *const *fl[6] = {fpre, fsuf, fmid, fpad, frep, fsep};
@@ -283,7 +313,8 @@ static int build_special(ul_vocab_t *v) {
     v->special = malloc(sizeof *v->special * (size_t)(n ? n : 1));
     if (!v->special) return UL_ENOMEM;
     for (int32_t i = 0; i < v->n_tokens; i++)
-        if (v->attr[i] & (UL_TA_CONTROL | UL_TA_USER | UL_TA_UNKNOWN)) v->special[v->n_special++] = i;
+        if (v->attr[i] & (UL_TA_CONTROL | UL_TA_USER | UL_TA_UNKNOWN))
+            v->special[v->n_special++] = i;
     pthread_mutex_lock(&mu);
     g_sort_v = v;
     qsort(v->special, (size_t)n, sizeof *v->special, by_len_desc);

@@ -105,8 +105,8 @@ struct ul_vocab_s {
     int32_t *special; /* control/user-defined/unknown ids, longest text first */
     int32_t n_special;
 
-    char *piece;       /* token_to_piece(id, special=1) for every id, concatenated */
-    uint32_t *poff;    /* [n_tokens + 1] */
+    char *piece;    /* token_to_piece(id, special=1) for every id, concatenated */
+    uint32_t *poff; /* [n_tokens + 1] */
 };
 
 static inline const char *ul_tok_text(const ul_vocab_t *v, int32_t id, uint32_t *len) {

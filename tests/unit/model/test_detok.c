@@ -31,7 +31,8 @@ Test(detok, character_held_until_complete) {
     ul_detok_init(&d);
     char out[64];
     static const int emoji[4] = {0xF0, 0x9F, 0x98, 0x80};
-    for (int i = 0; i < 3; i++) cr_expect_eq(ul_detok_push(&d, g_t.v, byte_tok(emoji[i]), out, 64), 0);
+    for (int i = 0; i < 3; i++)
+        cr_expect_eq(ul_detok_push(&d, g_t.v, byte_tok(emoji[i]), out, 64), 0);
     cr_assert_eq(ul_detok_push(&d, g_t.v, byte_tok(emoji[3]), out, 64), 4);
     cr_expect_eq(memcmp(out, "\xf0\x9f\x98\x80", 4), 0);
     cr_expect_eq(ul_detok_flush(&d, out, 64), 0);
@@ -46,7 +47,10 @@ Test(detok, invalid_bytes_become_replacement) {
     cr_expect_eq(memcmp(out, "\xef\xbf\xbd", 3), 0);
     /* a lead byte followed by a normal token: the lead is replaced, the token kept */
     cr_expect_eq(ul_detok_push(&d, g_t.v, byte_tok(0xE2), out, 64), 0);
-    int32_t a = ul_vocab_find(g_t.v, "\xe2\x96\x81" "a", 4);
+    int32_t a = ul_vocab_find(g_t.v,
+                              "\xe2\x96\x81"
+                              "a",
+                              4);
     cr_assert(a >= 0);
     cr_assert_eq(ul_detok_push(&d, g_t.v, a, out, 64), 5);
     cr_expect_eq(memcmp(out, "\xef\xbf\xbd a", 5), 0);

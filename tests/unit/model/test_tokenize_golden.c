@@ -1,5 +1,5 @@
-/* prompt_tokens of every record in ../shared/golden/NAME.public.jsonl (llama.cpp's tokenization with
- * BOS as the vocabulary asks) reproduced by ul_tokenize on the matching model file. */
+/* prompt_tokens of every record in ../shared/golden/NAME.public.jsonl (llama.cpp's tokenization
+ * with BOS as the vocabulary asks) reproduced by ul_tokenize on the matching model file. */
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
 #include <dirent.h>

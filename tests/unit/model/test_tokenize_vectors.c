@@ -59,7 +59,8 @@ static void check_ids(const char *dir, const char *name) {
 }
 
 Test(tokenize_vectors, ids_match_llama_cpp) {
-    cr_assert(each_set(check_ids) > 0, "no vocabulary with test vectors in %s/tokenizer", tv_shared());
+    cr_assert(each_set(check_ids) > 0, "no vocabulary with test vectors in %s/tokenizer",
+              tv_shared());
 }
 
 static void check_roundtrip(const char *dir, const char *name) {
@@ -79,7 +80,8 @@ static void check_roundtrip(const char *dir, const char *name) {
         char *back = tv_detok(t.v, ids, n, 1, &len);
         if (representable)
             cr_expect(len == s.len[i] && !memcmp(back, s.str[i], len),
-                      "%s: string %zu '%.40s' decodes to '%.*s'", name, i, s.str[i], (int)len, back);
+                      "%s: string %zu '%.40s' decodes to '%.*s'", name, i, s.str[i], (int)len,
+                      back);
         free(back);
 
         /* streaming, without the strip: must equal the plain concatenation */
@@ -91,7 +93,8 @@ static void check_roundtrip(const char *dir, const char *name) {
         for (int j = 0; j < n; j++) {
             int k = ul_detok_push(&d, t.v, ids[j], chunk, sizeof chunk);
             cr_assert(k >= 0);
-            cr_expect(tv_utf8_ok(chunk, (size_t)k), "%s: string %zu: chunk %d splits a character", name, i, j);
+            cr_expect(tv_utf8_ok(chunk, (size_t)k), "%s: string %zu: chunk %d splits a character",
+                      name, i, j);
             memcpy(acc + got, chunk, (size_t)k);
             got += (size_t)k;
         }
@@ -99,7 +102,8 @@ static void check_roundtrip(const char *dir, const char *name) {
         memcpy(acc + got, chunk, (size_t)k);
         got += (size_t)k;
         if (tv_utf8_ok(whole, len))
-            cr_expect(got == len && !memcmp(acc, whole, len), "%s: string %zu: streamed bytes differ", name, i);
+            cr_expect(got == len && !memcmp(acc, whole, len),
+                      "%s: string %zu: streamed bytes differ", name, i);
         free(acc);
         free(whole);
         free(ids);
@@ -108,6 +112,4 @@ static void check_roundtrip(const char *dir, const char *name) {
     tv_free(&t);
 }
 
-Test(tokenize_vectors, decode_and_stream_round_trip) {
-    cr_assert(each_set(check_roundtrip) > 0);
-}
+Test(tokenize_vectors, decode_and_stream_round_trip) { cr_assert(each_set(check_roundtrip) > 0); }

@@ -118,13 +118,18 @@ Test(vocab, spm_byte_fallback_and_invalid_input) {
 Test(vocab, bpe_invalid_utf8_becomes_replacement_characters) {
     tv_vocab_t t;
     load_shared(&t, "gpt-2");
-    const char bad[] = "a\xff" "b";
+    const char bad[] = "a\xff"
+                       "b";
     int n;
     int32_t *ids = tv_tokenize(t.v, bad, 3, 0, 0, &n);
     size_t len;
     char *back = tv_detok(t.v, ids, n, 0, &len);
     /* llama.cpp decodes leniently: the stray byte is read as U+FFFD */
-    cr_expect(len == 5 && !memcmp(back, "a\xef\xbf\xbd" "b", 5), "got '%.*s'", (int)len, back);
+    cr_expect(len == 5 && !memcmp(back,
+                                  "a\xef\xbf\xbd"
+                                  "b",
+                                  5),
+              "got '%.*s'", (int)len, back);
     free(back);
     free(ids);
     tv_free(&t);
@@ -133,8 +138,16 @@ Test(vocab, bpe_invalid_utf8_becomes_replacement_characters) {
 /* ---- synthetic vocabularies for the error paths and user-defined tokens ---- */
 
 static ul_gguf_writer_t *spm_writer(void) {
-    static const char *toks[] = {"<unk>", "<s>", "</s>", "\xe2\x96\x81", "a", "b", "\xe2\x96\x81" "a",
-                                 "ab", "<tool>"};
+    static const char *toks[] = {"<unk>",
+                                 "<s>",
+                                 "</s>",
+                                 "\xe2\x96\x81",
+                                 "a",
+                                 "b",
+                                 "\xe2\x96\x81"
+                                 "a",
+                                 "ab",
+                                 "<tool>"};
     static const int32_t types[] = {2, 3, 3, 1, 1, 1, 1, 1, 4};
     static const float scores[] = {0, 0, 0, -1, -2, -2, -1.5f, -0.5f, 0};
     ul_str_t s[9];
@@ -287,8 +300,17 @@ Test(vocab, concurrent_tokenize_agrees) {
 /* A token with U+2581 inside ("a▁b") lets merges cross word starts: the tokenizer must not
  * cut the text into words then (it only does when no token has one inside). */
 Test(vocab, spm_merges_across_spaces_when_a_token_does) {
-    static const char *toks[] = {"<unk>", "<s>", "</s>", "\xe2\x96\x81", "a", "b", "\xe2\x96\x81" "a",
-                                 "a\xe2\x96\x81", "a\xe2\x96\x81" "b"};
+    static const char *toks[] = {"<unk>",
+                                 "<s>",
+                                 "</s>",
+                                 "\xe2\x96\x81",
+                                 "a",
+                                 "b",
+                                 "\xe2\x96\x81"
+                                 "a",
+                                 "a\xe2\x96\x81",
+                                 "a\xe2\x96\x81"
+                                 "b"};
     static const int32_t types[] = {2, 3, 3, 1, 1, 1, 1, 1, 1};
     static const float scores[] = {0, 0, 0, -1, -2, -2, -1.5f, -0.1f, 0};
     ul_str_t s[9];

@@ -132,8 +132,11 @@ int tv_utf8_ok(const char *s, size_t n) {
     const unsigned char *p = (const unsigned char *)s;
     for (size_t i = 0; i < n;) {
         unsigned c = p[i];
-        size_t l = c < 0x80 ? 1 : (c >= 0xC2 && c <= 0xDF) ? 2 : (c >= 0xE0 && c <= 0xEF) ? 3
-                 : (c >= 0xF0 && c <= 0xF4) ? 4 : 0;
+        size_t l = c < 0x80                   ? 1
+                   : (c >= 0xC2 && c <= 0xDF) ? 2
+                   : (c >= 0xE0 && c <= 0xEF) ? 3
+                   : (c >= 0xF0 && c <= 0xF4) ? 4
+                                              : 0;
         if (!l || i + l > n) return 0;
         for (size_t k = 1; k < l; k++)
             if ((p[i + k] & 0xC0) != 0x80) return 0;

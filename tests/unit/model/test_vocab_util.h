@@ -22,9 +22,9 @@ void tv_free(tv_vocab_t *t);
 
 /* One vector set: strings from .inp and expected ids from .out. */
 typedef struct tv_set_s {
-    char *inp;    /* whole .inp file, strings NUL-terminated in place */
-    char **str;   /* [n] */
-    size_t *len;  /* [n] */
+    char *inp;     /* whole .inp file, strings NUL-terminated in place */
+    char **str;    /* [n] */
+    size_t *len;   /* [n] */
     int32_t **ids; /* [n], each ended by -1 */
     size_t n;
 } tv_set_t;
