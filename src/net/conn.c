@@ -36,6 +36,7 @@ static int on_message_begin(llhttp_t *p) {
     c->n_hoff = 0;
     c->url_len = 0;
     c->hdr_in_value = 0;
+    c->hdr_val_open = 0;
     c->expect_continue = 0;
     if (!c->got_bytes) { /* header timeout counts from the first byte of the message */
         c->got_bytes = 1;
@@ -53,8 +54,17 @@ static int on_url(llhttp_t *p, const char *at, size_t len) {
 
 static int on_url_complete(llhttp_t *p) { return store(conn_of(p), "", 1); }
 
+/* Terminates a value whose on_header_value_complete never came (defensive: an empty
+ * value must still read as "" and not run into the next header's name). */
+static int close_value(ul_conn_t *c) {
+    if (!c->hdr_val_open) return 0;
+    c->hdr_val_open = 0;
+    return store(c, "", 1);
+}
+
 static int on_header_field(llhttp_t *p, const char *at, size_t len) {
     ul_conn_t *c = conn_of(p);
+    if (close_value(c)) return -1;
     if (c->hdr_in_value || c->n_hoff == 0 ||
         c->hoff[c->n_hoff - 1].val_off != 0) { /* a new header starts */
         if (c->n_hoff == c->cap_hoff) {
@@ -82,6 +92,7 @@ static int on_header_field_complete(llhttp_t *p) {
     if (store(c, "", 1)) return -1;
     c->hoff[c->n_hoff - 1].val_off = (uint32_t)c->hdr.len;
     c->hdr_in_value = 1;
+    c->hdr_val_open = 1;
     return 0;
 }
 
@@ -101,12 +112,14 @@ static int on_header_value_complete(llhttp_t *p) {
                           c->hdr.p[h->val_off + h->val_len - 1] == '\t'))
         h->val_len--;
     c->hdr.len = h->val_off + h->val_len;
+    c->hdr_val_open = 0;
     return store(c, "", 1);
 }
 
 static int on_headers_complete(llhttp_t *p) {
     ul_conn_t *c = conn_of(p);
     c->in_headers = 0;
+    if (close_value(c)) return -1;
     ul_http_server_t *s = c->srv;
     if ((p->flags & F_CONTENT_LENGTH) && p->content_length > s->cfg.max_body) {
         c->err_status = 413;
@@ -195,7 +208,8 @@ static int build_request(ul_conn_t *c) {
     }
     if (ul_nbuf_reserve(&c->body, 1)) return UL_ENOMEM;
     c->body.p[c->body.len] = '\0';
-    char *url = c->hdr.p; /* "path?query\0" */
+    if (!c->hdr.p) return UL_EFORMAT; /* llhttp requires a URL: cannot happen */
+    char *url = c->hdr.p;             /* "path?query\0" */
     char *q = memchr(url, '?', c->url_len);
     r->path = url;
     if (q) {

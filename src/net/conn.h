@@ -73,6 +73,7 @@ typedef struct ul_conn_s {
     size_t n_hoff, cap_hoff, cap_hdrs;
     uint32_t url_len;
     int hdr_in_value; /* last header callback was a value */
+    int hdr_val_open; /* a value started (field complete) but is not NUL-terminated yet */
     int expect_continue;
     ul_http_req_t req;
     ul_sse_t sse;

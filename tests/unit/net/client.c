@@ -238,6 +238,13 @@ static int h_echo(ul_http_req_t *req, void *data) {
     char id[32];
     snprintf(id, sizeof id, "%llu", (unsigned long long)req->req_id);
     ul_http_resp_header(req, "X-Req-Id", id);
+    const ul_http_header_t *eh = ul_http_req_header(req, "x-echo-header");
+    if (eh) { /* answer "[value]" of the named header, as a C string */
+        const ul_http_header_t *v = ul_http_req_header(req, eh->value);
+        char out[256];
+        int n = snprintf(out, sizeof out, "[%s]", v ? v->value : "(none)");
+        return ul_http_respond(req, 200, "text/plain", out, (size_t)n);
+    }
     const ul_http_header_t *q = ul_http_req_header(req, "x-echo-query");
     if (q) return ul_http_respond(req, 200, "text/plain", req->query, req->query_len);
     return ul_http_respond(req, 200, "text/plain", req->body, req->body_len);

@@ -85,6 +85,19 @@ static int routing_client(harness_t *h, char *msg, size_t cap) {
     CHECK(cl_read_response(&c, &r, 0) == 0 && r.status == 200, "echo query %d", r.status);
     CHECK(strcmp(r.body, "a=1&b=2") == 0, "query '%s'", r.body);
     cl_resp_free(&r);
+    /* header values: trimmed, empty ones read as "", lookup ignores case */
+    const char *hreqs[][2] = {
+        {"GET /echo HTTP/1.1\r\nX-Echo-Header: x-empty\r\nX-Empty:\r\nX-Next: n\r\n\r\n", "[]"},
+        {"GET /echo HTTP/1.1\r\nX-Echo-Header: X-SPACED\r\nx-spaced:   a b  \t\r\n\r\n", "[a b]"},
+        {"GET /echo HTTP/1.1\r\nX-Empty:\r\nX-Echo-Header: x-next\r\nX-Next: n\r\n\r\n", "[n]"},
+        {"GET /echo HTTP/1.1\r\nX-Echo-Header: x-missing\r\n\r\n", "[(none)]"},
+    };
+    for (size_t i = 0; i < sizeof hreqs / sizeof hreqs[0]; i++) {
+        CHECK(cl_send_str(&c, hreqs[i][0]) == 0, "s");
+        CHECK(cl_read_response(&c, &r, 0) == 0 && r.status == 200, "header echo %zu", i);
+        CHECK(strcmp(r.body, hreqs[i][1]) == 0, "header echo %zu: '%s'", i, r.body);
+        cl_resp_free(&r);
+    }
     /* HEAD on a GET route: headers with the length, no body */
     CHECK(cl_send_str(&c, "HEAD /health HTTP/1.1\r\n\r\n") == 0, "s");
     CHECK(cl_read_head(&c, &r) == 0 && r.status == 200, "HEAD");
