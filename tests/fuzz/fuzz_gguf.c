@@ -17,8 +17,16 @@
 #include "../../src/model/gguf_types.c"
 #include "../../src/model/gguf_util.c"
 #include "model/model.h"
+#include "uvllm/log.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+
+/* Loader warnings about odd but acceptable inputs would flood the run's output. */
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+    ul_log_set_level(UL_LOG_LEVEL_OFF);
+    return 0;
+}
 
 static volatile uint64_t g_sink; /* keeps the reads below from being optimised away */
 
