@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "model/gguf.h"
+#include "model/model.h"
 #include "test_gguf_fixture.h"
 #include "uvllm/err.h"
 
@@ -256,6 +257,13 @@ ParameterizedTest(int *ip, gguf_corrupt, refused) {
     cr_expect(strstr(g.err, c->want), "%s: message '%s' lacks '%s'", c->name, g.err, c->want);
     cr_expect_null(g.kv, "%s: kv left allocated", c->name);
     cr_expect_null(g.tensors, "%s: tensors left allocated", c->name);
+    /* The model loader passes the reader's verdict on. */
+    ul_model_t *m = NULL;
+    char err[256] = "";
+    rc = ul_model_load_mem(im.buf, im.len, 0, &m, err, sizeof err);
+    cr_expect_eq(rc, UL_EFORMAT, "%s (model): rc %d (%s)", c->name, rc, err);
+    cr_expect_null(m);
+    cr_expect(strstr(err, c->want), "%s (model): message '%s'", c->name, err);
     /* Same refusal through the mmap path. */
     char path[] = "/tmp/ul_gguf_corrupt_XXXXXX";
     int fd = mkstemp(path);
