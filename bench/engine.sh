@@ -26,7 +26,7 @@ header() {
     echo "- machine: $(machine_line)"
     echo "- uvllm: $(uvllm_commit); peer llama.cpp $(peer_commit)"
     echo "- models (n_embd 2048, 22 layers, 32 heads, 4 kv heads, n_ff 5632, vocab 32000, bench/work/$MODEL_PREFIX-TYPE.gguf): ${MODELS_SRC:-none}"
-    echo "- peer: \`llama-bench -m MODEL -p $N_PROMPT -n $N_GEN -t $THREADS -r 1 -o json\`; uvllm: \`uvllm generate --model MODEL --prompt P --max-tokens $N_GEN --threads $THREADS --json\` with P = \"hello\" repeated so that the prompt is exactly $N_PROMPT tokens with BOS; $RUNS rounds, interleaved (peer then uvllm per round); medians of llama-bench's avg_ts and uvllm's prefill_tokens_per_s / decode_tokens_per_s."
+    echo "- peer: \`llama-bench -m MODEL -p $N_PROMPT -n $N_GEN -t $THREADS -r 1 -o json\`; uvllm: \`uvllm generate --model MODEL --prompt P --max-tokens $N_GEN --threads $THREADS --json\` with P = \"hello\" repeated so that the prompt is exactly $N_PROMPT tokens with BOS; $RUNS rounds, interleaved (peer then uvllm per round); medians of llama-bench's avg_ts and uvllm's prefill_tokens_per_s / decode_tokens_per_s. After round 1, a side that has spent more than ${ENGINE_BUDGET_S:-240} s on one model gets no further runs (run counts below)."
 }
 
 if ! ensure_models; then
@@ -50,17 +50,29 @@ echo "engine: prompt of $k words = $NTOK tokens" >&2
 printf '%s' "$PROMPT" >"$D/prompt.txt"
 
 have_gen=0; uvllm_has generate && have_gen=1
+# A slow engine must not hold the whole benchmark hostage: after the first
+# round, a side whose runs of one model have used more than BUDGET seconds
+# gets no more runs (the table says how many runs each median has).
+BUDGET="${ENGINE_BUDGET_S:-240}"
+declare -A SPENT
+rm -f "$D"/llama-*.json "$D"/uvllm-*.json
 for ((r = 1; r <= RUNS; r++)); do
     for t in "${TYPES[@]}"; do
         M="$(model_path "$t")"
-        "$LLAMA_BIN/llama-bench" -m "$M" -p "$N_PROMPT" -n "$N_GEN" -t "$THREADS" -r 1 -o json \
-            >"$D/llama-$t-$r.json" 2>"$D/llama-$t-$r.err" || echo "engine: llama-bench $t failed" >&2
-        if [ "$have_gen" = 1 ]; then
+        if [ "$r" = 1 ] || [ "${SPENT[llama-$t]:-0}" -lt "$BUDGET" ]; then
+            t0=$SECONDS
+            "$LLAMA_BIN/llama-bench" -m "$M" -p "$N_PROMPT" -n "$N_GEN" -t "$THREADS" -r 1 -o json \
+                >"$D/llama-$t-$r.json" 2>"$D/llama-$t-$r.err" || echo "engine: llama-bench $t failed" >&2
+            SPENT[llama-$t]=$(( ${SPENT[llama-$t]:-0} + SECONDS - t0 ))
+        fi
+        if [ "$have_gen" = 1 ] && { [ "$r" = 1 ] || [ "${SPENT[uvllm-$t]:-0}" -lt "$BUDGET" ]; }; then
+            t0=$SECONDS
             "$UVLLM_BIN" generate --model "$M" --prompt "$PROMPT" --max-tokens "$N_GEN" \
                 --threads "$THREADS" --json >"$D/uvllm-$t-$r.json" 2>"$D/uvllm-$t-$r.err" ||
                 echo "engine: uvllm generate $t failed (see $D/uvllm-$t-$r.err)" >&2
+            SPENT[uvllm-$t]=$(( ${SPENT[uvllm-$t]:-0} + SECONDS - t0 ))
         fi
-        echo "engine: round $r $t done" >&2
+        echo "engine: round $r $t done (spent llama ${SPENT[llama-$t]}s, uvllm ${SPENT[uvllm-$t]:-0}s)" >&2
     done
 done
 BW2=$("$D/membw" 2 1024)
@@ -102,6 +114,7 @@ for t in types:
         if u:
             up.append(u.get("prefill_tokens_per_s")); ud.append(u.get("decode_tokens_per_s"))
             ntok.add(len(u.get("prompt_tokens", []))); ngen.add(len(u.get("tokens", [])))
+    runs_l, runs_u = len(lp), len(up)
     lp, lg, up, ud = med(lp), med(lg), med(up), med(ud)
     frac = lambda tps: None if tps is None else 100 * dec * tps / (bw * 1e9)
     ratio = lambda a, b: None if a is None or b is None or b == 0 else a / b
@@ -110,6 +123,7 @@ for t in types:
     else:
         up_s, ud_s = f(up, 1), f(ud, 2)
         if ntok: notes.append(f"uvllm {t}: prompt_tokens {sorted(ntok)}, generated {sorted(ngen)} tokens")
+    notes.append(f"{t}: medians over {runs_l} llama-bench run(s) and {runs_u} uvllm run(s)")
     print(f"| {t} | {size/1e9:.2f} | {dec/1e9:.3f} | {f(lp,1)} | {up_s} | {f(ratio(up, lp))} | {f(lg)} | {ud_s} | {f(ratio(ud, lg))} | {f(frac(lg),0)} | {f(frac(ud),0)} |")
 print()
 if have_gen != "1":
