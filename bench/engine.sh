@@ -98,7 +98,14 @@ def med(v):
 def f(x, nd=2):
     return "—" if x is None else f"{x:.{nd}f}"
 rows, notes = [], []
-print("| model | file GB | decode reads GB/token | llama.cpp pp512 t/s | uvllm prefill t/s | ratio | llama.cpp tg128 t/s | uvllm decode t/s | ratio | llama.cpp decode % of bound | uvllm decode % of bound |")
+# Issue 4 targets: uvllm / llama.cpp ratios.
+DEC_TARGET = {"q4_0": 1.5, "q8_0": 1.3, "f16": 1.0}
+PRE_TARGET = 1.5
+def verdict(r, target):
+    if r is None or target is None:
+        return ""
+    return f" (target {target}: {'met' if r >= target else 'MISSED'})"
+print("| model | file GB | decode reads GB/token | llama.cpp pp512 t/s | uvllm prefill t/s | prefill ratio | llama.cpp tg128 t/s | uvllm decode t/s | decode ratio | llama.cpp decode % of bound | uvllm decode % of bound |")
 print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 for t in types:
     m = f"{work}-{t}.gguf"
@@ -124,7 +131,7 @@ for t in types:
         up_s, ud_s = f(up, 1), f(ud, 2)
         if ntok: notes.append(f"uvllm {t}: prompt_tokens {sorted(ntok)}, generated {sorted(ngen)} tokens")
     notes.append(f"{t}: medians over {runs_l} llama-bench run(s) and {runs_u} uvllm run(s)")
-    print(f"| {t} | {size/1e9:.2f} | {dec/1e9:.3f} | {f(lp,1)} | {up_s} | {f(ratio(up, lp))} | {f(lg)} | {ud_s} | {f(ratio(ud, lg))} | {f(frac(lg),0)} | {f(frac(ud),0)} |")
+    print(f"| {t} | {size/1e9:.2f} | {dec/1e9:.3f} | {f(lp,1)} | {up_s} | {f(ratio(up, lp))}{verdict(ratio(up, lp), PRE_TARGET)} | {f(lg)} | {ud_s} | {f(ratio(ud, lg))}{verdict(ratio(ud, lg), DEC_TARGET.get(t))} | {f(frac(lg),0)} | {f(frac(ud),0)} |")
 print()
 if have_gen != "1":
     print(f"- uvllm side **not ready**: `uvllm generate` is not implemented in the benchmarked binary (repo HEAD {commit}); only the peer was measured.")
