@@ -21,18 +21,23 @@
 /* Largest |ours - llama.cpp| accepted on a top-20 logit, per weight file. Attention
  * reproduces llama.cpp's f16 flash-attention roundings and the matmuls quantise
  * activations as llama.cpp does, so most positions agree to ~1e-5 (the goldens print 6
- * digits). What remains, measured with this test (largest |diff| in brackets):
- *  - F32 aidreams [0.0020]: summation order in matmuls; a last-bit difference in a score
- *    can flip one f16 rounding of the V accumulator, which later positions inherit.
- *  - F16 weights [aidreams 0.0062, mini 0.0020, tiny-bpe 0.0005]: llama.cpp also rounds
- *    the activations to f16 before the dot product; we keep them f32.
- *  - BF16 [0.0088]: llama.cpp rounds activations to bf16 (8-bit mantissa) as well.
- *  - Q8_0 [0.000005]: identical integer arithmetic on both sides.
- *  - Q4_0 [0.036] / Q4_K_M [0.025]: float summation order of the SIMD dot products differs;
- *    at a few positions that flips the 8-bit rounding of one activation in a later layer,
- *    a discrete step of amax/127 that moves logits by a few 1e-2.
- * Tolerances are ~2x the measurement; a real defect (RoPE, norm, mask, GQA mapping) moves
- * logits by > 0.3 and fails all of them.
+ * digits). What remains, measured with this test on the scalar / AVX2 / AVX-512 kernels
+ * (UVLLM_ISA=...; largest |diff| in brackets):
+ *  - F32 aidreams [0.0017 / 0.0008 / 0.0004]: summation order in the matmuls; a last-bit
+ *    difference in a score can flip one f16 rounding of the V accumulator, which later
+ *    positions inherit.
+ *  - F16 weights [aidreams 0.0062 / 0.0039 / 0.0032, mini 0.0020 / 0.0014 / 0.0008,
+ *    tiny-bpe 0.0005 / 0.0004 / 0.0002]: the same, plus llama.cpp's f16 rounding of the
+ *    activations where our kernel keeps f32.
+ *  - BF16 [0.0088 / 0.0089 / 0.000005]: llama.cpp rounds activations to bf16 (8-bit
+ *    mantissa); only our AVX-512 BF16 path does too.
+ *  - Q8_0 [0.025 / 0.036 / 0.023], Q4_0 [0.042 / 0.046 / 0.046], Q4_K_M [0.025 / 0.025 /
+ *    0.020]: the integer block sums are exact, but the float sum over blocks runs in a
+ *    different order; at a few positions that flips the 8-bit rounding of one activation
+ *    in a later layer, a discrete step of amax/127 that moves logits by a few 1e-2 (most
+ *    positions still agree to 1e-5).
+ * Tolerances are ~2x the worst measurement; a real defect (RoPE, norm, mask, GQA mapping)
+ * moves logits by > 0.3 and fails all of them.
  *
  * Top-1: must equal llama.cpp's id, except where llama.cpp's own top-1 and our top-1 are
  * within the tolerance of each other in ITS logits (a near-tie the tolerance cannot
@@ -44,9 +49,9 @@ typedef struct {
 } golden_case_t;
 
 static const golden_case_t g_cases[] = {
-    {"aidreams260K", 0.005f, 1}, {"aidreams260K-f16", 0.015f, 1}, {"mini-f16", 0.005f, 0},
-    {"mini-bf16", 0.02f, 0},     {"mini-q8_0", 0.01f, 0},          {"mini-q4_0", 0.08f, 0},
-    {"mini-q4_k_m", 0.08f, 0},   {"tiny-bpe-f16", 0.005f, 0},
+    {"aidreams260K", 0.004f, 1}, {"aidreams260K-f16", 0.012f, 1}, {"mini-f16", 0.004f, 0},
+    {"mini-bf16", 0.02f, 0},     {"mini-q8_0", 0.07f, 0},          {"mini-q4_0", 0.09f, 0},
+    {"mini-q4_k_m", 0.05f, 0},   {"tiny-bpe-f16", 0.002f, 0},
 };
 
 static const char *shared_dir(void) {
