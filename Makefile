@@ -27,8 +27,8 @@ test-asan: deps
 	cd $(BUILD_ASAN) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j 1
 
 fuzz: deps
-	@CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DUVLLM_FUZZ=ON -DUVLLM_TESTS=OFF >/dev/null
-	@cmake --build build-fuzz -j $(JOBS)
+	@CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DUVLLM_FUZZ=ON -DUVLLM_TESTS=OFF -DUVLLM_WERROR=OFF >/dev/null
+	@cmake --build build-fuzz -j $(JOBS) --target fuzzers
 	bash tests/fuzz/run.sh build-fuzz
 
 bench: build

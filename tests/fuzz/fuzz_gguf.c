@@ -3,19 +3,12 @@
  * without leaving the buffer. libFuzzer hands us an exact-size heap copy, so ASan flags
  * any read past the end.
  *
- * The reader's sources are compiled into the harness itself: CMake instruments only the
- * harness target for coverage (-fsanitize=fuzzer), and without coverage inside the parser
- * libFuzzer would be mutating blind. The rest (model loader, vocabulary) comes from
- * ul_model (ask CMake to build libraries with -fsanitize=fuzzer-no-link under
- * UVLLM_FUZZ to give those coverage too). */
+ * Under UVLLM_FUZZ every library is built with -fsanitize=fuzzer-no-link, so the reader,
+ * the model loader and the vocabulary all give libFuzzer coverage feedback. */
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
-#include "../../src/model/gguf.c"
-#include "../../src/model/gguf_get.c"
-#include "../../src/model/gguf_types.c"
-#include "../../src/model/gguf_util.c"
 #include "model/model.h"
 #include "uvllm/log.h"
 
