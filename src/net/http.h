@@ -38,7 +38,8 @@
 /* ---- configuration ---------------------------------------------------------------- */
 
 typedef struct ul_http_config_s {
-    const char *host;           /* bind address, default "127.0.0.1"; IPv4 or IPv6 literal */
+    const char *host;           /* bind address, default "127.0.0.1"; IPv4 or IPv6 literal,
+                                   or "localhost" (= 127.0.0.1) */
     int port;                   /* default 8080; 0 picks a free port (see ul_http_server_port) */
     int backlog;                /* listen backlog, default 1024 */
     size_t max_header_bytes;    /* request line + headers, default 16 KiB; over it: 431 + close */

@@ -136,8 +136,11 @@ static void on_connection(uv_stream_t *l, int status) {
 int ul_http_server_listen(ul_http_server_t *s) {
     if (s->listening || s->draining) return UL_ESTATE;
     struct sockaddr_storage ss;
-    int rc = uv_ip4_addr(s->host, s->cfg.port, (struct sockaddr_in *)&ss);
-    if (rc) rc = uv_ip6_addr(s->host, s->cfg.port, (struct sockaddr_in6 *)&ss);
+    /* Literal addresses only (no resolver on the loop thread); "localhost" is common
+     * enough in configs to be understood as the IPv4 loopback. */
+    const char *addr = strcmp(s->host, "localhost") == 0 ? "127.0.0.1" : s->host;
+    int rc = uv_ip4_addr(addr, s->cfg.port, (struct sockaddr_in *)&ss);
+    if (rc) rc = uv_ip6_addr(addr, s->cfg.port, (struct sockaddr_in6 *)&ss);
     if (rc) {
         UL_LOG_ERROR("invalid listen address '%s'", s->host);
         return UL_EINVAL;
