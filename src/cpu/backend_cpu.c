@@ -41,20 +41,37 @@ static void compute(cpu_backend_t *b, ul_step_t *step) {
                                   ul_strerror(step->status));
 }
 
+/* How long the worker waits for the next step before parking the pool's spinning
+ * threads: longer than the loop's turnaround between two steps, so a busy server never
+ * pays the futex wake-up, short enough that an idle one stops burning cores. */
+#define PARK_AFTER_NS 3000000L
+
+static void wait_for_step(cpu_backend_t *b) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_nsec += PARK_AFTER_NS;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    while (!b->stop && ul_queue_empty(&b->queue))
+        if (pthread_cond_timedwait(&b->cv, &b->mu, &ts)) break;
+    if (b->stop || !ul_queue_empty(&b->queue)) return;
+    pthread_mutex_unlock(&b->mu);
+    pthread_mutex_lock(&b->fwd_mu);
+    ul_pool_sleep(b->fwd->pool);
+    pthread_mutex_unlock(&b->fwd_mu);
+    pthread_mutex_lock(&b->mu);
+    while (!b->stop && ul_queue_empty(&b->queue)) pthread_cond_wait(&b->cv, &b->mu);
+}
+
 static void *worker(void *arg) {
     cpu_backend_t *b = arg;
     pthread_mutex_lock(&b->mu);
     for (;;) {
-        while (!b->stop && ul_queue_empty(&b->queue)) {
-            /* idle: park the pool's spinning workers before sleeping ourselves */
-            pthread_mutex_unlock(&b->mu);
-            pthread_mutex_lock(&b->fwd_mu);
-            ul_pool_sleep(b->fwd->pool);
-            pthread_mutex_unlock(&b->fwd_mu);
-            pthread_mutex_lock(&b->mu);
-            if (!b->stop && ul_queue_empty(&b->queue)) pthread_cond_wait(&b->cv, &b->mu);
-        }
-        if (ul_queue_empty(&b->queue)) break; /* stop requested and nothing pending */
+        if (!b->stop && ul_queue_empty(&b->queue)) wait_for_step(b);
+        /* destroy: finish the step in flight only; queued ones are dropped, never posted */
+        if (b->stop) break;
         ul_queue_t *q = ul_queue_head(&b->queue);
         ul_queue_remove(q);
         pthread_mutex_unlock(&b->mu);
@@ -116,7 +133,11 @@ int ul_cpu_backend_create(const ul_model_t *m, const ul_cpu_config_t *cfg, ul_ba
     if (!b) return UL_ENOMEM;
     pthread_mutex_init(&b->mu, NULL);
     pthread_mutex_init(&b->fwd_mu, NULL);
-    pthread_cond_init(&b->cv, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* the park timeout ignores clock jumps */
+    pthread_cond_init(&b->cv, &ca);
+    pthread_condattr_destroy(&ca);
     ul_queue_init(&b->queue);
     int rc = ul_fwd_create(m, cfg, &b->fwd);
     if (!rc && pthread_create(&b->thread, NULL, worker, b)) rc = UL_ENOMEM;
