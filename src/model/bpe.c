@@ -60,7 +60,12 @@ static int load_merges(ul_vocab_t *v, const ul_gguf_t *g, const int16_t *cpt_byt
         if (errlen) snprintf(err, errlen, "tokenizer.ggml.merges: missing or not a string array");
         return UL_EFORMAT;
     }
-    if (kv->n > INT32_MAX / 2) return UL_EFORMAT;
+    if (kv->n > UL_VOCAB_MAX_MERGES) {
+        if (errlen)
+            snprintf(err, errlen, "tokenizer.ggml.merges: too many (%llu)",
+                     (unsigned long long)kv->n);
+        return UL_EFORMAT;
+    }
     size_t total = 0;
     while (ul_gguf_iter_next_str(&it, &s)) total += s.len;
     if (total > UINT32_MAX / 2) return UL_EFORMAT;

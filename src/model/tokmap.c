@@ -2,6 +2,7 @@
  * with linear probing over a power-of-two table at most half full; the keys stay in the
  * vocabulary's text blob, a slot holds only the index and the full 64-bit hash, so a
  * probe compares text only when the hashes agree. */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,14 +11,16 @@
 
 #define POW_TAB 64
 
+static uint64_t tab[POW_TAB];
+static pthread_once_t tab_once = PTHREAD_ONCE_INIT;
+
+static void tab_init(void) {
+    uint64_t p = 1;
+    for (int i = 0; i < POW_TAB; i++, p *= UL_HASH_P) tab[i] = p;
+}
+
 uint64_t ul_hash_pow(size_t n) {
-    static uint64_t tab[POW_TAB];
-    static int ready; /* benign race: every thread writes the same values */
-    if (!ready) {
-        uint64_t p = 1;
-        for (int i = 0; i < POW_TAB; i++, p *= UL_HASH_P) tab[i] = p;
-        __atomic_store_n(&ready, 1, __ATOMIC_RELEASE);
-    }
+    pthread_once(&tab_once, tab_init);
     if (n < POW_TAB) return tab[n];
     uint64_t r = 1, b = UL_HASH_P;
     while (n) {

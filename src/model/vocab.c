@@ -103,7 +103,7 @@ static int read_tokens(ld_t *l) {
     const ul_gguf_kv_t *kv = ul_gguf_find(l->g, "tokenizer.ggml.tokens");
     if (!kv || kv->type != UL_GGUF_ARRAY || kv->arr_type != UL_GGUF_STRING)
         return fail(l, UL_EFORMAT, "tokenizer.ggml.tokens: missing or not a string array");
-    if (kv->n == 0 || kv->n > INT32_MAX / 2)
+    if (kv->n == 0 || kv->n > UL_VOCAB_MAX_TOKENS)
         return fail(l, UL_EFORMAT, "tokenizer.ggml.tokens: bad count %llu",
                     (unsigned long long)kv->n);
     v->n_tokens = (int32_t)kv->n;
@@ -169,6 +169,7 @@ static int opt_id(ld_t *l, const char *key, int32_t *out) {
     int rc = ul_gguf_get_i64(l->g, key, &id);
     if (rc == UL_ENOENT) return 0;
     if (rc) return fail(l, UL_EFORMAT, "%s: not an integer", key);
+    if (id == -1 || id == UINT32_MAX) return 0; /* conventional "none" */
     if (id < 0 || id >= l->v->n_tokens) {
         UL_LOG_WARN("vocab: bad special token %s = %lld, using default id %d", key, (long long)id,
                     *out);

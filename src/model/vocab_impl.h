@@ -15,6 +15,10 @@
 
 enum { UL_VOCAB_SPM = 1, UL_VOCAB_BPE = 2 };
 
+/* Far above any real vocabulary; keeps every count and hash table size in 32 bits. */
+#define UL_VOCAB_MAX_TOKENS (1 << 24)
+#define UL_VOCAB_MAX_MERGES (1 << 25)
+
 /* Token attributes (llama.cpp's llama_token_attr, reduced to what tokenizing needs). */
 enum {
     UL_TA_NORMAL = 1 << 0,
