@@ -7,9 +7,9 @@
  *  - Q4_0: the nibbles 0..15 are the unsigned operand as they are; the -8 offset becomes
  *    -8 * sum(activation block), folded into the accumulator's initial value (-sum on
  *    each of the block's 8 lanes).
- *  - Q8_0: the activations are made unsigned by flipping their sign bit (x + 128) and
- *    the extra 128 * sum(weights) is subtracted through the initial value, computed per
- *    weight row with one vpdpbusd against ones and shared by all tokens.
+ *  - Q8_0: the weights are made unsigned by flipping their sign bit (w + 128) and the
+ *    extra 128 * sum(activation block) is subtracted through the initial value, like
+ *    Q4_0's offset (one XOR per weight block instead of a sign fix per product).
  *  - Q4_K / Q6_K: vpmaddubsw (u8 x s8 -> s16 pairs) then vpdpwssd with the sub-block
  *    scales, as in llama.cpp; mins (Q4_K) and the -32 offset (Q6_K) go through the
  *    activation sums per 16.
@@ -41,12 +41,13 @@ AI __m512 halves_to_ps(uint16_t a, uint16_t b) { /* [a x8, b x8] */
 
 /* two blocks' nibbles as 64 unsigned bytes in activation order: [lo0 hi0 lo1 hi1] */
 AI __m512i q4_0_unpack2(const blk_q4_0 *q, int two) {
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
-    __m128i a = _mm_loadu_si128((const __m128i *)q[0].qs);
-    __m128i c = two ? _mm_loadu_si128((const __m128i *)q[1].qs) : _mm_setzero_si128();
-    __m256i v = _mm256_set_m128i(c, a);
-    __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-    return join256(_mm256_permute2x128_si256(lo, hi, 0x20), _mm256_permute2x128_si256(lo, hi, 0x31));
+    /* [a a c c] then shift the odd 128-bit lanes' words right by 4: lo/hi nibbles */
+    __m256i a = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)q[0].qs));
+    __m256i c = two ? _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)q[1].qs))
+                    : _mm256_setzero_si256();
+    __m512i v = join256(a, c);
+    v = _mm512_mask_srli_epi16(v, (__mmask32)0xFF00FF00u, v, 4);
+    return _mm512_and_si512(v, _mm512_set1_epi8(0x0F));
 }
 
 AI void tile_q4_0(const int NR, const int NT, int64_t n_cols, const uint8_t *w, size_t ws,
@@ -86,33 +87,30 @@ MM_DRIVER(q4_0, 4, 4)
 AI void tile_q8_0(const int NR, const int NT, int64_t n_cols, const uint8_t *w, size_t ws,
                   const uint8_t *x, size_t xs, float *y, int64_t ys) {
     const int64_t nb = n_cols / QK;
-    const __m512i ones = _mm512_set1_epi8(1), flip = _mm512_set1_epi8((char)0x80);
+    const __m512i flip = _mm512_set1_epi8((char)0x80);
     __m512 acc[4][4];
     FOR_RT acc[r][t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b += 2) {
         const int two = b + 1 < nb;
-        __m512i W[4], I[4];
+        __m512i W[4];
         __m512 dw[4];
         _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {
             const blk_q8_0 *q = (const blk_q8_0 *)(w + (size_t)r * ws) + b;
             __m256i a = _mm256_loadu_si256((const __m256i *)q[0].qs);
             __m256i c = two ? _mm256_loadu_si256((const __m256i *)q[1].qs) : _mm256_setzero_si256();
-            W[r] = join256(a, c);
-            /* -128 * sum(w) per lane, matching the lanes of the main product */
-            I[r] = _mm512_sub_epi32(_mm512_setzero_si512(),
-                                    _mm512_slli_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(),
-                                                                          ones, W[r]),
-                                                      7));
+            W[r] = _mm512_xor_si512(join256(a, c), flip); /* w + 128, unsigned */
             dw[r] = halves_to_ps(q[0].d, two ? q[1].d : 0);
         }
         _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
             const blk_q8a *p = (const blk_q8a *)(x + (size_t)t * xs) + b;
             __m256i xa = _mm256_loadu_si256((const __m256i *)p[0].qs);
             __m256i xc = two ? _mm256_loadu_si256((const __m256i *)p[1].qs) : _mm256_setzero_si256();
-            __m512i X = _mm512_xor_si512(join256(xa, xc), flip);
+            __m512i X = join256(xa, xc);
+            /* the extra 128 * sum(x), spread over the block's 8 lanes */
+            __m512i I = join_epi32(-16 * p[0].sum, two ? -16 * p[1].sum : 0);
             __m512 dx = join_ps(p[0].d, two ? p[1].d : 0.0f);
             _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {
-                __m512i s = _mm512_dpbusd_epi32(I[r], X, W[r]);
+                __m512i s = _mm512_dpbusd_epi32(I, W[r], X);
                 acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw[r], dx),
                                             acc[r][t]);
             }

@@ -28,17 +28,22 @@
     default: F(4, 4, __VA_ARGS__); break;                                                          \
     }
 
-/* The tile driver: rows in groups of RMAX, tokens in groups of TMAX; the row group stays
- * in L1 while the token groups stream past it. */
+/* The tile driver: tokens in chunks of TCHUNK (their activations stay in L2), within a
+ * chunk rows in groups of RMAX (the group stays in L1) while the token groups of TMAX
+ * stream past it. */
+#define TCHUNK 32
 #define MM_DRIVER(name, RMAX, TMAX)                                                                \
     static void mm_##name(int64_t n_cols, const uint8_t *w, size_t ws, int nr, const uint8_t *x,   \
                           size_t xs, int nt, float *y, int64_t ys) {                               \
-        for (int r = 0; r < nr; r += RMAX) {                                                       \
-            int rn = nr - r < RMAX ? nr - r : RMAX;                                                \
-            for (int t = 0; t < nt; t += TMAX) {                                                   \
-                int tn = nt - t < TMAX ? nt - t : TMAX;                                            \
-                DISPATCH(tile_##name, rn, tn, n_cols, w + (size_t)r * ws, ws, x + (size_t)t * xs,  \
-                         xs, y + (int64_t)t * ys + r, ys);                                         \
+        for (int t0 = 0; t0 < nt; t0 += TCHUNK) {                                                  \
+            int t1 = nt - t0 < TCHUNK ? nt : t0 + TCHUNK;                                          \
+            for (int r = 0; r < nr; r += RMAX) {                                                   \
+                int rn = nr - r < RMAX ? nr - r : RMAX;                                            \
+                for (int t = t0; t < t1; t += TMAX) {                                              \
+                    int tn = t1 - t < TMAX ? t1 - t : TMAX;                                        \
+                    DISPATCH(tile_##name, rn, tn, n_cols, w + (size_t)r * ws, ws,                  \
+                             x + (size_t)t * xs, xs, y + (int64_t)t * ys + r, ys);                 \
+                }                                                                                  \
             }                                                                                      \
         }                                                                                          \
     }

@@ -27,8 +27,8 @@ Test(pool, job_runs_once_on_every_thread) {
         cr_assert_eq(ul_pool_create(n, &p), 0);
         cr_expect_eq(ul_pool_n_threads(p), n);
         ctx_t c = {0};
-        for (int rep = 0; rep < 200; rep++) ul_pool_run(p, mark, &c);
-        for (int i = 0; i < 16; i++) cr_expect_eq(atomic_load(&c.hits[i]), i < n ? 200 : 0);
+        for (int rep = 0; rep < 50; rep++) ul_pool_run(p, mark, &c);
+        for (int i = 0; i < 16; i++) cr_expect_eq(atomic_load(&c.hits[i]), i < n ? 50 : 0);
         ul_pool_free(p);
     }
     ul_pool_t *p;
@@ -52,11 +52,11 @@ Test(pool, barrier_holds_under_repeated_use) {
     for (int n = 2; n <= 3; n++) {
         ul_pool_t *p;
         cr_assert_eq(ul_pool_create(n, &p), 0);
-        for (int job = 0; job < 20; job++) {
-            ctx_t c = {.rounds = 500, .p = p};
+        for (int job = 0; job < 10; job++) {
+            ctx_t c = {.rounds = 200, .p = p};
             ul_pool_run(p, rounds, &c);
             cr_expect_eq(atomic_load(&c.failures), 0, "n=%d job=%d", n, job);
-            cr_expect_eq(atomic_load(&c.counter), n * 500);
+            cr_expect_eq(atomic_load(&c.counter), n * 200);
         }
         ul_pool_free(p);
     }
