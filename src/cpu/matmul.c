@@ -13,6 +13,23 @@ size_t ul_cpu_matmul_scratch(int type, int64_t n_cols, int n_tok) {
     return ul_cpu_xrow_bytes(f, n_cols) * (size_t)n_tok;
 }
 
+/* Each thread converts an equal share of all (token, block) units, so a single decode
+ * token is not converted by thread 0 alone while the others wait at the barrier. Every
+ * format is per block (or per element), so any split gives the same bytes. */
+static void quant_x_part(ul_xfmt_t f, const float *x, int64_t n_cols, int n_tok, uint8_t *dst,
+                         size_t xs, int ith, int nth) {
+    const int64_t blk = f == XF_Q8K ? QKK : f == XF_Q8A ? QK : 1;
+    const int64_t per_tok = n_cols / blk, units = per_tok * n_tok;
+    int64_t u0 = units * ith / nth, u1 = units * (ith + 1) / nth;
+    while (u0 < u1) {
+        int64_t t = u0 / per_tok, b0 = u0 % per_tok;
+        int64_t b1 = per_tok < b0 + (u1 - u0) ? per_tok : b0 + (u1 - u0);
+        ul_cpu_quant_x(f, x + t * n_cols + b0 * blk, dst + (size_t)t * xs + ul_cpu_xrow_bytes(f, b0 * blk),
+                       (b1 - b0) * blk);
+        u0 += b1 - b0;
+    }
+}
+
 static void rows_of(int64_t n_rows, int ith, int nth, int64_t *r0, int64_t *r1) {
     int64_t per = (n_rows + nth - 1) / nth;
     per = (per + ROW_ALIGN - 1) / ROW_ALIGN * ROW_ALIGN;
@@ -30,8 +47,7 @@ void ul_cpu_matmul(ul_pool_t *p, const ul_gguf_tensor_t *w, const float *x, int 
     size_t xs = ul_cpu_xrow_bytes(f, n_cols);
     if (f != XF_F32) {
         UL_ASSERT(scratch != NULL);
-        for (int t = ith; t < n_tok; t += nth)
-            ul_cpu_quant_x(f, x + (int64_t)t * n_cols, (uint8_t *)scratch + (size_t)t * xs, n_cols);
+        quant_x_part(f, x, n_cols, n_tok, (uint8_t *)scratch, xs, ith, nth);
         ul_pool_barrier(p);
         xq = scratch;
     }

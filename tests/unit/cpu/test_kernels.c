@@ -67,9 +67,10 @@ static void check_isa(ul_isa_t isa) {
     for (int ti = 0; ti < N_TYPES; ti++) {
         int type = k_types[ti];
         int blk = ul_type_block_elems(type) < 32 ? 32 : ul_type_block_elems(type);
-        int64_t cols[] = {blk, 3 * blk, 2048};
+        /* float types have 1-element blocks: also rows that end inside a SIMD vector */
+        int64_t cols[] = {blk, 3 * blk, 2048, ul_type_block_elems(type) == 1 ? 37 : 5 * blk};
         double worst = 0;
-        for (int ci = 0; ci < 3; ci++)
+        for (int ci = 0; ci < 4; ci++)
             for (int ri = 0; ri < 5; ri++)
                 for (int nt = 1; nt <= 17; nt += (ri == 3 ? 1 : 4)) {
                     double e = check_mm(type, isa, rows[ri], cols[ci], nt, (uint64_t)(ti * 131 + ci * 17 + ri * 5 + nt));
@@ -158,5 +159,6 @@ Test(kernels, matmul_pool_all_types) {
         check_matmul(k_types[i], 1, 45, 512, 3);
         check_matmul(k_types[i], 3, 67, 768, 5);
         check_matmul(k_types[i], 2, 64, 256, 1);
+        check_matmul(k_types[i], 2, 19, 1024, 2);
     }
 }
