@@ -17,7 +17,7 @@
 
 typedef struct serve_args_s {
     const char *model, *backend, *host, *log_level;
-    int port, threads, max_batch_tokens, max_conns, max_seqs;
+    int port, threads, max_batch_tokens, max_conns, max_seqs, null_ctx;
     int64_t null_delay_us, max_body;
     double shutdown_grace, header_timeout, idle_timeout;
 } serve_args_t;
@@ -25,7 +25,8 @@ typedef struct serve_args_s {
 static void usage(FILE *f) {
     fprintf(f,
             "usage: uvllm serve [--model PATH] [--backend cpu|null] [--host H] [--port P]\n"
-            "                   [--null-delay-us N] [--threads N] [--max-body BYTES]\n"
+            "                   [--null-delay-us N] [--null-ctx N] [--threads N]\n"
+            "                   [--max-body BYTES]\n"
             "                   [--max-conns N] [--max-seqs N] [--max-batch-tokens N]\n"
             "                   [--shutdown-grace SEC] [--header-timeout SEC]\n"
             "                   [--idle-timeout SEC] [--log-level debug|info|warn|error]\n"
@@ -36,6 +37,7 @@ static void usage(FILE *f) {
             "  --host H               bind address (default 127.0.0.1)\n"
             "  --port P               TCP port, 0 picks a free one (default 8080)\n"
             "  --null-delay-us N      null backend: time per step (default 0)\n"
+            "  --null-ctx N           null backend: context length (default 4096)\n"
             "  --threads N            cpu backend threads (default: all cores)\n"
             "  --max-body BYTES       largest request body (default 8388608)\n"
             "  --max-conns N          open connections (default 4096)\n"
@@ -87,7 +89,7 @@ static int parse_args(int argc, char **argv, serve_args_t *a) {
         static const char *const known[] = {
             "--model", "--backend", "--host", "--port", "--null-delay-us", "--threads",
             "--max-body", "--max-conns", "--max-seqs", "--max-batch-tokens", "--shutdown-grace",
-            "--header-timeout", "--idle-timeout", "--log-level"};
+            "--header-timeout", "--idle-timeout", "--log-level", "--null-ctx"};
         int k = -1;
         for (int j = 0; j < (int)(sizeof known / sizeof *known); j++)
             if (!strcmp(o, known[j])) k = j;
@@ -117,6 +119,7 @@ static int parse_args(int argc, char **argv, serve_args_t *a) {
         case 10: bad = parse_sec(v, 86400, &a->shutdown_grace); break;
         case 11: bad = parse_sec(v, 86400, &a->header_timeout) || a->header_timeout <= 0; break;
         case 12: bad = parse_sec(v, 86400, &a->idle_timeout) || a->idle_timeout <= 0; break;
+        case 14: bad = parse_int(v, 2, 1 << 20, &a->null_ctx); break;
         case 13: {
             ul_log_level_t l;
             a->log_level = v;
@@ -177,7 +180,7 @@ static void on_signal(uv_signal_t *h, int signum) {
 
 static int make_backend(const serve_args_t *a, server_t *sv) {
     if (!strcmp(a->backend, "null")) {
-        ul_null_config_t nc = {.delay_us = a->null_delay_us};
+        ul_null_config_t nc = {.delay_us = a->null_delay_us, .n_ctx = a->null_ctx};
         return ul_null_backend_create(&nc, &sv->backend);
     }
     char err[256] = "";

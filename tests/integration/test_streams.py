@@ -91,6 +91,35 @@ def sigterm_cuts_streams_after_the_grace_period():
         srv.kill()
 
 
+def metric(srv, name):
+    for ln in srv.request("GET", "/metrics").body.decode().splitlines():
+        if ln.startswith(name + " "):
+            return float(ln.split()[1])
+    raise AssertionError(f"metric {name} missing")
+
+
+@test
+def slow_reader_pauses_its_sequence_then_resumes():
+    n = 60000  # ~190 bytes per event: far more than socket buffers + the soft limit
+    with Server("--null-ctx", "65536") as srv:
+        s = srv.connect(timeout=30)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+        s.sendall(build_request("POST", "/v1/completions", stream_body(n)))
+        time.sleep(1.0)  # not reading: output piles up until the stream is backpressured
+        a = metric(srv, "uvllm_tokens_generated_total")
+        time.sleep(0.5)
+        b = metric(srv, "uvllm_tokens_generated_total")
+        assert a == b, f"generation went on ({a} -> {b} tokens) while the client read nothing"
+        assert 0 < a < n, a
+        rd = Reader(s)
+        _, status, _, headers = rd.head()
+        assert status == 200
+        ev = sse_events(rd.body(headers))
+        assert len(ev) == n + 2 and ev[-1] == "[DONE]", (len(ev), ev[-1:])
+        s.close()
+        assert metric(srv, "uvllm_tokens_generated_total") == n
+
+
 def raise_nofile(n):
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft < n:

@@ -185,33 +185,47 @@ def sse_events(body):
 
 
 class Reader:
-    """Parses successive HTTP/1.x responses from one socket."""
+    """Parses successive HTTP/1.x responses from one socket. Unconsumed input is
+    self.buf[self.pos:]; consuming moves pos (no copying), so multi-megabyte streams of
+    small chunks parse in linear time."""
 
     def __init__(self, sock):
         self.sock = sock
-        self.buf = b""
+        self._b = bytearray()
+        self.pos = 0
         self.eof = False
 
+    @property
+    def buf(self):
+        return bytes(self._b[self.pos:])
+
     def _fill(self):
-        chunk = self.sock.recv(65536)
+        chunk = self.sock.recv(262144)
         if not chunk:
             self.eof = True
-        self.buf += chunk
+        if self.pos > 1 << 20:
+            del self._b[:self.pos]
+            self.pos = 0
+        self._b += chunk
         return bool(chunk)
 
     def _until(self, sep):
-        while sep not in self.buf:
+        while True:
+            i = self._b.find(sep, self.pos)
+            if i >= 0:
+                out = bytes(self._b[self.pos:i])
+                self.pos = i + len(sep)
+                return out
             if not self._fill():
-                raise EOFError(f"connection closed while waiting for {sep!r}; have {self.buf[:200]!r}")
-        i = self.buf.index(sep)
-        out, self.buf = self.buf[:i], self.buf[i + len(sep):]
-        return out
+                raise EOFError(f"connection closed while waiting for {sep!r}; "
+                               f"have {bytes(self._b[self.pos:self.pos + 200])!r}")
 
     def _exact(self, n):
-        while len(self.buf) < n:
+        while len(self._b) - self.pos < n:
             if not self._fill():
                 raise EOFError("connection closed inside a body")
-        out, self.buf = self.buf[:n], self.buf[n:]
+        out = bytes(self._b[self.pos:self.pos + n])
+        self.pos += n
         return out
 
     def head(self):
@@ -229,22 +243,23 @@ class Reader:
         if method == "HEAD" or status in (204, 304) or 100 <= status < 200:
             return b""
         if "chunked" in headers.get("transfer-encoding", "").lower():
-            out = b""
+            parts = []
             while True:
                 size = int(self._until(b"\r\n").split(b";")[0], 16)
                 if size == 0:
                     self._until(b"\r\n")
-                    return out
+                    return b"".join(parts)
                 data = self._exact(size)
                 self._exact(2)
-                out += data
+                parts.append(data)
                 if on_chunk:
                     on_chunk(data)
         if "content-length" in headers:
             return self._exact(int(headers["content-length"]))
         while self._fill():
             pass
-        out, self.buf = self.buf, b""
+        out = bytes(self._b[self.pos:])
+        self.pos = len(self._b)
         return out
 
     def response(self, method="GET"):
