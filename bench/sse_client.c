@@ -13,6 +13,7 @@
  * be the client's fault, not the server's.
  *
  * Build: cc -O2 -o sse_client sse_client.c -luv -lm */
+#include <dirent.h>
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -76,6 +77,30 @@ static double cpu_seconds(int pid) {
     if (sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
         return -1;
     return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+/* Run-queue wait of all the server's threads (ns, from schedstat): time it
+ * was runnable but another process held the core. Large values mean the
+ * machine's noise, not the server, set the pace. */
+static double runq_wait_seconds(int pid) {
+    char path[96];
+    snprintf(path, sizeof path, "/proc/%d/task", pid);
+    DIR *d = opendir(path);
+    if (!d) return -1;
+    double total = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        char p2[320];
+        snprintf(p2, sizeof p2, "/proc/%d/task/%s/schedstat", pid, e->d_name);
+        FILE *f = fopen(p2, "r");
+        if (!f) continue;
+        unsigned long long run = 0, wait = 0;
+        if (fscanf(f, "%llu %llu", &run, &wait) == 2) total += (double)wait / 1e9;
+        fclose(f);
+    }
+    closedir(d);
+    return total;
 }
 
 static void on_close(uv_handle_t *h) { (void)h; }
@@ -292,7 +317,7 @@ static double pct_ms(const uint64_t *v, size_t n, double q) {
     return (double)v[i] / 1e6;
 }
 
-static void report(double cpu0, double cpu1) {
+static void report(double cpu0, double cpu1, double rq0, double rq1) {
     size_t n_gap = 0, total = 0;
     uint64_t win_lo = 0, win_hi = UINT64_MAX;
     int n_live = 0;
@@ -331,10 +356,12 @@ static void report(double cpu0, double cpu1) {
            win > 0 ? (double)in_win / win : 0, pct_ms(gaps, n_gap, 0.5),
            pct_ms(gaps, n_gap, 0.99), n_gap ? (double)gaps[n_gap - 1] / 1e6 : -1);
     printf("\"err_connect\":%d,\"err_status\":%d,\"err_closed\":%d,\"err_timeout\":%d,"
-           "\"short_streams\":%d,\"server_cpu_s\":%.2f,\"server_cpu_pct\":%.1f}\n",
+           "\"short_streams\":%d,\"server_cpu_s\":%.2f,\"server_cpu_pct\":%.1f,"
+           "\"server_runq_wait_s\":%.2f}\n",
            g_fail_connect, g_fail_status, g_fail_closed, g_timeout_cnt, g_short,
            cpu0 >= 0 && cpu1 >= 0 ? cpu1 - cpu0 : -1,
-           cpu0 >= 0 && cpu1 >= 0 && wall > 0 ? 100 * (cpu1 - cpu0) / wall : -1);
+           cpu0 >= 0 && cpu1 >= 0 && wall > 0 ? 100 * (cpu1 - cpu0) / wall : -1,
+           rq0 >= 0 && rq1 >= 0 ? rq1 - rq0 : -1);
     for (int i = 0, shown = 0; i < g_opt.n && shown < 3; i++)
         if (g_streams[i].state == ST_FAILED && g_streams[i].why)
             fprintf(stderr, "sse_client: stream %d failed: %s\n", i, g_streams[i].why), shown++;
@@ -378,11 +405,13 @@ int main(int argc, char **argv) {
     uv_timer_init(g_loop, &g_timer);
     uv_timer_start(&g_timer, on_timeout, (uint64_t)g_opt.timeout_s * 1000, 0);
     double cpu0 = g_opt.pid ? cpu_seconds(g_opt.pid) : -1;
+    double rq0 = g_opt.pid ? runq_wait_seconds(g_opt.pid) : -1;
     g_t0 = uv_hrtime();
     start_more();
     uv_run(g_loop, UV_RUN_DEFAULT);
     double cpu1 = g_opt.pid ? cpu_seconds(g_opt.pid) : -1;
-    report(cpu0, cpu1);
+    double rq1 = g_opt.pid ? runq_wait_seconds(g_opt.pid) : -1;
+    report(cpu0, cpu1, rq0, rq1);
     for (int i = 0; i < g_opt.n; i++) free(g_streams[i].ts);
     free(g_streams);
     return uv_loop_close(g_loop) == 0 ? 0 : 1;
