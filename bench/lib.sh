@@ -150,3 +150,10 @@ ensure_models() {
     done
     return 0
 }
+
+# runq_wait PID: seconds all of PID's threads have spent runnable but not
+# running (schedstat), i.e. waiting for a core another process held. Its
+# growth over a run measures how much the shared machine got in the way.
+runq_wait() {
+    cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{s+=$2} END{printf "%.3f\n", s/1e9}'
+}
