@@ -320,6 +320,83 @@ AI void tile_q6_K(const int NR, const int NT, int64_t n_cols, const uint8_t *w, 
 }
 MM_DRIVER(q6_K, 2, 4)
 
+
+
+/* ---- activation conversion, byte-identical to quant.c's scalar code ---- */
+
+static void xq_q8a(const float *x, void *dst, int64_t n) {
+    blk_q8a *y = dst;
+    const __m512 sign = _mm512_set1_ps(-0.0f);
+    for (int64_t i = 0; i < n / QK; i++, x += QK) {
+        __m512 a = _mm512_loadu_ps(x), b = _mm512_loadu_ps(x + 16);
+        float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_andnot_ps(sign, a),
+                                                        _mm512_andnot_ps(sign, b)));
+        float id = amax != 0 ? 127.f / amax : 0.0f;
+        y[i].d = ul_fp16_to_fp32(ul_fp32_to_fp16(amax / 127.f));
+        /* the current rounding mode (nearest even) = nearbyintf */
+        __m512i qa = _mm512_cvtps_epi32(_mm512_mul_ps(a, _mm512_set1_ps(id)));
+        __m512i qb = _mm512_cvtps_epi32(_mm512_mul_ps(b, _mm512_set1_ps(id)));
+        _mm_storeu_si128((__m128i *)y[i].qs, _mm512_cvtepi32_epi8(qa));
+        _mm_storeu_si128((__m128i *)(y[i].qs + 16), _mm512_cvtepi32_epi8(qb));
+        y[i].sum = _mm512_reduce_add_epi32(_mm512_add_epi32(qa, qb));
+    }
+}
+
+static void xq_q8k(const float *x, void *dst, int64_t n) {
+    blk_q8K *y = dst;
+    const __m512 sign = _mm512_set1_ps(-0.0f);
+    for (int64_t i = 0; i < n / QKK; i++, x += QKK) {
+        __m512 m = _mm512_setzero_ps();
+        for (int j = 0; j < QKK; j += 16) m = _mm512_max_ps(m, _mm512_andnot_ps(sign, _mm512_loadu_ps(x + j)));
+        float amax = _mm512_reduce_max_ps(m), max = 0;
+        if (amax == 0) {
+            memset(&y[i], 0, sizeof(y[i]));
+            continue;
+        }
+        for (int j = 0; j < QKK; j++) /* the first element of largest magnitude, as scalar */
+            if (x[j] == amax || x[j] == -amax) {
+                max = x[j];
+                break;
+            }
+        const float iscale = -127.f / max;
+        const __m512 vs = _mm512_set1_ps(iscale);
+        const __m512i lim = _mm512_set1_epi32(127);
+        for (int j = 0; j < QKK; j += 16) {
+            __m512i q = _mm512_min_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + j), vs)), lim);
+            _mm_storeu_si128((__m128i *)(y[i].qs + j), _mm512_cvtepi32_epi8(q));
+            y[i].bsums[j / 16] = (int16_t)_mm512_reduce_add_epi32(q);
+        }
+        y[i].d = 1 / iscale;
+    }
+}
+
+static void xq_f16r(const float *x, void *dst, int64_t n) {
+    float *o = dst;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(o + i, _mm512_cvtph_ps(_mm512_cvtps_ph(_mm512_loadu_ps(x + i),
+                                                                _MM_FROUND_TO_NEAREST_INT)));
+    for (; i < n; i++) o[i] = ul_fp16_to_fp32(ul_fp32_to_fp16(x[i]));
+}
+
+static void xq_bf16(const float *x, void *dst, int64_t n) {
+    /* integer rounding like ul_fp32_to_bf16 (vcvtneps2bf16 would flush denormals) */
+    uint16_t *o = dst;
+    int64_t i = 0;
+    const __m512i abs = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
+    for (; i + 16 <= n; i += 16) {
+        __m512i u = _mm512_loadu_si512(x + i);
+        __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, abs), inf);
+        __m512i r = _mm512_add_epi32(
+            u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff),
+                                _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1))));
+        r = _mm512_srli_epi32(r, 16);
+        r = _mm512_mask_or_epi32(r, nan, _mm512_srli_epi32(u, 16), _mm512_set1_epi32(64));
+        _mm256_storeu_si256((__m256i *)(o + i), _mm512_cvtepi32_epi16(r));
+    }
+    for (; i < n; i++) o[i] = ul_fp32_to_bf16(x[i]);
+}
+
 const ul_cpu_kern_t ul_cpu_kern_avx512 = {.mm = {
                                               [UL_TYPE_F32] = mm_f32,
                                               [UL_TYPE_F16] = mm_f16,
@@ -328,4 +405,10 @@ const ul_cpu_kern_t ul_cpu_kern_avx512 = {.mm = {
                                               [UL_TYPE_Q4_0] = mm_q4_0,
                                               [UL_TYPE_Q4_K] = mm_q4_K,
                                               [UL_TYPE_Q6_K] = mm_q6_K,
+                                          },
+                                          .xq = {
+                                              [XF_F16R] = xq_f16r,
+                                              [XF_BF16] = xq_bf16,
+                                              [XF_Q8A] = xq_q8a,
+                                              [XF_Q8K] = xq_q8k,
                                           }};

@@ -62,8 +62,12 @@ typedef void (*ul_mm_fn)(int64_t n_cols, const uint8_t *w, size_t w_stride, int 
                          const uint8_t *x, size_t x_stride, int n_tok, float *y,
                          int64_t y_stride);
 
+/* Converts n activations (a multiple of the format's block) into format f. */
+typedef void (*ul_xq_fn)(const float *x, void *dst, int64_t n);
+
 typedef struct {
     ul_mm_fn mm[UL_TYPE_COUNT];
+    ul_xq_fn xq[XF_Q8K + 1]; /* optional: must produce the scalar version's exact bytes */
 } ul_cpu_kern_t;
 
 extern const ul_cpu_kern_t ul_cpu_kern_scalar;
@@ -74,8 +78,10 @@ ul_mm_fn ul_cpu_mm_fn(int type, ul_isa_t isa);
 
 ul_xfmt_t ul_cpu_xfmt(int type);
 size_t ul_cpu_xrow_bytes(ul_xfmt_t f, int64_t n);
-/* Converts one activation row into format f (n a multiple of the format's block). */
+/* Converts one activation row into format f (n a multiple of the format's block) with the
+ * active ISA's converter; the _isa variant picks one (tests compare them). */
 void ul_cpu_quant_x(ul_xfmt_t f, const float *x, void *dst, int64_t n);
+void ul_cpu_quant_x_isa(ul_xfmt_t f, ul_isa_t isa, const float *x, void *dst, int64_t n);
 
 /* Q4_K 6-bit scales/mins of sub-block j (ggml get_scale_min_k4). */
 static inline void ul_q4k_scale_min(int j, const uint8_t *q, uint8_t *d, uint8_t *m) {

@@ -194,7 +194,7 @@ static void quant_x_q8k(const float *x, blk_q8K *y, int64_t nb) {
     }
 }
 
-void ul_cpu_quant_x(ul_xfmt_t f, const float *x, void *dst, int64_t n) {
+static void quant_x_scalar(ul_xfmt_t f, const float *x, void *dst, int64_t n) {
     float *o = dst;
     uint16_t *h = dst;
     switch (f) {
@@ -208,4 +208,16 @@ void ul_cpu_quant_x(ul_xfmt_t f, const float *x, void *dst, int64_t n) {
     case XF_Q8A: quant_x_q8a(x, dst, n / QK); break;
     case XF_Q8K: quant_x_q8k(x, dst, n / QKK); break;
     }
+}
+
+void ul_cpu_quant_x_isa(ul_xfmt_t f, ul_isa_t isa, const float *x, void *dst, int64_t n) {
+    const ul_cpu_kern_t *k = isa == UL_ISA_AVX512 ? &ul_cpu_kern_avx512
+                             : isa == UL_ISA_AVX2 ? &ul_cpu_kern_avx2
+                                                  : &ul_cpu_kern_scalar;
+    if (k->xq[f]) k->xq[f](x, dst, n);
+    else quant_x_scalar(f, x, dst, n);
+}
+
+void ul_cpu_quant_x(ul_xfmt_t f, const float *x, void *dst, int64_t n) {
+    ul_cpu_quant_x_isa(f, ul_cpu_isa(), x, dst, n);
 }

@@ -162,3 +162,35 @@ Test(kernels, matmul_pool_all_types) {
         check_matmul(k_types[i], 2, 19, 1024, 2);
     }
 }
+
+/* SIMD activation converters must write exactly the scalar bytes (the kernels are tested
+ * against the scalar formats): random rows with an all-zero block, values that round to
+ * a tie at some scales, f32 denormals and infinities for the f16/bf16 conversions. */
+Test(kernels, activation_conversion_matches_scalar) {
+    const int64_t n = 768 + 17; /* f16/bf16 rows need not be block multiples */
+    float x[785];
+    uint8_t a[785 * 4 + 64], b[785 * 4 + 64];
+    uint64_t s = 11;
+    for (int rep = 0; rep < 40; rep++) {
+        for (int64_t i = 0; i < n; i++) x[i] = tk_unif(&s) * (rep % 3 ? 1.0f : 1e-39f);
+        for (int i = 32; i < 64; i++) x[i] = 0; /* a zero Q8A block */
+        if (rep == 5) for (int i = 256; i < 512; i++) x[i] = 0; /* a zero Q8K block */
+        if (rep == 7) x[3] = INFINITY, x[700] = -INFINITY, x[701] = 0x1p-130f;
+        x[100] = -x[101]; /* equal magnitudes: the first one sets the Q8K sign */
+        for (int isa = UL_ISA_AVX2; isa <= (int)ul_cpu_isa(); isa++) {
+            for (int f = XF_F16R; f <= XF_Q8K; f++) {
+                int64_t m = f == XF_Q8A ? 768 : f == XF_Q8K ? 768 : n;
+                if (rep == 7 && (f == XF_Q8A || f == XF_Q8K)) continue; /* inf has no scale */
+                size_t nb = ul_cpu_xrow_bytes((ul_xfmt_t)f, m);
+                memset(a, 0x55, sizeof(a));
+                memset(b, 0x55, sizeof(b));
+                ul_cpu_quant_x_isa((ul_xfmt_t)f, UL_ISA_SCALAR, x, a, m);
+                ul_cpu_quant_x_isa((ul_xfmt_t)f, (ul_isa_t)isa, x, b, m);
+                size_t k = 0;
+                while (k < nb && a[k] == b[k]) k++;
+                cr_expect(k == nb, "format %d on %s differs at byte %zu of %zu (rep %d)", f,
+                          ul_cpu_isa_name((ul_isa_t)isa), k, nb, rep);
+            }
+        }
+    }
+}
