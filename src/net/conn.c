@@ -348,7 +348,7 @@ static void read_stop(ul_conn_t *c) {
 static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf);
 
 void ul_conn_read_start(ul_conn_t *c) {
-    if (c->reading || c->closing) return;
+    if (c->reading || c->closing || c->eof) return;
     int rc = uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
     if (rc) {
         ul_conn_close(c, rc);
@@ -357,17 +357,38 @@ void ul_conn_read_start(ul_conn_t *c) {
     c->reading = 1;
 }
 
+/* The client closed its side. Requests it sent before are still answered (a pipelined
+ * batch may sit unparsed in conn->in); a request still open counts as a disconnect. */
 static void on_eof(ul_conn_t *c, ssize_t nread) {
-    int reason = nread == UV_EOF ? UL_ECLOSED : (int)nread;
-    /* Output for finished requests still pending: deliver it, then close. */
-    if (nread == UV_EOF && !c->req_open && !c->lingering && ul_conn_pending(c) > 0) {
-        read_stop(c);
-        c->in.len = 0;
-        c->eof = 1;
-        c->close_after_write = 1;
+    if (nread != UV_EOF || c->req_open || c->lingering) {
+        ul_conn_close(c, nread == UV_EOF ? UL_ECLOSED : (int)nread);
         return;
     }
-    ul_conn_close(c, reason);
+    read_stop(c);
+    c->eof = 1;
+    if (c->in.len && !c->close_after_write) {
+        ul_conn_schedule(c); /* the tick parses the rest, then closes */
+        return;
+    }
+    c->in.len = 0;
+    if (ul_conn_pending(c) > 0 || c->writing) {
+        c->close_after_write = 1; /* deliver what is queued, then close */
+        return;
+    }
+    ul_conn_close(c, UL_ECLOSED);
+}
+
+/* Parses what waits in conn->in (pipelined input kept while a request was open, or a
+ * partial request) and resumes reading once the backlog is small again. */
+static void parse_in(ul_conn_t *c) {
+    if (c->req_open || !c->in.len || c->close_after_write || c->lingering) return;
+    size_t used = parse(c, c->in.p, c->in.len);
+    if (c->closing) return;
+    if (c->close_after_write || c->lingering)
+        c->in.len = 0;
+    else
+        ul_nbuf_consume(&c->in, used);
+    if (c->in.len <= IN_CAP(c) && !c->close_after_write) ul_conn_read_start(c);
 }
 
 static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
@@ -385,12 +406,17 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
         c->hdr_start = c->last_in;
     }
     if (c->req_open || c->in.len) {
+        /* Behind an open request, or after a partial one: queue, parse from conn->in. */
         if (ul_nbuf_append(&c->in, buf->base, (size_t)nread)) {
             ul_conn_close(c, UL_ENOMEM);
             return;
         }
-        if (c->in.len > IN_CAP(c)) read_stop(c);
-        if (!c->req_open) ul_conn_schedule(c);
+        if (c->req_open) {
+            if (c->in.len > IN_CAP(c)) read_stop(c);
+            return;
+        }
+        parse_in(c);
+        if (!c->closing) ul_conn_flush(c);
         return;
     }
     size_t used = parse(c, buf->base, (size_t)nread);
@@ -405,14 +431,14 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
 
 void ul_conn_tick(ul_conn_t *c) {
     if (c->closing) return;
-    if (!c->req_open && c->in.len && !c->close_after_write && !c->lingering) {
-        size_t used = parse(c, c->in.p, c->in.len);
-        if (c->closing) return;
-        if (c->close_after_write || c->lingering)
-            c->in.len = 0;
-        else
-            ul_nbuf_consume(&c->in, used);
-        if (c->in.len <= IN_CAP(c) && !c->close_after_write) ul_conn_read_start(c);
+    parse_in(c);
+    if (c->closing) return;
+    if (c->eof && !c->close_after_write && !c->lingering) {
+        if (c->req_open) { /* answered only to a client that is still there */
+            ul_conn_close(c, UL_ECLOSED);
+            return;
+        }
+        if (c->in.len == 0) c->close_after_write = 1; /* else: the tick comes back */
     }
     ul_conn_flush(c);
 }

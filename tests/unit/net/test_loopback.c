@@ -167,6 +167,44 @@ Test(loopback, pipelined_200_in_one_write) {
     cr_assert_eq(h.srv.stats.requests_total, 200);
 }
 
+/* A client that half-closes after its requests still gets every answer, then EOF; an
+ * open (async) request at EOF counts as a disconnect. */
+static int half_close_client(harness_t *h, char *msg, size_t cap) {
+    cl_conn_t c;
+    cl_resp_t r;
+    CHECK(cl_connect(&c, h->port) == 0, "connect");
+    enum { N = 3000 }; /* ~80 KB of requests: more than one read buffer */
+    static char reqs[N * 32];
+    size_t n = 0;
+    for (int i = 0; i < N; i++)
+        n += (size_t)snprintf(reqs + n, sizeof reqs - n, "GET /health HTTP/1.1\r\n\r\n");
+    CHECK(cl_send(&c, reqs, n) == 0, "send");
+    shutdown(c.fd, SHUT_WR);
+    for (int i = 0; i < N; i++) {
+        CHECK(cl_read_response(&c, &r, 0) == 0 && r.status == 200, "response %d of %d", i, N);
+        cl_resp_free(&r);
+    }
+    CHECK(cl_wait_closed(&c, 3000), "no EOF after the last answer");
+    cl_close(&c);
+
+    CHECK(cl_connect(&c, h->port) == 0, "connect");
+    CHECK(cl_send_str(&c, "GET /hang HTTP/1.1\r\n\r\n") == 0, "send");
+    for (int i = 0; i < 200 && atomic_load(&h->async_pending) == 0; i++) usleep(1000);
+    shutdown(c.fd, SHUT_WR);
+    for (int i = 0; i < 300 && atomic_load(&h->aborts) == 0; i++) usleep(10 * 1000);
+    CHECK(atomic_load(&h->aborts) == 1, "half-close did not abort the open request");
+    CHECK(cl_wait_closed(&c, 3000), "connection not closed");
+    cl_close(&c);
+    return 0;
+}
+
+Test(loopback, half_close_answers_pipeline_then_closes) {
+    harness_t h;
+    harness_config(&h);
+    RUN(&h, half_close_client);
+    cr_assert_eq(h.srv.stats.requests_total, 3001);
+}
+
 Test(loopback, pipelined_in_order_with_async_and_chunked) {
     harness_t h;
     harness_config(&h);
