@@ -31,6 +31,13 @@ enum {
     PT_VIKING,
     PT_TEKKEN,
     PT_CHAMELEON,
+    PT_QWEN35,
+    PT_GPT4O,
+    PT_SEED_CODER,
+    PT_BAILINGMOE,
+    PT_UFAKZEKA,
+    PT_LAGUNA,
+    PT_MINICPM5,
     PT_COUNT
 };
 
@@ -42,8 +49,8 @@ enum {
 #define RE_CONTRACT "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])"
 #define RE_LLAMA3                                                                                  \
     RE_CONTRACT                                                                                    \
-        "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\x{85}\\p{L}\\p{N}]+[\\r\\n]*|" S      \
-        "*[\\r\\n]+|" S "+(?!" NS ")|" S "+"
+    "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\x{85}\\p{L}\\p{N}]+[\\r\\n]*|" S          \
+    "*[\\r\\n]+|" S "+(?!" NS ")|" S "+"
 #define RE_QWEN2                                                                                   \
     RE_CONTRACT "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\x{85}\\p{L}\\p{N}]+[\\r\\n]*|" S   \
                 "*[\\r\\n]+|" S "+(?!" NS ")|" S "+"
@@ -77,6 +84,27 @@ enum {
 #define TEKKEN_L "((?=[\\p{L}])([^a-z]))"
 #define TEKKEN_U "((?=[\\p{L}])([^A-Z]))"
 
+#define RE_QWEN35                                                                                  \
+    RE_CONTRACT "|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}| "                                  \
+                "?[^\\s\\x{85}\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|" S "*[\\r\\n]+|" S "+(?!" NS ")|" S   \
+                "+"
+#define RE_GPT4O                                                                                   \
+    "[^\\r\\n\\p{L}\\p{N}]?" TEKKEN_L "*" TEKKEN_U "+" RE_CONTRACT                                 \
+    "?|[^\\r\\n\\p{L}\\p{N}]?" TEKKEN_L "+" TEKKEN_U "*" RE_CONTRACT                               \
+    "?|\\p{N}{1,3}| ?[^\\s\\x{85}\\p{L}\\p{N}]+[\\r\\n/]*|" S "*[\\r\\n]+|" S "+(?!" NS ")|" S "+"
+#define RE_SEED_CODER                                                                              \
+    RE_CONTRACT "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1}| ?[^\\s\\x{85}\\p{L}\\p{N}\\r\\n]+|" S   \
+                "*[\\r\\n]+|" S "+(?!" NS ")|" S "+"
+#define RE_BAILINGMOE                                                                              \
+    "'(?:[sSdDmMtT]|[lL][lL]|[vV][eE]|[rR][eE])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| "            \
+    "?[^\\s\\x{85}\\p{L}\\p{N}]+[\\r\\n]*|" S "*[\\r\\n]|" S "+(?!" NS ")|" S "+"
+#define RE_UFAKZEKA                                                                                \
+    "[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\x{85}\\p{L}\\p{N}]+[\\r\\n]*|" S                \
+    "*[\\r\\n]+|" S "+(?!" NS ")|" S "+"
+#define RE_MINICPM5                                                                                \
+    RE_CONTRACT "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}+| ?[^\\s\\x{85}\\p{L}\\p{N}]+[\\r\\n]*|" S  \
+                "*[\\r\\n]+|" S "+(?!" NS ")|" S "+"
+
 static const char *const k_regex[PT_COUNT][7] = {
     [PT_DEFAULT] = {"[\\p{P}\\$\\+<=>\\^~\\|]+", RE_GPT2, "\\p{N}+", "[0-9][0-9][0-9]"},
     [PT_LLAMA3] = {RE_LLAMA3},
@@ -95,6 +123,13 @@ static const char *const k_regex[PT_COUNT][7] = {
                    "+|[^\\r\\n\\p{L}\\p{N}]?" TEKKEN_L "+" TEKKEN_U
                    "*|\\p{N}| ?[^\\s\\x{85}\\p{L}\\p{N}]+[\\r\\n/]*|" S "*[\\r\\n]+|" S "+(?!" NS
                    ")|" S "+"},
+    [PT_QWEN35] = {RE_QWEN35},
+    [PT_GPT4O] = {RE_GPT4O},
+    [PT_SEED_CODER] = {RE_SEED_CODER},
+    [PT_BAILINGMOE] = {RE_BAILINGMOE},
+    [PT_UFAKZEKA] = {RE_UFAKZEKA},
+    [PT_LAGUNA] = {"[^\\n]+|[\\n]+", RE_QWEN2},
+    [PT_MINICPM5] = {"\\p{N}{1,3}", RE_MINICPM5},
     [PT_CHAMELEON] = {"<sentinel:[0-9]+>", "(IMGIMG)((A|B|C|D|E|F|G|H|I){1,4})Z",
                       "([\\t\\n]|    |  )", "\\p{N}", "[\\p{P}!-/:-@\\[-`{-~]", RE_GPT2},
 };
@@ -144,6 +179,38 @@ static const struct {
     {"chameleon", PT_CHAMELEON, 0, 1, 0},
     {"minerva-7b", PT_STARCODER, 0, 0, 0},
     {"megrez", PT_QWEN2, 0, 0, 0},
+    {"falcon-h1", PT_LLAMA3, 1, 1, 0},
+    {"pixtral", PT_LLAMA3, 1, 1, 0},
+    {"midm-2.0", PT_LLAMA3, 1, 1, 0},
+    {"lfm2", PT_LLAMA3, 1, 1, 0},
+    {"jina-v5-nano", PT_LLAMA3, 1, 1, 0},
+    {"a.x-4.0", PT_GPT2, 0, 0, 0},
+    {"mellum", PT_GPT2, 0, 0, 0},
+    {"modern-bert", PT_GPT2, 0, 0, 0},
+    {"exaone4", PT_GPT2, 0, 0, 0},
+    {"trillion", PT_GPT2, 0, 0, 0},
+    {"granite-docling", PT_GPT2, 0, 0, 0},
+    {"deepseek-r1-qwen", PT_QWEN2, 0, 0, 0},
+    {"kormo", PT_QWEN2, 0, 0, 0},
+    {"f2llmv2", PT_QWEN2, 0, 0, 0},
+    {"hunyuan", PT_QWEN2, 0, 0, 0},
+    {"solar-open", PT_QWEN2, 0, 0, 0},
+    {"grok-2", PT_QWEN2, 0, 0, 0},
+    {"glm4", PT_LLAMA3, 0, 0, 1},
+    {"mellum2", PT_STARCODER, 0, 0, 0},
+    {"qwen35", PT_QWEN35, 0, 0, 0},
+    {"gpt-4o", PT_GPT4O, 0, 0, 0},
+    {"llama4", PT_GPT4O, 0, 0, 0},
+    {"kanana2", PT_GPT4O, 0, 0, 0},
+    {"talkie", PT_GPT4O, 0, 0, 0},
+    {"minimax-m2", PT_GPT4O, 0, 0, 0},
+    {"seed-coder", PT_SEED_CODER, 0, 0, 0},
+    {"bailingmoe", PT_BAILINGMOE, 0, 0, 0},
+    {"bailingmoe2", PT_BAILINGMOE, 0, 0, 0},
+    {"llada-moe", PT_BAILINGMOE, 0, 0, 0},
+    {"ufakzeka", PT_UFAKZEKA, 0, 0, 0},
+    {"laguna", PT_LAGUNA, 0, 0, 0},
+    {"minicpm5", PT_MINICPM5, 1, 0, 0},
 };
 
 int ul_pretok_lookup(const char *name, size_t len, int *type, int *ignore_merges, int *add_bos,

@@ -232,7 +232,7 @@ static int read_specials(ld_t *l, int32_t fim[6]) {
     return 0;
 }
 
-/* Finds the first token (by id) whose text is one of lits; forces it to control type as
+/* Finds the first token (by id) whose text is one of lits; adds the control type to it as
  * llama.cpp does ("control-looking token ... its type will be overridden"). */
 static void detect(ul_vocab_t *v, int32_t *id, const char *const *lits) {
     if (*id >= 0) return;
@@ -243,57 +243,126 @@ static void detect(ul_vocab_t *v, int32_t *id, const char *const *lits) {
     }
     if (best < 0) return;
     *id = best;
-    if (!(v->attr[best] & UL_TA_CONTROL)) v->attr[best] = UL_TA_CONTROL;
+    v->attr[best] |= UL_TA_CONTROL;
+}
+
+#define FW "\xef\xbd\x9c" /* U+FF5C FULLWIDTH VERTICAL LINE (DeepSeek) */
+#define SP "\xe2\x96\x81" /* U+2581 */
+
+/* The lists of llama.cpp's llama_vocab::impl::load (release of 2026-09). */
+static const char *const k_eot[] = {"<|eot_id|>",
+                                    "<|im_end|>",
+                                    "<|end|>",
+                                    "<end_of_turn>",
+                                    "<|endoftext|>",
+                                    "<|end_of_text|>",
+                                    "<EOT>",
+                                    "_<EOT>",
+                                    "[EOT]",
+                                    "<" FW "end" SP "of" SP "sentence" FW ">",
+                                    "<end_of_utterance>",
+                                    NULL};
+static const char *const k_eom[] = {"<|eom_id|>", NULL};
+static const char *const k_fpre[] = {"<|fim_prefix|>",
+                                     "<fim-prefix>",
+                                     "<fim_prefix>",
+                                     "<" FW "fim" SP "begin" FW ">",
+                                     "<PRE>",
+                                     SP "<PRE>",
+                                     "<|code_prefix|>",
+                                     "<|prefix|>",
+                                     NULL};
+static const char *const k_fsuf[] = {"<|fim_suffix|>",
+                                     "<fim-suffix>",
+                                     "<fim_suffix>",
+                                     "<" FW "fim" SP "hole" FW ">",
+                                     "<SUF>",
+                                     SP "<SUF>",
+                                     "<|code_suffix|>",
+                                     "<|suffix|>",
+                                     NULL};
+static const char *const k_fmid[] = {"<|fim_middle|>",
+                                     "<fim-middle>",
+                                     "<fim_middle>",
+                                     "<" FW "fim" SP "end" FW ">",
+                                     "<MID>",
+                                     SP "<MID>",
+                                     "<|code_middle|>",
+                                     "<|middle|>",
+                                     NULL};
+static const char *const k_fpad[] = {"<|fim_pad|>", "<fim-pad>", "<fim_pad>",
+                                     "<PAD>",       "[PAD]",     NULL};
+static const char *const k_frep[] = {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>",
+                                     "<REPO>",       "<reponame>",    NULL};
+static const char *const k_fsep[] = {"<|file_sep|>", NULL};
+static const char *const k_eog[] = {"<|eot_id|>",
+                                    "<|im_end|>",
+                                    "<|end|>",
+                                    "<|return|>",
+                                    "<|call|>",
+                                    "<|flush|>",
+                                    "<|calls|>",
+                                    "<end_of_turn>",
+                                    "<|endoftext|>",
+                                    "</s>",
+                                    "<|eom_id|>",
+                                    "<EOT>",
+                                    "_<EOT>",
+                                    "[EOT]",
+                                    "[EOS]",
+                                    "<|end_of_text|>",
+                                    "<end_of_utterance>",
+                                    "<eos>",
+                                    "<turn|>",
+                                    "<|tool_response>",
+                                    "<" FW "end" SP "of" SP "sentence" FW ">",
+                                    "[e~[",
+                                    NULL};
+/* gpt-oss: always rendered, so user-defined */
+static const char *const k_user[] = {"<|channel|>", "<|message|>", "<|start|>", "<|constrain|>",
+                                     NULL};
+
+/* The model-specific exceptions llama.cpp applies after building the EOG set. */
+static void eog_exceptions(ul_vocab_t *v) {
+    int32_t ret = find_lit(v, "<|return|>"), call = find_lit(v, "<|call|>");
+    int32_t calls = find_lit(v, "<|calls|>"), flush = find_lit(v, "<|flush|>");
+    int32_t end = find_lit(v, "<|end|>"), tool = find_lit(v, "<|tool_response>");
+    int32_t s = find_lit(v, "</s>");
+#define IN_EOG(t) ((t) >= 0 && v->eog[t])
+    int has_call = IN_EOG(call) || IN_EOG(calls);
+    if (IN_EOG(end) && has_call && (IN_EOG(ret) || IN_EOG(flush))) {
+        /* o200k_harmony / solar-open: <|end|> ends a message, not the generation */
+        v->eog[end] = 0;
+        v->attr[end] = UL_TA_USER;
+    }
+    if (IN_EOG(tool) && IN_EOG(s)) { /* gemma4, paddleocr */
+        v->eog[s] = 0;
+        v->attr[s] = UL_TA_NORMAL;
+    }
+#undef IN_EOG
 }
 
 static void build_eog(ul_vocab_t *v, int32_t fim[6]) {
-    static const char *const eot[] = {"<|eot_id|>",
-                                      "<|im_end|>",
-                                      "<|end|>",
-                                      "<end_of_turn>",
-                                      "<|endoftext|>",
-                                      "<EOT>",
-                                      "<\xef\xbd\x9c"
-                                      "end\xe2\x96\x81of"
-                                      "\xe2\x96\x81sentence\xef\xbd\x9c>",
-                                      NULL};
-    static const char *const eom[] = {"<|eom_id|>", NULL};
-    static const char *const fpre[] = {"<|fim_prefix|>", "<fim-prefix>",
-                                       "<\xef\xbd\x9c"
-                                       "fim\xe2\x96\x81"
-                                       "begin\xef\xbd\x9c>",
-                                       "<PRE>", NULL};
-    static const char *const fsuf[] = {"<|fim_suffix|>", "<fim-suffix>",
-                                       "<\xef\xbd\x9c"
-                                       "fim\xe2\x96\x81"
-                                       "hole\xef\xbd\x9c>",
-                                       "<SUF>", NULL};
-    static const char *const fmid[] = {"<|fim_middle|>", "<fim-middle>",
-                                       "<\xef\xbd\x9c"
-                                       "fim\xe2\x96\x81"
-                                       "end\xef\xbd\x9c>",
-                                       "<MID>", NULL};
-    static const char *const fpad[] = {"<|fim_pad|>", "<fim-pad>", "<PAD>", NULL};
-    static const char *const frep[] = {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>",
-                                       NULL};
-    static const char *const fsep[] = {"<|file_sep|>", NULL};
-    static const char *const eog[] = {"<|eot_id|>",    "<|im_end|>", "<|end|>", "<end_of_turn>",
-                                      "<|endoftext|>", "<|eom_id|>", "<EOT>",   NULL};
-    detect(v, &v->eot, eot);
-    detect(v, &v->eom, eom);
-    const char *const *fl[6] = {fpre, fsuf, fmid, fpad, frep, fsep};
+    detect(v, &v->eot, k_eot);
+    detect(v, &v->eom, k_eom);
+    const char *const *fl[6] = {k_fpre, k_fsuf, k_fmid, k_fpad, k_frep, k_fsep};
     for (int i = 0; i < 6; i++) detect(v, &fim[i], fl[i]);
     for (int i = 3; i < 6; i++)
         if (fim[i] >= 0) v->eog[fim[i]] = 1;
-    for (int i = 0; eog[i]; i++) {
-        int32_t t = find_lit(v, eog[i]);
+    for (int i = 0; k_eog[i]; i++) {
+        int32_t t = find_lit(v, k_eog[i]);
         if (t < 0) continue;
         v->eog[t] = 1;
-        if (!(v->attr[t] & UL_TA_CONTROL)) v->attr[t] = UL_TA_CONTROL;
+        v->attr[t] |= UL_TA_CONTROL;
+    }
+    for (int i = 0; k_user[i]; i++) {
+        int32_t t = find_lit(v, k_user[i]);
+        if (t >= 0) v->attr[t] = UL_TA_USER;
     }
     if (v->eos >= 0) v->eog[v->eos] = 1;
     if (v->eot >= 0) v->eog[v->eot] = 1;
     if (v->eom >= 0) v->eog[v->eom] = 1;
+    eog_exceptions(v);
 }
 
 static const ul_vocab_t *g_sort_v; /* qsort has no context argument; load is serialised */

@@ -336,3 +336,22 @@ Test(vocab, spm_merges_across_spaces_when_a_token_does) {
     ul_gguf_free(&g);
     free(img);
 }
+
+/* phi-3 ships </s> as a user-defined token; llama.cpp treats the end-of-generation texts
+ * as control tokens, so user text "</s>" must stay text and only parse_special matches it. */
+Test(vocab, eog_texts_are_control_tokens) {
+    tv_vocab_t t;
+    load_shared(&t, "phi-3");
+    int32_t eos = ul_vocab_find(t.v, "</s>", 4);
+    cr_assert(eos >= 0);
+    cr_expect(ul_vocab_is_eog(t.v, eos));
+    int n1, n2;
+    int32_t *a = tv_tokenize(t.v, "</s>", 4, 0, 0, &n1);
+    int32_t *b = tv_tokenize(t.v, "</s>", 4, 0, 1, &n2);
+    cr_expect_eq(count(a, n1, eos), 0);
+    cr_expect_eq(n2, 1);
+    cr_expect_eq(b[0], eos);
+    free(a);
+    free(b);
+    tv_free(&t);
+}
