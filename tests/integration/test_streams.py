@@ -105,12 +105,14 @@ def slow_reader_pauses_its_sequence_then_resumes():
         s = srv.connect(timeout=30)
         s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
         s.sendall(build_request("POST", "/v1/completions", stream_body(n)))
-        time.sleep(1.0)  # not reading: output piles up until the stream is backpressured
-        a = metric(srv, "uvllm_tokens_generated_total")
-        time.sleep(0.5)
-        b = metric(srv, "uvllm_tokens_generated_total")
-        assert a == b, f"generation went on ({a} -> {b} tokens) while the client read nothing"
-        assert 0 < a < n, a
+        # Not reading: output piles up until the stream is backpressured and the
+        # scheduler stops generating for it. Wait for the token count to stand still.
+        prev, a, deadline = -1.0, metric(srv, "uvllm_tokens_generated_total"), time.monotonic() + 20
+        while a != prev and time.monotonic() < deadline:
+            time.sleep(0.5)
+            prev, a = a, metric(srv, "uvllm_tokens_generated_total")
+        assert a == prev, f"generation never paused ({prev} -> {a}) while the client read nothing"
+        assert 0 < a < n, f"{a} of {n} tokens generated before pausing"
         rd = Reader(s)
         _, status, _, headers = rd.head()
         assert status == 200
