@@ -33,10 +33,14 @@ int ul_api_error(ul_http_req_t *req, int status, const char *type, const char *p
     cJSON *root = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(root, "error");
     cJSON_AddStringToObject(e, "message", message);
     cJSON_AddStringToObject(e, "type", type);
-    if (param) cJSON_AddStringToObject(e, "param", param);
-    else cJSON_AddNullToObject(e, "param");
-    if (code) cJSON_AddStringToObject(e, "code", code);
-    else cJSON_AddNullToObject(e, "code");
+    if (param)
+        cJSON_AddStringToObject(e, "param", param);
+    else
+        cJSON_AddNullToObject(e, "param");
+    if (code)
+        cJSON_AddStringToObject(e, "code", code);
+    else
+        cJSON_AddNullToObject(e, "code");
     char *body = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
     UL_ASSERT(body);
@@ -57,9 +61,8 @@ int ul_api_health(ul_http_req_t *req, void *data) {
                      "{\"status\":\"%s\",\"active_sequences\":%llu,\"waiting\":%d,"
                      "\"running\":%d,\"active_streams\":%llu,\"connections\":%llu,"
                      "\"kv_pages_free\":%d,\"kv_pages_total\":%d}",
-                     draining(a) ? "draining" : "ok",
-                     (unsigned long long)a->stats.active_sequences, s->n_waiting, s->n_running,
-                     (unsigned long long)a->stats.active_streams,
+                     draining(a) ? "draining" : "ok", (unsigned long long)a->stats.active_sequences,
+                     s->n_waiting, s->n_running, (unsigned long long)a->stats.active_streams,
                      (unsigned long long)(a->server ? a->server->stats.conns_open : 0),
                      s->pool.n_free, s->pool.n_pages);
     if (draining(a)) ul_http_resp_header(req, "Retry-After", "5");
@@ -79,8 +82,7 @@ __attribute__((format(printf, 2, 3))) static void put(text_t *t, const char *fmt
     if (n > 0) t->len += (size_t)n < t->cap - t->len ? (size_t)n : t->cap - t->len - 1;
 }
 
-static void metric(text_t *t, const char *name, const char *type, const char *help,
-                   double value) {
+static void metric(text_t *t, const char *name, const char *type, const char *help, double value) {
     put(t, "# HELP %s %s\n# TYPE %s %s\n%s %.17g\n", name, help, name, type, name, value);
 }
 

@@ -55,8 +55,8 @@ typedef struct ul_api_s {
     ul_sched_t *sched;
     ul_http_server_t *server; /* for counters and the draining state; may be NULL in tests */
     ul_codec_t codec;
-    char model_id[128]; /* "null" for the null backend, else the model file's base name */
-    int64_t created;    /* unix seconds at start, for /v1/models and responses */
+    char model_id[128];         /* "null" for the null backend, else the model file's base name */
+    int64_t created;            /* unix seconds at start, for /v1/models and responses */
     int32_t default_max_tokens; /* when the request has none; 16 like OpenAI */
     ul_api_stats_t stats;
     uint64_t next_cmpl;

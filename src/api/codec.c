@@ -12,8 +12,7 @@ static int is_space(char ch) {
     return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r' || ch == '\f' || ch == '\v';
 }
 
-static int null_tokenize(const ul_codec_t *c, const char *text, size_t len, int32_t *out,
-                         int cap) {
+static int null_tokenize(const ul_codec_t *c, const char *text, size_t len, int32_t *out, int cap) {
     int n = 0;
     size_t i = 0;
     int32_t mod = c->eos_id >= 0 ? c->n_vocab - 1 : c->n_vocab; /* eos is the last id */

@@ -110,8 +110,8 @@ static int fail(bad_t *bad, const char *param, const char *msg) {
     return UL_EINVAL;
 }
 
-static int get_number(cJSON *root, const char *name, double lo, double hi, int integer,
-                      double *out, bad_t *bad) {
+static int get_number(cJSON *root, const char *name, double lo, double hi, int integer, double *out,
+                      bad_t *bad) {
     cJSON *it = cJSON_GetObjectItemCaseSensitive(root, name);
     if (!it || cJSON_IsNull(it)) return 0;
     if (!cJSON_IsNumber(it) || !isfinite(it->valuedouble) || it->valuedouble < lo ||
@@ -172,7 +172,8 @@ static int parse_params(ul_api_t *a, cJSON *root, params_t *p, bad_t *bad) {
     if ((rc = get_number(root, "seed", -9.2e18, 1.8e19, 1, &v, bad)) < 0) return rc;
     if (rc) p->sampling.seed = v < 0 ? (uint64_t)(int64_t)v : (uint64_t)v;
     /* Without a seed each request samples differently, as OpenAI's do. */
-    else p->sampling.seed = (uint64_t)time(NULL) * 0x9e3779b97f4a7c15ULL ^ ++a->next_cmpl;
+    else
+        p->sampling.seed = (uint64_t)time(NULL) * 0x9e3779b97f4a7c15ULL ^ ++a->next_cmpl;
     if ((rc = get_number(root, "presence_penalty", -2, 2, 0, &v, bad)) < 0) return rc;
     if (rc) p->sampling.presence_penalty = (float)v;
     if ((rc = get_number(root, "frequency_penalty", -2, 2, 0, &v, bad)) < 0) return rc;
@@ -228,10 +229,10 @@ static int send_chunk(comp_t *c, const char *text, size_t len, const char *finis
     sbuf_add(f, c->prefix.p, c->prefix.len);
     sbuf_add_json_str(f, text, len);
     char tail[96];
-    int n = snprintf(tail, sizeof tail,
-                     "\",\"index\":0,\"logprobs\":null,\"finish_reason\":%s%s%s}]}",
-                     finish_reason ? "\"" : "", finish_reason ? finish_reason : "null",
-                     finish_reason ? "\"" : "");
+    int n =
+        snprintf(tail, sizeof tail, "\",\"index\":0,\"logprobs\":null,\"finish_reason\":%s%s%s}]}",
+                 finish_reason ? "\"" : "", finish_reason ? finish_reason : "null",
+                 finish_reason ? "\"" : "");
     sbuf_add(f, tail, (size_t)n);
     return ul_sse_send(c->sse, f->p, f->len);
 }
@@ -398,8 +399,10 @@ static comp_t *comp_new(ul_api_t *a, ul_http_req_t *req, const params_t *p) {
     ul_stop_init(&c->stop, (const char *const *)c->stop_strs, c->n_stop);
     if (c->stream) {
         char head[160];
-        int n = snprintf(head, sizeof head, "{\"id\":\"%s\",\"object\":\"text_completion\","
-                         "\"created\":%lld,\"model\":\"", c->id, (long long)a->created);
+        int n = snprintf(head, sizeof head,
+                         "{\"id\":\"%s\",\"object\":\"text_completion\","
+                         "\"created\":%lld,\"model\":\"",
+                         c->id, (long long)a->created);
         sbuf_add(&c->prefix, head, (size_t)n);
         sbuf_add_json_str(&c->prefix, a->model_id, strlen(a->model_id));
         sbuf_add(&c->prefix, "\",\"choices\":[{\"text\":\"", 22);
@@ -412,11 +415,10 @@ static int reject_add(ul_api_t *a, ul_http_req_t *req, int rc, int n_prompt) {
     a->stats.completions_rejected++;
     switch (rc) {
     case UL_E2BIG:
-        snprintf(msg, sizeof msg,
-                 "the prompt is %d tokens; this model's context holds %d tokens", n_prompt,
-                 a->sched->backend->n_ctx);
-        return ul_api_error(req, 400, "invalid_request_error", "prompt",
-                            "context_length_exceeded", msg);
+        snprintf(msg, sizeof msg, "the prompt is %d tokens; this model's context holds %d tokens",
+                 n_prompt, a->sched->backend->n_ctx);
+        return ul_api_error(req, 400, "invalid_request_error", "prompt", "context_length_exceeded",
+                            msg);
     case UL_EFULL:
         ul_http_resp_header(req, "Retry-After", "1");
         return ul_api_error(req, 503, "server_error", NULL, "server_busy",
@@ -435,8 +437,9 @@ static int start(ul_api_t *a, ul_http_req_t *req, const params_t *p) {
     int32_t *ids = tokenize(&a->codec, p, &n_prompt);
     if (!ids) return reject_add(a, req, n_prompt, 0);
     comp_t *c = n_prompt > 0 ? comp_new(a, req, p) : NULL;
-    int rc = n_prompt == 0 ? UL_EINVAL : c ? ul_sched_add(a->sched, &c->seq, ids, n_prompt)
-                                            : UL_ENOMEM;
+    int rc = n_prompt == 0 ? UL_EINVAL
+             : c           ? ul_sched_add(a->sched, &c->seq, ids, n_prompt)
+                           : UL_ENOMEM;
     free(ids);
     if (rc) {
         if (c) comp_free(c);
@@ -446,14 +449,14 @@ static int start(ul_api_t *a, ul_http_req_t *req, const params_t *p) {
     a->stats.completions_total++;
     a->stats.active_sequences++;
     a->stats.prompt_tokens += (uint64_t)n_prompt;
-    ul_http_req_set_cbs(req, &(ul_http_req_cbs_t){.on_abort = on_abort, .on_drain = on_drain},
-                        c);
+    ul_http_req_set_cbs(req, &(ul_http_req_cbs_t){.on_abort = on_abort, .on_drain = on_drain}, c);
     if (c->stream) {
         a->stats.active_streams++;
         rc = ul_sse_start(req, &c->sse);
         /* On failure the connection is going away: on_abort follows and cancels. */
-        if (rc) UL_LOG_DEBUG("conn=%llu sse start: %s", (unsigned long long)req->conn_id,
-                             ul_strerror(rc));
+        if (rc)
+            UL_LOG_DEBUG("conn=%llu sse start: %s", (unsigned long long)req->conn_id,
+                         ul_strerror(rc));
     }
     return 0;
 }

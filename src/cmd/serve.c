@@ -23,30 +23,29 @@ typedef struct serve_args_s {
 } serve_args_t;
 
 static void usage(FILE *f) {
-    fprintf(f,
-            "usage: uvllm serve [--model PATH] [--backend cpu|null] [--host H] [--port P]\n"
-            "                   [--null-delay-us N] [--null-ctx N] [--threads N]\n"
-            "                   [--max-body BYTES]\n"
-            "                   [--max-conns N] [--max-seqs N] [--max-batch-tokens N]\n"
-            "                   [--shutdown-grace SEC] [--header-timeout SEC]\n"
-            "                   [--idle-timeout SEC] [--log-level debug|info|warn|error]\n"
-            "\n"
-            "  --model PATH           GGUF model (implies --backend cpu)\n"
-            "  --backend cpu|null     null: no model, deterministic pseudo-tokens (default\n"
-            "                         without --model); prompts are one token per word\n"
-            "  --host H               bind address (default 127.0.0.1)\n"
-            "  --port P               TCP port, 0 picks a free one (default 8080)\n"
-            "  --null-delay-us N      null backend: time per step (default 0)\n"
-            "  --null-ctx N           null backend: context length (default 4096)\n"
-            "  --threads N            cpu backend threads (default: all cores)\n"
-            "  --max-body BYTES       largest request body (default 8388608)\n"
-            "  --max-conns N          open connections (default 4096)\n"
-            "  --max-seqs N           sequences in flight before 503 (default 4096)\n"
-            "  --max-batch-tokens N   tokens per step (default 512)\n"
-            "  --shutdown-grace SEC   time streams get to finish on SIGTERM (default 30)\n"
-            "  --header-timeout SEC   request headers must arrive within (default 10)\n"
-            "  --idle-timeout SEC     idle keep-alive connections close after (default 75)\n"
-            "  --log-level L          (default info)\n");
+    fprintf(f, "usage: uvllm serve [--model PATH] [--backend cpu|null] [--host H] [--port P]\n"
+               "                   [--null-delay-us N] [--null-ctx N] [--threads N]\n"
+               "                   [--max-body BYTES]\n"
+               "                   [--max-conns N] [--max-seqs N] [--max-batch-tokens N]\n"
+               "                   [--shutdown-grace SEC] [--header-timeout SEC]\n"
+               "                   [--idle-timeout SEC] [--log-level debug|info|warn|error]\n"
+               "\n"
+               "  --model PATH           GGUF model (implies --backend cpu)\n"
+               "  --backend cpu|null     null: no model, deterministic pseudo-tokens (default\n"
+               "                         without --model); prompts are one token per word\n"
+               "  --host H               bind address (default 127.0.0.1)\n"
+               "  --port P               TCP port, 0 picks a free one (default 8080)\n"
+               "  --null-delay-us N      null backend: time per step (default 0)\n"
+               "  --null-ctx N           null backend: context length (default 4096)\n"
+               "  --threads N            cpu backend threads (default: all cores)\n"
+               "  --max-body BYTES       largest request body (default 8388608)\n"
+               "  --max-conns N          open connections (default 4096)\n"
+               "  --max-seqs N           sequences in flight before 503 (default 4096)\n"
+               "  --max-batch-tokens N   tokens per step (default 512)\n"
+               "  --shutdown-grace SEC   time streams get to finish on SIGTERM (default 30)\n"
+               "  --header-timeout SEC   request headers must arrive within (default 10)\n"
+               "  --idle-timeout SEC     idle keep-alive connections close after (default 75)\n"
+               "  --log-level L          (default info)\n");
 }
 
 static int parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out) {
@@ -76,9 +75,15 @@ static int parse_sec(const char *s, double hi, double *out) {
 
 /* Returns 0, 1 for --help, or 2 after printing a usage error. */
 static int parse_args(int argc, char **argv, serve_args_t *a) {
-    *a = (serve_args_t){.host = "127.0.0.1", .port = 8080, .max_batch_tokens = 512,
-                        .max_conns = 4096, .max_seqs = 4096, .max_body = 8 << 20,
-                        .shutdown_grace = 30, .header_timeout = 10, .idle_timeout = 75,
+    *a = (serve_args_t){.host = "127.0.0.1",
+                        .port = 8080,
+                        .max_batch_tokens = 512,
+                        .max_conns = 4096,
+                        .max_seqs = 4096,
+                        .max_body = 8 << 20,
+                        .shutdown_grace = 30,
+                        .header_timeout = 10,
+                        .idle_timeout = 75,
                         .log_level = "info"};
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -87,9 +92,10 @@ static int parse_args(int argc, char **argv, serve_args_t *a) {
             return 1;
         }
         static const char *const known[] = {
-            "--model", "--backend", "--host", "--port", "--null-delay-us", "--threads",
-            "--max-body", "--max-conns", "--max-seqs", "--max-batch-tokens", "--shutdown-grace",
-            "--header-timeout", "--idle-timeout", "--log-level", "--null-ctx"};
+            "--model",         "--backend",          "--host",           "--port",
+            "--null-delay-us", "--threads",          "--max-body",       "--max-conns",
+            "--max-seqs",      "--max-batch-tokens", "--shutdown-grace", "--header-timeout",
+            "--idle-timeout",  "--log-level",        "--null-ctx"};
         int k = -1;
         for (int j = 0; j < (int)(sizeof known / sizeof *known); j++)
             if (!strcmp(o, known[j])) k = j;
@@ -103,23 +109,49 @@ static int parse_args(int argc, char **argv, serve_args_t *a) {
         }
         int bad = 0;
         switch (k) {
-        case 0: a->model = v; break;
+        case 0:
+            a->model = v;
+            break;
         case 1:
             a->backend = v;
             bad = strcmp(v, "cpu") && strcmp(v, "null");
             break;
-        case 2: a->host = v; break;
-        case 3: bad = parse_int(v, 0, 65535, &a->port); break;
-        case 4: bad = parse_i64(v, 0, 60000000, &a->null_delay_us); break;
-        case 5: bad = parse_int(v, 1, 1024, &a->threads); break;
-        case 6: bad = parse_i64(v, 1, (int64_t)1 << 34, &a->max_body); break;
-        case 7: bad = parse_int(v, 1, 1 << 20, &a->max_conns); break;
-        case 8: bad = parse_int(v, 1, 1 << 20, &a->max_seqs); break;
-        case 9: bad = parse_int(v, 1, 1 << 20, &a->max_batch_tokens); break;
-        case 10: bad = parse_sec(v, 86400, &a->shutdown_grace); break;
-        case 11: bad = parse_sec(v, 86400, &a->header_timeout) || a->header_timeout <= 0; break;
-        case 12: bad = parse_sec(v, 86400, &a->idle_timeout) || a->idle_timeout <= 0; break;
-        case 14: bad = parse_int(v, 2, 1 << 20, &a->null_ctx); break;
+        case 2:
+            a->host = v;
+            break;
+        case 3:
+            bad = parse_int(v, 0, 65535, &a->port);
+            break;
+        case 4:
+            bad = parse_i64(v, 0, 60000000, &a->null_delay_us);
+            break;
+        case 5:
+            bad = parse_int(v, 1, 1024, &a->threads);
+            break;
+        case 6:
+            bad = parse_i64(v, 1, (int64_t)1 << 34, &a->max_body);
+            break;
+        case 7:
+            bad = parse_int(v, 1, 1 << 20, &a->max_conns);
+            break;
+        case 8:
+            bad = parse_int(v, 1, 1 << 20, &a->max_seqs);
+            break;
+        case 9:
+            bad = parse_int(v, 1, 1 << 20, &a->max_batch_tokens);
+            break;
+        case 10:
+            bad = parse_sec(v, 86400, &a->shutdown_grace);
+            break;
+        case 11:
+            bad = parse_sec(v, 86400, &a->header_timeout) || a->header_timeout <= 0;
+            break;
+        case 12:
+            bad = parse_sec(v, 86400, &a->idle_timeout) || a->idle_timeout <= 0;
+            break;
+        case 14:
+            bad = parse_int(v, 2, 1 << 20, &a->null_ctx);
+            break;
         case 13: {
             ul_log_level_t l;
             a->log_level = v;

@@ -70,8 +70,7 @@ static int check_seq(const null_backend_t *nb, const ul_step_t *step, const ul_s
         /* The previous position must still be this sequence's, with the token it had. */
         int64_t slot = slot_of(nb, s, s->pos0 - 1);
         if (nb->kv_owner[slot] != s->seq_id + 1) return UL_ESTATE;
-        if (s->history && s->n_history >= s->pos0 &&
-            nb->kv_token[slot] != s->history[s->pos0 - 1])
+        if (s->history && s->n_history >= s->pos0 && nb->kv_token[slot] != s->history[s->pos0 - 1])
             return UL_ESTATE;
     }
     return 0;
@@ -81,7 +80,8 @@ static void compute(null_backend_t *nb, ul_step_t *step) {
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     if (nb->delay_us > 0) {
-        struct timespec d = {(time_t)(nb->delay_us / 1000000), (long)(nb->delay_us % 1000000) * 1000};
+        struct timespec d = {(time_t)(nb->delay_us / 1000000),
+                             (long)(nb->delay_us % 1000000) * 1000};
         while (nanosleep(&d, &d) != 0) {
         }
     }
@@ -103,7 +103,8 @@ static void compute(null_backend_t *nb, ul_step_t *step) {
         }
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
-    step->compute_us = (double)(t1.tv_sec - t0.tv_sec) * 1e6 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e3;
+    step->compute_us =
+        (double)(t1.tv_sec - t0.tv_sec) * 1e6 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e3;
 }
 
 static void *worker(void *arg) {

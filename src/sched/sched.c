@@ -13,11 +13,16 @@ void ul_sched_kick(ul_sched_t *s); /* driver.c: build the next step soon (no-op 
 
 const char *ul_finish_name(ul_finish_t f) {
     switch (f) {
-    case UL_FINISH_STOP: return "stop";
-    case UL_FINISH_LENGTH: return "length";
-    case UL_FINISH_CANCELLED: return "cancelled";
-    case UL_FINISH_ERROR: return "error";
-    default: return "none";
+    case UL_FINISH_STOP:
+        return "stop";
+    case UL_FINISH_LENGTH:
+        return "length";
+    case UL_FINISH_CANCELLED:
+        return "cancelled";
+    case UL_FINISH_ERROR:
+        return "error";
+    default:
+        return "none";
     }
 }
 
@@ -71,8 +76,10 @@ static void enqueue_waiting(ul_sched_t *s, ul_seq_t *q) {
 
 static void unlink_seq(ul_sched_t *s, ul_seq_t *q) {
     ul_queue_remove(&q->node);
-    if (q->state == UL_SEQ_WAITING) s->n_waiting--;
-    else if (q->state == UL_SEQ_RUNNING) s->n_running--;
+    if (q->state == UL_SEQ_WAITING)
+        s->n_waiting--;
+    else if (q->state == UL_SEQ_RUNNING)
+        s->n_running--;
 }
 
 int ul_sched_add(ul_sched_t *s, ul_seq_t *q, const int32_t *prompt, int32_t n_prompt) {

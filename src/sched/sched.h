@@ -37,10 +37,10 @@
 #include "uvllm/backend.h"
 
 typedef enum {
-    UL_SEQ_NEW,       /* not yet added */
-    UL_SEQ_WAITING,   /* queued for (re)prefill; may hold no pages */
-    UL_SEQ_RUNNING,   /* holds pages; prefilling in chunks or decoding */
-    UL_SEQ_FINISHED,  /* on_finish has run */
+    UL_SEQ_NEW,      /* not yet added */
+    UL_SEQ_WAITING,  /* queued for (re)prefill; may hold no pages */
+    UL_SEQ_RUNNING,  /* holds pages; prefilling in chunks or decoding */
+    UL_SEQ_FINISHED, /* on_finish has run */
 } ul_seq_state_t;
 
 typedef enum {
@@ -71,7 +71,7 @@ struct ul_seq_s {
     /* scheduler's, read-only for the caller */
     uint64_t id;
     ul_seq_state_t state;
-    int32_t *tokens;    /* [cap]: prompt then generated; never reallocated */
+    int32_t *tokens; /* [cap]: prompt then generated; never reallocated */
     int32_t n_prompt;
     int32_t n_tokens;
     int32_t cap;        /* min(n_prompt + max_tokens, n_ctx) */
@@ -80,7 +80,7 @@ struct ul_seq_s {
     int32_t n_pages;
     int32_t pages_cap;
     uint64_t rng[2];
-    uint64_t arrival;   /* order of arrival: smaller is older */
+    uint64_t arrival; /* order of arrival: smaller is older */
     int paused;
     int cancelled;
     int in_step;

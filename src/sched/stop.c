@@ -36,8 +36,7 @@ static size_t held_tail(const ul_stop_t *s) {
     return best;
 }
 
-int ul_stop_push(ul_stop_t *s, const char *text, size_t len, const char **emit,
-                 size_t *emit_len) {
+int ul_stop_push(ul_stop_t *s, const char *text, size_t len, const char **emit, size_t *emit_len) {
     /* Drop what the previous call emitted. */
     if (s->n_emit) memmove(s->buf, s->buf + s->n_emit, s->len - s->n_emit);
     s->len -= s->n_emit;

@@ -77,8 +77,8 @@ static void *client(void *arg) {
     post(st->port, "{\"prompt\":\"x\",\"max_tokens\":3,\"stream\":true}", st->replies[1], 8192,
          NULL);
     /* leaves after the first event of an endless stream */
-    post(st->port, "{\"prompt\":\"x\",\"max_tokens\":4000,\"stream\":true}", st->replies[2],
-         8192, "data:");
+    post(st->port, "{\"prompt\":\"x\",\"max_tokens\":4000,\"stream\":true}", st->replies[2], 8192,
+         "data:");
     post(st->port, "{\"prompt\":\"x\",\"top_p\":7}", st->replies[3], 8192, NULL);
     uv_async_send(&st->stop);
     return NULL;

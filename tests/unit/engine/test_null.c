@@ -9,8 +9,8 @@
 #include "uvllm/backend.h"
 #include "uvllm/err.h"
 
-static void one_seq_step(ul_step_t *st, ul_step_seq_t *ss, int32_t *toks, uint64_t id,
-                         int32_t pos0, int32_t n, const int32_t *pages, int32_t n_pages) {
+static void one_seq_step(ul_step_t *st, ul_step_seq_t *ss, int32_t *toks, uint64_t id, int32_t pos0,
+                         int32_t n, const int32_t *pages, int32_t n_pages) {
     memset(st, 0, sizeof *st);
     memset(ss, 0, sizeof *ss);
     st->tokens = toks;
@@ -84,7 +84,7 @@ Test(null, rejects_bad_steps) {
     ul_step_seq_t ss;
     one_seq_step(&st, &ss, toks, 1, 0, 8, pages, 1); /* 8 tokens, one page of 4 */
     cr_assert_eq(ul_backend_run(b, &st), UL_EINVAL);
-    int32_t bad[2] = {0, 8};                         /* page 8 does not exist */
+    int32_t bad[2] = {0, 8}; /* page 8 does not exist */
     one_seq_step(&st, &ss, toks, 1, 0, 8, bad, 2);
     cr_assert_eq(ul_backend_run(b, &st), UL_EINVAL);
     /* Continue a sequence whose earlier positions were never computed. */

@@ -48,8 +48,8 @@ static int add(ul_sched_t *s, tseq_t *t, int32_t n_prompt) {
 
 static ul_backend_t *null_backend(int32_t page_size, int32_t n_pages) {
     ul_backend_t *b;
-    ul_null_config_t cfg = {.n_vocab = 1000, .n_ctx = 256, .page_size = page_size,
-                            .n_pages = n_pages};
+    ul_null_config_t cfg = {
+        .n_vocab = 1000, .n_ctx = 256, .page_size = page_size, .n_pages = n_pages};
     cr_assert_eq(ul_null_backend_create(&cfg, &b), 0);
     return b;
 }
@@ -153,11 +153,15 @@ Test(sched, preemption_under_page_pressure_keeps_output) {
             cr_assert(t[i].finished);
             cr_assert_eq(t[i].reason, UL_FINISH_LENGTH);
             cr_assert_eq(t[i].n_out, 12);
-            if (pass == 0) memcpy(ref[i], t[i].out, sizeof ref[i]);
-            else cr_assert_arr_eq(ref[i], t[i].out, 12 * sizeof(int32_t));
+            if (pass == 0)
+                memcpy(ref[i], t[i].out, sizeof ref[i]);
+            else
+                cr_assert_arr_eq(ref[i], t[i].out, 12 * sizeof(int32_t));
         }
-        if (pass == 0) cr_assert_eq(s.stats.preemptions, 0);
-        else cr_assert_gt(s.stats.preemptions, 0, "a 24-token pool must preempt");
+        if (pass == 0)
+            cr_assert_eq(s.stats.preemptions, 0);
+        else
+            cr_assert_gt(s.stats.preemptions, 0, "a 24-token pool must preempt");
         cr_assert_eq(s.pool.n_free, s.pool.n_pages);
         ul_sched_free(&s);
         ul_backend_destroy(b);
@@ -274,8 +278,8 @@ Test(sched, paused_sequences_are_skipped) {
 
 Test(sched, stop_conditions) {
     ul_backend_t *b;
-    ul_null_config_t cfg = {.n_vocab = 1000, .n_ctx = 20, .page_size = 4, .n_pages = 64,
-                            .eos_every = 8};
+    ul_null_config_t cfg = {
+        .n_vocab = 1000, .n_ctx = 20, .page_size = 4, .n_pages = 64, .eos_every = 8};
     cr_assert_eq(ul_null_backend_create(&cfg, &b), 0);
     ul_sched_t s;
     cr_assert_eq(ul_sched_init(&s, b, NULL), 0);
@@ -284,7 +288,7 @@ Test(sched, stop_conditions) {
     tseq_init(&ctx, 100);
     tseq_init(&cb, 100);
     cb.stop_after = 2;
-    cr_assert_eq(add(&s, &eos, 2), 0); /* positions 2..6 sampled, eos at position 7 */
+    cr_assert_eq(add(&s, &eos, 2), 0);  /* positions 2..6 sampled, eos at position 7 */
     cr_assert_eq(add(&s, &ctx, 17), 0); /* positions 17..19, then the context is full */
     cr_assert_eq(add(&s, &cb, 1), 0);
     run_all(&s);
