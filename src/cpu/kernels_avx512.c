@@ -258,6 +258,15 @@ AI void tile_q4_K(const int NR, const int NT, int64_t n_cols, const uint8_t *w, 
 }
 MM_DRIVER(q4_K, 2, 4)
 
+/* For one to three tokens the AVX2 K-quant kernels are faster (measured: 0.39 vs 0.92 ms
+ * for a 5632 x 2048 Q4_K decode): their per-super-block setup is cheaper, and with so
+ * few tokens setup, not multiply-adds, is the cost. */
+static void mm_q4_K_any(int64_t n_cols, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
+                        size_t xs, int nt, float *y, int64_t ys) {
+    if (nt < 4) ul_cpu_kern_avx2.mm[UL_TYPE_Q4_K](n_cols, w, ws, nr, x, xs, nt, y, ys);
+    else mm_q4_K(n_cols, w, ws, nr, x, xs, nt, y, ys);
+}
+
 AI void tile_q6_K(const int NR, const int NT, int64_t n_cols, const uint8_t *w, size_t ws,
                   const uint8_t *x, size_t xs, float *y, int64_t ys) {
     const int64_t nb = n_cols / QKK;
@@ -319,6 +328,12 @@ AI void tile_q6_K(const int NR, const int NT, int64_t n_cols, const uint8_t *w, 
     FOR_RT y[t * ys + r] = _mm512_reduce_add_ps(acc[r][t]);
 }
 MM_DRIVER(q6_K, 2, 4)
+
+static void mm_q6_K_any(int64_t n_cols, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
+                        size_t xs, int nt, float *y, int64_t ys) {
+    if (nt < 4) ul_cpu_kern_avx2.mm[UL_TYPE_Q6_K](n_cols, w, ws, nr, x, xs, nt, y, ys);
+    else mm_q6_K(n_cols, w, ws, nr, x, xs, nt, y, ys);
+}
 
 
 
@@ -403,8 +418,8 @@ const ul_cpu_kern_t ul_cpu_kern_avx512 = {.mm = {
                                               [UL_TYPE_BF16] = mm_bf16,
                                               [UL_TYPE_Q8_0] = mm_q8_0,
                                               [UL_TYPE_Q4_0] = mm_q4_0,
-                                              [UL_TYPE_Q4_K] = mm_q4_K,
-                                              [UL_TYPE_Q6_K] = mm_q6_K,
+                                              [UL_TYPE_Q4_K] = mm_q4_K_any,
+                                              [UL_TYPE_Q6_K] = mm_q6_K_any,
                                           },
                                           .xq = {
                                               [XF_F16R] = xq_f16r,
