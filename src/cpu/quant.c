@@ -155,6 +155,13 @@ size_t ul_cpu_xrow_bytes(ul_xfmt_t f, int64_t n) {
     return 0;
 }
 
+/* Round half to even without a libm call (x86-64's baseline has no roundss, so
+ * nearbyintf is a call per element): exact for |v| < 2^22, and our |v| <= 127. */
+static inline int round_even(float v) {
+    const float m = 12582912.0f; /* 1.5 * 2^23: the sum's ulp is 1 (IEEE, no fast-math) */
+    return (int)((v + m) - m);
+}
+
 /* llama.cpp's AVX quantize_row_q8_0: id = 127/amax (not 1/d), round half to even. */
 static void quant_x_q8a(const float *x, blk_q8a *y, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, x += QK) {
@@ -163,7 +170,7 @@ static void quant_x_q8a(const float *x, blk_q8a *y, int64_t nb) {
         y[i].d = F16(ul_fp32_to_fp16(amax / 127.f));
         int32_t s = 0;
         for (int j = 0; j < QK; j++) {
-            y[i].qs[j] = (int8_t)nearbyintf(x[j] * id);
+            y[i].qs[j] = (int8_t)round_even(x[j] * id);
             s += y[i].qs[j];
         }
         y[i].sum = s;
@@ -182,7 +189,7 @@ static void quant_x_q8k(const float *x, blk_q8K *y, int64_t nb) {
         }
         float iscale = -127.f / max;
         for (int j = 0; j < QKK; j++) {
-            int v = (int)nearbyintf(iscale * x[j]);
+            int v = round_even(iscale * x[j]);
             y[i].qs[j] = (int8_t)(v < 127 ? v : 127);
         }
         for (int j = 0; j < QKK / 16; j++) {
