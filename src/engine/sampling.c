@@ -4,6 +4,7 @@
  * sampling parameters did to the draw. */
 #include "engine/sampling.h"
 
+#include <immintrin.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,9 +14,10 @@ typedef struct {
     float logit;
 } cand_t;
 
-/* scratch = counts int32[n_vocab] (kept zero between calls) | cand_t[n_vocab] */
+/* scratch = counts int32[n_vocab] (kept zero between calls) | cand_t[n_vocab] |
+ * penalised logits float[n_vocab] */
 size_t ul_sample_scratch_size(int32_t n_vocab) {
-    return (size_t)n_vocab * (sizeof(int32_t) + sizeof(cand_t));
+    return (size_t)n_vocab * (sizeof(int32_t) + sizeof(cand_t) + sizeof(float));
 }
 
 static uint64_t splitmix64(uint64_t *x) {
@@ -51,18 +53,111 @@ static uint32_t xoshiro_next(uint64_t rng[2]) {
 }
 
 float ul_sampling_rng_uniform(uint64_t rng[2]) {
+    if (!rng[0] && !rng[1]) ul_sampling_rng_seed(0, rng); /* never seeded: not a stuck stream */
     return (float)(xoshiro_next(rng) >> 8) * (1.0f / 16777216.0f);
+}
+
+/* ---- vocabulary-sized reductions, AVX-512 when the CPU has it: a sampled token must
+ * cost far less than the forward pass of a small model ---- */
+
+#define AVX512 __attribute__((target("avx512f")))
+
+static int has_avx512(void) {
+    static int v = -1;
+    if (v < 0) v = __builtin_cpu_supports("avx512f") ? 1 : 0;
+    return v;
+}
+
+AVX512 static float max_avx512(const float *x, int32_t n) {
+    __m512 m = _mm512_set1_ps(-INFINITY);
+    int32_t i = 0;
+    for (; i + 16 <= n; i += 16) m = _mm512_max_ps(m, _mm512_loadu_ps(x + i));
+    float r = _mm512_reduce_max_ps(m);
+    for (; i < n; i++) r = x[i] > r ? x[i] : r;
+    return r;
+}
+
+/* e^x for x <= 0 (arguments are logit - max): Cody-Waite reduction, degree-6 polynomial,
+ * 2^n applied with scalef; relative error ~2e-7, underflows to 0 like expf. */
+AVX512 static inline __m512 exp_avx512(__m512 x) {
+    x = _mm512_max_ps(x, _mm512_set1_ps(-104.0f));
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+    return _mm512_scalef_ps(p, n);
+}
+
+AVX512 static double sumexp_avx512(const float *x, int32_t n, float mx) {
+    __m512 s = _mm512_setzero_ps(), m = _mm512_set1_ps(mx);
+    int32_t i = 0;
+    for (; i + 16 <= n; i += 16) s = _mm512_add_ps(s, exp_avx512(_mm512_sub_ps(_mm512_loadu_ps(x + i), m)));
+    double r = _mm512_reduce_add_ps(s);
+    for (; i < n; i++) r += expf(x[i] - mx);
+    return r;
+}
+
+/* out[i] = e^((x[i] - mx) * k); returns the sum */
+AVX512 static double expbuf_avx512(const float *x, float *out, int32_t n, float mx, float k) {
+    __m512 s = _mm512_setzero_ps(), m = _mm512_set1_ps(mx), kk = _mm512_set1_ps(k);
+    int32_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512 e = exp_avx512(_mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(x + i), m), kk));
+        _mm512_storeu_ps(out + i, e);
+        s = _mm512_add_ps(s, e);
+    }
+    double r = _mm512_reduce_add_ps(s);
+    for (; i < n; i++) r += out[i] = expf((x[i] - mx) * k);
+    return r;
+}
+
+static double expbuf(const float *x, float *out, int32_t n, float mx, float k) {
+    if (has_avx512()) return expbuf_avx512(x, out, n, mx, k);
+    double r = 0;
+    for (int32_t i = 0; i < n; i++) r += out[i] = expf((x[i] - mx) * k);
+    return r;
+}
+
+static float vmax(const float *x, int32_t n) {
+    if (has_avx512()) return max_avx512(x, n);
+    float r = x[0];
+    for (int32_t i = 1; i < n; i++) r = x[i] > r ? x[i] : r;
+    return r;
+}
+
+static double sumexp(const float *x, int32_t n, float mx) {
+    if (has_avx512()) return sumexp_avx512(x, n, mx);
+    double r = 0;
+    for (int32_t i = 0; i < n; i++) r += expf(x[i] - mx);
+    return r;
+}
+
+/* Lowest id holding the largest value (llama.cpp's greedy tie rule). */
+static int32_t argmax_f(const float *x, int32_t n) {
+    float m = vmax(x, n);
+    for (int32_t i = 0; i < n; i++)
+        if (x[i] == m) return i;
+    return 0; /* all NaN */
 }
 
 /* llama.cpp's penalties sampler: each distinct token of the window is penalised once,
  * with its count in the window driving the frequency term. counts[] returns to zero. */
-static void apply_penalties(const ul_step_seq_t *seq, cand_t *c, int32_t n_vocab,
-                            int32_t *counts) {
+static int penalties_active(const ul_step_seq_t *seq) {
     const ul_sampling_t *sp = &seq->sampling;
-    if (sp->repeat_last_n == 0 || !seq->history || seq->n_history <= 0) return;
-    if (sp->repeat_penalty == 1.0f && sp->frequency_penalty == 0.0f &&
-        sp->presence_penalty == 0.0f)
-        return;
+    if (sp->repeat_last_n == 0 || !seq->history || seq->n_history <= 0) return 0;
+    return sp->repeat_penalty != 1.0f || sp->frequency_penalty != 0.0f ||
+           sp->presence_penalty != 0.0f;
+}
+
+static void apply_penalties(const ul_step_seq_t *seq, float *l, int32_t n_vocab, int32_t *counts) {
+    const ul_sampling_t *sp = &seq->sampling;
     int32_t w = sp->repeat_last_n < 0 ? seq->n_history
                                       : (sp->repeat_last_n < seq->n_history ? sp->repeat_last_n
                                                                             : seq->n_history);
@@ -72,11 +167,11 @@ static void apply_penalties(const ul_step_seq_t *seq, cand_t *c, int32_t n_vocab
     for (int32_t i = 0; i < w; i++) {
         int32_t t = h[i];
         if (t < 0 || t >= n_vocab || counts[t] == 0) continue;
-        float l = c[t].logit;
+        float v = l[t];
         if (sp->repeat_penalty != 1.0f && sp->repeat_penalty > 0.0f)
-            l = l <= 0 ? l * sp->repeat_penalty : l / sp->repeat_penalty;
-        l -= (float)counts[t] * sp->frequency_penalty + sp->presence_penalty;
-        c[t].logit = l;
+            v = v <= 0 ? v * sp->repeat_penalty : v / sp->repeat_penalty;
+        v -= (float)counts[t] * sp->frequency_penalty + sp->presence_penalty;
+        l[t] = v;
         counts[t] = 0;
     }
 }
@@ -108,36 +203,52 @@ static void select_top(cand_t *c, int32_t n, int32_t k) {
     }
 }
 
-static int32_t argmax(const cand_t *c, int32_t n) {
-    int32_t best = 0;
-    for (int32_t i = 1; i < n; i++)
-        if (c[i].logit > c[best].logit) best = i;
-    return c[best].id;
+/* Top-p over n candidates whose full softmax sum (relative to mx) is z: finds the smallest
+ * prefix of the sorted candidates reaching top_p without sorting the whole vocabulary —
+ * it sorts the best k, and widens k only when they do not reach top_p. Returns the new n. */
+static int32_t top_p_cut(cand_t *c, int32_t n, float top_p, float mx, double z) {
+    for (int32_t k = n > 256 ? 256 : n;; k = k * 4 < n ? k * 4 : n) {
+        if (k < n) select_top(c, n, k);
+        qsort(c, (size_t)k, sizeof *c, cand_desc);
+        double cum = 0;
+        for (int32_t i = 0; i < k; i++) {
+            cum += exp((double)(c[i].logit - mx)) / z;
+            if (cum >= top_p) return i + 1;
+        }
+        if (k == n) return n;
+    }
 }
 
-/* The stochastic part of the chain over n candidates; returns the drawn id. */
-static int32_t draw(ul_step_seq_t *seq, cand_t *c, int32_t n) {
+/* The stochastic part of the chain over the penalised logits l; returns the drawn id. */
+static int32_t draw(ul_step_seq_t *seq, const float *l, int32_t n_vocab, cand_t *c, float *buf) {
     const ul_sampling_t *sp = &seq->sampling;
-    if (sp->top_k > 0 && sp->top_k < n) {
+    const float mx = vmax(l, n_vocab);
+    const int top_k = sp->top_k > 0 && sp->top_k < n_vocab;
+    const int top_p = sp->top_p < 1.0f && sp->top_p > 0.0f;
+    const int min_p = sp->min_p > 0.0f && sp->min_p <= 1.0f;
+    if (!top_k && !top_p && !min_p) { /* whole vocabulary: vectorised weights */
+        double sum = expbuf(l, buf, n_vocab, mx, 1.0f / sp->temperature);
+        double u = (double)ul_sampling_rng_uniform(seq->rng) * sum, acc = 0;
+        for (int32_t i = 0; i < n_vocab; i++) {
+            acc += buf[i];
+            if (u < acc) return i;
+        }
+        return argmax_f(l, n_vocab);
+    }
+    int32_t n = n_vocab;
+    for (int32_t i = 0; i < n; i++) c[i] = (cand_t){i, l[i]};
+    if (top_k) {
         select_top(c, n, sp->top_k);
         n = sp->top_k;
     }
-    if (sp->top_p < 1.0f && sp->top_p > 0.0f && n > 1) {
-        qsort(c, (size_t)n, sizeof *c, cand_desc);
-        double sum = 0;
-        for (int32_t i = 0; i < n; i++) sum += exp((double)(c[i].logit - c[0].logit));
-        double cum = 0;
-        for (int32_t i = 0; i < n; i++) {
-            cum += exp((double)(c[i].logit - c[0].logit)) / sum;
-            if (cum >= sp->top_p) {
-                n = i + 1;
-                break;
-            }
-        }
+    if (top_p && n > 1) {
+        double z = 0;
+        if (n == n_vocab) z = sumexp(l, n_vocab, mx);
+        else
+            for (int32_t i = 0; i < n; i++) z += exp((double)(c[i].logit - mx));
+        n = top_p_cut(c, n, sp->top_p, mx, z);
     }
-    float mx = c[0].logit;
-    for (int32_t i = 1; i < n; i++) mx = c[i].logit > mx ? c[i].logit : mx;
-    if (sp->min_p > 0.0f && sp->min_p <= 1.0f) {
+    if (min_p) {
         /* p_i >= min_p * p_max  <=>  logit_i >= max + log(min_p) */
         float thr = mx + logf(sp->min_p);
         int32_t m = 0;
@@ -161,11 +272,8 @@ static int32_t draw(ul_step_seq_t *seq, cand_t *c, int32_t n) {
 
 /* Log-softmax of the raw logits at tok, and the n most likely raw candidates. */
 static void fill_logprobs(ul_step_seq_t *seq, const float *logits, int32_t n_vocab, int32_t tok) {
-    float mx = logits[0];
-    for (int32_t i = 1; i < n_vocab; i++) mx = logits[i] > mx ? logits[i] : mx;
-    double sum = 0;
-    for (int32_t i = 0; i < n_vocab; i++) sum += expf(logits[i] - mx);
-    float lse = mx + (float)log(sum);
+    float mx = vmax(logits, n_vocab);
+    float lse = mx + (float)log(sumexp(logits, n_vocab, mx));
     seq->out_logprob = logits[tok] - lse;
     int32_t k = seq->sampling.n_logprobs;
     if (k < 0) k = 0;
@@ -194,11 +302,16 @@ static void fill_logprobs(ul_step_seq_t *seq, const float *logits, int32_t n_voc
 int32_t ul_sample(ul_step_seq_t *seq, const float *logits, int32_t n_vocab, void *scratch) {
     int32_t *counts = scratch;
     cand_t *c = (cand_t *)(counts + n_vocab);
-    for (int32_t i = 0; i < n_vocab; i++) c[i] = (cand_t){i, logits[i]};
-    apply_penalties(seq, c, n_vocab, counts);
+    float *pl = (float *)(c + n_vocab);
+    const float *l = logits;
+    if (penalties_active(seq)) {
+        memcpy(pl, logits, (size_t)n_vocab * sizeof *pl);
+        apply_penalties(seq, pl, n_vocab, counts);
+        l = pl;
+    }
     int32_t tok;
-    if (!(seq->sampling.temperature > 0.0f)) tok = argmax(c, n_vocab);
-    else tok = draw(seq, c, n_vocab);
+    if (!(seq->sampling.temperature > 0.0f)) tok = argmax_f(l, n_vocab);
+    else tok = draw(seq, l, n_vocab, c, (float *)c);
     seq->out_token = tok;
     fill_logprobs(seq, logits, n_vocab, tok);
     return tok;

@@ -135,3 +135,45 @@ Test(sampling, logprobs_are_the_raw_log_softmax) {
     cr_assert_float_eq(s.out_top_logprobs[0], logf(0.5f), 1e-5);
     cr_assert_float_eq(s.out_top_logprobs[2], logf(0.125f), 1e-5);
 }
+
+/* A realistic vocabulary size exercises the vectorised reductions and the widening top-p
+ * search (the nucleus here needs more than the first 256 candidates). */
+Test(sampling, large_vocabulary_top_p_and_logprobs_match_a_full_sort) {
+    const int32_t V = 5000;
+    float *l = malloc((size_t)V * sizeof *l);
+    uint64_t r[2];
+    ul_sampling_rng_seed(5, r);
+    for (int32_t i = 0; i < V; i++) l[i] = 4.0f * ul_sampling_rng_uniform(r);
+    void *sc = calloc(1, ul_sample_scratch_size(V));
+    /* reference: the nucleus by a full sort in double precision */
+    double mx = -1e30, z = 0;
+    for (int32_t i = 0; i < V; i++) mx = fmax(mx, l[i]);
+    for (int32_t i = 0; i < V; i++) z += exp(l[i] - mx);
+    int32_t *ord = malloc((size_t)V * sizeof *ord);
+    for (int32_t i = 0; i < V; i++) ord[i] = i;
+    for (int32_t i = 1; i < V; i++) /* insertion sort by logit, descending */
+        for (int32_t j = i; j > 0 && l[ord[j]] > l[ord[j - 1]]; j--) {
+            int32_t t = ord[j];
+            ord[j] = ord[j - 1];
+            ord[j - 1] = t;
+        }
+    char *in = calloc((size_t)V, 1);
+    double cum = 0;
+    int32_t n_in = 0;
+    for (int32_t i = 0; i < V && cum < 0.5; i++, n_in++) {
+        cum += exp(l[ord[i]] - mx) / z;
+        in[ord[i]] = 1;
+    }
+    cr_assert_gt(n_in, 256, "the nucleus must exceed the first search window (%d)", n_in);
+    ul_step_seq_t s = seq_with(1.0f);
+    s.sampling.top_p = 0.5f;
+    s.sampling.n_logprobs = 1;
+    for (int k = 0; k < 300; k++) {
+        int32_t t = ul_sample(&s, l, V, sc);
+        cr_assert(in[t], "token %d outside the top-p nucleus", t);
+        double want = l[t] - mx - log(z);
+        cr_assert_float_eq(s.out_logprob, want, 1e-4, "logprob %f, want %f", s.out_logprob, want);
+        cr_assert_eq(s.out_top_ids[0], ord[0]);
+    }
+    free(l), free(sc), free(ord), free(in);
+}
