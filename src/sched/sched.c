@@ -63,13 +63,14 @@ void ul_sched_free(ul_sched_t *s) {
     s->step_owner = s->scratch = NULL;
 }
 
-/* Waiting list stays ordered by arrival so prefill is served oldest first. */
+/* Waiting list stays ordered by arrival so prefill is served oldest first. New arrivals
+ * are the newest, so the search starts from the tail (O(1) for them; only a preempted
+ * sequence walks further). */
 static void enqueue_waiting(ul_sched_t *s, ul_seq_t *q) {
-    ul_queue_t *it;
-    UL_QUEUE_FOREACH(it, &s->waiting) {
-        if (UL_QUEUE_DATA(it, ul_seq_t, node)->arrival > q->arrival) break;
-    }
-    ul_queue_insert_tail(it, &q->node); /* inserts before it */
+    ul_queue_t *it = s->waiting.prev;
+    while (it != &s->waiting && UL_QUEUE_DATA(it, ul_seq_t, node)->arrival > q->arrival)
+        it = it->prev;
+    ul_queue_insert_head(it, &q->node); /* inserts after it */
     q->state = UL_SEQ_WAITING;
     s->n_waiting++;
 }
@@ -242,6 +243,7 @@ static void add_decoders(ul_sched_t *s) {
             ul_seq_t *victim = newest_holder(s);
             UL_ASSERT(victim); /* q itself holds pages and is not in the step */
             preempt(s, victim);
+            s->preempted_for_decode = 1;
             if (victim == q) {
                 q = NULL;
                 break;
@@ -296,6 +298,9 @@ static void add_prefills(ul_sched_t *s) {
         int32_t budget = s->cfg.max_batch_tokens - s->step.n_tokens;
         if (budget <= 0) break;
         ul_seq_t *q = s->scratch[i];
+        /* Pages just taken from a preempted sequence are for the decoders: admitting
+         * waiting work into them now would only be preempted again next step. */
+        if (q->state == UL_SEQ_WAITING && s->preempted_for_decode) break;
         int32_t c = admit_chunk(s, q, budget);
         if (c == 0) break;
         if (q->state == UL_SEQ_WAITING) {
@@ -314,6 +319,7 @@ int ul_sched_step_build(ul_sched_t *s) {
     s->step.n_tokens = 0;
     s->step.n_seqs = 0;
     s->step.status = 0;
+    s->preempted_for_decode = 0;
     for (;;) {
         add_decoders(s);
         add_prefills(s);

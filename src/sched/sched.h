@@ -114,9 +114,10 @@ struct ul_sched_s {
     uint64_t next_id, next_arrival;
     /* the one step: buffers sized for max_batch_tokens */
     ul_step_t step;
-    ul_seq_t **step_owner; /* [max_batch_tokens]: the sequence of each step->seqs entry */
-    ul_seq_t **scratch;    /* [max_seqs]: prefill candidates while building */
-    int busy;              /* a step is submitted and not yet completed */
+    ul_seq_t **step_owner;    /* [max_batch_tokens]: the sequence of each step->seqs entry */
+    ul_seq_t **scratch;       /* [max_seqs]: prefill candidates while building */
+    int busy;                 /* a step is submitted and not yet completed */
+    int preempted_for_decode; /* while building: a decoder preempted someone */
     ul_sched_stats_t stats;
     /* driver (ul_sched_start) */
     uv_loop_t *loop;
