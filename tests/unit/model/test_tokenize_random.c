@@ -92,3 +92,44 @@ Test(tokenize_random, bpe_round_trips_utf8) {
     check_vocab("gpt-2", 0);
     check_vocab("deepseek-coder", 0);
 }
+
+/* Long texts go through the per-call word cache, short ones do not: on pieces that the
+ * GPT-2 pre-tokenizer always separates ("x" + string + ".\n"), the ids of the whole must
+ * be the ids of the pieces, one after the other. */
+Test(tokenize_random, bpe_word_cache_changes_nothing) {
+    char p[1200], dir[1100];
+    snprintf(p, sizeof p, "%s/tokenizer/ggml-vocab-gpt-2.gguf", tv_shared());
+    snprintf(dir, sizeof dir, "%s/tokenizer", tv_shared());
+    tv_vocab_t t;
+    tv_load(&t, p);
+    tv_set_t s;
+    tv_set_read(&s, dir, "gpt-2");
+    size_t cap = 1 << 20, len = 0;
+    char *text = malloc(cap);
+    int32_t *expect = malloc(sizeof(int32_t) * cap);
+    int n_expect = 0;
+    for (int rep = 0; rep < 10; rep++) {
+        for (size_t i = 0; i < s.n; i++) {
+            char *u = text + len;
+            size_t ul = (size_t)snprintf(u, cap - len, "x%s.\n", s.str[i]);
+            int n;
+            int32_t *ids = tv_tokenize(t.v, u, ul, 0, 0, &n);
+            memcpy(expect + n_expect, ids, sizeof(int32_t) * (size_t)n);
+            n_expect += n;
+            free(ids);
+            len += ul;
+        }
+    }
+    cr_assert_gt(len, 8192);
+    int n;
+    int32_t *ids = tv_tokenize(t.v, text, len, 0, 0, &n);
+    cr_expect_eq(n, n_expect);
+    int same = n == n_expect;
+    for (int i = 0; same && i < n; i++) same = ids[i] == expect[i];
+    cr_expect(same, "whole text and pieces disagree");
+    free(ids);
+    free(expect);
+    free(text);
+    tv_set_free(&s);
+    tv_free(&t);
+}
