@@ -121,18 +121,6 @@ typedef struct bigram_s {
     uint32_t size;
 } bigram_t;
 
-/* Per-call cache of short words already merged: natural text repeats its words, and a
- * word's ids depend on its bytes alone. Keys point into the text being tokenized. */
-typedef struct wslot_s {
-    const char *w; /* NULL: empty */
-    uint32_t n, off, cnt;
-    uint64_t h;
-} wslot_t;
-
-#define WCACHE_MIN_TEXT 4096 /* short prompts: not worth the table */
-#define WCACHE_MAX_WORD 64
-#define WCACHE_SLOTS 8192
-
 typedef struct bpe_s {
     const ul_vocab_t *v;
     ul_ids_t *out;
@@ -141,9 +129,7 @@ typedef struct bpe_s {
     size_t cap_sym;
     bigram_t *heap;
     size_t n_heap, cap_heap;
-    wslot_t *cache; /* [WCACHE_SLOTS] or NULL */
-    size_t n_cached;
-    ul_ids_t cached; /* ids of the cached words */
+    ul_wcache_t cache;
 } bpe_t;
 
 /* Priority: lowest rank first, then the leftmost pair (llama.cpp's comparator). */
@@ -253,32 +239,13 @@ static int merge_word(bpe_t *s, const char *w, size_t n) {
     return rc ? rc : s->out->err;
 }
 
-static wslot_t *cache_find(bpe_t *s, uint64_t h, const char *w, size_t n) {
-    for (size_t i = h & (WCACHE_SLOTS - 1);; i = (i + 1) & (WCACHE_SLOTS - 1)) {
-        wslot_t *e = &s->cache[i];
-        if (!e->w || (e->h == h && e->n == n && !memcmp(e->w, w, n))) return e;
-    }
-}
-
 static int word(void *ctx, const char *w, size_t n) {
     bpe_t *s = ctx;
-    if (!s->cache || n > WCACHE_MAX_WORD || n == 0) return merge_word(s, w, n);
-    uint64_t h = ul_hash_bytes(w, n);
-    h ^= h >> 29;
-    wslot_t *e = cache_find(s, h, w, n);
-    if (e->w) {
-        for (uint32_t i = 0; i < e->cnt; i++)
-            if (ul_ids_push(s->out, s->cached.p[e->off + i])) return UL_ENOMEM;
-        return 0;
-    }
+    int rc = ul_wcache_get(&s->cache, w, n, s->out);
+    if (rc) return rc < 0 ? rc : 0;
     size_t before = s->out->n;
-    int rc = merge_word(s, w, n);
-    if (rc || s->n_cached >= WCACHE_SLOTS / 2) return rc; /* table half full: stop adding */
-    *e = (wslot_t){w, (uint32_t)n, (uint32_t)s->cached.n, (uint32_t)(s->out->n - before), h};
-    for (size_t i = before; i < s->out->n; i++) ul_ids_push(&s->cached, s->out->p[i]);
-    if (s->cached.err) return s->cached.err;
-    s->n_cached++;
-    return 0;
+    rc = merge_word(s, w, n);
+    return rc ? rc : ul_wcache_put(&s->cache, w, n, s->out->p + before, s->out->n - before);
 }
 
 int ul_bpe_tokenize(const ul_vocab_t *v, const char *text, size_t len, ul_ids_t *out) {
@@ -287,13 +254,11 @@ int ul_bpe_tokenize(const ul_vocab_t *v, const char *text, size_t len, ul_ids_t 
     int rc = ul_pretok_clean(text, len, &clean, &clen);
     if (rc) return rc;
     bpe_t s = {.v = v, .out = out};
-    if (clen >= WCACHE_MIN_TEXT && !(s.cache = calloc(WCACHE_SLOTS, sizeof *s.cache)))
-        rc = UL_ENOMEM;
+    if (clen >= UL_WCACHE_MIN_TEXT) rc = ul_wcache_init(&s.cache);
     if (!rc) rc = ul_pretok_split(v->pre, clean ? clean : text, clen, word, &s);
     free(s.sym);
     free(s.heap);
-    free(s.cache);
-    free(s.cached.p);
+    ul_wcache_free(&s.cache);
     free(clean);
     return rc;
 }

@@ -28,6 +28,7 @@ typedef struct spm_s {
     sym_t *sym;
     bigram_t *heap;
     size_t n_heap, cap_heap;
+    ul_wcache_t cache;
 } spm_t;
 
 /* Priority: higher score first, then the leftmost pair (llama.cpp's comparator). */
@@ -145,7 +146,7 @@ static size_t piece_end(const char *t, size_t start, size_t len) {
 int ul_spm_tokenize(const ul_vocab_t *v, const char *text, size_t len, ul_ids_t *out) {
     if (len == 0) return 0;
     size_t max_piece = len;
-    spm_t s = {v, text, NULL, NULL, 0, 0};
+    spm_t s = {.v = v, .text = text};
     if (!v->spm_inner_space) {
         max_piece = 0;
         for (size_t a = 0, b; a < len; a = b) {
@@ -159,10 +160,20 @@ int ul_spm_tokenize(const ul_vocab_t *v, const char *text, size_t len, ul_ids_t 
     if (v->spm_inner_space) {
         rc = run(&s, 0, len, out);
     } else {
+        if (len >= UL_WCACHE_MIN_TEXT) rc = ul_wcache_init(&s.cache);
         for (size_t a = 0, b; a < len && !rc; a = b) {
             b = piece_end(text, a, len);
+            rc = ul_wcache_get(&s.cache, text + a, b - a, out);
+            if (rc) {
+                rc = rc < 0 ? rc : 0;
+                continue;
+            }
+            size_t before = out->n;
             rc = run(&s, a, b - a, out);
+            if (!rc)
+                rc = ul_wcache_put(&s.cache, text + a, b - a, out->p + before, out->n - before);
         }
+        ul_wcache_free(&s.cache);
     }
     free(s.sym);
     free(s.heap);

@@ -1,4 +1,5 @@
-/* Hash maps of the tokenizers: token text -> id and merge pair -> rank. Open addressing
+/* Hash maps of the tokenizers: token text -> id, merge pair -> rank, and the per-call
+ * word cache. Open addressing
  * with linear probing over a power-of-two table at most half full; the keys stay in the
  * vocabulary's text blob, a slot holds only the index and the full 64-bit hash, so a
  * probe compares text only when the hashes agree. */
@@ -93,4 +94,55 @@ int32_t ul_tokmap_get(const ul_tokmap_t *m, uint64_t h, const char *p, size_t n,
         if (s < 0) return -1;
         if (m->hash[i] == h && same_key(m, s, p, n, aux)) return s;
     }
+}
+
+#define WC_SLOTS 8192
+
+struct ul_wslot_s {
+    const char *w; /* NULL: empty */
+    uint32_t n, off, cnt;
+    uint64_t h;
+};
+
+int ul_wcache_init(ul_wcache_t *c) {
+    memset(c, 0, sizeof *c);
+    c->slot = calloc(WC_SLOTS, sizeof *c->slot);
+    return c->slot ? 0 : UL_ENOMEM;
+}
+
+void ul_wcache_free(ul_wcache_t *c) {
+    free(c->slot);
+    free(c->ids.p);
+    memset(c, 0, sizeof *c);
+}
+
+/* The slot holding w, or the empty slot where it would go (the table is at most half
+ * full, so the probe ends). */
+static ul_wslot_t *wc_find(const ul_wcache_t *c, uint64_t h, const char *w, size_t n) {
+    for (size_t i = mix(h) & (WC_SLOTS - 1);; i = (i + 1) & (WC_SLOTS - 1)) {
+        ul_wslot_t *e = &c->slot[i];
+        if (!e->w || (e->h == h && e->n == n && !memcmp(e->w, w, n))) return e;
+    }
+}
+
+int ul_wcache_get(const ul_wcache_t *c, const char *w, size_t n, ul_ids_t *out) {
+    if (!c->slot || n > UL_WCACHE_MAX_WORD || n == 0) return 0;
+    const ul_wslot_t *e = wc_find(c, ul_hash_bytes(w, n), w, n);
+    if (!e->w) return 0;
+    for (uint32_t i = 0; i < e->cnt; i++)
+        if (ul_ids_push(out, c->ids.p[e->off + i])) return UL_ENOMEM;
+    return 1;
+}
+
+int ul_wcache_put(ul_wcache_t *c, const char *w, size_t n, const int32_t *ids, size_t cnt) {
+    if (!c->slot || n > UL_WCACHE_MAX_WORD || n == 0 || c->n >= WC_SLOTS / 2) return 0;
+    uint64_t h = ul_hash_bytes(w, n);
+    ul_wslot_t *e = wc_find(c, h, w, n);
+    if (e->w) return 0;
+    size_t off = c->ids.n;
+    for (size_t i = 0; i < cnt; i++) ul_ids_push(&c->ids, ids[i]);
+    if (c->ids.err) return c->ids.err;
+    *e = (ul_wslot_t){w, (uint32_t)n, (uint32_t)off, (uint32_t)cnt, h};
+    c->n++;
+    return 0;
 }

@@ -65,6 +65,32 @@ void ul_tokmap_free(ul_tokmap_t *m);
 void ul_tokmap_put(ul_tokmap_t *m, int32_t idx, uint64_t h, int replace);
 int32_t ul_tokmap_get(const ul_tokmap_t *m, uint64_t h, const char *p, size_t n, uint32_t aux);
 
+/* Growable id array used by the tokenizers; *err latches UL_ENOMEM. */
+typedef struct ul_ids_s {
+    int32_t *p;
+    size_t n, cap;
+    int err;
+} ul_ids_t;
+int ul_ids_push(ul_ids_t *o, int32_t id);
+
+/* Per-call cache of the ids of short words (BPE words, SPM pieces): natural text repeats
+ * its words and a word's ids depend on its bytes alone. Keys point into the caller's text,
+ * which must outlive the cache. Used only for long texts (UL_WCACHE_MIN_TEXT). */
+#define UL_WCACHE_MIN_TEXT 4096
+#define UL_WCACHE_MAX_WORD 64
+typedef struct ul_wslot_s ul_wslot_t;
+typedef struct ul_wcache_s {
+    ul_wslot_t *slot; /* NULL: disabled */
+    size_t n;
+    ul_ids_t ids;
+} ul_wcache_t;
+int ul_wcache_init(ul_wcache_t *c);
+void ul_wcache_free(ul_wcache_t *c);
+/* 1 with the ids appended to out, 0 if absent (or disabled), UL_ENOMEM. */
+int ul_wcache_get(const ul_wcache_t *c, const char *w, size_t n, ul_ids_t *out);
+/* Remembers w -> ids (a no-op when disabled, full or w is too long). */
+int ul_wcache_put(ul_wcache_t *c, const char *w, size_t n, const int32_t *ids, size_t cnt);
+
 typedef struct ul_pretok_s ul_pretok_t; /* compiled regex list, pretok.c */
 
 struct ul_vocab_s {
@@ -117,14 +143,6 @@ static inline const char *ul_tok_text(const ul_vocab_t *v, int32_t id, uint32_t 
     *len = v->off[id + 1] - v->off[id];
     return v->text + v->off[id];
 }
-
-/* Growable id array used by the tokenizers; *err latches UL_ENOMEM. */
-typedef struct ul_ids_s {
-    int32_t *p;
-    size_t n, cap;
-    int err;
-} ul_ids_t;
-int ul_ids_push(ul_ids_t *o, int32_t id);
 
 /* SPM (llama.cpp llm_tokenizer_spm): text already escaped (' ' -> U+2581, prefix added). */
 int ul_spm_tokenize(const ul_vocab_t *v, const char *text, size_t len, ul_ids_t *out);

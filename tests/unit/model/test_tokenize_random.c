@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/vocab_impl.h"
 #include "test_vocab_util.h"
 
 static const char *k_atoms[] = {"a",
@@ -129,6 +130,48 @@ Test(tokenize_random, bpe_word_cache_changes_nothing) {
     cr_expect(same, "whole text and pieces disagree");
     free(ids);
     free(expect);
+    free(text);
+    tv_set_free(&s);
+    tv_free(&t);
+}
+
+/* The same for SPM: pieces that start with U+2581 after a non-U+2581 are merged apart,
+ * and long texts cache them. */
+Test(tokenize_random, spm_piece_cache_changes_nothing) {
+    char p[1200], dir[1100];
+    snprintf(p, sizeof p, "%s/tokenizer/ggml-vocab-llama-spm.gguf", tv_shared());
+    snprintf(dir, sizeof dir, "%s/tokenizer", tv_shared());
+    tv_vocab_t t;
+    tv_load(&t, p);
+    tv_set_t s;
+    tv_set_read(&s, dir, "llama-spm");
+    size_t cap = 1 << 21, len = 0;
+    char *text = malloc(cap);
+    ul_ids_t expect = {0}, whole = {0};
+    for (int rep = 0; rep < 10; rep++) {
+        for (size_t i = 0; i < s.n; i++) {
+            /* "▁x" + the string with spaces escaped + "." */
+            char *u = text + len;
+            size_t ul = 0;
+            memcpy(u, "\xe2\x96\x81x", 4), ul = 4;
+            for (size_t k = 0; k < s.len[i]; k++) {
+                if (s.str[i][k] == ' ')
+                    memcpy(u + ul, "\xe2\x96\x81", 3), ul += 3;
+                else
+                    u[ul++] = s.str[i][k];
+            }
+            u[ul++] = '.';
+            cr_assert_eq(ul_spm_tokenize(t.v, u, ul, &expect), 0);
+            len += ul;
+        }
+    }
+    cr_assert_gt(len, 8192);
+    cr_assert_eq(ul_spm_tokenize(t.v, text, len, &whole), 0);
+    cr_expect_eq(whole.n, expect.n);
+    cr_expect(whole.n == expect.n && !memcmp(whole.p, expect.p, whole.n * sizeof(int32_t)),
+              "whole text and pieces disagree");
+    free(whole.p);
+    free(expect.p);
     free(text);
     tv_set_free(&s);
     tv_free(&t);
