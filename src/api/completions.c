@@ -75,8 +75,13 @@ typedef struct comp_s {
     ul_api_t *api;
     ul_http_req_t *req; /* NULL once the client is gone */
     ul_sse_t *sse;
-    int stream, stopped, answered;
+    int stream, stopped, added;
     int32_t n_prompt, n_gen;
+    uv_work_t work; /* long prompts are tokenized on libuv's thread pool */
+    char *prompt;   /* the prompt while it is tokenized there (owned copy) */
+    size_t prompt_len;
+    int32_t *ids;
+    int n_ids; /* count, or a UL_E* when ids is NULL */
     ul_detok_t detok;
     ul_stop_t stop;
     char *stop_strs[UL_STOP_MAX];
@@ -191,12 +196,12 @@ static int parse_params(ul_api_t *a, cJSON *root, params_t *p, bad_t *bad) {
 }
 
 /* Returns a malloc'ed id array (*n ids) or NULL with *n = UL_E*. */
-static int32_t *tokenize(const ul_codec_t *codec, const params_t *p, int *n) {
-    int cap = p->prompt_len + 8 < (1u << 30) ? (int)p->prompt_len + 8 : 1 << 30;
+static int32_t *tokenize(const ul_codec_t *codec, const char *text, size_t len, int *n) {
+    int cap = len + 8 < (1u << 30) ? (int)len + 8 : 1 << 30;
     for (int tries = 0; tries < 2; tries++) {
         int32_t *ids = malloc((size_t)cap * sizeof *ids);
         if (!ids) break;
-        int rc = codec->tokenize(codec, p->prompt, p->prompt_len, ids, cap);
+        int rc = codec->tokenize(codec, text, len, ids, cap);
         if (rc >= 0) {
             *n = rc;
             return ids;
@@ -220,6 +225,8 @@ static void comp_free(comp_t *c) {
     free(c->text.p);
     free(c->prefix.p);
     free(c->frame.p);
+    free(c->prompt);
+    free(c->ids);
     free(c);
 }
 
@@ -364,7 +371,8 @@ static void on_abort(ul_http_req_t *req, void *data, int reason) {
                  ul_err_name(reason), (unsigned long long)c->seq.id);
     c->req = NULL;
     c->sse = NULL;
-    ul_sched_cancel(c->api->sched, &c->seq);
+    if (c->added) ul_sched_cancel(c->api->sched, &c->seq);
+    /* else the prompt is still being tokenized: tokenized_cb sees req == NULL and frees */
 }
 
 static void on_drain(ul_http_req_t *req, void *data) {
@@ -432,24 +440,25 @@ static int reject_add(ul_api_t *a, ul_http_req_t *req, int rc, int n_prompt) {
     }
 }
 
-static int start(ul_api_t *a, ul_http_req_t *req, const params_t *p) {
-    int n_prompt;
-    int32_t *ids = tokenize(&a->codec, p, &n_prompt);
-    if (!ids) return reject_add(a, req, n_prompt, 0);
-    comp_t *c = n_prompt > 0 ? comp_new(a, req, p) : NULL;
-    int rc = n_prompt == 0 ? UL_EINVAL
-             : c           ? ul_sched_add(a->sched, &c->seq, ids, n_prompt)
-                           : UL_ENOMEM;
-    free(ids);
+/* The prompt is tokenized: queue the sequence and start answering. */
+static void admit(ul_api_t *a, comp_t *c) {
+    ul_http_req_t *req = c->req;
+    int n_prompt = c->n_ids;
+    int rc = !c->ids         ? n_prompt
+             : n_prompt == 0 ? UL_EINVAL
+                             : ul_sched_add(a->sched, &c->seq, c->ids, n_prompt);
+    free(c->ids);
+    c->ids = NULL;
     if (rc) {
-        if (c) comp_free(c);
-        return reject_add(a, req, rc, n_prompt);
+        comp_free(c);
+        reject_add(a, req, rc, n_prompt);
+        return;
     }
+    c->added = 1;
     c->n_prompt = n_prompt;
     a->stats.completions_total++;
     a->stats.active_sequences++;
     a->stats.prompt_tokens += (uint64_t)n_prompt;
-    ul_http_req_set_cbs(req, &(ul_http_req_cbs_t){.on_abort = on_abort, .on_drain = on_drain}, c);
     if (c->stream) {
         a->stats.active_streams++;
         rc = ul_sse_start(req, &c->sse);
@@ -458,6 +467,51 @@ static int start(ul_api_t *a, ul_http_req_t *req, const params_t *p) {
             UL_LOG_DEBUG("conn=%llu sse start: %s", (unsigned long long)req->conn_id,
                          ul_strerror(rc));
     }
+}
+
+static void tokenize_work(uv_work_t *w) {
+    comp_t *c = w->data;
+    c->ids = tokenize(&c->api->codec, c->prompt, c->prompt_len, &c->n_ids);
+}
+
+static void tokenized_cb(uv_work_t *w, int status) {
+    comp_t *c = w->data;
+    free(c->prompt);
+    c->prompt = NULL;
+    if (!c->req) { /* the client left meanwhile */
+        comp_free(c);
+        return;
+    }
+    if (status) { /* cancelled by libuv: not expected, answer rather than hang */
+        free(c->ids);
+        c->ids = NULL;
+        c->n_ids = UL_ECANCELED;
+    }
+    admit(c->api, c);
+}
+
+/* Prompts longer than this are tokenized off the loop thread, so one huge prompt does
+ * not stall every other stream. */
+#define ASYNC_TOKENIZE_BYTES 4096
+
+static int start(ul_api_t *a, ul_http_req_t *req, const params_t *p) {
+    comp_t *c = comp_new(a, req, p);
+    if (!c) return reject_add(a, req, UL_ENOMEM, 0);
+    ul_http_req_set_cbs(req, &(ul_http_req_cbs_t){.on_abort = on_abort, .on_drain = on_drain}, c);
+    if (p->prompt_len > ASYNC_TOKENIZE_BYTES && a->server) {
+        c->prompt = malloc(p->prompt_len + 1);
+        if (c->prompt) {
+            memcpy(c->prompt, p->prompt, p->prompt_len + 1);
+            c->prompt_len = p->prompt_len;
+            c->work.data = c;
+            if (uv_queue_work(a->server->loop, &c->work, tokenize_work, tokenized_cb) == 0)
+                return 0;
+            free(c->prompt);
+            c->prompt = NULL;
+        }
+    }
+    c->ids = tokenize(&a->codec, p->prompt, p->prompt_len, &c->n_ids);
+    admit(a, c);
     return 0;
 }
 

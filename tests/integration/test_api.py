@@ -125,6 +125,17 @@ def validation_names_the_param():
 
 
 @test
+def long_prompt_is_tokenized_off_the_loop_and_served():
+    # over 4 KiB of prompt goes through the thread pool; the answer must be the same shape
+    j = srv().complete(prompt="w " * 3000, max_tokens=2).json()
+    assert j["usage"]["prompt_tokens"] == 3000, j["usage"]
+    assert null_text(j["choices"][0]["text"]) == 2
+    body = json.dumps({"prompt": "x " * 2500, "max_tokens": 3, "stream": True})
+    ev = srv().request("POST", "/v1/completions", body=body).events()
+    assert len(ev) == 5 and ev[-1] == "[DONE]", ev[-2:]
+
+
+@test
 def metrics_are_prometheus_text():
     srv().complete(prompt="count me", max_tokens=3)
     r = srv().request("GET", "/metrics")
