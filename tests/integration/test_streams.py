@@ -198,6 +198,23 @@ def thousand_concurrent_streams():
 
 
 @test
+def over_max_seqs_is_503_with_retry_after():
+    with Server("--max-seqs", "1", "--null-delay-us", "20000") as srv:
+        s = srv.connect()
+        s.sendall(build_request("POST", "/v1/completions", stream_body(100000)))
+        rd = Reader(s)
+        assert rd.head()[1] == 200
+        r = srv.request("POST", "/v1/completions", body=json.dumps({"prompt": "b"}))
+        assert r.status == 503, r.status
+        assert r.header("retry-after"), r.headers
+        assert r.json()["error"]["code"] == "server_busy"
+        s.close()
+        assert wait_for(lambda: srv.health()[1]["active_sequences"] == 0, 1.0)
+        r = srv.request("POST", "/v1/completions", body=json.dumps({"prompt": "b"}))
+        assert r.status == 200, "capacity must come back once the first stream is gone"
+
+
+@test
 def cli_rejects_bad_flags_with_exit_2():
     for args in (["--bogus"], ["--port", "70000"], ["--port"], ["--backend", "gpu9"],
                  ["--max-batch-tokens", "0"], ["--null-delay-us", "abc"],
