@@ -103,6 +103,14 @@ def concurrent_requests_match_sequential():
     assert not errors, errors
     for i, case in jobs:
         assert results.get(i) == case["text"], (case["prompt"], results.get(i), case["text"])
+    m = srv().request("GET", "/metrics").body.decode()
+    pre = [ln for ln in m.splitlines() if ln.startswith("uvllm_preemptions_total ")]
+    pages = [ln for ln in m.splitlines() if ln.startswith("uvllm_kv_pages_total ")]
+    print(f"  {pre[0]}, {pages[0]}")
+    n_pre, n_pages = float(pre[0].split()[1]), float(pages[0].split()[1])
+    need = sum(len(c["prompt_tokens"]) + n_golden(c) for _, c in jobs)
+    if n_pages * 16 < need:  # the pool cannot hold every sequence at once
+        assert n_pre > 0, "KV pool too small for all sequences, yet nothing was preempted"
 
 
 @test
