@@ -15,6 +15,7 @@
  *    activation sums per 16.
  * F16 weights are widened with vcvtph2ps and FMA'd; BF16 uses vdpbf16ps. */
 #include <immintrin.h>
+#include <math.h>
 #include <string.h>
 
 #include "cpu/kernels_impl.h"
@@ -348,6 +349,7 @@ static void xq_q8a(const float *x, void *dst, int64_t n) {
                                                         _mm512_andnot_ps(sign, b)));
         float id = amax != 0 ? 127.f / amax : 0.0f;
         y[i].d = ul_fp16_to_fp32(ul_fp32_to_fp16(amax / 127.f));
+        if (y[i].d == 0) id = 0; /* as the scalar code */
         /* the current rounding mode (nearest even) = nearbyintf */
         __m512i qa = _mm512_cvtps_epi32(_mm512_mul_ps(a, _mm512_set1_ps(id)));
         __m512i qb = _mm512_cvtps_epi32(_mm512_mul_ps(b, _mm512_set1_ps(id)));
@@ -374,6 +376,10 @@ static void xq_q8k(const float *x, void *dst, int64_t n) {
                 break;
             }
         const float iscale = -127.f / max;
+        if (isinf(iscale)) {
+            memset(&y[i], 0, sizeof(y[i]));
+            continue;
+        }
         const __m512 vs = _mm512_set1_ps(iscale);
         const __m512i lim = _mm512_set1_epi32(127);
         for (int j = 0; j < QKK; j += 16) {

@@ -168,6 +168,7 @@ static void quant_x_q8a(const float *x, blk_q8a *y, int64_t nb) {
         float amax = absmax(x, QK);
         float id = amax != 0 ? 127.f / amax : 0.0f;
         y[i].d = F16(ul_fp32_to_fp16(amax / 127.f));
+        if (y[i].d == 0) id = 0; /* the block contributes 0 anyway; avoids inf * x */
         int32_t s = 0;
         for (int j = 0; j < QK; j++) {
             y[i].qs[j] = (int8_t)round_even(x[j] * id);
@@ -188,6 +189,10 @@ static void quant_x_q8k(const float *x, blk_q8K *y, int64_t nb) {
             continue;
         }
         float iscale = -127.f / max;
+        if (isinf(iscale)) { /* denormal max: d = 0, the block contributes nothing */
+            memset(&y[i], 0, sizeof(y[i]));
+            continue;
+        }
         for (int j = 0; j < QKK; j++) {
             int v = round_even(iscale * x[j]);
             y[i].qs[j] = (int8_t)(v < 127 ? v : 127);
