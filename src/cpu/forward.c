@@ -147,10 +147,14 @@ int ul_fwd_create(const ul_model_t *m, const ul_cpu_config_t *cfg, ul_fwd_t **ou
     f->isa = ul_cpu_isa();
     int32_t seq_pages = (c.n_ctx + c.page_size - 1) / c.page_size;
     int64_t budget = c.kv_bytes;
-    if (budget == 0)
-        budget = (int64_t)seq_pages * 4 *
-                 (int64_t)ul_kv_page_bytes(c.kv_type, f->hp.n_layer, f->hp.n_head_kv,
-                                           f->hp.head_dim, c.page_size);
+    if (budget == 0) {
+        /* 4 full-context sequences, capped at 2 GiB (long-context models would ask for tens
+         * of GiB) but never below one full-context sequence */
+        const int64_t page = (int64_t)ul_kv_page_bytes(c.kv_type, f->hp.n_layer, f->hp.n_head_kv,
+                                                       f->hp.head_dim, c.page_size);
+        const int64_t one = (int64_t)seq_pages * page, cap = (int64_t)2 << 30;
+        budget = 4 * one < cap ? 4 * one : (one > cap ? one : cap);
+    }
     rc = ul_kv_init(&f->kv, c.kv_type, f->hp.n_layer, f->hp.n_head_kv, f->hp.head_dim,
                     c.page_size, budget, 1);
     if (!rc) rc = ul_pool_create(c.n_threads, &f->pool);
