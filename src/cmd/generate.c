@@ -199,6 +199,16 @@ static int generate(const gen_args_t *a, ul_model_t *m) {
     int32_t *ptoks = malloc((size_t)cap * sizeof *ptoks);
     if (!ptoks) return 1;
     int n_prompt = ul_tokenize(v, a->prompt, plen, 1, 0, ptoks, cap);
+    if (n_prompt < 0 && n_prompt != UL_ENOMEM) { /* -(needed): grow once */
+        cap = -n_prompt;
+        int32_t *t = realloc(ptoks, (size_t)cap * sizeof *ptoks);
+        if (!t) {
+            free(ptoks);
+            return 1;
+        }
+        ptoks = t;
+        n_prompt = ul_tokenize(v, a->prompt, plen, 1, 0, ptoks, cap);
+    }
     if (n_prompt <= 0) {
         fprintf(stderr, "uvllm generate: %s\n",
                 n_prompt == 0 ? "the prompt gives no tokens" : "cannot tokenize the prompt");
