@@ -278,12 +278,12 @@ static int generate(const gen_args_t *a, ul_model_t *m) {
     if (rc) {
         fprintf(stderr, "\nuvllm generate: step failed: %s\n", ul_strerror(rc));
     } else if (a->json) {
-        print_json(&g, n_prompt, text, t_prefill > 0 ? n_prompt / t_prefill : 0,
+        print_json(&g, n_prompt, text, t_prefill > 0 && a->max_tokens > 0 ? n_prompt / t_prefill : 0,
                    t_decode > 0 && n_decode ? n_decode / t_decode : 0);
     } else {
         printf("\n");
         fprintf(stderr, "prefill: %d tokens, %.1f tokens/s; decode: %d tokens, %.1f tokens/s\n",
-                n_prompt, t_prefill > 0 ? n_prompt / t_prefill : 0, n_decode,
+                n_prompt, t_prefill > 0 && a->max_tokens > 0 ? n_prompt / t_prefill : 0, n_decode,
                 t_decode > 0 && n_decode ? n_decode / t_decode : 0);
     }
     ul_backend_destroy(g.be);
