@@ -54,9 +54,9 @@ static int parse_float(const char *s, float lo, float hi, float *out) {
 }
 
 static int known(const char *o) {
-    static const char *const opts[] = {"--model", "--prompt", "--max-tokens", "--threads",
-                                       "--temperature", "--top-k", "--top-p", "--min-p",
-                                       "--repeat-penalty", "--seed", "--kv-type"};
+    static const char *const opts[] = {"--model",          "--prompt", "--max-tokens", "--threads",
+                                       "--temperature",    "--top-k",  "--top-p",      "--min-p",
+                                       "--repeat-penalty", "--seed",   "--kv-type"};
     for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++)
         if (!strcmp(o, opts[i])) return 1;
     return 0;
@@ -87,15 +87,24 @@ static int parse_args(int argc, char **argv, gen_args_t *a) {
         } else if (!v) {
             fprintf(stderr, "uvllm generate: option '%s' needs a value\n", o);
             return 2;
-        } else if (!strcmp(o, "--model")) a->model = v;
-        else if (!strcmp(o, "--prompt")) a->prompt = v;
-        else if (!strcmp(o, "--max-tokens")) bad = parse_int(v, 0, 1 << 24, &a->max_tokens);
-        else if (!strcmp(o, "--threads")) bad = parse_int(v, 1, 1024, &a->threads);
-        else if (!strcmp(o, "--temperature")) bad = parse_float(v, 0, 100, &a->sp.temperature);
-        else if (!strcmp(o, "--top-k")) bad = parse_int(v, 0, 1 << 24, &a->sp.top_k);
-        else if (!strcmp(o, "--top-p")) bad = parse_float(v, 0, 1, &a->sp.top_p);
-        else if (!strcmp(o, "--min-p")) bad = parse_float(v, 0, 1, &a->sp.min_p);
-        else if (!strcmp(o, "--repeat-penalty")) bad = parse_float(v, 0, 100, &a->sp.repeat_penalty);
+        } else if (!strcmp(o, "--model"))
+            a->model = v;
+        else if (!strcmp(o, "--prompt"))
+            a->prompt = v;
+        else if (!strcmp(o, "--max-tokens"))
+            bad = parse_int(v, 0, 1 << 24, &a->max_tokens);
+        else if (!strcmp(o, "--threads"))
+            bad = parse_int(v, 1, 1024, &a->threads);
+        else if (!strcmp(o, "--temperature"))
+            bad = parse_float(v, 0, 100, &a->sp.temperature);
+        else if (!strcmp(o, "--top-k"))
+            bad = parse_int(v, 0, 1 << 24, &a->sp.top_k);
+        else if (!strcmp(o, "--top-p"))
+            bad = parse_float(v, 0, 1, &a->sp.top_p);
+        else if (!strcmp(o, "--min-p"))
+            bad = parse_float(v, 0, 1, &a->sp.min_p);
+        else if (!strcmp(o, "--repeat-penalty"))
+            bad = parse_float(v, 0, 100, &a->sp.repeat_penalty);
         else if (!strcmp(o, "--seed")) {
             char *end;
             errno = 0;
@@ -104,9 +113,12 @@ static int parse_args(int argc, char **argv, gen_args_t *a) {
             a->sp.seed = s;
             a->have_seed = 1;
         } else if (!strcmp(o, "--kv-type")) {
-            if (!strcmp(v, "f16")) a->kv_type = UL_TYPE_F16;
-            else if (!strcmp(v, "f32")) a->kv_type = UL_TYPE_F32;
-            else bad = 1;
+            if (!strcmp(v, "f16"))
+                a->kv_type = UL_TYPE_F16;
+            else if (!strcmp(v, "f32"))
+                a->kv_type = UL_TYPE_F32;
+            else
+                bad = 1;
         } else {
             fprintf(stderr, "uvllm generate: unknown option '%s'\n", o);
             return 2;
@@ -224,11 +236,14 @@ static int generate(const gen_args_t *a, ul_model_t *m) {
     }
     int32_t total = n_prompt + a->max_tokens < n_ctx ? n_prompt + a->max_tokens : n_ctx;
     int32_t n_pages = (total + PAGE_SIZE - 1) / PAGE_SIZE;
-    ul_cpu_config_t cfg = {.n_threads = a->threads, .kv_type = a->kv_type, .n_ctx = n_ctx,
-                           .page_size = PAGE_SIZE, .max_batch_tokens = STEP_TOKENS};
-    cfg.kv_bytes = (int64_t)n_pages * (int64_t)ul_kv_page_bytes(a->kv_type, m->hp.n_layer,
-                                                                m->hp.n_head_kv, m->hp.head_dim,
-                                                                PAGE_SIZE);
+    ul_cpu_config_t cfg = {.n_threads = a->threads,
+                           .kv_type = a->kv_type,
+                           .n_ctx = n_ctx,
+                           .page_size = PAGE_SIZE,
+                           .max_batch_tokens = STEP_TOKENS};
+    cfg.kv_bytes =
+        (int64_t)n_pages * (int64_t)ul_kv_page_bytes(a->kv_type, m->hp.n_layer, m->hp.n_head_kv,
+                                                     m->hp.head_dim, PAGE_SIZE);
     gen_t g = {.cap = total + 1};
     g.toks = malloc((size_t)g.cap * sizeof *g.toks);
     g.pages = malloc((size_t)n_pages * sizeof *g.pages);
@@ -278,7 +293,8 @@ static int generate(const gen_args_t *a, ul_model_t *m) {
     if (rc) {
         fprintf(stderr, "\nuvllm generate: step failed: %s\n", ul_strerror(rc));
     } else if (a->json) {
-        print_json(&g, n_prompt, text, t_prefill > 0 && a->max_tokens > 0 ? n_prompt / t_prefill : 0,
+        print_json(&g, n_prompt, text,
+                   t_prefill > 0 && a->max_tokens > 0 ? n_prompt / t_prefill : 0,
                    t_decode > 0 && n_decode ? n_decode / t_decode : 0);
     } else {
         printf("\n");

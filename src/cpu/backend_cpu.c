@@ -18,11 +18,11 @@ typedef struct {
     ul_fwd_t *fwd;
     pthread_t thread;
     int started;
-    pthread_mutex_t mu;      /* guards queue and stop */
+    pthread_mutex_t mu; /* guards queue and stop */
     pthread_cond_t cv;
-    ul_queue_t queue;        /* submitted steps, in order */
+    ul_queue_t queue; /* submitted steps, in order */
     int stop;
-    pthread_mutex_t fwd_mu;  /* one step at a time through fwd (worker vs run) */
+    pthread_mutex_t fwd_mu; /* one step at a time through fwd (worker vs run) */
 } cpu_backend_t;
 
 static double now_us(void) {
@@ -37,8 +37,9 @@ static void compute(cpu_backend_t *b, ul_step_t *step) {
     step->status = ul_fwd_step(b->fwd, step, NULL);
     step->compute_us = now_us() - t0;
     pthread_mutex_unlock(&b->fwd_mu);
-    if (step->status) UL_LOG_WARN("cpu: step of %d tokens refused: %s", step->n_tokens,
-                                  ul_strerror(step->status));
+    if (step->status)
+        UL_LOG_WARN("cpu: step of %d tokens refused: %s", step->n_tokens,
+                    ul_strerror(step->status));
 }
 
 /* How long the worker waits for the next step before parking the pool's spinning

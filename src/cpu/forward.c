@@ -47,9 +47,10 @@ static int check_model(const ul_model_t *m) {
         const ul_layer_t *L = &m->layers[il];
         if (L->attn_norm->type != UL_TYPE_F32 || L->ffn_norm->type != UL_TYPE_F32)
             return UL_ENOTSUP;
-        const ul_gguf_tensor_t *ws[] = {L->wq, L->wk, L->wv, L->wo, L->ffn_gate, L->ffn_up,
-                                        L->ffn_down};
-        for (size_t i = 0; !rc && i < sizeof ws / sizeof ws[0]; i++) rc = check_weight(ws[i], "layer");
+        const ul_gguf_tensor_t *ws[] = {L->wq,       L->wk,     L->wv,      L->wo,
+                                        L->ffn_gate, L->ffn_up, L->ffn_down};
+        for (size_t i = 0; !rc && i < sizeof ws / sizeof ws[0]; i++)
+            rc = check_weight(ws[i], "layer");
     }
     if (!rc && !ul_type_block_elems((int)m->tok_embd->type)) rc = UL_ENOTSUP;
     return rc;
@@ -59,8 +60,8 @@ static size_t max_mm_scratch(const ul_model_t *m, int n_tok) {
     size_t mx = ul_cpu_matmul_scratch((int)m->output->type, m->output->ne[0], n_tok);
     for (int il = 0; il < m->hp.n_layer; il++) {
         const ul_layer_t *L = &m->layers[il];
-        const ul_gguf_tensor_t *ws[] = {L->wq, L->wk, L->wv, L->wo, L->ffn_gate, L->ffn_up,
-                                        L->ffn_down};
+        const ul_gguf_tensor_t *ws[] = {L->wq,       L->wk,     L->wv,      L->wo,
+                                        L->ffn_gate, L->ffn_up, L->ffn_down};
         for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) {
             size_t s = ul_cpu_matmul_scratch((int)ws[i]->type, ws[i]->ne[0], n_tok);
             mx = s > mx ? s : mx;
@@ -82,15 +83,28 @@ static int alloc_scratch(ul_fwd_t *f) {
     size_t mm = max_mm_scratch(f->m, f->max_tokens);
     f->attn_tmp_floats = ul_fwd_attn_tmp_floats(f->n_gqa, hp->head_dim, f->kv.page_size);
     f->smp_bytes = (ul_sample_scratch_size(hp->n_vocab) + 63) & ~(size_t)63;
-    size_t sizes[] = {B * E * F,        B * E * F,        B * E * F,
-                      B * (size_t)f->q_dim * F, B * (size_t)f->kv_dim * F,
-                      B * (size_t)f->kv_dim * F, B * (size_t)f->q_dim * F,
-                      B * (size_t)hp->n_ff * F, B * (size_t)hp->n_ff * F,
-                      B * (size_t)hp->n_rot * F, (size_t)f->logit_rows * (size_t)hp->n_vocab * F,
-                      mm, (size_t)f->nth * f->attn_tmp_floats * F, (size_t)f->nth * f->smp_bytes,
-                      B * 4, B * 4, B * 4, B * 4, (size_t)hp->n_layer * sizeof(atomic_int)};
+    size_t sizes[] = {B * E * F,
+                      B * E * F,
+                      B * E * F,
+                      B * (size_t)f->q_dim * F,
+                      B * (size_t)f->kv_dim * F,
+                      B * (size_t)f->kv_dim * F,
+                      B * (size_t)f->q_dim * F,
+                      B * (size_t)hp->n_ff * F,
+                      B * (size_t)hp->n_ff * F,
+                      B * (size_t)hp->n_rot * F,
+                      (size_t)f->logit_rows * (size_t)hp->n_vocab * F,
+                      mm,
+                      (size_t)f->nth * f->attn_tmp_floats * F,
+                      (size_t)f->nth * f->smp_bytes,
+                      B * 4,
+                      B * 4,
+                      B * 4,
+                      B * 4,
+                      (size_t)hp->n_layer * sizeof(atomic_int)};
     size_t total = 0;
-    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) total += (sizes[i] + 63) & ~(size_t)63;
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        total += (sizes[i] + 63) & ~(size_t)63;
     f->mem = aligned_alloc(64, total);
     if (!f->mem) return UL_ENOMEM;
     memset(f->mem, 0, total); /* the sampling scratch must start zeroed; touch pages once */
@@ -155,8 +169,8 @@ int ul_fwd_create(const ul_model_t *m, const ul_cpu_config_t *cfg, ul_fwd_t **ou
         const int64_t one = (int64_t)seq_pages * page, cap = (int64_t)2 << 30;
         budget = 4 * one < cap ? 4 * one : (one > cap ? one : cap);
     }
-    rc = ul_kv_init(&f->kv, c.kv_type, f->hp.n_layer, f->hp.n_head_kv, f->hp.head_dim,
-                    c.page_size, budget, 1);
+    rc = ul_kv_init(&f->kv, c.kv_type, f->hp.n_layer, f->hp.n_head_kv, f->hp.head_dim, c.page_size,
+                    budget, 1);
     if (!rc) rc = ul_pool_create(c.n_threads, &f->pool);
     if (!rc) {
         f->nth = ul_pool_n_threads(f->pool);
@@ -282,8 +296,10 @@ static void qk_rope_store(ul_fwd_t *f, int il, int32_t t) {
     const int32_t pos = f->tok_pos[t], page = s->pages[pos / ps], slot = pos % ps;
     const size_t off = (size_t)slot * hd * f->kv.esize;
     for (int h = 0; h < hp->n_head_kv; h++) {
-        store_row(&f->kv, (uint8_t *)ul_kv_head(&f->kv, page, il, 0, h) + off, k + (size_t)h * hd, hd);
-        store_row(&f->kv, (uint8_t *)ul_kv_head(&f->kv, page, il, 1, h) + off, v + (size_t)h * hd, hd);
+        store_row(&f->kv, (uint8_t *)ul_kv_head(&f->kv, page, il, 0, h) + off, k + (size_t)h * hd,
+                  hd);
+        store_row(&f->kv, (uint8_t *)ul_kv_head(&f->kv, page, il, 1, h) + off, v + (size_t)h * hd,
+                  hd);
     }
 }
 
@@ -372,11 +388,13 @@ static void step_job(void *ctx, int ith, int nth) {
     ul_fwd_t *f = ctx;
     const ul_hparams_t *hp = &f->hp;
     const int32_t T = f->step->n_tokens, E = hp->n_embd;
-    const int32_t t0 = (int32_t)((int64_t)T * ith / nth), t1 = (int32_t)((int64_t)T * (ith + 1) / nth);
+    const int32_t t0 = (int32_t)((int64_t)T * ith / nth),
+                  t1 = (int32_t)((int64_t)T * (ith + 1) / nth);
     const ul_gguf_tensor_t *te = f->m->tok_embd;
     const size_t row_bytes = ul_type_row_bytes((int)te->type, E);
     for (int32_t t = t0; t < t1; t++) {
-        ul_cpu_dequant_row((int)te->type, (const uint8_t *)te->data + (size_t)f->step->tokens[t] * row_bytes,
+        ul_cpu_dequant_row((int)te->type,
+                           (const uint8_t *)te->data + (size_t)f->step->tokens[t] * row_bytes,
                            f->x + (size_t)t * E, E);
         rope_cache(f->rope + (size_t)t * hp->n_rot, f->tok_pos[t], hp->n_rot, hp->rope_freq_base,
                    hp->rope_freq_scale);

@@ -21,10 +21,10 @@
 typedef struct ul_fwd_s {
     const ul_model_t *m;
     ul_hparams_t hp;
-    int32_t n_ctx;        /* longest sequence accepted */
-    int32_t max_tokens;   /* tokens per step the scratch holds */
+    int32_t n_ctx;      /* longest sequence accepted */
+    int32_t max_tokens; /* tokens per step the scratch holds */
     int32_t q_dim, kv_dim, n_gqa;
-    int32_t logit_rows;   /* rows of the logits buffer; output is computed in chunks of it */
+    int32_t logit_rows; /* rows of the logits buffer; output is computed in chunks of it */
     ul_pool_t *pool;
     int nth;
     ul_isa_t isa;
@@ -32,24 +32,24 @@ typedef struct ul_fwd_s {
 
     /* scratch, one allocation (mem) */
     void *mem;
-    float *x;             /* [max_tokens][n_embd] residual stream */
-    float *xb;            /* [max_tokens][n_embd] normed input of a matmul */
-    float *xo;            /* [max_tokens][n_embd] matmul output added to x */
-    float *q;             /* [max_tokens][q_dim] */
-    float *k, *v;         /* [max_tokens][kv_dim] */
-    float *att;           /* [max_tokens][q_dim] attention output */
-    float *hb, *hb2;      /* [max_tokens][n_ff] */
-    float *rope;          /* [max_tokens][n_rot] (cos, sin) pairs */
-    float *logits;        /* [logit_rows][n_vocab] */
-    void *mm_scratch;     /* ul_cpu_matmul's, shared by the threads */
-    float *attn_tmp;      /* [nth][attn_tmp_floats] per-thread attention state */
+    float *x;         /* [max_tokens][n_embd] residual stream */
+    float *xb;        /* [max_tokens][n_embd] normed input of a matmul */
+    float *xo;        /* [max_tokens][n_embd] matmul output added to x */
+    float *q;         /* [max_tokens][q_dim] */
+    float *k, *v;     /* [max_tokens][kv_dim] */
+    float *att;       /* [max_tokens][q_dim] attention output */
+    float *hb, *hb2;  /* [max_tokens][n_ff] */
+    float *rope;      /* [max_tokens][n_rot] (cos, sin) pairs */
+    float *logits;    /* [logit_rows][n_vocab] */
+    void *mm_scratch; /* ul_cpu_matmul's, shared by the threads */
+    float *attn_tmp;  /* [nth][attn_tmp_floats] per-thread attention state */
     size_t attn_tmp_floats;
     uint8_t *smp_scratch; /* [nth][smp_bytes] per-thread sampling scratch (zeroed) */
     size_t smp_bytes;
-    int32_t *tok_pos;     /* [max_tokens] position of each token */
-    int32_t *tok_seq;     /* [max_tokens] index of its sequence in step->seqs */
-    int32_t *out_rows;    /* [max_tokens] token rows whose logits are computed */
-    int32_t *out_seq;     /* [max_tokens] sequence sampling from that row, or -1 */
+    int32_t *tok_pos;      /* [max_tokens] position of each token */
+    int32_t *tok_seq;      /* [max_tokens] index of its sequence in step->seqs */
+    int32_t *out_rows;     /* [max_tokens] token rows whose logits are computed */
+    int32_t *out_seq;      /* [max_tokens] sequence sampling from that row, or -1 */
     atomic_int *attn_next; /* [n_layer] work counters of the attention phase */
 
     /* the step in flight */

@@ -186,16 +186,19 @@ void ul_fwd_attn_item(const ul_fwd_t *f, int il, int32_t t, int32_t kvh, float *
     }
     for (int32_t p0 = 0; p0 <= pos; p0 += ps) {
         const int32_t n = pos + 1 - p0 < ps ? pos + 1 - p0 : ps, page = s->pages[p0 / ps];
-        const void *K = ul_kv_head(&f->kv, page, il, 0, kvh), *V = ul_kv_head(&f->kv, page, il, 1, kvh);
+        const void *K = ul_kv_head(&f->kv, page, il, 0, kvh),
+                   *V = ul_kv_head(&f->kv, page, il, 1, kvh);
         for (int32_t j = 0; j < n; j++) {
             if (f16) {
                 const uint16_t *k = (const uint16_t *)K + (size_t)j * hd;
                 const uint16_t *v = (const uint16_t *)V + (size_t)j * hd;
-                if (simd) key16_avx512(&a, k, v);
-                else key16_scalar(&a, k, v);
+                if (simd)
+                    key16_avx512(&a, k, v);
+                else
+                    key16_scalar(&a, k, v);
             } else {
-                key32_scalar(&a, (const float *)K + (size_t)j * hd, (const float *)V + (size_t)j * hd,
-                             q);
+                key32_scalar(&a, (const float *)K + (size_t)j * hd,
+                             (const float *)V + (size_t)j * hd, q);
             }
         }
     }

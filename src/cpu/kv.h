@@ -13,9 +13,9 @@
 #include <stdint.h>
 
 typedef struct ul_kv_s {
-    uint8_t *data;     /* [n_pages][page_bytes] */
-    int32_t type;      /* UL_TYPE_F16 or UL_TYPE_F32 */
-    int32_t esize;     /* bytes per element */
+    uint8_t *data; /* [n_pages][page_bytes] */
+    int32_t type;  /* UL_TYPE_F16 or UL_TYPE_F32 */
+    int32_t esize; /* bytes per element */
     int32_t n_layer, n_head_kv, head_dim, page_size;
     int32_t n_pages;
     size_t page_bytes;

@@ -98,7 +98,8 @@ AVX512 static inline __m512 exp_avx512(__m512 x) {
 AVX512 static double sumexp_avx512(const float *x, int32_t n, float mx) {
     __m512 s = _mm512_setzero_ps(), m = _mm512_set1_ps(mx);
     int32_t i = 0;
-    for (; i + 16 <= n; i += 16) s = _mm512_add_ps(s, exp_avx512(_mm512_sub_ps(_mm512_loadu_ps(x + i), m)));
+    for (; i + 16 <= n; i += 16)
+        s = _mm512_add_ps(s, exp_avx512(_mm512_sub_ps(_mm512_loadu_ps(x + i), m)));
     double r = _mm512_reduce_add_ps(s);
     for (; i < n; i++) r += expf(x[i] - mx);
     return r;
@@ -158,9 +159,9 @@ static int penalties_active(const ul_step_seq_t *seq) {
 
 static void apply_penalties(const ul_step_seq_t *seq, float *l, int32_t n_vocab, int32_t *counts) {
     const ul_sampling_t *sp = &seq->sampling;
-    int32_t w = sp->repeat_last_n < 0 ? seq->n_history
-                                      : (sp->repeat_last_n < seq->n_history ? sp->repeat_last_n
-                                                                            : seq->n_history);
+    int32_t w = sp->repeat_last_n < 0
+                    ? seq->n_history
+                    : (sp->repeat_last_n < seq->n_history ? sp->repeat_last_n : seq->n_history);
     const int32_t *h = seq->history + (seq->n_history - w);
     for (int32_t i = 0; i < w; i++)
         if (h[i] >= 0 && h[i] < n_vocab) counts[h[i]]++;
@@ -197,9 +198,12 @@ static void select_top(cand_t *c, int32_t n, int32_t k) {
                 c[j--] = t;
             }
         }
-        if (k - 1 <= j) hi = j;
-        else if (k - 1 >= i) lo = i;
-        else break;
+        if (k - 1 <= j)
+            hi = j;
+        else if (k - 1 >= i)
+            lo = i;
+        else
+            break;
     }
 }
 
@@ -243,7 +247,8 @@ static int32_t draw(ul_step_seq_t *seq, const float *l, int32_t n_vocab, cand_t 
     }
     if (top_p && n > 1) {
         double z = 0;
-        if (n == n_vocab) z = sumexp(l, n_vocab, mx);
+        if (n == n_vocab)
+            z = sumexp(l, n_vocab, mx);
         else
             for (int32_t i = 0; i < n; i++) z += exp((double)(c[i].logit - mx));
         n = top_p_cut(c, n, sp->top_p, mx, z);
@@ -310,8 +315,10 @@ int32_t ul_sample(ul_step_seq_t *seq, const float *logits, int32_t n_vocab, void
         l = pl;
     }
     int32_t tok;
-    if (!(seq->sampling.temperature > 0.0f)) tok = argmax_f(l, n_vocab);
-    else tok = draw(seq, l, n_vocab, c, (float *)c);
+    if (!(seq->sampling.temperature > 0.0f))
+        tok = argmax_f(l, n_vocab);
+    else
+        tok = draw(seq, l, n_vocab, c, (float *)c);
     seq->out_token = tok;
     fill_logprobs(seq, logits, n_vocab, tok);
     return tok;

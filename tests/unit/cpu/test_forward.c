@@ -19,17 +19,18 @@ static ul_model_t *g_m;
 static void load_model(void) {
     char path[1200], err[256];
     const char *e = getenv("UVLLM_SHARED");
-    if (e && *e) snprintf(path, sizeof path, "%s/models/mini-f16.gguf", e);
-    else snprintf(path, sizeof path, "%s/../shared/models/mini-f16.gguf", UVLLM_SOURCE_DIR);
+    if (e && *e)
+        snprintf(path, sizeof path, "%s/models/mini-f16.gguf", e);
+    else
+        snprintf(path, sizeof path, "%s/../shared/models/mini-f16.gguf", UVLLM_SOURCE_DIR);
     int rc = ul_model_load(path, 0, &g_m, err, sizeof err);
-    cr_assert_eq(rc, 0, "cannot load %s: %s (set UVLLM_SHARED to the shared test data)", path,
-                 err);
+    cr_assert_eq(rc, 0, "cannot load %s: %s (set UVLLM_SHARED to the shared test data)", path, err);
 }
 static void free_model(void) { ul_model_free(g_m); }
 
 static ul_fwd_t *make_fwd(int kv_type) {
-    ul_cpu_config_t cfg = {.n_threads = 2, .kv_type = kv_type, .page_size = 4,
-                           .max_batch_tokens = 32, .n_ctx = 64};
+    ul_cpu_config_t cfg = {
+        .n_threads = 2, .kv_type = kv_type, .page_size = 4, .max_batch_tokens = 32, .n_ctx = 64};
     cfg.kv_bytes = 16 * (int64_t)ul_kv_page_bytes(kv_type, g_m->hp.n_layer, g_m->hp.n_head_kv,
                                                   g_m->hp.head_dim, 4);
     ul_fwd_t *f;
@@ -55,8 +56,8 @@ static float *alone(ul_fwd_t *f, const int32_t *toks, int n, const int *cuts, in
     for (int c = 0; c <= n_cuts; c++) {
         int to = c < n_cuts ? cuts[c] : n;
         ul_step_seq_t s = {.n_tokens = to - from, .pos0 = from, .pages = pages, .n_pages = 16};
-        ul_step_t st = {.n_tokens = to - from, .tokens = (int32_t *)toks + from, .n_seqs = 1,
-                        .seqs = &s};
+        ul_step_t st = {
+            .n_tokens = to - from, .tokens = (int32_t *)toks + from, .n_seqs = 1, .seqs = &s};
         cr_assert_eq(ul_fwd_step(f, &st, out + (size_t)from * V), 0);
         from = to;
     }
@@ -95,28 +96,51 @@ static void batched_equals_alone(int kv_type) {
     memcpy(t1, A, 7 * 4), memcpy(t1 + 7, B, 6 * 4), memcpy(t1 + 13, C, 3 * 4);
     ul_step_seq_t s1[3] = {
         {.seq_id = 1, .tok_offset = 0, .n_tokens = 7, .pos0 = 0, .pages = pa, .n_pages = 3},
-        {.seq_id = 2, .tok_offset = 7, .n_tokens = 6, .pos0 = 0, .pages = pb, .n_pages = 2,
-         .sample = 1, .sampling = greedy},
+        {.seq_id = 2,
+         .tok_offset = 7,
+         .n_tokens = 6,
+         .pos0 = 0,
+         .pages = pb,
+         .n_pages = 2,
+         .sample = 1,
+         .sampling = greedy},
         {.seq_id = 3, .tok_offset = 13, .n_tokens = 3, .pos0 = 0, .pages = pc, .n_pages = 2}};
     ul_step_t st1 = {.n_tokens = 16, .tokens = t1, .n_seqs = 3, .seqs = s1};
     float *l1 = malloc(16 * (size_t)V * sizeof *l1);
     cr_assert_eq(ul_fwd_step(f, &st1, l1), 0);
     /* step 2: B's decode token first, then A's remaining 4, then C's last 2 */
     int32_t t2[1 + 4 + 2] = {B[6], A[7], A[8], A[9], A[10], C[3], C[4]};
-    ul_step_seq_t s2[3] = {
-        {.seq_id = 2, .tok_offset = 0, .n_tokens = 1, .pos0 = 6, .pages = pb, .n_pages = 2,
-         .sample = 1, .sampling = greedy},
-        {.seq_id = 1, .tok_offset = 1, .n_tokens = 4, .pos0 = 7, .pages = pa, .n_pages = 3,
-         .sample = 1, .sampling = greedy},
-        {.seq_id = 3, .tok_offset = 5, .n_tokens = 2, .pos0 = 3, .pages = pc, .n_pages = 2,
-         .sample = 1, .sampling = greedy}};
+    ul_step_seq_t s2[3] = {{.seq_id = 2,
+                            .tok_offset = 0,
+                            .n_tokens = 1,
+                            .pos0 = 6,
+                            .pages = pb,
+                            .n_pages = 2,
+                            .sample = 1,
+                            .sampling = greedy},
+                           {.seq_id = 1,
+                            .tok_offset = 1,
+                            .n_tokens = 4,
+                            .pos0 = 7,
+                            .pages = pa,
+                            .n_pages = 3,
+                            .sample = 1,
+                            .sampling = greedy},
+                           {.seq_id = 3,
+                            .tok_offset = 5,
+                            .n_tokens = 2,
+                            .pos0 = 3,
+                            .pages = pc,
+                            .n_pages = 2,
+                            .sample = 1,
+                            .sampling = greedy}};
     ul_step_t st2 = {.n_tokens = 7, .tokens = t2, .n_seqs = 3, .seqs = s2};
     float *l2 = malloc(7 * (size_t)V * sizeof *l2);
     cr_assert_eq(ul_fwd_step(f, &st2, l2), 0);
 
     const size_t r = (size_t)V;
-    double d[] = {maxdiff(l1, la, 7 * r),           maxdiff(l2 + r, la + 7 * r, 4 * r),
-                  maxdiff(l1 + 7 * r, lb, 6 * r),   maxdiff(l2, lb + 6 * r, r),
+    double d[] = {maxdiff(l1, la, 7 * r),          maxdiff(l2 + r, la + 7 * r, 4 * r),
+                  maxdiff(l1 + 7 * r, lb, 6 * r),  maxdiff(l2, lb + 6 * r, r),
                   maxdiff(l1 + 13 * r, lc, 3 * r), maxdiff(l2 + 5 * r, lc + 3 * r, 2 * r)};
     double worst = 0;
     for (size_t i = 0; i < sizeof d / sizeof d[0]; i++) worst = fmax(worst, d[i]);
@@ -135,8 +159,12 @@ static void batched_equals_alone(int kv_type) {
 
 TestSuite(forward, .init = load_model, .fini = free_model);
 
-Test(forward, batched_mixed_step_equals_each_sequence_alone_f16) { batched_equals_alone(UL_TYPE_F16); }
-Test(forward, batched_mixed_step_equals_each_sequence_alone_f32) { batched_equals_alone(UL_TYPE_F32); }
+Test(forward, batched_mixed_step_equals_each_sequence_alone_f16) {
+    batched_equals_alone(UL_TYPE_F16);
+}
+Test(forward, batched_mixed_step_equals_each_sequence_alone_f32) {
+    batched_equals_alone(UL_TYPE_F32);
+}
 
 Test(forward, sampling_without_logits_all_matches_teacher_forcing) {
     /* the usual path (logits only for sampled rows, in the chunked buffer) picks the same
@@ -147,8 +175,8 @@ Test(forward, sampling_without_logits_all_matches_teacher_forcing) {
     ul_sampling_t greedy;
     ul_sampling_default(&greedy);
     greedy.temperature = 0;
-    ul_step_seq_t s = {.n_tokens = NA, .pages = pages, .n_pages = 3, .sample = 1,
-                       .sampling = greedy};
+    ul_step_seq_t s = {
+        .n_tokens = NA, .pages = pages, .n_pages = 3, .sample = 1, .sampling = greedy};
     ul_step_t st = {.n_tokens = NA, .tokens = (int32_t *)A, .n_seqs = 1, .seqs = &s};
     cr_assert_eq(ul_fwd_step(f, &st, NULL), 0);
     cr_assert_eq(s.out_token, argmax(la + (size_t)(NA - 1) * f->hp.n_vocab, f->hp.n_vocab));

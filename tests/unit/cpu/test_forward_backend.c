@@ -18,8 +18,10 @@
 static ul_model_t *load(void) {
     char path[1200], err[256];
     const char *e = getenv("UVLLM_SHARED");
-    if (e && *e) snprintf(path, sizeof path, "%s/models/aidreams260K.gguf", e);
-    else snprintf(path, sizeof path, "%s/../shared/models/aidreams260K.gguf", UVLLM_SOURCE_DIR);
+    if (e && *e)
+        snprintf(path, sizeof path, "%s/models/aidreams260K.gguf", e);
+    else
+        snprintf(path, sizeof path, "%s/../shared/models/aidreams260K.gguf", UVLLM_SOURCE_DIR);
     ul_model_t *m = NULL;
     cr_assert_eq(ul_model_load(path, 0, &m, err, sizeof err), 0, "cannot load %s: %s", path, err);
     return m;
@@ -51,17 +53,24 @@ static void init_job(job_t *j, int i, ul_sampling_t sp) {
     for (int k = 0; k < 8; k++) j->toks[k] = 1 + ((i + 3) * (k + 5) * 37) % 500;
     j->toks[0] = 1;
     j->pages[0] = 3 * i + 1;
-    j->seq = (ul_step_seq_t){.seq_id = (uint64_t)i, .n_tokens = 8, .pages = j->pages,
-                             .n_pages = 1, .sample = 1, .sampling = sp};
+    j->seq = (ul_step_seq_t){.seq_id = (uint64_t)i,
+                             .n_tokens = 8,
+                             .pages = j->pages,
+                             .n_pages = 1,
+                             .sample = 1,
+                             .sampling = sp};
     ul_sampling_rng_seed(42 + (uint64_t)i, j->seq.rng);
-    j->step = (ul_step_t){.n_tokens = 8, .tokens = j->toks, .n_seqs = 1, .seqs = &j->seq,
-                          .data = j};
+    j->step =
+        (ul_step_t){.n_tokens = 8, .tokens = j->toks, .n_seqs = 1, .seqs = &j->seq, .data = j};
 }
 
 Test(backend_cpu, submit_completes_through_the_bridge_like_run) {
     ul_model_t *m = load();
-    ul_cpu_config_t cfg = {.n_threads = 2, .kv_type = UL_TYPE_F16, .page_size = 8,
-                           .max_batch_tokens = 64, .n_ctx = 64};
+    ul_cpu_config_t cfg = {.n_threads = 2,
+                           .kv_type = UL_TYPE_F16,
+                           .page_size = 8,
+                           .max_batch_tokens = 64,
+                           .n_ctx = 64};
     cfg.kv_bytes = 16 * (int64_t)ul_kv_page_bytes(UL_TYPE_F16, m->hp.n_layer, m->hp.n_head_kv,
                                                   m->hp.head_dim, 8);
     ul_backend_t *be;

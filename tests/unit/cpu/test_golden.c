@@ -50,7 +50,7 @@ typedef struct {
 
 static const golden_case_t g_cases[] = {
     {"aidreams260K", 0.004f, 1}, {"aidreams260K-f16", 0.012f, 1}, {"mini-f16", 0.004f, 0},
-    {"mini-bf16", 0.02f, 0},     {"mini-q8_0", 0.07f, 0},          {"mini-q4_0", 0.09f, 0},
+    {"mini-bf16", 0.02f, 0},     {"mini-q8_0", 0.07f, 0},         {"mini-q4_0", 0.09f, 0},
     {"mini-q4_k_m", 0.05f, 0},   {"tiny-bpe-f16", 0.002f, 0},
 };
 
@@ -132,8 +132,8 @@ static double check_prompt(ul_fwd_t *f, const golden_case_t *gc, const cJSON *li
             int32_t id = cJSON_GetArrayItem(pair, 0)->valueint;
             double ref = cJSON_GetArrayItem(pair, 1)->valuedouble, d = fabs(l[id] - ref);
             worst = d > worst ? d : worst;
-            cr_expect_leq(d, gc->tol, "%s line %d pos %d id %d: ours %.5f llama.cpp %.5f",
-                          gc->name, li, i, id, l[id], ref);
+            cr_expect_leq(d, gc->tol, "%s line %d pos %d id %d: ours %.5f llama.cpp %.5f", gc->name,
+                          li, i, id, l[id], ref);
             (*n_checked)++;
         }
     }
@@ -178,8 +178,8 @@ static void run_case(const golden_case_t *gc) {
     snprintf(path, sizeof path, "%s/golden/%s.public.jsonl", shared_dir(), gc->name);
     char *text = slurp(path);
     ul_model_t *m = load(gc->name);
-    ul_cpu_config_t cfg = {.n_threads = 2, .kv_type = UL_TYPE_F16, .page_size = 16,
-                           .max_batch_tokens = 256};
+    ul_cpu_config_t cfg = {
+        .n_threads = 2, .kv_type = UL_TYPE_F16, .page_size = 16, .max_batch_tokens = 256};
     ul_fwd_t *f;
     cr_assert_eq(ul_fwd_create(m, &cfg, &f), 0);
     ul_backend_t *be = NULL;

@@ -71,8 +71,8 @@ static float draw_freq(ul_step_seq_t *s, const float *l, int tok, int n) {
 }
 
 Test(sampling, temperature_one_follows_the_softmax) {
-    float l[NV] = {logf(0.6f), logf(0.3f), logf(0.1f), -INFINITY, -INFINITY, -INFINITY,
-                   -INFINITY, -INFINITY};
+    float l[NV] = {logf(0.6f), logf(0.3f), logf(0.1f), -INFINITY,
+                   -INFINITY,  -INFINITY,  -INFINITY,  -INFINITY};
     ul_step_seq_t s = seq_with(1.0f);
     const int n = 20000; /* binomial sd of a frequency ~0.0035: 0.02 is > 5 sd */
     cr_assert_float_eq(draw_freq(&s, l, 0, n), 0.6f, 0.02f);
@@ -84,8 +84,8 @@ Test(sampling, temperature_one_follows_the_softmax) {
 }
 
 Test(sampling, truncation_top_k_top_p_min_p) {
-    float l[NV] = {logf(0.5f), logf(0.3f), logf(0.15f), logf(0.05f), -INFINITY, -INFINITY,
-                   -INFINITY, -INFINITY};
+    float l[NV] = {logf(0.5f), logf(0.3f), logf(0.15f), logf(0.05f),
+                   -INFINITY,  -INFINITY,  -INFINITY,   -INFINITY};
     ul_step_seq_t s = seq_with(1.0f);
     s.sampling.top_k = 1;
     cr_assert_eq(draw_freq(&s, l, 0, 2000), 1.0f);
@@ -118,8 +118,8 @@ Test(sampling, seeded_streams_repeat_and_differ) {
 }
 
 Test(sampling, logprobs_are_the_raw_log_softmax) {
-    float l[NV] = {logf(0.5f), logf(0.25f), logf(0.125f), logf(0.125f), -INFINITY, -INFINITY,
-                   -INFINITY, -INFINITY};
+    float l[NV] = {logf(0.5f), logf(0.25f), logf(0.125f), logf(0.125f),
+                   -INFINITY,  -INFINITY,   -INFINITY,    -INFINITY};
     ul_step_seq_t s = seq_with(0);
     s.sampling.n_logprobs = 3;
     s.sampling.repeat_penalty = 3.0f; /* penalties change the choice, not the logprobs */
