@@ -76,6 +76,7 @@ typedef struct comp_s {
     ul_http_req_t *req; /* NULL once the client is gone */
     ul_sse_t *sse;
     int stream, stopped, added;
+    int include_usage; /* stream_options.include_usage: a last chunk with usage */
     int32_t n_prompt, n_gen;
     uv_work_t work; /* long prompts are tokenized on libuv's thread pool */
     char *prompt;   /* the prompt while it is tokenized there (owned copy) */
@@ -99,6 +100,7 @@ typedef struct params_s {
     size_t prompt_len;
     int32_t max_tokens;
     int stream;
+    int include_usage;
     ul_sampling_t sampling;
     const char *stop[UL_STOP_MAX];
     int n_stop;
@@ -189,6 +191,14 @@ static int parse_params(ul_api_t *a, cJSON *root, params_t *p, bad_t *bad) {
     if (st && !cJSON_IsNull(st) && !cJSON_IsBool(st))
         return fail(bad, "stream", "'stream' must be a boolean");
     p->stream = st && cJSON_IsTrue(st);
+    cJSON *so = cJSON_GetObjectItemCaseSensitive(root, "stream_options");
+    if (so && !cJSON_IsNull(so)) {
+        cJSON *iu = cJSON_GetObjectItemCaseSensitive(so, "include_usage");
+        if (!cJSON_IsObject(so) || (iu && !cJSON_IsBool(iu) && !cJSON_IsNull(iu)))
+            return fail(bad, "stream_options",
+                        "'stream_options' must be an object with a boolean include_usage");
+        p->include_usage = iu && cJSON_IsTrue(iu);
+    }
     cJSON *m = cJSON_GetObjectItemCaseSensitive(root, "model");
     if (m && !cJSON_IsNull(m) && !cJSON_IsString(m))
         return fail(bad, "model", "'model' must be a string");
@@ -242,6 +252,22 @@ static int send_chunk(comp_t *c, const char *text, size_t len, const char *finis
                  finish_reason ? "\"" : "");
     sbuf_add(f, tail, (size_t)n);
     return ul_sse_send(c->sse, f->p, f->len);
+}
+
+/* OpenAI's stream_options.include_usage: one more chunk, empty choices, with usage. */
+static void send_usage_chunk(comp_t *c) {
+    sbuf_t *f = &c->frame;
+    f->len = 0;
+    /* the prefix ends inside the choices array: rebuild the head up to "choices" */
+    size_t head = c->prefix.len - strlen("[{\"text\":\"");
+    sbuf_add(f, c->prefix.p, head);
+    char tail[160];
+    int n = snprintf(tail, sizeof tail,
+                     "[],\"usage\":{\"prompt_tokens\":%d,\"completion_tokens\":%d,"
+                     "\"total_tokens\":%d}}",
+                     c->n_prompt, c->n_gen, c->n_prompt + c->n_gen);
+    sbuf_add(f, tail, (size_t)n);
+    ul_sse_send(c->sse, f->p, f->len);
 }
 
 /* Text the client may see now. */
@@ -350,6 +376,7 @@ static void on_finish(ul_seq_t *q, ul_finish_t reason, int status) {
         const char *fr = reason == UL_FINISH_STOP ? "stop" : "length";
         if (c->stream) {
             send_chunk(c, "", 0, fr);
+            if (c->include_usage) send_usage_chunk(c);
             ul_sse_done(c->sse);
         } else {
             answer_json(c, fr);
@@ -388,6 +415,7 @@ static comp_t *comp_new(ul_api_t *a, ul_http_req_t *req, const params_t *p) {
     c->api = a;
     c->req = req;
     c->stream = p->stream;
+    c->include_usage = p->include_usage;
     snprintf(c->id, sizeof c->id, "cmpl-%llx%06llx", (unsigned long long)a->created,
              (unsigned long long)++a->next_cmpl);
     c->seq.max_tokens = p->max_tokens;

@@ -79,6 +79,20 @@ def completion_stream_chunks_then_done():
 
 
 @test
+def stream_include_usage_adds_a_usage_chunk():
+    body = json.dumps({"prompt": "a b c", "max_tokens": 4, "stream": True,
+                       "stream_options": {"include_usage": True}})
+    ev = srv().request("POST", "/v1/completions", body=body).events()
+    assert ev[-1] == "[DONE]"
+    last = json.loads(ev[-2])
+    assert last["choices"] == [], last
+    assert last["usage"] == {"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7}
+    assert json.loads(ev[-3])["choices"][0]["finish_reason"] == "length"
+    assert len(ev) == 4 + 3
+    expect_400({"prompt": "a", "stream": True, "stream_options": 3}, "stream_options")
+
+
+@test
 def stop_string_ends_generation_and_is_not_sent():
     # Every null token reads " tok<ID>": a stop on " tok" matches inside the first token.
     j = srv().complete(prompt="x", max_tokens=6, stop=[" tok"]).json()
