@@ -97,15 +97,17 @@ int main(int argc, char **argv) {
                 for (size_t b = 0; b < rb; b++) w[r * rb + b] = (uint8_t)(r * 31 + b * 7);
                 for (int64_t b = 0; b < n_cols / 256; b++) { /* sane scales */
                     uint16_t d = ul_fp32_to_fp16(0.001f);
-                    if (type == UL_TYPE_Q4_K) memcpy(w + r * rb + b * 144, &d, 2);
-                    else memcpy(w + r * rb + b * 210 + 208, &d, 2);
+                    if (type == UL_TYPE_Q4_K)
+                        memcpy(w + r * rb + b * 144, &d, 2);
+                    else
+                        memcpy(w + r * rb + b * 210 + 208, &d, 2);
                 }
             } else {
                 ul_cpu_quant_row(type, row, w + r * rb, n_cols);
             }
         }
-        ul_gguf_tensor_t t = {.n_dims = 2, .ne = {n_cols, n_rows, 1, 1}, .type = (uint32_t)type,
-                              .data = w};
+        ul_gguf_tensor_t t = {
+            .n_dims = 2, .ne = {n_cols, n_rows, 1, 1}, .type = (uint32_t)type, .data = w};
         void *scratch = malloc(ul_cpu_matmul_scratch(type, n_cols, n_pre) + 64);
         for (int isa = UL_ISA_SCALAR; isa <= (int)best; isa++) {
             ul_cpu_set_isa((ul_isa_t)isa);

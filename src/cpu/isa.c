@@ -12,9 +12,8 @@ static ul_isa_t detect(void) {
     __builtin_cpu_init();
     int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
                __builtin_cpu_supports("f16c");
-    int avx512 = avx2 && __builtin_cpu_supports("avx512f") &&
-                 __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
-                 __builtin_cpu_supports("avx512dq") &&
+    int avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                 __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
                  __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bf16");
     return avx512 ? UL_ISA_AVX512 : avx2 ? UL_ISA_AVX2 : UL_ISA_SCALAR;
 #else
@@ -41,15 +40,20 @@ ul_isa_t ul_cpu_isa(void) {
     const char *env = getenv("UVLLM_ISA");
     if (env && *env) {
         ul_isa_t want = isa;
-        if (!strcmp(env, "scalar")) want = UL_ISA_SCALAR;
-        else if (!strcmp(env, "avx2")) want = UL_ISA_AVX2;
-        else if (!strcmp(env, "avx512")) want = UL_ISA_AVX512;
-        else UL_LOG_WARN("UVLLM_ISA=%s not one of scalar|avx2|avx512; using %s", env,
-                         ul_cpu_isa_name(isa));
+        if (!strcmp(env, "scalar"))
+            want = UL_ISA_SCALAR;
+        else if (!strcmp(env, "avx2"))
+            want = UL_ISA_AVX2;
+        else if (!strcmp(env, "avx512"))
+            want = UL_ISA_AVX512;
+        else
+            UL_LOG_WARN("UVLLM_ISA=%s not one of scalar|avx2|avx512; using %s", env,
+                        ul_cpu_isa_name(isa));
         if (want > isa)
             UL_LOG_WARN("UVLLM_ISA=%s not supported by this CPU; using %s", env,
                         ul_cpu_isa_name(isa));
-        else isa = want;
+        else
+            isa = want;
     }
     atomic_store(&g_active, (int)isa);
     return isa;
@@ -62,9 +66,12 @@ void ul_cpu_set_isa(ul_isa_t isa) {
 
 const char *ul_cpu_isa_name(ul_isa_t isa) {
     switch (isa) {
-    case UL_ISA_SCALAR: return "scalar";
-    case UL_ISA_AVX2: return "avx2";
-    case UL_ISA_AVX512: return "avx512";
+    case UL_ISA_SCALAR:
+        return "scalar";
+    case UL_ISA_AVX2:
+        return "avx2";
+    case UL_ISA_AVX512:
+        return "avx512";
     }
     return "unknown";
 }

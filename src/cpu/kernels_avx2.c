@@ -40,10 +40,10 @@ AI void tile_q4_0(const int NR, const int NT, int64_t n_cols, const uint8_t *w, 
             __m256i X = _mm256_loadu_si256((const __m256i *)p->qs);
             __m256i I = _mm256_set1_epi32(-p->sum);
             _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {
-                __m256i s = _mm256_add_epi32(
-                    I, _mm256_madd_epi16(_mm256_maddubs_epi16(W[r], X), one16));
-                acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(dw[r] * p->d),
-                                            acc[r][t]);
+                __m256i s =
+                    _mm256_add_epi32(I, _mm256_madd_epi16(_mm256_maddubs_epi16(W[r], X), one16));
+                acc[r][t] =
+                    _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(dw[r] * p->d), acc[r][t]);
             }
         }
     }
@@ -71,10 +71,10 @@ AI void tile_q8_0(const int NR, const int NT, int64_t n_cols, const uint8_t *w, 
             const blk_q8a *p = (const blk_q8a *)(x + (size_t)t * xs) + b;
             __m256i X = _mm256_loadu_si256((const __m256i *)p->qs);
             _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {
-                __m256i s = _mm256_madd_epi16(
-                    _mm256_maddubs_epi16(A[r], _mm256_sign_epi8(X, W[r])), one16);
-                acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(dw[r] * p->d),
-                                            acc[r][t]);
+                __m256i s =
+                    _mm256_madd_epi16(_mm256_maddubs_epi16(A[r], _mm256_sign_epi8(X, W[r])), one16);
+                acc[r][t] =
+                    _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(dw[r] * p->d), acc[r][t]);
             }
         }
     }
@@ -152,14 +152,17 @@ AI void tile_q4_K(const int NR, const int NT, int64_t n_cols, const uint8_t *w, 
             _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) isum[t] = _mm256_setzero_si256();
             for (int c = 0; c < 4; c++) {
                 __m256i v = _mm256_loadu_si256((const __m256i *)(q->qs + 32 * c));
-                __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+                __m256i lo = _mm256_and_si256(v, m4),
+                        hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
                 __m256i s0 = _mm256_set1_epi16(sc[2 * c]), s1 = _mm256_set1_epi16(sc[2 * c + 1]);
                 _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
                     const blk_q8K *p = (const blk_q8K *)(x + (size_t)t * xs) + b;
                     __m256i x0 = _mm256_loadu_si256((const __m256i *)(p->qs + 64 * c));
                     __m256i x1 = _mm256_loadu_si256((const __m256i *)(p->qs + 64 * c + 32));
-                    isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(_mm256_maddubs_epi16(lo, x0), s0));
-                    isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(_mm256_maddubs_epi16(hi, x1), s1));
+                    isum[t] = _mm256_add_epi32(isum[t],
+                                               _mm256_madd_epi16(_mm256_maddubs_epi16(lo, x0), s0));
+                    isum[t] = _mm256_add_epi32(isum[t],
+                                               _mm256_madd_epi16(_mm256_maddubs_epi16(hi, x1), s1));
                 }
             }
             float d = ul_fp16_to_fp32(q->d), dmin = ul_fp16_to_fp32(q->dmin);
@@ -190,17 +193,25 @@ AI void tile_q6_K(const int NR, const int NT, int64_t n_cols, const uint8_t *w, 
                 __m256i ql1 = _mm256_loadu_si256((const __m256i *)(q->ql + 64 * h + 32));
                 __m256i qh = _mm256_loadu_si256((const __m256i *)(q->qh + 32 * h));
                 __m256i W[4];
-                W[0] = _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_slli_epi16(_mm256_and_si256(qh, m2), 4));
-                W[1] = _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m2), 4));
-                W[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m2), 4));
-                W[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m2), 4));
+                W[0] = _mm256_or_si256(_mm256_and_si256(ql0, m4),
+                                       _mm256_slli_epi16(_mm256_and_si256(qh, m2), 4));
+                W[1] = _mm256_or_si256(
+                    _mm256_and_si256(ql1, m4),
+                    _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m2), 4));
+                W[2] = _mm256_or_si256(
+                    _mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
+                    _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m2), 4));
+                W[3] = _mm256_or_si256(
+                    _mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
+                    _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m2), 4));
                 for (int c = 0; c < 4; c++) {
                     const int8_t *sc = q->scales + 8 * h + 2 * c;
                     __m256i S = _mm256_set_m128i(_mm_set1_epi16(sc[1]), _mm_set1_epi16(sc[0]));
                     _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
                         const blk_q8K *p = (const blk_q8K *)(x + (size_t)t * xs) + b;
                         __m256i X = _mm256_loadu_si256((const __m256i *)(p->qs + 128 * h + 32 * c));
-                        isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(_mm256_maddubs_epi16(W[c], X), S));
+                        isum[t] = _mm256_add_epi32(
+                            isum[t], _mm256_madd_epi16(_mm256_maddubs_epi16(W[c], X), S));
                     }
                 }
             }

@@ -23,9 +23,9 @@
 #include "cpu/kernels_tile.h"
 
 AI __m512 join_ps(float a, float b) {
-    return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(
-                                                   _mm256_set1_ps(a))),
-                                               _mm256_castps_pd(_mm256_set1_ps(b)), 1));
+    return _mm512_castpd_ps(
+        _mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(_mm256_set1_ps(a))),
+                           _mm256_castps_pd(_mm256_set1_ps(b)), 1));
 }
 AI __m512i join_epi32(int a, int b) {
     return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi32(a)), _mm256_set1_epi32(b),
@@ -68,14 +68,15 @@ AI void tile_q4_0(const int NR, const int NT, int64_t n_cols, const uint8_t *w, 
         _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
             const blk_q8a *p = (const blk_q8a *)(x + (size_t)t * xs) + b;
             __m256i xa = _mm256_loadu_si256((const __m256i *)p[0].qs);
-            __m256i xc = two ? _mm256_loadu_si256((const __m256i *)p[1].qs) : _mm256_setzero_si256();
+            __m256i xc =
+                two ? _mm256_loadu_si256((const __m256i *)p[1].qs) : _mm256_setzero_si256();
             __m512i X = join256(xa, xc);
             __m512i I = join_epi32(-p[0].sum, two ? -p[1].sum : 0);
             __m512 dx = join_ps(p[0].d, two ? p[1].d : 0.0f);
             _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {
                 __m512i s = _mm512_dpbusd_epi32(I, W[r], X);
-                acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw[r], dx),
-                                            acc[r][t]);
+                acc[r][t] =
+                    _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw[r], dx), acc[r][t]);
             }
         }
     }
@@ -105,15 +106,16 @@ AI void tile_q8_0(const int NR, const int NT, int64_t n_cols, const uint8_t *w, 
         _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
             const blk_q8a *p = (const blk_q8a *)(x + (size_t)t * xs) + b;
             __m256i xa = _mm256_loadu_si256((const __m256i *)p[0].qs);
-            __m256i xc = two ? _mm256_loadu_si256((const __m256i *)p[1].qs) : _mm256_setzero_si256();
+            __m256i xc =
+                two ? _mm256_loadu_si256((const __m256i *)p[1].qs) : _mm256_setzero_si256();
             __m512i X = join256(xa, xc);
             /* the extra 128 * sum(x), spread over the block's 8 lanes */
             __m512i I = join_epi32(-16 * p[0].sum, two ? -16 * p[1].sum : 0);
             __m512 dx = join_ps(p[0].d, two ? p[1].d : 0.0f);
             _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {
                 __m512i s = _mm512_dpbusd_epi32(I, W[r], X);
-                acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw[r], dx),
-                                            acc[r][t]);
+                acc[r][t] =
+                    _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw[r], dx), acc[r][t]);
             }
         }
     }
@@ -136,8 +138,8 @@ AI __m512 load_f32w(const uint8_t *row, int64_t k, __mmask16 m) {
         __m512 acc[4][4];                                                                          \
         FOR_RT acc[r][t] = _mm512_setzero_ps();                                                    \
         for (int64_t k = 0; k < n_cols; k += 16) {                                                 \
-            __mmask16 m = n_cols - k >= 16 ? (__mmask16)0xFFFF                                     \
-                                           : (__mmask16)((1u << (n_cols - k)) - 1);                \
+            __mmask16 m =                                                                          \
+                n_cols - k >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n_cols - k)) - 1);      \
             __m512 W[4];                                                                           \
             _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) W[r] =                            \
                 LOADW(w + (size_t)r * ws, k, m);                                                   \
@@ -159,8 +161,8 @@ AI void tile_bf16(const int NR, const int NT, int64_t n_cols, const uint8_t *w, 
     __m512 acc[4][4];
     FOR_RT acc[r][t] = _mm512_setzero_ps();
     for (int64_t k = 0; k < n_cols; k += 32) {
-        __mmask32 m = n_cols - k >= 32 ? (__mmask32)0xFFFFFFFFu
-                                       : (__mmask32)((1u << (n_cols - k)) - 1);
+        __mmask32 m =
+            n_cols - k >= 32 ? (__mmask32)0xFFFFFFFFu : (__mmask32)((1u << (n_cols - k)) - 1);
         __m512i W[4];
         _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) W[r] =
             _mm512_maskz_loadu_epi16(m, (const uint16_t *)(w + (size_t)r * ws) + k);
@@ -177,16 +179,23 @@ MM_DRIVER(bf16, 4, 4)
 /* ---- K-quants x Q8K ---- */
 
 /* word i of the chunk-c scale vector is the scale of the element pair 2i of that chunk */
-static const uint16_t k_q4k_idx[4][32] = {
-    {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1},
-    {2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3},
-    {4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5},
-    {6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7}};
+static const uint16_t k_q4k_idx[4][32] = {{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                                           1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1},
+                                          {2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2,
+                                           3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3},
+                                          {4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4,
+                                           5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5},
+                                          {6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6,
+                                           7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7}};
 static const uint16_t k_q6k_idx[4][32] = {
-    {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3},
-    {4, 4, 4, 4, 4, 4, 4, 4, 5, 5, 5, 5, 5, 5, 5, 5, 6, 6, 6, 6, 6, 6, 6, 6, 7, 7, 7, 7, 7, 7, 7, 7},
-    {8, 8, 8, 8, 8, 8, 8, 8, 9, 9, 9, 9, 9, 9, 9, 9, 10, 10, 10, 10, 10, 10, 10, 10, 11, 11, 11, 11, 11, 11, 11, 11},
-    {12, 12, 12, 12, 12, 12, 12, 12, 13, 13, 13, 13, 13, 13, 13, 13, 14, 14, 14, 14, 14, 14, 14, 14, 15, 15, 15, 15, 15, 15, 15, 15}};
+    {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+     2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3},
+    {4, 4, 4, 4, 4, 4, 4, 4, 5, 5, 5, 5, 5, 5, 5, 5,
+     6, 6, 6, 6, 6, 6, 6, 6, 7, 7, 7, 7, 7, 7, 7, 7},
+    {8,  8,  8,  8,  8,  8,  8,  8,  9,  9,  9,  9,  9,  9,  9,  9,
+     10, 10, 10, 10, 10, 10, 10, 10, 11, 11, 11, 11, 11, 11, 11, 11},
+    {12, 12, 12, 12, 12, 12, 12, 12, 13, 13, 13, 13, 13, 13, 13, 13,
+     14, 14, 14, 14, 14, 14, 14, 14, 15, 15, 15, 15, 15, 15, 15, 15}};
 static const uint16_t k_dup_idx[16] = {0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7};
 
 /* scales (8 bytes) then mins (8 bytes) from the packed 12 (llama.cpp's utmp shuffle) */
@@ -215,7 +224,8 @@ AI void tile_q4_K(const int NR, const int NT, int64_t n_cols, const uint8_t *w, 
             const blk_q4_K *q = (const blk_q4_K *)(w + (size_t)r * ws) + b;
             uint8_t sm[16];
             q4k_unpack_scales(q->scales, sm);
-            sc16[r] = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)sm)));
+            sc16[r] =
+                _mm512_castsi256_si512(_mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)sm)));
             /* minus dmin * sum_j m_j * bsum_j goes through the float accumulator */
             __m256i mins = _mm256_permutexvar_epi16(_mm256_loadu_si256((const __m256i *)k_dup_idx),
                                                     _mm256_cvtepu8_epi16(_mm_loadu_si64(sm + 8)));
@@ -234,8 +244,8 @@ AI void tile_q4_K(const int NR, const int NT, int64_t n_cols, const uint8_t *w, 
             _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {
                 const blk_q4_K *q = (const blk_q4_K *)(w + (size_t)r * ws) + b;
                 __m256i v = _mm256_loadu_si256((const __m256i *)(q->qs + 32 * c));
-                W[r] = join256(_mm256_and_si256(v, m4),
-                               _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
+                W[r] =
+                    join256(_mm256_and_si256(v, m4), _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
                 S[r] = _mm512_permutexvar_epi16(idx, sc16[r]);
             }
             _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
@@ -250,8 +260,8 @@ AI void tile_q4_K(const int NR, const int NT, int64_t n_cols, const uint8_t *w, 
             float d = ul_fp16_to_fp32(q->d);
             _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
                 const blk_q8K *p = (const blk_q8K *)(x + (size_t)t * xs) + b;
-                acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[r][t]), _mm512_set1_ps(d * p->d),
-                                            acc[r][t]);
+                acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[r][t]),
+                                            _mm512_set1_ps(d * p->d), acc[r][t]);
             }
         }
     }
@@ -264,8 +274,10 @@ MM_DRIVER(q4_K, 2, 4)
  * few tokens setup, not multiply-adds, is the cost. */
 static void mm_q4_K_any(int64_t n_cols, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
                         size_t xs, int nt, float *y, int64_t ys) {
-    if (nt < 4) ul_cpu_kern_avx2.mm[UL_TYPE_Q4_K](n_cols, w, ws, nr, x, xs, nt, y, ys);
-    else mm_q4_K(n_cols, w, ws, nr, x, xs, nt, y, ys);
+    if (nt < 4)
+        ul_cpu_kern_avx2.mm[UL_TYPE_Q4_K](n_cols, w, ws, nr, x, xs, nt, y, ys);
+    else
+        mm_q4_K(n_cols, w, ws, nr, x, xs, nt, y, ys);
 }
 
 AI void tile_q6_K(const int NR, const int NT, int64_t n_cols, const uint8_t *w, size_t ws,
@@ -321,8 +333,8 @@ AI void tile_q6_K(const int NR, const int NT, int64_t n_cols, const uint8_t *w, 
             float d = ul_fp16_to_fp32(q->d);
             _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
                 const blk_q8K *p = (const blk_q8K *)(x + (size_t)t * xs) + b;
-                acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[r][t]), _mm512_set1_ps(d * p->d),
-                                            acc[r][t]);
+                acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[r][t]),
+                                            _mm512_set1_ps(d * p->d), acc[r][t]);
             }
         }
     }
@@ -332,11 +344,11 @@ MM_DRIVER(q6_K, 2, 4)
 
 static void mm_q6_K_any(int64_t n_cols, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
                         size_t xs, int nt, float *y, int64_t ys) {
-    if (nt < 4) ul_cpu_kern_avx2.mm[UL_TYPE_Q6_K](n_cols, w, ws, nr, x, xs, nt, y, ys);
-    else mm_q6_K(n_cols, w, ws, nr, x, xs, nt, y, ys);
+    if (nt < 4)
+        ul_cpu_kern_avx2.mm[UL_TYPE_Q6_K](n_cols, w, ws, nr, x, xs, nt, y, ys);
+    else
+        mm_q6_K(n_cols, w, ws, nr, x, xs, nt, y, ys);
 }
-
-
 
 /* ---- activation conversion, byte-identical to quant.c's scalar code ---- */
 
@@ -345,8 +357,8 @@ static void xq_q8a(const float *x, void *dst, int64_t n) {
     const __m512 sign = _mm512_set1_ps(-0.0f);
     for (int64_t i = 0; i < n / QK; i++, x += QK) {
         __m512 a = _mm512_loadu_ps(x), b = _mm512_loadu_ps(x + 16);
-        float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_andnot_ps(sign, a),
-                                                        _mm512_andnot_ps(sign, b)));
+        float amax = _mm512_reduce_max_ps(
+            _mm512_max_ps(_mm512_andnot_ps(sign, a), _mm512_andnot_ps(sign, b)));
         float id = amax != 0 ? 127.f / amax : 0.0f;
         y[i].d = ul_fp16_to_fp32(ul_fp32_to_fp16(amax / 127.f));
         if (y[i].d == 0) id = 0; /* as the scalar code */
@@ -364,7 +376,8 @@ static void xq_q8k(const float *x, void *dst, int64_t n) {
     const __m512 sign = _mm512_set1_ps(-0.0f);
     for (int64_t i = 0; i < n / QKK; i++, x += QKK) {
         __m512 m = _mm512_setzero_ps();
-        for (int j = 0; j < QKK; j += 16) m = _mm512_max_ps(m, _mm512_andnot_ps(sign, _mm512_loadu_ps(x + j)));
+        for (int j = 0; j < QKK; j += 16)
+            m = _mm512_max_ps(m, _mm512_andnot_ps(sign, _mm512_loadu_ps(x + j)));
         float amax = _mm512_reduce_max_ps(m), max = 0;
         if (amax == 0) {
             memset(&y[i], 0, sizeof(y[i]));
@@ -383,7 +396,8 @@ static void xq_q8k(const float *x, void *dst, int64_t n) {
         const __m512 vs = _mm512_set1_ps(iscale);
         const __m512i lim = _mm512_set1_epi32(127);
         for (int j = 0; j < QKK; j += 16) {
-            __m512i q = _mm512_min_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + j), vs)), lim);
+            __m512i q = _mm512_min_epi32(
+                _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + j), vs)), lim);
             _mm_storeu_si128((__m128i *)(y[i].qs + j), _mm512_cvtepi32_epi8(q));
             y[i].bsums[j / 16] = (int16_t)_mm512_reduce_add_epi32(q);
         }
@@ -418,15 +432,16 @@ static void xq_bf16(const float *x, void *dst, int64_t n) {
     for (; i < n; i++) o[i] = ul_fp32_to_bf16(x[i]);
 }
 
-const ul_cpu_kern_t ul_cpu_kern_avx512 = {.mm = {
-                                              [UL_TYPE_F32] = mm_f32,
-                                              [UL_TYPE_F16] = mm_f16,
-                                              [UL_TYPE_BF16] = mm_bf16,
-                                              [UL_TYPE_Q8_0] = mm_q8_0,
-                                              [UL_TYPE_Q4_0] = mm_q4_0,
-                                              [UL_TYPE_Q4_K] = mm_q4_K_any,
-                                              [UL_TYPE_Q6_K] = mm_q6_K_any,
-                                          },
+const ul_cpu_kern_t ul_cpu_kern_avx512 = {.mm =
+                                              {
+                                                  [UL_TYPE_F32] = mm_f32,
+                                                  [UL_TYPE_F16] = mm_f16,
+                                                  [UL_TYPE_BF16] = mm_bf16,
+                                                  [UL_TYPE_Q8_0] = mm_q8_0,
+                                                  [UL_TYPE_Q4_0] = mm_q4_0,
+                                                  [UL_TYPE_Q4_K] = mm_q4_K_any,
+                                                  [UL_TYPE_Q6_K] = mm_q6_K_any,
+                                              },
                                           .xq = {
                                               [XF_F16R] = xq_f16r,
                                               [XF_BF16] = xq_bf16,

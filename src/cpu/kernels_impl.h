@@ -59,8 +59,7 @@ typedef enum { XF_F32, XF_F16R, XF_BF16, XF_Q8A, XF_Q8K } ul_xfmt_t;
  * w: n_rows rows of w_stride bytes; x: n_tok activation rows of x_stride bytes in the
  * type's ul_xfmt_t. Each ISA blocks rows x tokens as it likes inside. */
 typedef void (*ul_mm_fn)(int64_t n_cols, const uint8_t *w, size_t w_stride, int n_rows,
-                         const uint8_t *x, size_t x_stride, int n_tok, float *y,
-                         int64_t y_stride);
+                         const uint8_t *x, size_t x_stride, int n_tok, float *y, int64_t y_stride);
 
 /* Converts n activations (a multiple of the format's block) into format f. */
 typedef void (*ul_xq_fn)(const float *x, void *dst, int64_t n);

@@ -110,7 +110,7 @@ static inline void mm_generic(dot_fn dot, int64_t n_cols, const uint8_t *w, size
 #define MM(name)                                                                                   \
     static void mm_##name(int64_t n_cols, const uint8_t *w, size_t ws, int nr, const uint8_t *x,   \
                           size_t xs, int nt, float *y, int64_t ys) {                               \
-        mm_generic(dot_##name, n_cols, w, ws, nr, x, xs, nt, y, ys);                              \
+        mm_generic(dot_##name, n_cols, w, ws, nr, x, xs, nt, y, ys);                               \
     }
 MM(f32)
 MM(f16)

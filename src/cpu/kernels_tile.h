@@ -9,23 +9,55 @@
 /* Calls F(RN, TN, args) with compile-time RN <= 4, TN <= 4 so the tile is unrolled into
  * registers. */
 #define DISPATCH(F, RN, TN, ...)                                                                   \
-    switch (((RN) - 1) * 4 + (TN) - 1) {                                                           \
-    case 0: F(1, 1, __VA_ARGS__); break;                                                           \
-    case 1: F(1, 2, __VA_ARGS__); break;                                                           \
-    case 2: F(1, 3, __VA_ARGS__); break;                                                           \
-    case 3: F(1, 4, __VA_ARGS__); break;                                                           \
-    case 4: F(2, 1, __VA_ARGS__); break;                                                           \
-    case 5: F(2, 2, __VA_ARGS__); break;                                                           \
-    case 6: F(2, 3, __VA_ARGS__); break;                                                           \
-    case 7: F(2, 4, __VA_ARGS__); break;                                                           \
-    case 8: F(3, 1, __VA_ARGS__); break;                                                           \
-    case 9: F(3, 2, __VA_ARGS__); break;                                                           \
-    case 10: F(3, 3, __VA_ARGS__); break;                                                          \
-    case 11: F(3, 4, __VA_ARGS__); break;                                                          \
-    case 12: F(4, 1, __VA_ARGS__); break;                                                          \
-    case 13: F(4, 2, __VA_ARGS__); break;                                                          \
-    case 14: F(4, 3, __VA_ARGS__); break;                                                          \
-    default: F(4, 4, __VA_ARGS__); break;                                                          \
+    switch (((RN)-1) * 4 + (TN)-1) {                                                               \
+    case 0:                                                                                        \
+        F(1, 1, __VA_ARGS__);                                                                      \
+        break;                                                                                     \
+    case 1:                                                                                        \
+        F(1, 2, __VA_ARGS__);                                                                      \
+        break;                                                                                     \
+    case 2:                                                                                        \
+        F(1, 3, __VA_ARGS__);                                                                      \
+        break;                                                                                     \
+    case 3:                                                                                        \
+        F(1, 4, __VA_ARGS__);                                                                      \
+        break;                                                                                     \
+    case 4:                                                                                        \
+        F(2, 1, __VA_ARGS__);                                                                      \
+        break;                                                                                     \
+    case 5:                                                                                        \
+        F(2, 2, __VA_ARGS__);                                                                      \
+        break;                                                                                     \
+    case 6:                                                                                        \
+        F(2, 3, __VA_ARGS__);                                                                      \
+        break;                                                                                     \
+    case 7:                                                                                        \
+        F(2, 4, __VA_ARGS__);                                                                      \
+        break;                                                                                     \
+    case 8:                                                                                        \
+        F(3, 1, __VA_ARGS__);                                                                      \
+        break;                                                                                     \
+    case 9:                                                                                        \
+        F(3, 2, __VA_ARGS__);                                                                      \
+        break;                                                                                     \
+    case 10:                                                                                       \
+        F(3, 3, __VA_ARGS__);                                                                      \
+        break;                                                                                     \
+    case 11:                                                                                       \
+        F(3, 4, __VA_ARGS__);                                                                      \
+        break;                                                                                     \
+    case 12:                                                                                       \
+        F(4, 1, __VA_ARGS__);                                                                      \
+        break;                                                                                     \
+    case 13:                                                                                       \
+        F(4, 2, __VA_ARGS__);                                                                      \
+        break;                                                                                     \
+    case 14:                                                                                       \
+        F(4, 3, __VA_ARGS__);                                                                      \
+        break;                                                                                     \
+    default:                                                                                       \
+        F(4, 4, __VA_ARGS__);                                                                      \
+        break;                                                                                     \
     }
 
 /* The tile driver: tokens in chunks of TCHUNK (their activations stay in L2), within a
@@ -49,7 +81,7 @@
     }
 
 #define FOR_RT                                                                                     \
-    _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) _Pragma("GCC unroll 4") for (int t = 0;   \
-                                                                                    t < NT; t++)
+    _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++)                                           \
+        _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++)
 
 #endif

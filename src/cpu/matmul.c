@@ -24,8 +24,8 @@ static void quant_x_part(ul_xfmt_t f, const float *x, int64_t n_cols, int n_tok,
     while (u0 < u1) {
         int64_t t = u0 / per_tok, b0 = u0 % per_tok;
         int64_t b1 = per_tok < b0 + (u1 - u0) ? per_tok : b0 + (u1 - u0);
-        ul_cpu_quant_x(f, x + t * n_cols + b0 * blk, dst + (size_t)t * xs + ul_cpu_xrow_bytes(f, b0 * blk),
-                       (b1 - b0) * blk);
+        ul_cpu_quant_x(f, x + t * n_cols + b0 * blk,
+                       dst + (size_t)t * xs + ul_cpu_xrow_bytes(f, b0 * blk), (b1 - b0) * blk);
         u0 += b1 - b0;
     }
 }

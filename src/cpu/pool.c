@@ -22,8 +22,10 @@
 /* Spin-wait step: pause, and after a while yield the core, because with more threads than
  * free cores (a shared machine) the thread we wait for may need our core to finish. */
 static inline void relax(int *spins) {
-    if (++*spins < 2048) CPU_RELAX();
-    else sched_yield();
+    if (++*spins < 2048)
+        CPU_RELAX();
+    else
+        sched_yield();
 }
 
 /* ~ a few ms of pause instructions: covers the loop-thread turnaround between steps */

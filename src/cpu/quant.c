@@ -66,18 +66,29 @@ static void dequant_q6_K(const blk_q6_K *b, float *y, int64_t nb) {
 void ul_cpu_dequant_row(int type, const void *row, float *dst, int64_t n) {
     const uint16_t *h = row;
     switch (type) {
-    case UL_TYPE_F32: memcpy(dst, row, (size_t)n * sizeof(float)); break;
+    case UL_TYPE_F32:
+        memcpy(dst, row, (size_t)n * sizeof(float));
+        break;
     case UL_TYPE_F16:
         for (int64_t i = 0; i < n; i++) dst[i] = F16(h[i]);
         break;
     case UL_TYPE_BF16:
         for (int64_t i = 0; i < n; i++) dst[i] = ul_bf16_to_fp32(h[i]);
         break;
-    case UL_TYPE_Q8_0: dequant_q8_0(row, dst, n / QK); break;
-    case UL_TYPE_Q4_0: dequant_q4_0(row, dst, n / QK); break;
-    case UL_TYPE_Q4_K: dequant_q4_K(row, dst, n / QKK); break;
-    case UL_TYPE_Q6_K: dequant_q6_K(row, dst, n / QKK); break;
-    default: UL_ASSERT(!"dequant: unsupported type");
+    case UL_TYPE_Q8_0:
+        dequant_q8_0(row, dst, n / QK);
+        break;
+    case UL_TYPE_Q4_0:
+        dequant_q4_0(row, dst, n / QK);
+        break;
+    case UL_TYPE_Q4_K:
+        dequant_q4_K(row, dst, n / QKK);
+        break;
+    case UL_TYPE_Q6_K:
+        dequant_q6_K(row, dst, n / QKK);
+        break;
+    default:
+        UL_ASSERT(!"dequant: unsupported type");
     }
 }
 
@@ -116,16 +127,23 @@ static void quant_q4_0(const float *x, blk_q4_0 *y, int64_t nb) {
 size_t ul_cpu_quant_row(int type, const float *src, void *dst, int64_t n) {
     uint16_t *h = dst;
     switch (type) {
-    case UL_TYPE_F32: memcpy(dst, src, (size_t)n * sizeof(float)); break;
+    case UL_TYPE_F32:
+        memcpy(dst, src, (size_t)n * sizeof(float));
+        break;
     case UL_TYPE_F16:
         for (int64_t i = 0; i < n; i++) h[i] = ul_fp32_to_fp16(src[i]);
         break;
     case UL_TYPE_BF16:
         for (int64_t i = 0; i < n; i++) h[i] = ul_fp32_to_bf16(src[i]);
         break;
-    case UL_TYPE_Q8_0: quant_q8_0(src, dst, n / QK); break;
-    case UL_TYPE_Q4_0: quant_q4_0(src, dst, n / QK); break;
-    default: return 0;
+    case UL_TYPE_Q8_0:
+        quant_q8_0(src, dst, n / QK);
+        break;
+    case UL_TYPE_Q4_0:
+        quant_q4_0(src, dst, n / QK);
+        break;
+    default:
+        return 0;
     }
     return ul_type_row_bytes(type, n);
 }
@@ -134,23 +152,32 @@ size_t ul_cpu_quant_row(int type, const float *src, void *dst, int64_t n) {
 
 ul_xfmt_t ul_cpu_xfmt(int type) {
     switch (type) {
-    case UL_TYPE_F16: return XF_F16R;
-    case UL_TYPE_BF16: return XF_BF16;
+    case UL_TYPE_F16:
+        return XF_F16R;
+    case UL_TYPE_BF16:
+        return XF_BF16;
     case UL_TYPE_Q8_0:
-    case UL_TYPE_Q4_0: return XF_Q8A;
+    case UL_TYPE_Q4_0:
+        return XF_Q8A;
     case UL_TYPE_Q4_K:
-    case UL_TYPE_Q6_K: return XF_Q8K;
-    default: return XF_F32;
+    case UL_TYPE_Q6_K:
+        return XF_Q8K;
+    default:
+        return XF_F32;
     }
 }
 
 size_t ul_cpu_xrow_bytes(ul_xfmt_t f, int64_t n) {
     switch (f) {
     case XF_F32:
-    case XF_F16R: return (size_t)n * 4;
-    case XF_BF16: return (size_t)n * 2;
-    case XF_Q8A: return (size_t)(n / QK) * sizeof(blk_q8a);
-    case XF_Q8K: return (size_t)(n / QKK) * sizeof(blk_q8K);
+    case XF_F16R:
+        return (size_t)n * 4;
+    case XF_BF16:
+        return (size_t)n * 2;
+    case XF_Q8A:
+        return (size_t)(n / QK) * sizeof(blk_q8a);
+    case XF_Q8K:
+        return (size_t)(n / QKK) * sizeof(blk_q8K);
     }
     return 0;
 }
@@ -210,15 +237,21 @@ static void quant_x_scalar(ul_xfmt_t f, const float *x, void *dst, int64_t n) {
     float *o = dst;
     uint16_t *h = dst;
     switch (f) {
-    case XF_F32: memcpy(dst, x, (size_t)n * 4); break;
+    case XF_F32:
+        memcpy(dst, x, (size_t)n * 4);
+        break;
     case XF_F16R:
         for (int64_t i = 0; i < n; i++) o[i] = F16(ul_fp32_to_fp16(x[i]));
         break;
     case XF_BF16:
         for (int64_t i = 0; i < n; i++) h[i] = ul_fp32_to_bf16(x[i]);
         break;
-    case XF_Q8A: quant_x_q8a(x, dst, n / QK); break;
-    case XF_Q8K: quant_x_q8k(x, dst, n / QKK); break;
+    case XF_Q8A:
+        quant_x_q8a(x, dst, n / QK);
+        break;
+    case XF_Q8K:
+        quant_x_q8k(x, dst, n / QKK);
+        break;
     }
 }
 
@@ -226,8 +259,10 @@ void ul_cpu_quant_x_isa(ul_xfmt_t f, ul_isa_t isa, const float *x, void *dst, in
     const ul_cpu_kern_t *k = isa == UL_ISA_AVX512 ? &ul_cpu_kern_avx512
                              : isa == UL_ISA_AVX2 ? &ul_cpu_kern_avx2
                                                   : &ul_cpu_kern_scalar;
-    if (k->xq[f]) k->xq[f](x, dst, n);
-    else quant_x_scalar(f, x, dst, n);
+    if (k->xq[f])
+        k->xq[f](x, dst, n);
+    else
+        quant_x_scalar(f, x, dst, n);
 }
 
 void ul_cpu_quant_x(ul_xfmt_t f, const float *x, void *dst, int64_t n) {

@@ -46,8 +46,8 @@ static double check_mm(int type, ul_isa_t isa, int n_rows, int64_t n_cols, int n
             double err = fabs(y[t * n_rows + r] - ref);
             if (!(err <= bound)) {
                 cr_log_error("%s/%s rows=%d cols=%ld tok=%d: y[%d][%d]=%g ref=%g err=%g > %g",
-                             ul_type_name(type), ul_cpu_isa_name(isa), n_rows, (long)n_cols,
-                             n_tok, t, r, y[t * n_rows + r], ref, err, bound);
+                             ul_type_name(type), ul_cpu_isa_name(isa), n_rows, (long)n_cols, n_tok,
+                             t, r, y[t * n_rows + r], ref, err, bound);
                 worst = INFINITY;
             } else if (err / bound > worst) {
                 worst = err / bound;
@@ -73,7 +73,8 @@ static void check_isa(ul_isa_t isa) {
         for (int ci = 0; ci < 4; ci++)
             for (int ri = 0; ri < 5; ri++)
                 for (int nt = 1; nt <= 17; nt += (ri == 3 ? 1 : 4)) {
-                    double e = check_mm(type, isa, rows[ri], cols[ci], nt, (uint64_t)(ti * 131 + ci * 17 + ri * 5 + nt));
+                    double e = check_mm(type, isa, rows[ri], cols[ci], nt,
+                                        (uint64_t)(ti * 131 + ci * 17 + ri * 5 + nt));
                     worst = e > worst ? e : worst;
                 }
         cr_expect(worst <= 1.0, "%s on %s exceeds the summation bound", ul_type_name(type),
@@ -123,8 +124,8 @@ static void check_matmul(int type, int n_threads, int n_rows, int64_t n_cols, in
     ul_pool_t *p;
     cr_assert_eq(ul_pool_create(n_threads, &p), 0);
     uint8_t *wb = tk_weights(type, n_rows, n_cols, 99 + (uint64_t)type);
-    ul_gguf_tensor_t w = {.n_dims = 2, .ne = {n_cols, n_rows, 1, 1}, .type = (uint32_t)type,
-                          .data = wb};
+    ul_gguf_tensor_t w = {
+        .n_dims = 2, .ne = {n_cols, n_rows, 1, 1}, .type = (uint32_t)type, .data = wb};
     float *x = malloc(sizeof(float) * (size_t)(n_cols * n_tok));
     float *y = malloc(sizeof(float) * (size_t)(n_rows * n_tok));
     float *wd = malloc(sizeof(float) * (size_t)n_cols);
@@ -145,8 +146,8 @@ static void check_matmul(int type, int n_threads, int n_rows, int64_t n_cols, in
             }
             tol += 1e-6;
             if (fabs(y[t * n_rows + r] - ref) > tol && bad++ < 5)
-                cr_log_error("%s thr=%d y[%d][%d]=%g ref=%g tol=%g", ul_type_name(type),
-                             n_threads, t, r, y[t * n_rows + r], ref, tol);
+                cr_log_error("%s thr=%d y[%d][%d]=%g ref=%g tol=%g", ul_type_name(type), n_threads,
+                             t, r, y[t * n_rows + r], ref, tol);
         }
     }
     cr_expect_eq(bad, 0, "%s: %d outputs off", ul_type_name(type), bad);
@@ -174,7 +175,8 @@ Test(kernels, activation_conversion_matches_scalar) {
     for (int rep = 0; rep < 40; rep++) {
         for (int64_t i = 0; i < n; i++) x[i] = tk_unif(&s) * (rep % 3 ? 1.0f : 1e-39f);
         for (int i = 32; i < 64; i++) x[i] = 0; /* a zero Q8A block */
-        if (rep == 5) for (int i = 256; i < 512; i++) x[i] = 0; /* a zero Q8K block */
+        if (rep == 5)
+            for (int i = 256; i < 512; i++) x[i] = 0; /* a zero Q8K block */
         if (rep == 7) x[3] = INFINITY, x[700] = -INFINITY, x[701] = 0x1p-130f;
         x[100] = -x[101]; /* equal magnitudes: the first one sets the Q8K sign */
         for (int isa = UL_ISA_AVX2; isa <= (int)ul_cpu_isa(); isa++) {

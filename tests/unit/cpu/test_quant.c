@@ -21,13 +21,13 @@ Test(fp16, edge_cases) {
     cr_expect_eq(ul_fp32_to_fp16(-INFINITY), 0xfc00);
     cr_expect(isnan(ul_fp16_to_fp32(ul_fp32_to_fp16(NAN))));
     cr_expect_eq(ul_fp32_to_fp16(65504.f), 0x7bff);
-    cr_expect_eq(ul_fp32_to_fp16(65519.f), 0x7bff);   /* below the midpoint to inf */
-    cr_expect_eq(ul_fp32_to_fp16(65520.f), 0x7c00);   /* tie rounds to even = inf */
-    cr_expect_eq(ul_fp32_to_fp16(0x1p-24f), 0x0001);  /* smallest denormal */
-    cr_expect_eq(ul_fp32_to_fp16(0x1p-25f), 0x0000);  /* tie to even: zero */
+    cr_expect_eq(ul_fp32_to_fp16(65519.f), 0x7bff);    /* below the midpoint to inf */
+    cr_expect_eq(ul_fp32_to_fp16(65520.f), 0x7c00);    /* tie rounds to even = inf */
+    cr_expect_eq(ul_fp32_to_fp16(0x1p-24f), 0x0001);   /* smallest denormal */
+    cr_expect_eq(ul_fp32_to_fp16(0x1p-25f), 0x0000);   /* tie to even: zero */
     cr_expect_eq(ul_fp32_to_fp16(0x1.8p-24f), 0x0002); /* 1.5 ulp: tie to even 2 */
     cr_expect_eq(ul_fp32_to_fp16(-0.0f), 0x8000);
-    cr_expect_eq(ul_fp32_to_fp16(1.0f + 0x1p-11f), 0x3c00); /* tie to even (down) */
+    cr_expect_eq(ul_fp32_to_fp16(1.0f + 0x1p-11f), 0x3c00);   /* tie to even (down) */
     cr_expect_eq(ul_fp32_to_fp16(1.0f + 0x1.8p-10f), 0x3c02); /* tie to even (up) */
     cr_expect_eq(ul_fp16_to_fp32(0x0001), 0x1p-24f);
     cr_expect_eq(ul_fp16_to_fp32(0x03ff), 0x3ffp-24f);
@@ -52,20 +52,21 @@ Test(fp16, matches_f16c) {
     }
     for (uint32_t h = 0; h < 65536; h++) {
         float a = ul_fp16_to_fp32((uint16_t)h), b = hw_to_f((uint16_t)h);
-        if (f2u(a) != f2u(b) && bad++ < 10) cr_log_error("f16 %04x -> %08x, F16C %08x", h, f2u(a), f2u(b));
+        if (f2u(a) != f2u(b) && bad++ < 10)
+            cr_log_error("f16 %04x -> %08x, F16C %08x", h, f2u(a), f2u(b));
     }
     cr_expect_eq(bad, 0);
 }
 
 Test(bf16, edge_cases) {
     cr_expect_eq(ul_fp32_to_bf16(1.0f), 0x3f80);
-    cr_expect_eq(ul_fp32_to_bf16(1.0f + 0x1p-8f), 0x3f80);  /* tie to even: down */
+    cr_expect_eq(ul_fp32_to_bf16(1.0f + 0x1p-8f), 0x3f80);   /* tie to even: down */
     cr_expect_eq(ul_fp32_to_bf16(1.0f + 0x1.8p-7f), 0x3f82); /* tie to even: up */
     cr_expect_eq(ul_fp32_to_bf16(1.0f + 0x1.2p-8f), 0x3f81); /* above the tie */
     cr_expect_eq(ul_fp32_to_bf16(INFINITY), 0x7f80);
     cr_expect_eq(ul_fp32_to_bf16(u2f(0x7f800001)) & 0x7fc0, 0x7fc0); /* snan -> quiet nan */
-    cr_expect_eq(ul_fp32_to_bf16(u2f(0x00010000)), 0x0001); /* denormals kept */
-    cr_expect_eq(ul_fp32_to_bf16(u2f(0x7f7fffff)), 0x7f80); /* max float rounds to inf */
+    cr_expect_eq(ul_fp32_to_bf16(u2f(0x00010000)), 0x0001);          /* denormals kept */
+    cr_expect_eq(ul_fp32_to_bf16(u2f(0x7f7fffff)), 0x7f80);          /* max float rounds to inf */
     cr_expect_eq(ul_bf16_to_fp32(0xc040), -3.0f);
 }
 
@@ -98,8 +99,8 @@ Test(quant, round_trip_bounds) {
             for (int j = 0; j < 32; j++) {
                 float v = x[b * 32 + j], lim = d * (0.5f + 15 * 0x1p-11f) * 1.0001f;
                 if (fabsf(v) >= amax * 0.9375f) lim = d * (1 + 15 * 0x1p-11f) * 1.0001f;
-                cr_assert(fabsf(v - y[b * 32 + j]) <= lim, "q4_0 %g -> %g (d=%g)", v,
-                          y[b * 32 + j], d);
+                cr_assert(fabsf(v - y[b * 32 + j]) <= lim, "q4_0 %g -> %g (d=%g)", v, y[b * 32 + j],
+                          d);
             }
         }
     }
