@@ -38,7 +38,7 @@ AI void tile_q4_0(const int NR, const int NT, int64_t n_cols, const uint8_t *w, 
         _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
             const blk_q8a *p = (const blk_q8a *)(x + (size_t)t * xs) + b;
             __m256i X = _mm256_loadu_si256((const __m256i *)p->qs);
-            __m256i I = _mm256_set1_epi32(-p->sum);
+            __m256i I = _mm256_set1_epi32(p->nsum);
             _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {
                 __m256i s =
                     _mm256_add_epi32(I, _mm256_madd_epi16(_mm256_maddubs_epi16(W[r], X), one16));

@@ -22,15 +22,6 @@
 
 #include "cpu/kernels_tile.h"
 
-AI __m512 join_ps(float a, float b) {
-    return _mm512_castpd_ps(
-        _mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(_mm256_set1_ps(a))),
-                           _mm256_castps_pd(_mm256_set1_ps(b)), 1));
-}
-AI __m512i join_epi32(int a, int b) {
-    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi32(a)), _mm256_set1_epi32(b),
-                              1);
-}
 AI __m512i join256(__m256i a, __m256i b) {
     return _mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1);
 }
@@ -49,6 +40,23 @@ AI __m512i q4_0_unpack2(const blk_q4_0 *q, int two) {
     __m512i v = join256(a, c);
     v = _mm512_mask_srli_epi16(v, (__mmask32)0xFF00FF00u, v, 4);
     return _mm512_and_si512(v, _mm512_set1_epi8(0x0F));
+}
+
+/* The (d, nsum) headers of activation blocks b and b+1 as [dx0 x8, dx1 x8] and
+ * [nsum0 x8, nsum1 x8] (zeros for a missing second block): two 8-byte loads and two
+ * permutes instead of four broadcasts and two inserts. */
+AI void q8a_head2(const blk_q8a *p, int two, __m512 *dx, __m512i *ns) {
+    const __m512i idx_d = _mm512_set_epi32(2, 2, 2, 2, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m512i idx_s = _mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1);
+    __m128i v = _mm_loadl_epi64((const __m128i *)&p[0]);
+    if (two) {
+        long long h;
+        memcpy(&h, &p[1], 8);
+        v = _mm_insert_epi64(v, h, 1);
+    }
+    __m512i z = _mm512_castsi128_si512(v);
+    *dx = _mm512_permutexvar_ps(idx_d, _mm512_castsi512_ps(z));
+    *ns = _mm512_permutexvar_epi32(idx_s, z);
 }
 
 AI void tile_q4_0(const int NR, const int NT, int64_t n_cols, const uint8_t *w, size_t ws,
@@ -71,8 +79,9 @@ AI void tile_q4_0(const int NR, const int NT, int64_t n_cols, const uint8_t *w, 
             __m256i xc =
                 two ? _mm256_loadu_si256((const __m256i *)p[1].qs) : _mm256_setzero_si256();
             __m512i X = join256(xa, xc);
-            __m512i I = join_epi32(-p[0].sum, two ? -p[1].sum : 0);
-            __m512 dx = join_ps(p[0].d, two ? p[1].d : 0.0f);
+            __m512i I;
+            __m512 dx;
+            q8a_head2(p, two, &dx, &I);
             _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {
                 __m512i s = _mm512_dpbusd_epi32(I, W[r], X);
                 acc[r][t] =
@@ -110,8 +119,10 @@ AI void tile_q8_0(const int NR, const int NT, int64_t n_cols, const uint8_t *w, 
                 two ? _mm256_loadu_si256((const __m256i *)p[1].qs) : _mm256_setzero_si256();
             __m512i X = join256(xa, xc);
             /* the extra 128 * sum(x), spread over the block's 8 lanes */
-            __m512i I = join_epi32(-16 * p[0].sum, two ? -16 * p[1].sum : 0);
-            __m512 dx = join_ps(p[0].d, two ? p[1].d : 0.0f);
+            __m512i I;
+            __m512 dx;
+            q8a_head2(p, two, &dx, &I);
+            I = _mm512_slli_epi32(I, 4); /* -16 * sum per lane, -128 * sum per block */
             _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {
                 __m512i s = _mm512_dpbusd_epi32(I, W[r], X);
                 acc[r][t] =
@@ -367,7 +378,7 @@ static void xq_q8a(const float *x, void *dst, int64_t n) {
         __m512i qb = _mm512_cvtps_epi32(_mm512_mul_ps(b, _mm512_set1_ps(id)));
         _mm_storeu_si128((__m128i *)y[i].qs, _mm512_cvtepi32_epi8(qa));
         _mm_storeu_si128((__m128i *)(y[i].qs + 16), _mm512_cvtepi32_epi8(qb));
-        y[i].sum = _mm512_reduce_add_epi32(_mm512_add_epi32(qa, qb));
+        y[i].nsum = -_mm512_reduce_add_epi32(_mm512_add_epi32(qa, qb));
     }
 }
 

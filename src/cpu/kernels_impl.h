@@ -40,7 +40,7 @@ typedef struct {
  * 8*sum once per block instead of re-centring every weight. */
 typedef struct {
     float d;
-    int32_t sum;
+    int32_t nsum; /* minus the sum of qs: the accumulator start the kernels want */
     int8_t qs[QK];
 } blk_q8a; /* 40 B */
 /* Q8K: ggml's block_q8_K (f32 d, sums per 16 for the K-quant mins). */

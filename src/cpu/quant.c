@@ -201,7 +201,7 @@ static void quant_x_q8a(const float *x, blk_q8a *y, int64_t nb) {
             y[i].qs[j] = (int8_t)round_even(x[j] * id);
             s += y[i].qs[j];
         }
-        y[i].sum = s;
+        y[i].nsum = -s;
     }
 }
 
