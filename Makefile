@@ -2,7 +2,8 @@
 BUILD      ?= build
 BUILD_ASAN ?= build-asan
 JOBS       ?= $(shell nproc)
-SERVE_ARGS ?= --backend null --port 8080
+UVLLM_SHARED ?= ../shared
+SERVE_ARGS ?= --model $(UVLLM_SHARED)/models/aidreams260K.gguf --port 8080
 CMAKE_ARGS ?=
 
 .PHONY: all deps build serve test test-asan fuzz bench clean

@@ -112,13 +112,14 @@ typedef struct ul_null_config_s {
 int ul_null_backend_create(const ul_null_config_t *cfg, ul_backend_t **out);
 
 /* The CPU backend (src/cpu): forward pass of a `llama` model on a worker thread pool.
- * KV pages are allocated from kv_bytes (or enough for n_ctx tokens of n_seq_max sequences). */
+ * KV pages are allocated once from kv_bytes; 0 means room for n_ctx tokens x 4 sequences,
+ * capped at 2 GiB but never less than one full-context sequence. */
 typedef struct ul_cpu_config_s {
     int32_t n_threads;   /* 0 = the cores available */
     int32_t kv_type;     /* UL_TYPE_F16 (default) or UL_TYPE_F32 */
     int32_t n_ctx;       /* 0 = the model's training context */
     int32_t page_size;   /* tokens per page, default 16 */
-    int64_t kv_bytes;    /* KV pool budget; 0 = room for n_ctx tokens x 4 sequences */
+    int64_t kv_bytes;    /* KV pool budget; 0 = the default above */
     int32_t max_batch_tokens; /* largest step the scratch must hold, default 512 */
 } ul_cpu_config_t;
 

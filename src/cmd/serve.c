@@ -17,7 +17,7 @@
 
 typedef struct serve_args_s {
     const char *model, *backend, *host, *log_level;
-    int port, threads, max_batch_tokens, max_conns, max_seqs, null_ctx;
+    int port, threads, max_batch_tokens, max_conns, max_seqs, null_ctx, kv_type;
     int64_t null_delay_us, max_body;
     double shutdown_grace, header_timeout, idle_timeout;
 } serve_args_t;
@@ -29,6 +29,7 @@ static void usage(FILE *f) {
                "                   [--max-conns N] [--max-seqs N] [--max-batch-tokens N]\n"
                "                   [--shutdown-grace SEC] [--header-timeout SEC]\n"
                "                   [--idle-timeout SEC] [--log-level debug|info|warn|error]\n"
+               "                   [--kv-type f16|f32]\n"
                "\n"
                "  --model PATH           GGUF model (implies --backend cpu)\n"
                "  --backend cpu|null     null: no model, deterministic pseudo-tokens (default\n"
@@ -38,6 +39,7 @@ static void usage(FILE *f) {
                "  --null-delay-us N      null backend: time per step (default 0)\n"
                "  --null-ctx N           null backend: context length (default 4096)\n"
                "  --threads N            cpu backend threads (default: all cores)\n"
+               "  --kv-type f16|f32      cpu backend KV cache element type (default f16)\n"
                "  --max-body BYTES       largest request body (default 8388608)\n"
                "  --max-conns N          open connections (default 4096)\n"
                "  --max-seqs N           sequences in flight before 503 (default 4096)\n"
@@ -78,6 +80,7 @@ static int parse_args(int argc, char **argv, serve_args_t *a) {
     *a = (serve_args_t){.host = "127.0.0.1",
                         .port = 8080,
                         .max_batch_tokens = 512,
+                        .kv_type = UL_TYPE_F16,
                         .max_conns = 4096,
                         .max_seqs = 4096,
                         .max_body = 8 << 20,
@@ -95,7 +98,7 @@ static int parse_args(int argc, char **argv, serve_args_t *a) {
             "--model",         "--backend",          "--host",           "--port",
             "--null-delay-us", "--threads",          "--max-body",       "--max-conns",
             "--max-seqs",      "--max-batch-tokens", "--shutdown-grace", "--header-timeout",
-            "--idle-timeout",  "--log-level",        "--null-ctx"};
+            "--idle-timeout",  "--log-level",        "--null-ctx",       "--kv-type"};
         int k = -1;
         for (int j = 0; j < (int)(sizeof known / sizeof *known); j++)
             if (!strcmp(o, known[j])) k = j;
@@ -151,6 +154,10 @@ static int parse_args(int argc, char **argv, serve_args_t *a) {
             break;
         case 14:
             bad = parse_int(v, 2, 1 << 20, &a->null_ctx);
+            break;
+        case 15:
+            a->kv_type = !strcmp(v, "f16") ? UL_TYPE_F16 : !strcmp(v, "f32") ? UL_TYPE_F32 : -1;
+            bad = a->kv_type < 0;
             break;
         case 13: {
             ul_log_level_t l;
@@ -222,7 +229,9 @@ static int make_backend(const serve_args_t *a, server_t *sv) {
                 err[0] ? err : ul_strerror(rc));
         return rc;
     }
-    ul_cpu_config_t cc = {.n_threads = a->threads, .max_batch_tokens = a->max_batch_tokens};
+    ul_cpu_config_t cc = {.n_threads = a->threads,
+                          .kv_type = a->kv_type,
+                          .max_batch_tokens = a->max_batch_tokens};
     rc = ul_cpu_backend_create(sv->model, &cc, &sv->backend);
     if (rc) fprintf(stderr, "uvllm serve: cannot start the cpu backend: %s\n", ul_strerror(rc));
     return rc;
