@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/bigram.h"
 #include "model/vocab_impl.h"
 #include "uvllm/err.h"
 
@@ -110,16 +111,7 @@ int ul_bpe_load(ul_vocab_t *v, const ul_gguf_t *g, char *err, size_t errlen) {
     return ul_pretok_new(v->pre_type, &v->pre, err, errlen);
 }
 
-typedef struct sym_s {
-    uint32_t off, n;
-    int32_t prev, next;
-    uint64_t h;
-} sym_t;
-
-typedef struct bigram_s {
-    int32_t rank, left, right;
-    uint32_t size;
-} bigram_t;
+typedef ul_sym_t sym_t;
 
 typedef struct bpe_s {
     const ul_vocab_t *v;
@@ -127,49 +119,9 @@ typedef struct bpe_s {
     const char *w;
     sym_t *sym;
     size_t cap_sym;
-    bigram_t *heap;
-    size_t n_heap, cap_heap;
+    ul_bigram_heap_t heap;
     ul_wcache_t cache;
 } bpe_t;
-
-/* Priority: lowest rank first, then the leftmost pair (llama.cpp's comparator). */
-static inline int before(const bigram_t *a, const bigram_t *b) {
-    return a->rank < b->rank || (a->rank == b->rank && a->left < b->left);
-}
-
-static int heap_push(bpe_t *s, bigram_t b) {
-    if (s->n_heap == s->cap_heap) {
-        size_t cap = s->cap_heap ? s->cap_heap * 2 : 64;
-        bigram_t *p = realloc(s->heap, cap * sizeof *p);
-        if (!p) return UL_ENOMEM;
-        s->heap = p;
-        s->cap_heap = cap;
-    }
-    size_t i = s->n_heap++;
-    while (i > 0) {
-        size_t up = (i - 1) / 2;
-        if (!before(&b, &s->heap[up])) break;
-        s->heap[i] = s->heap[up];
-        i = up;
-    }
-    s->heap[i] = b;
-    return 0;
-}
-
-static bigram_t heap_pop(bpe_t *s) {
-    bigram_t top = s->heap[0], last = s->heap[--s->n_heap];
-    size_t i = 0, n = s->n_heap;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= n) break;
-        if (c + 1 < n && before(&s->heap[c + 1], &s->heap[c])) c++;
-        if (!before(&s->heap[c], &last)) break;
-        s->heap[i] = s->heap[c];
-        i = c;
-    }
-    if (n) s->heap[i] = last;
-    return top;
-}
 
 static int try_add(bpe_t *s, int32_t l, int32_t r) {
     if (l < 0 || r < 0) return 0;
@@ -177,7 +129,7 @@ static int try_add(bpe_t *s, int32_t l, int32_t r) {
     uint32_t n = a->n + b->n;
     int32_t k = ul_tokmap_get(&s->v->mmap, ul_hash_cat(a->h, b->h, b->n), s->w + a->off, n, a->n);
     if (k < 0) return 0;
-    return heap_push(s, (bigram_t){k, l, r, n});
+    return ul_bigram_push(&s->heap, (ul_bigram_t){(double)k, l, r, n});
 }
 
 static int emit(bpe_t *s, const sym_t *y) {
@@ -217,14 +169,14 @@ static int merge_word(bpe_t *s, const char *w, size_t n) {
         s->cap_sym = n;
     }
     s->w = w;
-    s->n_heap = 0;
+    s->heap.n = 0;
     for (size_t i = 0; i < n; i++)
         s->sym[i] = (sym_t){(uint32_t)i, 1, (int32_t)i - 1, i + 1 == n ? -1 : (int32_t)i + 1,
                             (uint64_t)(unsigned char)w[i] + 1};
     int rc = 0;
     for (size_t i = 1; i < n && !rc; i++) rc = try_add(s, (int32_t)i - 1, (int32_t)i);
-    while (s->n_heap && !rc) {
-        bigram_t b = heap_pop(s);
+    while (s->heap.n && !rc) {
+        ul_bigram_t b = ul_bigram_pop(&s->heap);
         sym_t *l = &s->sym[b.left], *r = &s->sym[b.right];
         if (l->n == 0 || r->n == 0 || l->n + r->n != b.size) continue; /* stale */
         l->h = ul_hash_cat(l->h, r->h, r->n);
@@ -257,7 +209,7 @@ int ul_bpe_tokenize(const ul_vocab_t *v, const char *text, size_t len, ul_ids_t 
     if (clen >= UL_WCACHE_MIN_TEXT) rc = ul_wcache_init(&s.cache);
     if (!rc) rc = ul_pretok_split(v->pre, clean ? clean : text, clen, word, &s);
     free(s.sym);
-    free(s.heap);
+    free(s.heap.v);
     ul_wcache_free(&s.cache);
     free(clean);
     return rc;

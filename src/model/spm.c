@@ -7,76 +7,28 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/bigram.h"
 #include "model/vocab_impl.h"
 #include "uvllm/err.h"
 
-typedef struct sym_s {
-    uint32_t off, n;
-    int32_t prev, next;
-    uint64_t h;
-} sym_t;
-
-typedef struct bigram_s {
-    float score;
-    int32_t left, right;
-    uint32_t size;
-} bigram_t;
+typedef ul_sym_t sym_t;
 
 typedef struct spm_s {
     const ul_vocab_t *v;
     const char *text;
     sym_t *sym;
-    bigram_t *heap;
-    size_t n_heap, cap_heap;
+    ul_bigram_heap_t heap;
     ul_wcache_t cache;
 } spm_t;
 
 /* Priority: higher score first, then the leftmost pair (llama.cpp's comparator). */
-static inline int before(const bigram_t *a, const bigram_t *b) {
-    return a->score > b->score || (a->score == b->score && a->left < b->left);
-}
-
-static int heap_push(spm_t *s, bigram_t b) {
-    if (s->n_heap == s->cap_heap) {
-        size_t cap = s->cap_heap ? s->cap_heap * 2 : 64;
-        bigram_t *p = realloc(s->heap, cap * sizeof *p);
-        if (!p) return UL_ENOMEM;
-        s->heap = p;
-        s->cap_heap = cap;
-    }
-    size_t i = s->n_heap++;
-    while (i > 0) {
-        size_t up = (i - 1) / 2;
-        if (!before(&b, &s->heap[up])) break;
-        s->heap[i] = s->heap[up];
-        i = up;
-    }
-    s->heap[i] = b;
-    return 0;
-}
-
-static bigram_t heap_pop(spm_t *s) {
-    bigram_t top = s->heap[0], last = s->heap[--s->n_heap];
-    size_t i = 0, n = s->n_heap;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= n) break;
-        if (c + 1 < n && before(&s->heap[c + 1], &s->heap[c])) c++;
-        if (!before(&s->heap[c], &last)) break;
-        s->heap[i] = s->heap[c];
-        i = c;
-    }
-    if (n) s->heap[i] = last;
-    return top;
-}
-
 static int try_add(spm_t *s, int32_t l, int32_t r) {
     if (l < 0 || r < 0) return 0;
     const sym_t *a = &s->sym[l], *b = &s->sym[r];
     uint32_t n = a->n + b->n;
     int32_t id = ul_tokmap_get(&s->v->map, ul_hash_cat(a->h, b->h, b->n), s->text + a->off, n, 0);
     if (id < 0) return 0;
-    return heap_push(s, (bigram_t){s->v->scores[id], l, r, n});
+    return ul_bigram_push(&s->heap, (ul_bigram_t){-(double)s->v->scores[id], l, r, n});
 }
 
 /* Length of the UTF-8 sequence a lead byte announces (llama.cpp's unicode_len_utf8:
@@ -110,10 +62,10 @@ static int run(spm_t *s, size_t start, size_t len, ul_ids_t *out) {
         off += cl;
     }
     int rc = 0;
-    s->n_heap = 0;
+    s->heap.n = 0;
     for (int32_t i = 1; i < n && !rc; i++) rc = try_add(s, i - 1, i);
-    while (s->n_heap && !rc) {
-        bigram_t b = heap_pop(s);
+    while (s->heap.n && !rc) {
+        ul_bigram_t b = ul_bigram_pop(&s->heap);
         sym_t *l = &s->sym[b.left], *r = &s->sym[b.right];
         if (l->n == 0 || r->n == 0 || l->n + r->n != b.size) continue; /* stale */
         l->h = ul_hash_cat(l->h, r->h, r->n);
@@ -176,6 +128,6 @@ int ul_spm_tokenize(const ul_vocab_t *v, const char *text, size_t len, ul_ids_t 
         ul_wcache_free(&s.cache);
     }
     free(s.sym);
-    free(s.heap);
+    free(s.heap.v);
     return rc;
 }

@@ -1,0 +1,69 @@
+/* The merge queue shared by the SPM and BPE tokenizers: symbols of a word in a linked list
+ * and a binary min-heap of candidate merges of adjacent symbols. Lowest key first, ties
+ * to the leftmost pair (llama.cpp's comparators: SPM keys are -score, BPE keys the merge
+ * rank, both exact in a double). */
+#ifndef UL_MODEL_BIGRAM_H
+#define UL_MODEL_BIGRAM_H
+
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "uvllm/err.h"
+
+typedef struct ul_sym_s {
+    uint32_t off, n;    /* bytes of the symbol in the word */
+    int32_t prev, next; /* neighbours, -1 at the ends */
+    uint64_t h;         /* hash of its bytes */
+} ul_sym_t;
+
+typedef struct ul_bigram_s {
+    double key;
+    int32_t left, right; /* symbol indices */
+    uint32_t size;       /* bytes of the merged pair, to detect stale entries */
+} ul_bigram_t;
+
+typedef struct ul_bigram_heap_s {
+    ul_bigram_t *v;
+    size_t n, cap;
+} ul_bigram_heap_t;
+
+static inline int ul_bigram_before(const ul_bigram_t *a, const ul_bigram_t *b) {
+    return a->key < b->key || (a->key == b->key && a->left < b->left);
+}
+
+static inline int ul_bigram_push(ul_bigram_heap_t *h, ul_bigram_t b) {
+    if (h->n == h->cap) {
+        size_t cap = h->cap ? h->cap * 2 : 64;
+        ul_bigram_t *p = realloc(h->v, cap * sizeof *p);
+        if (!p) return UL_ENOMEM;
+        h->v = p;
+        h->cap = cap;
+    }
+    size_t i = h->n++;
+    while (i > 0) {
+        size_t up = (i - 1) / 2;
+        if (!ul_bigram_before(&b, &h->v[up])) break;
+        h->v[i] = h->v[up];
+        i = up;
+    }
+    h->v[i] = b;
+    return 0;
+}
+
+/* h must not be empty. */
+static inline ul_bigram_t ul_bigram_pop(ul_bigram_heap_t *h) {
+    ul_bigram_t top = h->v[0], last = h->v[--h->n];
+    size_t i = 0, n = h->n;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= n) break;
+        if (c + 1 < n && ul_bigram_before(&h->v[c + 1], &h->v[c])) c++;
+        if (!ul_bigram_before(&h->v[c], &last)) break;
+        h->v[i] = h->v[c];
+        i = c;
+    }
+    if (n) h->v[i] = last;
+    return top;
+}
+
+#endif
