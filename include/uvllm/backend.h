@@ -33,7 +33,7 @@ typedef struct ul_sampling_s {
     float frequency_penalty; /* 0 = off, OpenAI semantics */
     float presence_penalty;  /* 0 = off, OpenAI semantics */
     uint64_t seed;
-    int32_t n_logprobs;      /* top candidates to return with each token (0..UL_MAX_LOGPROBS) */
+    int32_t n_logprobs; /* top candidates to return with each token (0..UL_MAX_LOGPROBS) */
 } ul_sampling_t;
 
 #define UL_MAX_LOGPROBS 20
@@ -43,15 +43,15 @@ void ul_sampling_default(ul_sampling_t *s);
 /* One sequence's slice of a step. */
 typedef struct ul_step_seq_s {
     uint64_t seq_id;
-    int32_t tok_offset;       /* first of this sequence's tokens in step->tokens */
-    int32_t n_tokens;         /* tokens of this sequence in this step (prefill chunk or 1) */
-    int32_t pos0;             /* position of the first of them = tokens already in KV */
-    const int32_t *pages;     /* page table, covering positions [0, pos0 + n_tokens) */
+    int32_t tok_offset;   /* first of this sequence's tokens in step->tokens */
+    int32_t n_tokens;     /* tokens of this sequence in this step (prefill chunk or 1) */
+    int32_t pos0;         /* position of the first of them = tokens already in KV */
+    const int32_t *pages; /* page table, covering positions [0, pos0 + n_tokens) */
     int32_t n_pages;
-    int32_t sample;           /* 1: sample a token after this sequence's last token */
+    int32_t sample; /* 1: sample a token after this sequence's last token */
     ul_sampling_t sampling;
-    uint64_t rng[2];          /* in/out: RNG state, advanced by each sample */
-    const int32_t *history;   /* tokens so far (prompt + generated), for penalties */
+    uint64_t rng[2];        /* in/out: RNG state, advanced by each sample */
+    const int32_t *history; /* tokens so far (prompt + generated), for penalties */
     int32_t n_history;
     /* outputs, valid when sample was 1 */
     int32_t out_token;
@@ -62,14 +62,14 @@ typedef struct ul_step_seq_s {
 } ul_step_seq_t;
 
 typedef struct ul_step_s {
-    ul_queue_t node;          /* linked into the bridge on completion */
+    ul_queue_t node; /* linked into the bridge on completion */
     int32_t n_tokens;
-    int32_t *tokens;          /* [n_tokens], grouped by sequence */
+    int32_t *tokens; /* [n_tokens], grouped by sequence */
     int32_t n_seqs;
-    ul_step_seq_t *seqs;      /* [n_seqs] */
-    int status;               /* out: 0 or UL_E*; on error no output is valid */
-    double compute_us;        /* out: wall time the backend spent on the step */
-    void *data;               /* owner's (the scheduler's) */
+    ul_step_seq_t *seqs; /* [n_seqs] */
+    int status;          /* out: 0 or UL_E*; on error no output is valid */
+    double compute_us;   /* out: wall time the backend spent on the step */
+    void *data;          /* owner's (the scheduler's) */
 } ul_step_t;
 
 typedef struct ul_backend_vtbl_s {
@@ -84,13 +84,13 @@ typedef struct ul_backend_vtbl_s {
 
 struct ul_backend_s {
     const ul_backend_vtbl_t *vt;
-    ul_bridge_t *bridge;      /* where completions are posted; set before the first submit */
-    const ul_model_t *model;  /* NULL for the null backend */
+    ul_bridge_t *bridge;     /* where completions are posted; set before the first submit */
+    const ul_model_t *model; /* NULL for the null backend */
     int32_t n_vocab;
-    int32_t n_ctx;            /* longest sequence supported */
-    int32_t page_size;        /* tokens per KV page */
-    int32_t n_pages;          /* pages in the pool */
-    int32_t eos_id;           /* end-of-generation token, -1 if none */
+    int32_t n_ctx;     /* longest sequence supported */
+    int32_t page_size; /* tokens per KV page */
+    int32_t n_pages;   /* pages in the pool */
+    int32_t eos_id;    /* end-of-generation token, -1 if none */
 };
 
 static inline int ul_backend_submit(ul_backend_t *b, ul_step_t *s) { return b->vt->submit(b, s); }
@@ -102,11 +102,11 @@ static inline void ul_backend_destroy(ul_backend_t *b) { b->vt->destroy(b); }
  * unless eos_every > 0 (then every eos_every-th generated token is eos). */
 typedef struct ul_null_config_s {
     int64_t delay_us;
-    int32_t n_vocab;     /* default 32000 */
-    int32_t n_ctx;       /* default 4096 */
-    int32_t page_size;   /* default 16 */
-    int32_t n_pages;     /* default 65536 */
-    int32_t eos_every;   /* default 0 */
+    int32_t n_vocab;   /* default 32000 */
+    int32_t n_ctx;     /* default 4096 */
+    int32_t page_size; /* default 16 */
+    int32_t n_pages;   /* default 65536 */
+    int32_t eos_every; /* default 0 */
 } ul_null_config_t;
 
 int ul_null_backend_create(const ul_null_config_t *cfg, ul_backend_t **out);
@@ -115,11 +115,11 @@ int ul_null_backend_create(const ul_null_config_t *cfg, ul_backend_t **out);
  * KV pages are allocated once from kv_bytes; 0 means room for n_ctx tokens x 4 sequences,
  * capped at 2 GiB but never less than one full-context sequence. */
 typedef struct ul_cpu_config_s {
-    int32_t n_threads;   /* 0 = the cores available */
-    int32_t kv_type;     /* UL_TYPE_F16 (default) or UL_TYPE_F32 */
-    int32_t n_ctx;       /* 0 = the model's training context */
-    int32_t page_size;   /* tokens per page, default 16 */
-    int64_t kv_bytes;    /* KV pool budget; 0 = the default above */
+    int32_t n_threads;        /* 0 = the cores available */
+    int32_t kv_type;          /* UL_TYPE_F16 (default) or UL_TYPE_F32 */
+    int32_t n_ctx;            /* 0 = the model's training context */
+    int32_t page_size;        /* tokens per page, default 16 */
+    int64_t kv_bytes;         /* KV pool budget; 0 = the default above */
     int32_t max_batch_tokens; /* largest step the scratch must hold, default 512 */
 } ul_cpu_config_t;
 

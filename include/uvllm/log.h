@@ -3,8 +3,13 @@
 #ifndef UVLLM_LOG_H
 #define UVLLM_LOG_H
 
-typedef enum { UL_LOG_LEVEL_DEBUG, UL_LOG_LEVEL_INFO, UL_LOG_LEVEL_WARN, UL_LOG_LEVEL_ERROR,
-               UL_LOG_LEVEL_OFF } ul_log_level_t;
+typedef enum {
+    UL_LOG_LEVEL_DEBUG,
+    UL_LOG_LEVEL_INFO,
+    UL_LOG_LEVEL_WARN,
+    UL_LOG_LEVEL_ERROR,
+    UL_LOG_LEVEL_OFF
+} ul_log_level_t;
 
 void ul_log_set_level(ul_log_level_t level);
 ul_log_level_t ul_log_get_level(void);

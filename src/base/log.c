@@ -34,8 +34,8 @@ void ul_log_write(ul_log_level_t level, const char *fmt, ...) {
     clock_gettime(CLOCK_REALTIME, &ts);
     gmtime_r(&ts.tv_sec, &tm);
     int n = snprintf(line, sizeof line, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %-5s ",
-                     tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
-                     tm.tm_sec, ts.tv_nsec / 1000000, g_names[level]);
+                     tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                     ts.tv_nsec / 1000000, g_names[level]);
     va_list ap;
     va_start(ap, fmt);
     int m = vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);

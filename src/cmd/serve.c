@@ -229,9 +229,8 @@ static int make_backend(const serve_args_t *a, server_t *sv) {
                 err[0] ? err : ul_strerror(rc));
         return rc;
     }
-    ul_cpu_config_t cc = {.n_threads = a->threads,
-                          .kv_type = a->kv_type,
-                          .max_batch_tokens = a->max_batch_tokens};
+    ul_cpu_config_t cc = {
+        .n_threads = a->threads, .kv_type = a->kv_type, .max_batch_tokens = a->max_batch_tokens};
     rc = ul_cpu_backend_create(sv->model, &cc, &sv->backend);
     if (rc) fprintf(stderr, "uvllm serve: cannot start the cpu backend: %s\n", ul_strerror(rc));
     return rc;

@@ -18,18 +18,40 @@
 
 /* Metadata value types. */
 typedef enum {
-    UL_GGUF_UINT8 = 0, UL_GGUF_INT8 = 1, UL_GGUF_UINT16 = 2, UL_GGUF_INT16 = 3,
-    UL_GGUF_UINT32 = 4, UL_GGUF_INT32 = 5, UL_GGUF_FLOAT32 = 6, UL_GGUF_BOOL = 7,
-    UL_GGUF_STRING = 8, UL_GGUF_ARRAY = 9, UL_GGUF_UINT64 = 10, UL_GGUF_INT64 = 11,
-    UL_GGUF_FLOAT64 = 12, UL_GGUF_NTYPES
+    UL_GGUF_UINT8 = 0,
+    UL_GGUF_INT8 = 1,
+    UL_GGUF_UINT16 = 2,
+    UL_GGUF_INT16 = 3,
+    UL_GGUF_UINT32 = 4,
+    UL_GGUF_INT32 = 5,
+    UL_GGUF_FLOAT32 = 6,
+    UL_GGUF_BOOL = 7,
+    UL_GGUF_STRING = 8,
+    UL_GGUF_ARRAY = 9,
+    UL_GGUF_UINT64 = 10,
+    UL_GGUF_INT64 = 11,
+    UL_GGUF_FLOAT64 = 12,
+    UL_GGUF_NTYPES
 } ul_gguf_type_t;
 
 /* Tensor element types (ggml numbering). */
 typedef enum {
-    UL_TYPE_F32 = 0, UL_TYPE_F16 = 1, UL_TYPE_Q4_0 = 2, UL_TYPE_Q4_1 = 3,
-    UL_TYPE_Q5_0 = 6, UL_TYPE_Q5_1 = 7, UL_TYPE_Q8_0 = 8, UL_TYPE_Q8_1 = 9,
-    UL_TYPE_Q2_K = 10, UL_TYPE_Q3_K = 11, UL_TYPE_Q4_K = 12, UL_TYPE_Q5_K = 13,
-    UL_TYPE_Q6_K = 14, UL_TYPE_Q8_K = 15, UL_TYPE_BF16 = 30, UL_TYPE_COUNT = 40
+    UL_TYPE_F32 = 0,
+    UL_TYPE_F16 = 1,
+    UL_TYPE_Q4_0 = 2,
+    UL_TYPE_Q4_1 = 3,
+    UL_TYPE_Q5_0 = 6,
+    UL_TYPE_Q5_1 = 7,
+    UL_TYPE_Q8_0 = 8,
+    UL_TYPE_Q8_1 = 9,
+    UL_TYPE_Q2_K = 10,
+    UL_TYPE_Q3_K = 11,
+    UL_TYPE_Q4_K = 12,
+    UL_TYPE_Q5_K = 13,
+    UL_TYPE_Q6_K = 14,
+    UL_TYPE_Q8_K = 15,
+    UL_TYPE_BF16 = 30,
+    UL_TYPE_COUNT = 40
 } ul_ggml_type_t;
 
 /* Elements per block and bytes per block of a type; 0 for types uvllm does not know. */
@@ -56,24 +78,24 @@ typedef struct ul_gguf_kv_s {
 typedef struct ul_gguf_tensor_s {
     ul_str_t name;
     uint32_t n_dims;
-    int64_t ne[4];      /* ne[0] is the contiguous (row) dimension; unused dims are 1 */
-    uint32_t type;      /* ul_ggml_type_t */
-    uint64_t offset;    /* relative to the data section */
+    int64_t ne[4];   /* ne[0] is the contiguous (row) dimension; unused dims are 1 */
+    uint32_t type;   /* ul_ggml_type_t */
+    uint64_t offset; /* relative to the data section */
     uint64_t nbytes;
-    const void *data;   /* into the mapping, aligned */
+    const void *data; /* into the mapping, aligned */
 } ul_gguf_tensor_t;
 
 typedef struct ul_gguf_s {
     const uint8_t *base; /* mapping (or caller's buffer for ul_gguf_open_mem) */
     size_t size;
-    int mapped;          /* 1 if base must be munmap'ed */
+    int mapped; /* 1 if base must be munmap'ed */
     uint32_t version;
     uint64_t n_kv, n_tensors;
-    ul_gguf_kv_t *kv;            /* [n_kv], malloc'ed */
-    ul_gguf_tensor_t *tensors;   /* [n_tensors], malloc'ed */
+    ul_gguf_kv_t *kv;          /* [n_kv], malloc'ed */
+    ul_gguf_tensor_t *tensors; /* [n_tensors], malloc'ed */
     uint64_t alignment;
-    uint64_t data_off;           /* file offset of the data section */
-    char err[256];               /* why open failed: names the field and the offset */
+    uint64_t data_off; /* file offset of the data section */
+    char err[256];     /* why open failed: names the field and the offset */
 } ul_gguf_t;
 
 /* Maps and validates a file. On error returns UL_EFORMAT/UL_EIO/UL_ENOMEM/UL_ENOENT with

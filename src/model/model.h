@@ -10,27 +10,27 @@
 typedef struct ul_hparams_s {
     char arch[32];
     int32_t n_vocab, n_ctx_train, n_embd, n_layer, n_head, n_head_kv, n_ff;
-    int32_t head_dim;    /* n_embd / n_head unless attention.key_length says otherwise */
-    int32_t n_rot;       /* rope.dimension_count, default head_dim */
+    int32_t head_dim;      /* n_embd / n_head unless attention.key_length says otherwise */
+    int32_t n_rot;         /* rope.dimension_count, default head_dim */
     float rope_freq_base;  /* default 10000 */
     float rope_freq_scale; /* 1 / rope.scaling.factor for linear scaling, default 1 */
     float rms_eps;         /* attention.layer_norm_rms_epsilon, default 1e-5 */
 } ul_hparams_t;
 
 typedef struct ul_layer_s {
-    const ul_gguf_tensor_t *attn_norm;              /* [n_embd] f32 */
-    const ul_gguf_tensor_t *wq, *wk, *wv, *wo;      /* rows of ne[0] inputs */
-    const ul_gguf_tensor_t *ffn_norm;               /* [n_embd] f32 */
+    const ul_gguf_tensor_t *attn_norm;         /* [n_embd] f32 */
+    const ul_gguf_tensor_t *wq, *wk, *wv, *wo; /* rows of ne[0] inputs */
+    const ul_gguf_tensor_t *ffn_norm;          /* [n_embd] f32 */
     const ul_gguf_tensor_t *ffn_gate, *ffn_up, *ffn_down;
 } ul_layer_t;
 
 struct ul_model_s {
     ul_gguf_t gguf;
     ul_hparams_t hp;
-    const ul_gguf_tensor_t *tok_embd;     /* [n_vocab][n_embd] */
-    const ul_gguf_tensor_t *output_norm;  /* [n_embd] */
-    const ul_gguf_tensor_t *output;       /* [n_vocab][n_embd]; == tok_embd when tied */
-    ul_layer_t *layers;                   /* [n_layer] */
+    const ul_gguf_tensor_t *tok_embd;    /* [n_vocab][n_embd] */
+    const ul_gguf_tensor_t *output_norm; /* [n_embd] */
+    const ul_gguf_tensor_t *output;      /* [n_vocab][n_embd]; == tok_embd when tied */
+    ul_layer_t *layers;                  /* [n_layer] */
     ul_vocab_t *vocab;
 };
 typedef struct ul_model_s ul_model_t;

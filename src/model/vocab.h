@@ -15,8 +15,8 @@ int ul_vocab_load(const ul_gguf_t *g, ul_vocab_t **out, char *err, size_t errlen
 void ul_vocab_free(ul_vocab_t *v);
 
 int32_t ul_vocab_n_tokens(const ul_vocab_t *v);
-int32_t ul_vocab_bos(const ul_vocab_t *v);   /* -1 if none */
-int32_t ul_vocab_eos(const ul_vocab_t *v);   /* -1 if none */
+int32_t ul_vocab_bos(const ul_vocab_t *v); /* -1 if none */
+int32_t ul_vocab_eos(const ul_vocab_t *v); /* -1 if none */
 /* 1 if id ends generation (eos, eot, eom...). */
 int ul_vocab_is_eog(const ul_vocab_t *v, int32_t id);
 /* Whether tokenize with add_special adds BOS / EOS (metadata or llama.cpp's defaults). */
@@ -42,7 +42,7 @@ int ul_token_to_piece(const ul_vocab_t *v, int32_t id, int special, char *buf, i
 typedef struct ul_detok_s {
     unsigned char pending[8];
     int n_pending;
-    int first;            /* strip SPM's leading space of the first piece when asked */
+    int first; /* strip SPM's leading space of the first piece when asked */
 } ul_detok_t;
 void ul_detok_init(ul_detok_t *d);
 /* Appends the bytes that became complete to out (cap bytes); returns bytes written or
