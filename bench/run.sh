@@ -22,8 +22,11 @@ sec="$WORK/header.md"
 results_section header "$sec"
 
 rc=0
-for b in http sse tokenizer engine; do
+for b in http sse tokenizer tokenizer-distinct engine; do
     echo "bench: === $b ===" >&2
-    bash "$BENCH_DIR/$b.sh" || { echo "bench: $b.sh failed" >&2; rc=1; }
+    case $b in
+    tokenizer-distinct) TOK_CORPUS=distinct bash "$BENCH_DIR/tokenizer.sh" ;;
+    *) bash "$BENCH_DIR/$b.sh" ;;
+    esac || { echo "bench: $b failed" >&2; rc=1; }
 done
 exit $rc

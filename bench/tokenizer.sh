@@ -14,15 +14,30 @@ D="$WORK/tokenizer"; mkdir -p "$D"
 need_shared tokenizer/ggml-vocab-llama-spm.gguf
 need_shared tokenizer/ggml-vocab-gpt-2.gguf
 TARGET_BYTES=$((4 * 1024 * 1024))
+# TOK_CORPUS=repeated (default): a ~15 KB unit repeated, so per-call word
+# caches hit often. TOK_CORPUS=distinct: 4 MiB of non-repeating text (the
+# peer's own docs and sources), where they hit far less. Separate sections.
+CORPUS="${TOK_CORPUS:-repeated}"
 
 # The text: test strings (many scripts, whitespace runs, digits, emoji) plus
 # prose, repeated up to 4 MiB. Same bytes for both tools.
-python3 - "$SHARED" "$D/input.txt" "$TARGET_BYTES" <<'PY'
+python3 - "$SHARED" "$D/input.txt" "$TARGET_BYTES" "$CORPUS" "$WORK/llama.cpp" <<'PY'
 import glob, sys
-shared, out, target = sys.argv[1], sys.argv[2], int(sys.argv[3])
+shared, out, target, corpus, llama = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5]
 parts = open(f"{shared}/tokenizer/ggml-vocab-llama-spm.gguf.inp", "rb").read().split(b"\n__ggml_vocab_test__\n")
 parts += [open(p, "rb").read() for p in sorted(glob.glob(f"{shared}/*.md"))]
+if corpus == "distinct":
+    files = []
+    for g in ("docs/**/*.md", "src/*.cpp", "common/*.cpp", "tools/**/*.cpp", "ggml/src/*.c*"):
+        files += sorted(glob.glob(f"{llama}/{g}", recursive=True))
+    seen, parts = set(), []
+    for p in files:
+        b = open(p, "rb").read()
+        if b not in seen:
+            seen.add(b); parts.append(b)
 unit = b"\n".join(parts)
+if corpus == "distinct" and len(unit) < target:
+    sys.exit(f"distinct corpus has only {len(unit)} bytes")
 data = (unit * (target // len(unit) + 1))[:target]
 data = data.decode("utf-8", "ignore").encode()  # cut on a code point boundary
 open(out, "wb").write(data)
@@ -33,7 +48,7 @@ BYTES=$(stat -c %s "$D/input.txt")
 have_uv=0; have_ll=0
 uvllm_has tokenize && have_uv=1
 [ -x "$LLAMA_BIN/llama-tokenize" ] && have_ll=1
-LL_ARGS=(--stdin --ids --no-bos --log-disable --no-escape)
+LL_ARGS=(--stdin --ids --no-bos --log-disable --no-escape --no-parse-special)
 spec="$D/spec.json"
 python3 - "$spec" "$D" "$UVLLM_BIN" "$LLAMA_BIN/llama-tokenize" "$SHARED/tokenizer" "$have_uv" "$have_ll" "${LL_ARGS[@]}" <<'PY'
 import json, sys
@@ -71,11 +86,15 @@ fi
 
 sec="$D/section.md"
 {
-    echo "## Tokenizer throughput and model open time"
+    echo "## Tokenizer throughput ($CORPUS text) and model open time"
     echo
     echo "- machine: $(machine_line)"
     echo "- uvllm: $(uvllm_commit); peer llama.cpp $(peer_commit)"
-    echo "- input: $BYTES bytes of mixed text (llama.cpp tokenizer test strings + shared docs, repeated); bench/work/tokenizer/input.txt"
+    if [ "$CORPUS" = distinct ]; then
+        echo "- input: $BYTES bytes of non-repeating text (llama.cpp's docs/**/*.md, src/, common/, tools/ and ggml/src/ sources in that order, cut at 4 MiB); bench/work/tokenizer/input.txt"
+    else
+        echo "- input: $BYTES bytes of mixed text (llama.cpp tokenizer test strings + shared docs, a ~15 KB unit repeated); bench/work/tokenizer/input.txt. uvllm's tokenizer caches merged words per call, which repetition favours: see the distinct-text section (\`TOK_CORPUS=distinct bench/tokenizer.sh\`)."
+    fi
     echo "- commands: \`uvllm tokenize --model VOCAB --no-bos - < input.txt\` and \`llama-tokenize -m VOCAB ${LL_ARGS[*]} < input.txt\`; start-up measured with the same command on an empty input and subtracted; $RUNS interleaved runs after one warm-up; medians."
     echo
     python3 - "$D" "$BYTES" "$have_uv" "$have_ll" "$(uvllm_commit)" <<'PY'
@@ -126,5 +145,5 @@ PY
         echo "- model open time: not measured (${MODELS_NOTE:-uvllm info failed})"
     fi
 } >"$sec"
-results_section tokenizer "$sec"
+results_section "tokenizer-$CORPUS" "$sec"
 cat "$sec"
