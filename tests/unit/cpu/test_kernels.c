@@ -94,6 +94,30 @@ Test(kernels, avx512_matches_f64_reference) {
     check_isa(UL_ISA_AVX512);
 }
 
+/* The AVX-512 Q4_0/Q8_0 prefill path (16+ tokens) transposes 16 rows at a time in chunks
+ * of 64 blocks and sums the chunks in y: rows beyond the last full 16 take the older
+ * kernel, and rows of 69 and 129 blocks cross one and two chunk boundaries. */
+Test(kernels, avx512_q4_0_q8_0_prefill_path_matches_f64_reference) {
+    cr_assert(ul_cpu_isa() >= UL_ISA_AVX512, "this CPU lacks AVX-512; cannot test that path");
+    static const int types[] = {UL_TYPE_Q4_0, UL_TYPE_Q8_0}, rows[] = {16, 40, 64},
+                     toks[] = {16, 19};
+    static const int64_t cols[] = {69 * 32, 129 * 32};
+    for (int ti = 0; ti < 2; ti++) {
+        double worst = 0;
+        for (int ci = 0; ci < 2; ci++)
+            for (int ri = 0; ri < 3; ri++)
+                for (int k = 0; k < 2; k++) {
+                    double e = check_mm(types[ti], UL_ISA_AVX512, rows[ri], cols[ci], toks[k],
+                                        (uint64_t)(ti * 1000 + ci * 100 + ri * 10 + k));
+                    worst = e > worst ? e : worst;
+                }
+        cr_expect(worst <= 1.0, "%s prefill path exceeds the summation bound",
+                  ul_type_name(types[ti]));
+        cr_log_info("%s/avx512 prefill path: worst error %.3g of the bound",
+                    ul_type_name(types[ti]), worst);
+    }
+}
+
 Test(kernels, type_support) {
     for (int i = 0; i < N_TYPES; i++) cr_expect(ul_cpu_type_supported(k_types[i]));
     cr_expect(!ul_cpu_type_supported(UL_TYPE_Q5_K));
