@@ -73,7 +73,8 @@ static double cpu_seconds(int pid) {
     char *p = strrchr(buf, ')'); /* comm may hold spaces: fields count from here */
     if (!p) return -1;
     unsigned long long ut = 0, st = 0;
-    /* after ")": state(3) ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime(14) stime(15) */
+    /* after ")": state(3) ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime(14)
+     * stime(15) */
     if (sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
         return -1;
     return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
@@ -169,12 +170,18 @@ static void body_bytes(stream_t *s, const char *p, size_t n, uint64_t now) {
         case CH_SIZE:
             i++;
             if (c == '\n') {
-                if (s->ch_left == 0) s->ch_state = CH_END;
-                else s->ch_state = CH_DATA;
-            } else if (c >= '0' && c <= '9') s->ch_left = s->ch_left * 16 + (uint64_t)(c - '0');
-            else if (c >= 'a' && c <= 'f') s->ch_left = s->ch_left * 16 + (uint64_t)(c - 'a' + 10);
-            else if (c >= 'A' && c <= 'F') s->ch_left = s->ch_left * 16 + (uint64_t)(c - 'A' + 10);
-            else if (c != '\r') s->ch_state = CH_SIZE; /* extension: ignored until '\n' */
+                if (s->ch_left == 0)
+                    s->ch_state = CH_END;
+                else
+                    s->ch_state = CH_DATA;
+            } else if (c >= '0' && c <= '9')
+                s->ch_left = s->ch_left * 16 + (uint64_t)(c - '0');
+            else if (c >= 'a' && c <= 'f')
+                s->ch_left = s->ch_left * 16 + (uint64_t)(c - 'a' + 10);
+            else if (c >= 'A' && c <= 'F')
+                s->ch_left = s->ch_left * 16 + (uint64_t)(c - 'A' + 10);
+            else if (c != '\r')
+                s->ch_state = CH_SIZE; /* extension: ignored until '\n' */
             break;
         case CH_DATA: {
             size_t take = n - i < s->ch_left ? n - i : (size_t)s->ch_left;
@@ -203,9 +210,12 @@ static void on_read(uv_stream_t *h, ssize_t nread, const uv_buf_t *buf) {
     stream_t *s = h->data;
     uint64_t now = uv_hrtime();
     if (nread < 0) {
-        if (s->state == ST_HEAD) g_fail_closed++, finish(s, ST_FAILED, "closed before head");
-        else if (!s->saw_done) g_fail_closed++, finish(s, ST_FAILED, "closed before [DONE]");
-        else finish(s, ST_DONE, NULL);
+        if (s->state == ST_HEAD)
+            g_fail_closed++, finish(s, ST_FAILED, "closed before head");
+        else if (!s->saw_done)
+            g_fail_closed++, finish(s, ST_FAILED, "closed before [DONE]");
+        else
+            finish(s, ST_DONE, NULL);
         return;
     }
     const char *p = buf->base;
@@ -218,7 +228,8 @@ static void on_read(uv_stream_t *h, ssize_t nread, const uv_buf_t *buf) {
         s->head[s->head_len] = 0;
         char *end = strstr(s->head, "\r\n\r\n");
         if (!end) {
-            if (s->head_len == sizeof s->head - 1) g_fail_status++, finish(s, ST_FAILED, "head too big");
+            if (s->head_len == sizeof s->head - 1)
+                g_fail_status++, finish(s, ST_FAILED, "head too big");
             return;
         }
         *end = 0;
@@ -353,8 +364,8 @@ static void report(double cpu0, double cpu1, double rq0, double rq1) {
            "\"events_per_s\":%.1f,\"all_live_window_s\":%.3f,\"all_live_events_per_s\":%.1f,"
            "\"gap_p50_ms\":%.2f,\"gap_p99_ms\":%.2f,\"gap_max_ms\":%.2f,",
            g_opt.n, g_opt.max_tokens, ok, total, wall, wall > 0 ? (double)total / wall : 0, win,
-           win > 0 ? (double)in_win / win : 0, pct_ms(gaps, n_gap, 0.5),
-           pct_ms(gaps, n_gap, 0.99), n_gap ? (double)gaps[n_gap - 1] / 1e6 : -1);
+           win > 0 ? (double)in_win / win : 0, pct_ms(gaps, n_gap, 0.5), pct_ms(gaps, n_gap, 0.99),
+           n_gap ? (double)gaps[n_gap - 1] / 1e6 : -1);
     printf("\"err_connect\":%d,\"err_status\":%d,\"err_closed\":%d,\"err_timeout\":%d,"
            "\"short_streams\":%d,\"server_cpu_s\":%.2f,\"server_cpu_pct\":%.1f,"
            "\"server_runq_wait_s\":%.2f}\n",
@@ -379,15 +390,24 @@ int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) return usage();
-        if (!strcmp(a, "--host")) g_opt.host = v;
-        else if (!strcmp(a, "--port")) g_opt.port = atoi(v);
-        else if (!strcmp(a, "--streams")) g_opt.n = atoi(v);
-        else if (!strcmp(a, "--max-tokens")) g_opt.max_tokens = atoi(v);
-        else if (!strcmp(a, "--ramp")) g_opt.ramp = atoi(v);
-        else if (!strcmp(a, "--pid")) g_opt.pid = atoi(v);
-        else if (!strcmp(a, "--timeout")) g_opt.timeout_s = atoi(v);
-        else if (!strcmp(a, "--path")) g_opt.path = v;
-        else return usage();
+        if (!strcmp(a, "--host"))
+            g_opt.host = v;
+        else if (!strcmp(a, "--port"))
+            g_opt.port = atoi(v);
+        else if (!strcmp(a, "--streams"))
+            g_opt.n = atoi(v);
+        else if (!strcmp(a, "--max-tokens"))
+            g_opt.max_tokens = atoi(v);
+        else if (!strcmp(a, "--ramp"))
+            g_opt.ramp = atoi(v);
+        else if (!strcmp(a, "--pid"))
+            g_opt.pid = atoi(v);
+        else if (!strcmp(a, "--timeout"))
+            g_opt.timeout_s = atoi(v);
+        else if (!strcmp(a, "--path"))
+            g_opt.path = v;
+        else
+            return usage();
         i++;
     }
     if (g_opt.port <= 0 || g_opt.n <= 0 || g_opt.max_tokens <= 0 || g_opt.ramp <= 0) return usage();
@@ -395,10 +415,11 @@ int main(int argc, char **argv) {
     int bl = snprintf(body, sizeof body,
                       "{\"model\":\"bench\",\"prompt\":\"%s\",\"max_tokens\":%d,\"stream\":true}",
                       g_opt.prompt, g_opt.max_tokens);
-    g_req_len = (size_t)snprintf(g_req, sizeof g_req,
-                                 "POST %s HTTP/1.1\r\nHost: %s:%d\r\nContent-Type: application/json\r\n"
-                                 "Accept: text/event-stream\r\nContent-Length: %d\r\n\r\n%s",
-                                 g_opt.path, g_opt.host, g_opt.port, bl, body);
+    g_req_len =
+        (size_t)snprintf(g_req, sizeof g_req,
+                         "POST %s HTTP/1.1\r\nHost: %s:%d\r\nContent-Type: application/json\r\n"
+                         "Accept: text/event-stream\r\nContent-Length: %d\r\n\r\n%s",
+                         g_opt.path, g_opt.host, g_opt.port, bl, body);
     g_streams = calloc((size_t)g_opt.n, sizeof *g_streams);
     if (!g_streams) return 1;
     g_loop = uv_default_loop();
