@@ -6,7 +6,7 @@ UVLLM_SHARED ?= ../shared
 SERVE_ARGS ?= --model $(UVLLM_SHARED)/models/aidreams260K.gguf --port 8080
 CMAKE_ARGS ?=
 
-.PHONY: all deps build serve test test-asan fuzz bench clean
+.PHONY: all deps build serve test test-asan fuzz bench format-check clean
 all: build
 
 deps:
@@ -35,6 +35,9 @@ fuzz: deps
 bench: build
 	@bash scripts/deps.sh --bench
 	bash bench/run.sh
+
+format-check:
+	@git ls-files 'src/*.[ch]' 'include/*.h' 'tests/*.[ch]' 'bench/*.c' | xargs clang-format --dry-run --Werror
 
 clean:
 	rm -rf $(BUILD) $(BUILD_ASAN) build-fuzz

@@ -3,7 +3,7 @@
 # Idempotent: does nothing when everything is already present.
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libuv1-dev node-llhttp libcriterion-dev
-      libcjson-dev libpcre2-dev libomp-dev clang libclang-rt-14-dev python3 nodejs npm)
+      libcjson-dev libpcre2-dev libomp-dev clang clang-format libclang-rt-14-dev python3 nodejs npm)
 [ "${1:-}" = "--bench" ] && pkgs+=(nginx-light wrk hyperfine)
 missing=()
 for p in "${pkgs[@]}"; do
