@@ -15,59 +15,19 @@
 #include <time.h>
 
 #include "api/api.h"
+#include "base/buf.h"
 #include "sched/stop.h"
 #include "uvllm/err.h"
 #include "uvllm/log.h"
 
-typedef struct {
-    char *p;
-    size_t len, cap;
-} sbuf_t;
+typedef ul_buf_t sbuf_t;
 
 /* Output text is bounded by max_tokens pieces; an allocation failure here is not a
  * user-sized request, so it is treated as fatal like other small internal allocations. */
-static void sbuf_reserve(sbuf_t *b, size_t extra) {
-    if (b->len + extra + 1 <= b->cap) return;
-    size_t cap = (b->len + extra + 1) * 2;
-    if (cap < 256) cap = 256;
-    char *np = realloc(b->p, cap);
-    UL_ASSERT(np);
-    b->p = np;
-    b->cap = cap;
-}
-
-static void sbuf_add(sbuf_t *b, const char *s, size_t n) {
-    sbuf_reserve(b, n);
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = 0;
-}
+static void sbuf_add(sbuf_t *b, const char *s, size_t n) { UL_ASSERT(ul_buf_append(b, s, n) == 0); }
 
 static void sbuf_add_json_str(sbuf_t *b, const char *s, size_t n) {
-    sbuf_reserve(b, n * 6);
-    char *o = b->p + b->len;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char ch = (unsigned char)s[i];
-        if (ch == '"' || ch == '\\') {
-            *o++ = '\\';
-            *o++ = (char)ch;
-        } else if (ch == '\n') {
-            *o++ = '\\';
-            *o++ = 'n';
-        } else if (ch == '\r') {
-            *o++ = '\\';
-            *o++ = 'r';
-        } else if (ch == '\t') {
-            *o++ = '\\';
-            *o++ = 't';
-        } else if (ch < 0x20 || ch == 0x7f) {
-            o += sprintf(o, "\\u%04x", ch);
-        } else {
-            *o++ = (char)ch;
-        }
-    }
-    b->len = (size_t)(o - b->p);
-    b->p[b->len] = 0;
+    UL_ASSERT(ul_buf_append_json_str(b, s, n) == 0);
 }
 
 typedef struct comp_s {
@@ -318,7 +278,9 @@ static void answer_json(comp_t *c, const char *finish_reason) {
     cJSON_AddNumberToObject(root, "created", (double)c->api->created);
     cJSON_AddStringToObject(root, "model", c->api->model_id);
     cJSON *ch = cJSON_CreateObject();
-    cJSON_AddStringToObject(ch, "text", c->text.p ? c->text.p : "");
+    const char *text = ul_buf_cstr(&c->text);
+    UL_ASSERT(text);
+    cJSON_AddStringToObject(ch, "text", text);
     cJSON_AddNumberToObject(ch, "index", 0);
     cJSON_AddNullToObject(ch, "logprobs");
     cJSON_AddStringToObject(ch, "finish_reason", finish_reason);

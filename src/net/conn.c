@@ -22,7 +22,7 @@ static ul_conn_t *conn_of(llhttp_t *p) { return p->data; }
 /* ---- header storage --------------------------------------------------------------- */
 
 static int store(ul_conn_t *c, const char *at, size_t len) {
-    if (ul_nbuf_append(&c->hdr, at, len)) {
+    if (ul_buf_append(&c->hdr, at, len)) {
         c->err_status = 500;
         return -1;
     }
@@ -150,7 +150,7 @@ static int on_body(llhttp_t *p, const char *at, size_t len) {
         c->err_status = 413;
         return -1;
     }
-    if (ul_nbuf_append(&c->body, at, len)) {
+    if (ul_buf_append(&c->body, at, len)) {
         c->err_status = 413; /* could not hold it: as good as too large */
         return -1;
     }
@@ -206,7 +206,7 @@ static int build_request(ul_conn_t *c) {
         c->hdrs = h;
         c->cap_hdrs = c->n_hoff;
     }
-    if (ul_nbuf_reserve(&c->body, 1)) return UL_ENOMEM;
+    if (ul_buf_reserve(&c->body, 1)) return UL_ENOMEM;
     c->body.p[c->body.len] = '\0';
     if (!c->hdr.p) return UL_EFORMAT; /* llhttp requires a URL: cannot happen */
     char *url = c->hdr.p;             /* "path?query\0" */
@@ -387,7 +387,7 @@ static void parse_in(ul_conn_t *c) {
     if (c->close_after_write || c->lingering)
         c->in.len = 0;
     else
-        ul_nbuf_consume(&c->in, used);
+        ul_buf_consume(&c->in, used);
     if (c->in.len <= IN_CAP(c) && !c->close_after_write) ul_conn_read_start(c);
 }
 
@@ -407,7 +407,7 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
     }
     if (c->req_open || c->in.len) {
         /* Behind an open request, or after a partial one: queue, parse from conn->in. */
-        if (ul_nbuf_append(&c->in, buf->base, (size_t)nread)) {
+        if (ul_buf_append(&c->in, buf->base, (size_t)nread)) {
             ul_conn_close(c, UL_ENOMEM);
             return;
         }
@@ -421,7 +421,7 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
     }
     size_t used = parse(c, buf->base, (size_t)nread);
     if (used < (size_t)nread && !c->closing && !c->close_after_write && !c->lingering) {
-        if (ul_nbuf_append(&c->in, buf->base + used, (size_t)nread - used)) {
+        if (ul_buf_append(&c->in, buf->base + used, (size_t)nread - used)) {
             ul_conn_close(c, UL_ENOMEM);
             return;
         }
@@ -459,12 +459,12 @@ static void on_close(uv_handle_t *h) {
     ul_queue_remove(&c->node);
     ul_queue_remove(&c->tick);
     s->stats.conns_open--;
-    ul_nbuf_free(&c->in);
-    ul_nbuf_free(&c->hdr);
-    ul_nbuf_free(&c->body);
-    ul_nbuf_free(&c->resp_hdrs);
-    ul_nbuf_free(&c->out);
-    ul_nbuf_free(&c->wbuf);
+    ul_buf_free(&c->in);
+    ul_buf_free(&c->hdr);
+    ul_buf_free(&c->body);
+    ul_buf_free(&c->resp_hdrs);
+    ul_buf_free(&c->out);
+    ul_buf_free(&c->wbuf);
     ul_arena_free(&c->arena);
     free(c->hoff);
     free(c->hdrs);
@@ -555,7 +555,7 @@ void ul_conn_fail(ul_conn_t *c, int status, const char *message) {
     const char *code = NULL;
     for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++)
         if (codes[i].status == status) code = codes[i].code;
-    ul_nbuf_t body = {0};
+    ul_buf_t body = {0};
     int rc = ul_http_error_body(&body, ul_http_error_type(status), code, message);
     const char *extra = status == 503 ? "Retry-After: 1\r\n" : NULL;
     ul_http_head_t h = {
@@ -569,8 +569,8 @@ void ul_conn_fail(ul_conn_t *c, int status, const char *message) {
     };
     size_t before = c->out.len;
     rc |= ul_http_head_write(&c->out, &h);
-    if (!rc) rc = ul_nbuf_append(&c->out, body.p, body.len);
-    ul_nbuf_free(&body);
+    if (!rc) rc = ul_buf_append(&c->out, body.p, body.len);
+    ul_buf_free(&body);
     if (rc) {
         ul_conn_close(c, UL_ENOMEM);
         return;

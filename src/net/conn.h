@@ -9,28 +9,8 @@
 #include <llhttp.h>
 #include <string.h>
 
+#include "base/buf.h"
 #include "net/http.h"
-
-/* Growable byte buffer, reused across requests (len reset, memory kept). */
-typedef struct ul_nbuf_s {
-    char *p;
-    size_t len, cap;
-} ul_nbuf_t;
-
-/* Ensures room for extra more bytes; UL_ENOMEM on overflow or malloc failure. */
-int ul_nbuf_reserve(ul_nbuf_t *b, size_t extra);
-int ul_nbuf_append(ul_nbuf_t *b, const void *p, size_t n);
-/* Appends the decimal / lowercase-hex form of v. */
-int ul_nbuf_append_u64(ul_nbuf_t *b, uint64_t v);
-int ul_nbuf_append_hex(ul_nbuf_t *b, uint64_t v);
-/* Appends s as the inside of a JSON string (quotes not included). */
-int ul_nbuf_append_json_str(ul_nbuf_t *b, const char *s, size_t n);
-/* Drops the first n bytes. */
-void ul_nbuf_consume(ul_nbuf_t *b, size_t n);
-void ul_nbuf_free(ul_nbuf_t *b);
-static inline int ul_nbuf_puts(ul_nbuf_t *b, const char *s) {
-    return ul_nbuf_append(b, s, strlen(s));
-}
 
 /* A stored header while parsing: offsets into conn->hdr, which may move when it grows. */
 typedef struct ul_hoff_s {
@@ -57,7 +37,7 @@ typedef struct ul_conn_s {
     uint64_t n_req;
 
     /* input: bytes read but not parsed yet (only while a request is open) */
-    ul_nbuf_t in;
+    ul_buf_t in;
     size_t hdr_raw;     /* raw bytes consumed in the current request's header phase */
     uint64_t hdr_start; /* uv_now when the current request's first byte arrived */
     uint64_t last_in;   /* uv_now of the last read */
@@ -66,8 +46,8 @@ typedef struct ul_conn_s {
     int err_status;     /* limit hit inside a parser callback: 413 / 431 / 400 */
 
     /* request under construction; hdr holds url, names and values, NUL-separated */
-    ul_nbuf_t hdr;
-    ul_nbuf_t body;
+    ul_buf_t hdr;
+    ul_buf_t body;
     ul_hoff_t *hoff;
     ul_http_header_t *hdrs;
     size_t n_hoff, cap_hoff, cap_hdrs;
@@ -83,7 +63,7 @@ typedef struct ul_conn_s {
     int req_open; /* a dispatched request is not finished yet */
 
     /* response of the current request */
-    ul_nbuf_t resp_hdrs; /* extra header lines from ul_http_resp_header */
+    ul_buf_t resp_hdrs; /* extra header lines from ul_http_resp_header */
     ul_resp_state_t resp;
     int status;
     int chunked;
@@ -94,8 +74,8 @@ typedef struct ul_conn_s {
 
     /* output: out collects, wbuf is the one buffer in flight; wbuf's memory is handed to
      * uv_write and must stay untouched until on_write runs (at most one write in flight) */
-    ul_nbuf_t out;
-    ul_nbuf_t wbuf;
+    ul_buf_t out;
+    ul_buf_t wbuf;
     uv_write_t wreq;
     uv_shutdown_t sreq;
     uint64_t last_out; /* uv_now of the last write progress or SSE event */
@@ -164,9 +144,9 @@ typedef struct ul_http_head_s {
     size_t extra_len;
     const char *date;
 } ul_http_head_t;
-int ul_http_head_write(ul_nbuf_t *b, const ul_http_head_t *h);
+int ul_http_head_write(ul_buf_t *b, const ul_http_head_t *h);
 /* Appends {"error":{"message":...,"type":...,"param":null,"code":...}}. */
-int ul_http_error_body(ul_nbuf_t *b, const char *type, const char *code, const char *message);
+int ul_http_error_body(ul_buf_t *b, const char *type, const char *code, const char *message);
 /* "invalid_request_error" etc. for a status net generates itself. */
 const char *ul_http_error_type(int status);
 /* Writes the access-log line and updates counters; called once per finished request. */
@@ -174,7 +154,7 @@ void ul_http_access_log(ul_conn_t *c);
 
 /* sse.c */
 /* Appends one SSE frame "<prefix><data>\n\n", wrapped as one HTTP chunk if chunked. */
-int ul_sse_frame(ul_nbuf_t *b, int chunked, const char *prefix, const char *data, size_t len);
+int ul_sse_frame(ul_buf_t *b, int chunked, const char *prefix, const char *data, size_t len);
 
 /* server.c */
 void ul_http_server_conn_gone(ul_http_server_t *s);

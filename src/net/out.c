@@ -10,7 +10,7 @@
 #include "uvllm/err.h"
 #include "uvllm/log.h"
 
-int ul_conn_out(ul_conn_t *c, const void *p, size_t n) { return ul_nbuf_append(&c->out, p, n); }
+int ul_conn_out(ul_conn_t *c, const void *p, size_t n) { return ul_buf_append(&c->out, p, n); }
 
 void ul_conn_schedule(ul_conn_t *c) {
     if (c->closing || c->tick.next != &c->tick) return; /* already queued */
@@ -105,8 +105,8 @@ void ul_conn_flush(ul_conn_t *c) {
         return;
     }
     /* The socket is full: the rest goes to one uv_write from the swapped-out buffer. */
-    ul_nbuf_consume(&c->out, (size_t)n);
-    ul_nbuf_t t = c->wbuf;
+    ul_buf_consume(&c->out, (size_t)n);
+    ul_buf_t t = c->wbuf;
     c->wbuf = c->out;
     c->out = t;
     c->out.len = 0;

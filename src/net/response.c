@@ -73,57 +73,57 @@ const char *ul_http_error_type(int status) {
     return "invalid_request_error";
 }
 
-int ul_http_head_write(ul_nbuf_t *b, const ul_http_head_t *h) {
+int ul_http_head_write(ul_buf_t *b, const ul_http_head_t *h) {
     int rc = 0;
     int status = h->status >= 100 && h->status <= 999 ? h->status : 500;
-    rc |= ul_nbuf_puts(b, "HTTP/1.1 ");
-    rc |= ul_nbuf_append_u64(b, (uint64_t)status);
-    rc |= ul_nbuf_puts(b, " ");
-    rc |= ul_nbuf_puts(b, ul_http_reason(status));
-    rc |= ul_nbuf_puts(b, "\r\n");
+    rc |= ul_buf_puts(b, "HTTP/1.1 ");
+    rc |= ul_buf_append_u64(b, (uint64_t)status);
+    rc |= ul_buf_puts(b, " ");
+    rc |= ul_buf_puts(b, ul_http_reason(status));
+    rc |= ul_buf_puts(b, "\r\n");
     if (h->sse) {
-        rc |= ul_nbuf_puts(b, "Content-Type: text/event-stream\r\n"
-                              "Cache-Control: no-cache\r\n"
-                              "X-Accel-Buffering: no\r\n");
+        rc |= ul_buf_puts(b, "Content-Type: text/event-stream\r\n"
+                             "Cache-Control: no-cache\r\n"
+                             "X-Accel-Buffering: no\r\n");
     } else if (h->content_type) {
-        rc |= ul_nbuf_puts(b, "Content-Type: ");
-        rc |= ul_nbuf_puts(b, h->content_type);
-        rc |= ul_nbuf_puts(b, "\r\n");
+        rc |= ul_buf_puts(b, "Content-Type: ");
+        rc |= ul_buf_puts(b, h->content_type);
+        rc |= ul_buf_puts(b, "\r\n");
     }
     if (h->content_length >= 0) {
-        rc |= ul_nbuf_puts(b, "Content-Length: ");
-        rc |= ul_nbuf_append_u64(b, (uint64_t)h->content_length);
-        rc |= ul_nbuf_puts(b, "\r\n");
+        rc |= ul_buf_puts(b, "Content-Length: ");
+        rc |= ul_buf_append_u64(b, (uint64_t)h->content_length);
+        rc |= ul_buf_puts(b, "\r\n");
     } else if (h->chunked) {
-        rc |= ul_nbuf_puts(b, "Transfer-Encoding: chunked\r\n");
+        rc |= ul_buf_puts(b, "Transfer-Encoding: chunked\r\n");
     }
-    if (h->date) rc |= ul_nbuf_puts(b, h->date);
-    if (h->extra && h->extra_len) rc |= ul_nbuf_append(b, h->extra, h->extra_len);
+    if (h->date) rc |= ul_buf_puts(b, h->date);
+    if (h->extra && h->extra_len) rc |= ul_buf_append(b, h->extra, h->extra_len);
     if (!h->keep_alive)
-        rc |= ul_nbuf_puts(b, "Connection: close\r\n");
+        rc |= ul_buf_puts(b, "Connection: close\r\n");
     else if (h->http10)
-        rc |= ul_nbuf_puts(b, "Connection: keep-alive\r\n");
-    rc |= ul_nbuf_puts(b, "\r\n");
+        rc |= ul_buf_puts(b, "Connection: keep-alive\r\n");
+    rc |= ul_buf_puts(b, "\r\n");
     return rc ? UL_ENOMEM : 0;
 }
 
-int ul_http_error_body(ul_nbuf_t *b, const char *type, const char *code, const char *message) {
+int ul_http_error_body(ul_buf_t *b, const char *type, const char *code, const char *message) {
     int rc = 0;
     if (!message) message = "";
     if (!type) type = "server_error";
-    rc |= ul_nbuf_puts(b, "{\"error\":{\"message\":\"");
-    rc |= ul_nbuf_append_json_str(b, message, strlen(message));
-    rc |= ul_nbuf_puts(b, "\",\"type\":\"");
-    rc |= ul_nbuf_append_json_str(b, type, strlen(type));
-    rc |= ul_nbuf_puts(b, "\",\"param\":null,\"code\":");
+    rc |= ul_buf_puts(b, "{\"error\":{\"message\":\"");
+    rc |= ul_buf_append_json_str(b, message, strlen(message));
+    rc |= ul_buf_puts(b, "\",\"type\":\"");
+    rc |= ul_buf_append_json_str(b, type, strlen(type));
+    rc |= ul_buf_puts(b, "\",\"param\":null,\"code\":");
     if (code) {
-        rc |= ul_nbuf_puts(b, "\"");
-        rc |= ul_nbuf_append_json_str(b, code, strlen(code));
-        rc |= ul_nbuf_puts(b, "\"");
+        rc |= ul_buf_puts(b, "\"");
+        rc |= ul_buf_append_json_str(b, code, strlen(code));
+        rc |= ul_buf_puts(b, "\"");
     } else {
-        rc |= ul_nbuf_puts(b, "null");
+        rc |= ul_buf_puts(b, "null");
     }
-    rc |= ul_nbuf_puts(b, "}}");
+    rc |= ul_buf_puts(b, "}}");
     return rc ? UL_ENOMEM : 0;
 }
 
@@ -165,10 +165,10 @@ int ul_http_resp_header(ul_http_req_t *req, const char *name, const char *value)
     size_t n = strlen(name) + strlen(value) + 4;
     if (c->resp_hdrs.len + n > RESP_HDRS_MAX) return UL_E2BIG;
     int rc = 0;
-    rc |= ul_nbuf_puts(&c->resp_hdrs, name);
-    rc |= ul_nbuf_puts(&c->resp_hdrs, ": ");
-    rc |= ul_nbuf_puts(&c->resp_hdrs, value);
-    rc |= ul_nbuf_puts(&c->resp_hdrs, "\r\n");
+    rc |= ul_buf_puts(&c->resp_hdrs, name);
+    rc |= ul_buf_puts(&c->resp_hdrs, ": ");
+    rc |= ul_buf_puts(&c->resp_hdrs, value);
+    rc |= ul_buf_puts(&c->resp_hdrs, "\r\n");
     return rc ? UL_ENOMEM : 0;
 }
 
@@ -196,7 +196,7 @@ int ul_http_respond(ul_http_req_t *req, int status, const char *content_type, co
     };
     size_t before = c->out.len;
     int rc = ul_http_head_write(&c->out, &h);
-    if (!rc && !c->head_only) rc = ul_nbuf_append(&c->out, body, len);
+    if (!rc && !c->head_only) rc = ul_buf_append(&c->out, body, len);
     if (rc) {
         /* Could not buffer the answer: drop the partial head and close instead. */
         c->out.len = before;
@@ -214,12 +214,12 @@ int ul_http_respond_error(ul_http_req_t *req, int status, const char *type, cons
     ul_conn_t *c = req->conn_;
     if (!c->req_open || c->resp != UL_RESP_NONE) return UL_ESTATE;
     /* The arena is the request's scratch; the body is copied into the output buffer. */
-    ul_nbuf_t tmp = {0};
+    ul_buf_t tmp = {0};
     if (ul_http_error_body(&tmp, type, code, message)) {
-        ul_nbuf_free(&tmp);
+        ul_buf_free(&tmp);
         return ul_http_respond(req, status, NULL, "", 0);
     }
     int rc = ul_http_respond(req, status, NULL, tmp.p, tmp.len);
-    ul_nbuf_free(&tmp);
+    ul_buf_free(&tmp);
     return rc;
 }

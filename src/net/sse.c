@@ -7,20 +7,20 @@
 #include "net/conn.h"
 #include "uvllm/err.h"
 
-int ul_sse_frame(ul_nbuf_t *b, int chunked, const char *prefix, const char *data, size_t len) {
+int ul_sse_frame(ul_buf_t *b, int chunked, const char *prefix, const char *data, size_t len) {
     size_t plen = strlen(prefix);
     size_t payload = plen + len + 2;
     if (payload < len) return UL_ENOMEM;
-    int rc = ul_nbuf_reserve(b, payload + 24);
+    int rc = ul_buf_reserve(b, payload + 24);
     if (rc) return rc;
     if (chunked) {
-        ul_nbuf_append_hex(b, payload);
-        ul_nbuf_append(b, "\r\n", 2);
+        ul_buf_append_hex(b, payload);
+        ul_buf_append(b, "\r\n", 2);
     }
-    ul_nbuf_append(b, prefix, plen);
-    ul_nbuf_append(b, data, len);
-    ul_nbuf_append(b, "\n\n", 2);
-    if (chunked) ul_nbuf_append(b, "\r\n", 2);
+    ul_buf_append(b, prefix, plen);
+    ul_buf_append(b, data, len);
+    ul_buf_append(b, "\n\n", 2);
+    if (chunked) ul_buf_append(b, "\r\n", 2);
     return 0;
 }
 
@@ -112,7 +112,7 @@ static int finish(ul_conn_t *c, int done) {
         size_t before = c->out.len;
         int err = 0;
         if (done) err |= ul_sse_frame(&c->out, c->chunked, "data: ", "[DONE]", 6);
-        if (c->chunked) err |= ul_nbuf_append(&c->out, "0\r\n\r\n", 5);
+        if (c->chunked) err |= ul_buf_append(&c->out, "0\r\n\r\n", 5);
         if (err) {
             c->out.len = before;
             ul_conn_close(c, UL_ENOMEM);

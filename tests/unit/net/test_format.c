@@ -5,14 +5,14 @@
 
 #include "net/conn.h"
 
-static char *str(ul_nbuf_t *b) {
-    ul_nbuf_reserve(b, 1);
+static char *str(ul_buf_t *b) {
+    ul_buf_reserve(b, 1);
     b->p[b->len] = '\0';
     return b->p;
 }
 
 Test(format, sse_frame_chunked_and_raw) {
-    ul_nbuf_t b = {0};
+    ul_buf_t b = {0};
     const char *json = "{\"x\":1}";
     cr_assert_eq(ul_sse_frame(&b, 0, "data: ", json, strlen(json)), 0);
     cr_assert_str_eq(str(&b), "data: {\"x\":1}\n\n");
@@ -33,11 +33,11 @@ Test(format, sse_frame_chunked_and_raw) {
     cr_assert_eq(ul_sse_frame(&b, 1, "data: ", big, sizeof big), 0);
     cr_assert_eq(strncmp(b.p, "11178\r\n", 7), 0, "got %.8s", b.p); /* 70008 = 0x11178 */
     cr_assert_eq(b.len, 7 + 70008 + 2);
-    ul_nbuf_free(&b);
+    ul_buf_free(&b);
 }
 
 Test(format, response_head) {
-    ul_nbuf_t b = {0};
+    ul_buf_t b = {0};
     ul_http_head_t h = {
         .status = 200, .content_type = "application/json", .content_length = 15, .keep_alive = 1};
     cr_assert_eq(ul_http_head_write(&b, &h), 0);
@@ -69,13 +69,13 @@ Test(format, response_head) {
     cr_assert_eq(ul_http_head_write(&b, &h), 0);
     cr_assert_str_eq(str(&b), "HTTP/1.1 404 Not Found\r\nContent-Length: 2\r\n"
                               "Connection: keep-alive\r\n\r\n");
-    ul_nbuf_free(&b);
+    ul_buf_free(&b);
     cr_assert_str_eq(ul_http_reason(431), "Request Header Fields Too Large");
     cr_assert_str_eq(ul_http_reason(413), "Payload Too Large");
 }
 
 Test(format, error_body_openai_shape_and_escaping) {
-    ul_nbuf_t b = {0};
+    ul_buf_t b = {0};
     cr_assert_eq(
         ul_http_error_body(&b, "invalid_request_error", "bad_request", "bad \"x\"\n\\ \x01"), 0);
     cr_assert_str_eq(str(&b), "{\"error\":{\"message\":\"bad \\\"x\\\"\\n\\\\ \\u0001\","
@@ -85,20 +85,20 @@ Test(format, error_body_openai_shape_and_escaping) {
     cr_assert_eq(ul_http_error_body(&b, "server_error", NULL, "boom"), 0);
     cr_assert_str_eq(str(&b), "{\"error\":{\"message\":\"boom\",\"type\":\"server_error\","
                               "\"param\":null,\"code\":null}}");
-    ul_nbuf_free(&b);
+    ul_buf_free(&b);
 }
 
 Test(format, nbuf_numbers) {
-    ul_nbuf_t b = {0};
-    ul_nbuf_append_u64(&b, 0);
-    ul_nbuf_puts(&b, " ");
-    ul_nbuf_append_u64(&b, 18446744073709551615ull);
-    ul_nbuf_puts(&b, " ");
-    ul_nbuf_append_hex(&b, 0);
-    ul_nbuf_puts(&b, " ");
-    ul_nbuf_append_hex(&b, 0xdeadbeef);
+    ul_buf_t b = {0};
+    ul_buf_append_u64(&b, 0);
+    ul_buf_puts(&b, " ");
+    ul_buf_append_u64(&b, 18446744073709551615ull);
+    ul_buf_puts(&b, " ");
+    ul_buf_append_hex(&b, 0);
+    ul_buf_puts(&b, " ");
+    ul_buf_append_hex(&b, 0xdeadbeef);
     cr_assert_str_eq(str(&b), "0 18446744073709551615 0 deadbeef");
-    ul_nbuf_consume(&b, 2);
+    ul_buf_consume(&b, 2);
     cr_assert_eq(strncmp(b.p, "18446", 5), 0);
-    ul_nbuf_free(&b);
+    ul_buf_free(&b);
 }

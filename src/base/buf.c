@@ -1,13 +1,11 @@
-/* Growable byte buffers for connections: input leftovers, header storage, bodies and
- * output. They grow geometrically and are reused across requests (only len is reset), so
- * a keep-alive connection stops allocating after its first few requests. */
+/* Growable byte buffers (base/buf.h). */
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "net/conn.h"
+#include "base/buf.h"
 #include "uvllm/err.h"
 
-int ul_nbuf_reserve(ul_nbuf_t *b, size_t extra) {
+int ul_buf_reserve(ul_buf_t *b, size_t extra) {
     if (extra > SIZE_MAX - b->len) return UL_ENOMEM;
     size_t need = b->len + extra;
     if (need <= b->cap) return 0;
@@ -26,26 +24,26 @@ int ul_nbuf_reserve(ul_nbuf_t *b, size_t extra) {
     return 0;
 }
 
-int ul_nbuf_append(ul_nbuf_t *b, const void *p, size_t n) {
+int ul_buf_append(ul_buf_t *b, const void *p, size_t n) {
     if (n == 0) return 0;
-    int rc = ul_nbuf_reserve(b, n);
+    int rc = ul_buf_reserve(b, n);
     if (rc) return rc;
     memcpy(b->p + b->len, p, n);
     b->len += n;
     return 0;
 }
 
-int ul_nbuf_append_u64(ul_nbuf_t *b, uint64_t v) {
+int ul_buf_append_u64(ul_buf_t *b, uint64_t v) {
     char tmp[24];
     size_t i = sizeof tmp;
     do {
         tmp[--i] = (char)('0' + v % 10);
         v /= 10;
     } while (v);
-    return ul_nbuf_append(b, tmp + i, sizeof tmp - i);
+    return ul_buf_append(b, tmp + i, sizeof tmp - i);
 }
 
-int ul_nbuf_append_hex(ul_nbuf_t *b, uint64_t v) {
+int ul_buf_append_hex(ul_buf_t *b, uint64_t v) {
     static const char digits[] = "0123456789abcdef";
     char tmp[20];
     size_t i = sizeof tmp;
@@ -53,14 +51,14 @@ int ul_nbuf_append_hex(ul_nbuf_t *b, uint64_t v) {
         tmp[--i] = digits[v & 15];
         v >>= 4;
     } while (v);
-    return ul_nbuf_append(b, tmp + i, sizeof tmp - i);
+    return ul_buf_append(b, tmp + i, sizeof tmp - i);
 }
 
-int ul_nbuf_append_json_str(ul_nbuf_t *b, const char *s, size_t n) {
+int ul_buf_append_json_str(ul_buf_t *b, const char *s, size_t n) {
     static const char hex[] = "0123456789abcdef";
     /* worst case every byte becomes \u00XX */
     if (n > (SIZE_MAX - b->len) / 6) return UL_ENOMEM;
-    int rc = ul_nbuf_reserve(b, n * 6);
+    int rc = ul_buf_reserve(b, n * 6);
     if (rc) return rc;
     char *o = b->p + b->len;
     for (size_t i = 0; i < n; i++) {
@@ -90,7 +88,7 @@ int ul_nbuf_append_json_str(ul_nbuf_t *b, const char *s, size_t n) {
     return 0;
 }
 
-void ul_nbuf_consume(ul_nbuf_t *b, size_t n) {
+void ul_buf_consume(ul_buf_t *b, size_t n) {
     if (n >= b->len) {
         b->len = 0;
         return;
@@ -99,8 +97,14 @@ void ul_nbuf_consume(ul_nbuf_t *b, size_t n) {
     b->len -= n;
 }
 
-void ul_nbuf_free(ul_nbuf_t *b) {
+void ul_buf_free(ul_buf_t *b) {
     free(b->p);
     b->p = NULL;
     b->len = b->cap = 0;
+}
+
+const char *ul_buf_cstr(ul_buf_t *b) {
+    if (ul_buf_reserve(b, 1)) return NULL;
+    b->p[b->len] = '\0';
+    return b->p;
 }

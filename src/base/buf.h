@@ -1,0 +1,33 @@
+/* Growable byte buffers: connection input and output, header storage, response and SSE
+ * frames. They grow geometrically and are reused (only len is reset), so a keep-alive
+ * connection or a long stream stops allocating after its first few uses. Sized by user
+ * input, so growth returns UL_ENOMEM rather than aborting. */
+#ifndef UL_BASE_BUF_H
+#define UL_BASE_BUF_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+/* Growable byte buffer, reused across requests (len reset, memory kept). */
+typedef struct ul_buf_s {
+    char *p;
+    size_t len, cap;
+} ul_buf_t;
+
+/* Ensures room for extra more bytes; UL_ENOMEM on overflow or malloc failure. */
+int ul_buf_reserve(ul_buf_t *b, size_t extra);
+int ul_buf_append(ul_buf_t *b, const void *p, size_t n);
+/* Appends the decimal / lowercase-hex form of v. */
+int ul_buf_append_u64(ul_buf_t *b, uint64_t v);
+int ul_buf_append_hex(ul_buf_t *b, uint64_t v);
+/* Appends s as the inside of a JSON string (quotes not included). */
+int ul_buf_append_json_str(ul_buf_t *b, const char *s, size_t n);
+/* Drops the first n bytes. */
+void ul_buf_consume(ul_buf_t *b, size_t n);
+void ul_buf_free(ul_buf_t *b);
+static inline int ul_buf_puts(ul_buf_t *b, const char *s) { return ul_buf_append(b, s, strlen(s)); }
+/* NUL-terminates the contents (not counted in len) and returns them; NULL on ENOMEM. */
+const char *ul_buf_cstr(ul_buf_t *b);
+
+#endif
