@@ -84,7 +84,8 @@ static int get_number(cJSON *root, const char *name, double lo, double hi, int i
     if (!cJSON_IsNumber(it) || !isfinite(it->valuedouble) || it->valuedouble < lo ||
         it->valuedouble > hi || (integer && it->valuedouble != floor(it->valuedouble))) {
         bad->param = name;
-        snprintf(bad->msg, sizeof bad->msg, "'%s' must be %s between %g and %g", name,
+        /* %.15g keeps integer bounds exact (1073741824, not 1.07374e+09) */
+        snprintf(bad->msg, sizeof bad->msg, "'%s' must be %s between %.15g and %.15g", name,
                  integer ? "an integer" : "a number", lo, hi);
         return UL_EINVAL;
     }
