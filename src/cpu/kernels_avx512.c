@@ -250,15 +250,76 @@ static int mm_pk(pk_fn pack, int sh, int64_t n_cols, const uint8_t *w, size_t ws
     return r;
 }
 
+/* ---- Q4_0 / Q8_0 decode (one token): 8 rows per pass ----
+ * With a single token the tiles above spend, per block pair, as much on the activation
+ * (two loads, the header permutes) as on one row; taking 8 rows per pass halves that
+ * share and gives 8 independent accumulator chains. 8 x (weights, scale, accumulator)
+ * plus the activation fit in the 32 vector registers. */
+#define DEC_R 8
+AI void dec_q(const int Q8, int64_t n_cols, const uint8_t *w, size_t ws, const uint8_t *x,
+              float *y) {
+    const int64_t nb = n_cols / QK;
+    const __m512i flip = _mm512_set1_epi8((char)0x80);
+    __m512 acc[DEC_R];
+    _Pragma("GCC unroll 8") for (int r = 0; r < DEC_R; r++) acc[r] = _mm512_setzero_ps();
+    const blk_q8a *xb = (const blk_q8a *)x;
+    for (int64_t b = 0; b < nb; b += 2) {
+        const int two = b + 1 < nb;
+        const blk_q8a *p = xb + b;
+        __m256i xa = _mm256_loadu_si256((const __m256i *)p[0].qs);
+        __m256i xc = two ? _mm256_loadu_si256((const __m256i *)p[1].qs) : _mm256_setzero_si256();
+        __m512i X = join256(xa, xc);
+        __m512i I;
+        __m512 dx;
+        q8a_head2(p, two, &dx, &I);
+        if (Q8) I = _mm512_slli_epi32(I, 4);
+        _Pragma("GCC unroll 8") for (int r = 0; r < DEC_R; r++) {
+            __m512i W;
+            __m512 dw;
+            if (Q8) {
+                const blk_q8_0 *q = (const blk_q8_0 *)(w + (size_t)r * ws) + b;
+                __m256i a = _mm256_loadu_si256((const __m256i *)q[0].qs);
+                __m256i c =
+                    two ? _mm256_loadu_si256((const __m256i *)q[1].qs) : _mm256_setzero_si256();
+                W = _mm512_xor_si512(join256(a, c), flip);
+                dw = halves_to_ps(q[0].d, two ? q[1].d : 0);
+            } else {
+                const blk_q4_0 *q = (const blk_q4_0 *)(w + (size_t)r * ws) + b;
+                W = q4_0_unpack2(q, two);
+                dw = halves_to_ps(q[0].d, two ? q[1].d : 0);
+            }
+            __m512i s = _mm512_dpbusd_epi32(I, W, X);
+            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, dx), acc[r]);
+        }
+    }
+    _Pragma("GCC unroll 8") for (int r = 0; r < DEC_R; r++) y[r] = _mm512_reduce_add_ps(acc[r]);
+}
+
+/* Rows [0, nr & ~7) of a one-token step; returns how many rows it did. */
+static int mm_dec(int q8, int64_t n_cols, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
+                  float *y) {
+    int r = 0;
+    for (; r + DEC_R <= nr; r += DEC_R)
+        if (q8)
+            dec_q(1, n_cols, w + (size_t)r * ws, ws, x, y + r);
+        else
+            dec_q(0, n_cols, w + (size_t)r * ws, ws, x, y + r);
+    return r;
+}
+
 static void mm_q4_0_any(int64_t n_cols, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
                         size_t xs, int nt, float *y, int64_t ys) {
-    int done = nt >= PK_MIN_TOK ? mm_pk(pk_q4_0, 3, n_cols, w, ws, nr, x, xs, nt, y, ys) : 0;
+    int done = nt == 1            ? mm_dec(0, n_cols, w, ws, nr, x, y)
+               : nt >= PK_MIN_TOK ? mm_pk(pk_q4_0, 3, n_cols, w, ws, nr, x, xs, nt, y, ys)
+                                  : 0;
     if (done < nr) mm_q4_0(n_cols, w + (size_t)done * ws, ws, nr - done, x, xs, nt, y + done, ys);
 }
 
 static void mm_q8_0_any(int64_t n_cols, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
                         size_t xs, int nt, float *y, int64_t ys) {
-    int done = nt >= PK_MIN_TOK ? mm_pk(pk_q8_0, 7, n_cols, w, ws, nr, x, xs, nt, y, ys) : 0;
+    int done = nt == 1            ? mm_dec(1, n_cols, w, ws, nr, x, y)
+               : nt >= PK_MIN_TOK ? mm_pk(pk_q8_0, 7, n_cols, w, ws, nr, x, xs, nt, y, ys)
+                                  : 0;
     if (done < nr) mm_q8_0(n_cols, w + (size_t)done * ws, ws, nr - done, x, xs, nt, y + done, ys);
 }
 

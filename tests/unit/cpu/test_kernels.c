@@ -118,6 +118,28 @@ Test(kernels, avx512_q4_0_q8_0_prefill_path_matches_f64_reference) {
     }
 }
 
+/* The AVX-512 Q4_0/Q8_0 decode path (one token) takes 8 rows per pass: row counts that
+ * are whole passes, leave 1 or 7 rows to the older kernel, and odd block counts (the last
+ * pair holds one block). */
+Test(kernels, avx512_q4_0_q8_0_decode_path_matches_f64_reference) {
+    cr_assert(ul_cpu_isa() >= UL_ISA_AVX512, "this CPU lacks AVX-512; cannot test that path");
+    static const int types[] = {UL_TYPE_Q4_0, UL_TYPE_Q8_0}, rows[] = {8, 9, 15, 64};
+    static const int64_t cols[] = {32, 7 * 32, 64 * 32};
+    for (int ti = 0; ti < 2; ti++) {
+        double worst = 0;
+        for (int ci = 0; ci < 3; ci++)
+            for (int ri = 0; ri < 4; ri++) {
+                double e = check_mm(types[ti], UL_ISA_AVX512, rows[ri], cols[ci], 1,
+                                    (uint64_t)(5000 + ti * 100 + ci * 10 + ri));
+                worst = e > worst ? e : worst;
+            }
+        cr_expect(worst <= 1.0, "%s decode path exceeds the summation bound",
+                  ul_type_name(types[ti]));
+        cr_log_info("%s/avx512 decode path: worst error %.3g of the bound", ul_type_name(types[ti]),
+                    worst);
+    }
+}
+
 Test(kernels, type_support) {
     for (int i = 0; i < N_TYPES; i++) cr_expect(ul_cpu_type_supported(k_types[i]));
     cr_expect(!ul_cpu_type_supported(UL_TYPE_Q5_K));
