@@ -6,5 +6,6 @@ target_include_directories(ul_cpu PUBLIC ${CMAKE_SOURCE_DIR}/include ${CMAKE_SOU
 target_link_libraries(ul_cpu PUBLIC ul_engine ul_model ul_base)
 set_source_files_properties(${CMAKE_SOURCE_DIR}/src/cpu/kernels_avx2.c PROPERTIES
   COMPILE_OPTIONS "-mavx2;-mfma;-mf16c;-O3")
-set_source_files_properties(${CMAKE_SOURCE_DIR}/src/cpu/kernels_avx512.c PROPERTIES
+file(GLOB _cpu_avx512 CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/cpu/kernels_avx512*.c)
+set_source_files_properties(${_cpu_avx512} PROPERTIES
   COMPILE_OPTIONS "-mavx2;-mfma;-mf16c;-mavx512f;-mavx512bw;-mavx512vl;-mavx512dq;-mavx512vnni;-mavx512bf16;-O3")

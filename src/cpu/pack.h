@@ -1,0 +1,40 @@
+/* Row-interleaved ("packed") weight layouts. GGUF stores a matrix row after row, which
+ * makes a decode step read many short, separate row streams and spend its time unpacking
+ * one block of one row per instruction. At load time the CPU backend may copy a weight
+ * into groups of UL_PACK_ROWS rows where lane r of every vector belongs to row r: a
+ * group is then one sequential stream, a token's activation is broadcast once for all
+ * 16 rows, and the 16 results are stored as one vector (no horizontal sums).
+ *
+ * A type has a packed layout only where an ISA provides one; the layout is private to
+ * that type's pack/mm pair (only they read it). Activations come in the type's usual
+ * ul_cpu_xfmt format, so quantised activations are identical either way. */
+#ifndef UL_CPU_PACK_H
+#define UL_CPU_PACK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cpu/kernels.h"
+
+#define UL_PACK_ROWS 16
+
+typedef struct {
+    /* bytes of one packed group of 16 rows of n_cols (a multiple of 64) */
+    size_t (*group_bytes)(int64_t n_cols);
+    /* packs 16 rows in GGUF layout (row r at rows + r * row_stride) into dst */
+    void (*pack)(const uint8_t *rows, size_t row_stride, int64_t n_cols, uint8_t *dst);
+    /* y[t * ys + 16 * g + r] = dot(row 16 g + r, activation row t) for g < n_groups,
+     * t < nt; wp: the first group; x: nt activation rows of xs bytes in the type's
+     * ul_cpu_xfmt format. Blocks tokens and K as it likes. */
+    void (*mm)(int64_t n_cols, const uint8_t *wp, int n_groups, const uint8_t *x, size_t xs,
+               int nt, float *y, int64_t ys);
+} ul_pack_kern_t;
+
+/* The packed kernels of (type, isa), or NULL when that pair keeps the row layout. */
+const ul_pack_kern_t *ul_cpu_pack_kern(int type, ul_isa_t isa);
+
+extern const ul_pack_kern_t ul_pack_q4_0_avx512;
+extern const ul_pack_kern_t ul_pack_q8_0_avx512;
+extern const ul_pack_kern_t ul_pack_f16_avx512;
+
+#endif
