@@ -26,8 +26,8 @@ typedef struct {
     /* y[t * ys + 16 * g + r] = dot(row 16 g + r, activation row t) for g < n_groups,
      * t < nt; wp: the first group; x: nt activation rows of xs bytes in the type's
      * ul_cpu_xfmt format. Blocks tokens and K as it likes. */
-    void (*mm)(int64_t n_cols, const uint8_t *wp, int n_groups, const uint8_t *x, size_t xs,
-               int nt, float *y, int64_t ys);
+    void (*mm)(int64_t n_cols, const uint8_t *wp, int n_groups, const uint8_t *x, size_t xs, int nt,
+               float *y, int64_t ys);
 } ul_pack_kern_t;
 
 /* The packed kernels of (type, isa), or NULL when that pair keeps the row layout. */
