@@ -132,6 +132,37 @@ static int alloc_scratch(ul_fwd_t *f) {
     return 0;
 }
 
+enum { MAT_QKV, MAT_O, MAT_GU, MAT_DOWN, MATS_PER_LAYER };
+
+/* Stacks the products that share an input (one activation quantisation, one even row
+ * split) and packs what the ISA has a packed layout for. */
+static int init_mats(ul_fwd_t *f) {
+    const int nl = f->hp.n_layer;
+    f->mats = calloc((size_t)nl * MATS_PER_LAYER + 1, sizeof *f->mats);
+    if (!f->mats) return UL_ENOMEM;
+    size_t packed = 0;
+    int rc = 0;
+    for (int il = 0; !rc && il < nl; il++) {
+        const ul_layer_t *L = &f->m->layers[il];
+        const ul_gguf_tensor_t *qkv[] = {L->wq, L->wk, L->wv}, *gu[] = {L->ffn_gate, L->ffn_up};
+        ul_cpu_mat_t *M = f->mats + (size_t)il * MATS_PER_LAYER;
+        /* stacking needs one type per stack (mixed-type files keep separate products) */
+        int same = L->wq->type == L->wk->type && L->wk->type == L->wv->type;
+        rc = ul_cpu_mat_init(&M[MAT_QKV], qkv, same ? 3 : 1, 1);
+        if (!rc) rc = ul_cpu_mat_init(&M[MAT_O], &L->wo, 1, 1);
+        if (!rc)
+            rc = ul_cpu_mat_init(&M[MAT_GU], gu, L->ffn_gate->type == L->ffn_up->type ? 2 : 1, 1);
+        if (!rc) rc = ul_cpu_mat_init(&M[MAT_DOWN], &L->ffn_down, 1, 1);
+        for (int i = 0; i < MATS_PER_LAYER; i++) packed += M[i].packed_bytes;
+    }
+    if (!rc) rc = ul_cpu_mat_init(&f->mats[(size_t)nl * MATS_PER_LAYER], &f->m->output, 1, 1);
+    if (!rc) packed += f->mats[(size_t)nl * MATS_PER_LAYER].packed_bytes;
+    if (!rc && packed)
+        UL_LOG_INFO("cpu: %.1f MiB of weights packed for %s", packed / 1048576.0,
+                    ul_cpu_isa_name(f->isa));
+    return rc;
+}
+
 int ul_fwd_create(const ul_model_t *m, const ul_cpu_config_t *cfg, ul_fwd_t **out) {
     *out = NULL;
     int rc = check_model(m);
@@ -171,6 +202,7 @@ int ul_fwd_create(const ul_model_t *m, const ul_cpu_config_t *cfg, ul_fwd_t **ou
     }
     rc = ul_kv_init(&f->kv, c.kv_type, f->hp.n_layer, f->hp.n_head_kv, f->hp.head_dim, c.page_size,
                     budget, 1);
+    if (!rc) rc = init_mats(f);
     if (!rc) rc = ul_pool_create(c.n_threads, &f->pool);
     if (!rc) {
         f->nth = ul_pool_n_threads(f->pool);
@@ -188,6 +220,10 @@ void ul_fwd_free(ul_fwd_t *f) {
     if (!f) return;
     if (f->pool) ul_pool_free(f->pool);
     ul_kv_free(&f->kv);
+    if (f->mats)
+        for (size_t i = 0; i <= (size_t)f->hp.n_layer * MATS_PER_LAYER; i++)
+            ul_cpu_mat_free(&f->mats[i]);
+    free(f->mats);
     free(f->mem);
     free(f);
 }
@@ -309,9 +345,20 @@ static void add_rows(float *x, const float *y, size_t n) {
 
 /* ---------- the step job ---------- */
 
-static void mm(ul_fwd_t *f, const ul_gguf_tensor_t *w, const float *x, int n, float *y, int ith,
-               int nth) {
-    ul_cpu_matmul(f->pool, w, x, n, y, f->mm_scratch, ith, nth);
+/* y0, y1, y2: the outputs of the mat's parts */
+static void mm(ul_fwd_t *f, const ul_cpu_mat_t *w, const float *x, int n, float *y0, float *y1,
+               float *y2, int ith, int nth) {
+    float *const y[UL_MAT_PARTS] = {y0, y1, y2};
+    ul_cpu_matmul_mat(f->pool, w, x, n, y, f->mm_scratch, ith, nth);
+}
+
+/* A stack that could not be made (mixed types) has one part; the rest run alone. */
+static void mm_stack(ul_fwd_t *f, const ul_cpu_mat_t *w, const ul_gguf_tensor_t *const *parts,
+                     const float *x, int n, float *y0, float *y1, float *y2, int ith, int nth) {
+    float *ys[] = {y0, y1, y2};
+    mm(f, w, x, n, y0, y1, y2, ith, nth);
+    for (int i = w->n_parts; i < UL_MAT_PARTS && parts[i]; i++)
+        ul_cpu_matmul(f->pool, parts[i], x, n, ys[i], f->mm_scratch, ith, nth);
 }
 
 static void attention(ul_fwd_t *f, int il, int ith) {
@@ -333,28 +380,27 @@ static void layer(ul_fwd_t *f, int il, int32_t t0, int32_t t1, int ith, int nth)
     for (int32_t t = t0; t < t1; t++)
         rmsnorm(f->xb + (size_t)t * E, f->x + (size_t)t * E, an, E, hp->rms_eps);
     ul_pool_barrier(f->pool);
-    mm(f, L->wq, f->xb, T, f->q, ith, nth);
-    mm(f, L->wk, f->xb, T, f->k, ith, nth);
-    mm(f, L->wv, f->xb, T, f->v, ith, nth);
+    const ul_cpu_mat_t *M = f->mats + (size_t)il * MATS_PER_LAYER;
+    const ul_gguf_tensor_t *qkv[] = {L->wq, L->wk, L->wv}, *gu[] = {L->ffn_gate, L->ffn_up, NULL};
+    mm_stack(f, &M[MAT_QKV], qkv, f->xb, T, f->q, f->k, f->v, ith, nth);
     for (int32_t t = t0; t < t1; t++) qk_rope_store(f, il, t);
     ul_pool_barrier(f->pool);
     attention(f, il, ith);
     ul_pool_barrier(f->pool);
-    mm(f, L->wo, f->att, T, f->xo, ith, nth);
+    mm(f, &M[MAT_O], f->att, T, f->xo, NULL, NULL, ith, nth);
     for (int32_t t = t0; t < t1; t++) {
         add_rows(f->x + (size_t)t * E, f->xo + (size_t)t * E, (size_t)E);
         rmsnorm(f->xb + (size_t)t * E, f->x + (size_t)t * E, fn, E, hp->rms_eps);
     }
     ul_pool_barrier(f->pool);
-    mm(f, L->ffn_gate, f->xb, T, f->hb, ith, nth);
-    mm(f, L->ffn_up, f->xb, T, f->hb2, ith, nth);
+    mm_stack(f, &M[MAT_GU], gu, f->xb, T, f->hb, f->hb2, NULL, ith, nth);
     const size_t nf = (size_t)hp->n_ff;
     for (size_t i = (size_t)t0 * nf; i < (size_t)t1 * nf; i++) {
         float g = f->hb[i];
         f->hb[i] = g / (1.0f + expf(-g)) * f->hb2[i];
     }
     ul_pool_barrier(f->pool);
-    mm(f, L->ffn_down, f->hb, T, f->xo, ith, nth);
+    mm(f, &M[MAT_DOWN], f->hb, T, f->xo, NULL, NULL, ith, nth);
     for (int32_t t = t0; t < t1; t++)
         add_rows(f->x + (size_t)t * E, f->xo + (size_t)t * E, (size_t)E);
     /* no barrier: the next layer's norm reads only this thread's own rows */
@@ -373,7 +419,8 @@ static void output(ul_fwd_t *f, int ith, int nth) {
     for (int32_t c0 = 0; c0 < n; c0 += chunk) {
         int32_t cn = n - c0 < chunk ? n - c0 : chunk;
         float *dst = f->logits_all ? f->logits_all + (size_t)c0 * V : f->logits;
-        mm(f, f->m->output, f->xb + (size_t)c0 * E, cn, dst, ith, nth);
+        mm(f, &f->mats[(size_t)hp->n_layer * MATS_PER_LAYER], f->xb + (size_t)c0 * E, cn, dst, NULL,
+           NULL, ith, nth);
         int k = 0;
         for (int32_t i = 0; i < cn; i++) {
             int32_t si = f->out_seq[c0 + i];

@@ -29,6 +29,8 @@ typedef struct ul_fwd_s {
     int nth;
     ul_isa_t isa;
     ul_kv_t kv;
+    /* the weights as multiplied: per layer wq|wk|wv, wo, gate|up, down; then output */
+    ul_cpu_mat_t *mats;
 
     /* scratch, one allocation (mem) */
     void *mem;
@@ -58,8 +60,8 @@ typedef struct ul_fwd_s {
     int32_t n_out;
 } ul_fwd_t;
 
-/* Loads nothing: uses the model's mmap'ed weights; allocates KV pool, scratch and the
- * thread pool. Returns 0, UL_EINVAL (bad config), UL_ENOTSUP (architecture or weight type
+/* Uses the model's mmap'ed weights, copying those the ISA multiplies faster in a packed
+ * layout (pack.h) once; allocates KV pool, scratch and the thread pool. Returns 0, UL_EINVAL (bad config), UL_ENOTSUP (architecture or weight type
  * the kernels lack) or UL_ENOMEM. */
 int ul_fwd_create(const ul_model_t *m, const ul_cpu_config_t *cfg, ul_fwd_t **out);
 void ul_fwd_free(ul_fwd_t *f);

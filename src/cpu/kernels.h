@@ -41,6 +41,33 @@ int ul_cpu_type_supported(int type);
 size_t ul_cpu_matmul_scratch(int type, int64_t n_cols, int n_tok);
 void ul_cpu_matmul(ul_pool_t *p, const ul_gguf_tensor_t *w, const float *x, int n_tok, float *y,
                    void *scratch, int ith, int nth);
+/* A weight matrix as the forward pass multiplies it: one or more GGUF tensors of the same
+ * type and row length stacked as one (wq|wk|wv, gate|up), so one product quantises the
+ * activations once and splits all rows evenly over the threads; each part's output rows
+ * go to their own buffer. Where the ISA has a packed layout for the type (pack.h) and
+ * every part has a multiple of 16 rows, the rows are copied once into that layout (owned
+ * here); otherwise the parts' rows are read in place (the model's mmap). */
+#define UL_MAT_PARTS 3
+typedef struct {
+    int type;
+    int64_t n_cols, n_rows; /* n_rows: the parts' rows together */
+    int n_parts;
+    int64_t part_rows[UL_MAT_PARTS];
+    const uint8_t *data[UL_MAT_PARTS]; /* each part's rows, GGUF layout */
+    const void *pk;                    /* packed kernels (ul_pack_kern_t) or NULL */
+    uint8_t *packed;                   /* all rows packed, when pk */
+    size_t packed_bytes;
+} ul_cpu_mat_t;
+
+/* pack: 0 keeps the row layout (tests, A/B); the UVLLM_PACK=0 environment variable also
+ * does. Returns 0, UL_EINVAL (parts disagree on type or columns) or UL_ENOMEM. */
+int ul_cpu_mat_init(ul_cpu_mat_t *m, const ul_gguf_tensor_t *const *parts, int n_parts, int pack);
+void ul_cpu_mat_free(ul_cpu_mat_t *m);
+/* ul_cpu_matmul over a mat: y[i] receives part i, [n_tok][part_rows[i]]. Same threading
+ * contract as ul_cpu_matmul. */
+void ul_cpu_matmul_mat(ul_pool_t *p, const ul_cpu_mat_t *m, const float *x, int n_tok,
+                       float *const *y, void *scratch, int ith, int nth);
+
 /* Barrier for the threads inside one ul_pool_run job. */
 void ul_pool_barrier(ul_pool_t *p);
 

@@ -1,7 +1,13 @@
 /* ul_cpu_matmul: the threads of one pool job convert the activations once into the
  * format the weight type's dot product consumes (shared scratch), then each computes a
- * contiguous chunk of weight rows for every token with the active ISA's tile kernel. */
+ * contiguous chunk of weight rows for every token with the active ISA's tile kernel, or
+ * with the packed kernel when the matrix was packed at load (ul_cpu_mat_t). */
+#include <stdlib.h>
+#include <string.h>
+
 #include "cpu/kernels_impl.h"
+#include "cpu/pack.h"
+#include "uvllm/err.h"
 
 /* Row chunks are multiples of this so SIMD kernels that take rows 4 or 8 at a time
  * see full groups except in the last chunk. */
@@ -37,10 +43,45 @@ static void rows_of(int64_t n_rows, int ith, int nth, int64_t *r0, int64_t *r1) 
     *r1 = *r0 + per < n_rows ? *r0 + per : n_rows;
 }
 
-void ul_cpu_matmul(ul_pool_t *p, const ul_gguf_tensor_t *w, const float *x, int n_tok, float *y,
-                   void *scratch, int ith, int nth) {
-    int type = (int)w->type;
-    int64_t n_cols = w->ne[0], n_rows = w->ne[1];
+int ul_cpu_mat_init(ul_cpu_mat_t *m, const ul_gguf_tensor_t *const *parts, int n_parts, int pack) {
+    memset(m, 0, sizeof *m);
+    if (n_parts < 1 || n_parts > UL_MAT_PARTS) return UL_EINVAL;
+    m->type = (int)parts[0]->type;
+    m->n_cols = parts[0]->ne[0];
+    m->n_parts = n_parts;
+    int all16 = 1;
+    for (int i = 0; i < n_parts; i++) {
+        if ((int)parts[i]->type != m->type || parts[i]->ne[0] != m->n_cols) return UL_EINVAL;
+        m->part_rows[i] = parts[i]->ne[1];
+        m->data[i] = parts[i]->data;
+        m->n_rows += parts[i]->ne[1];
+        all16 &= parts[i]->ne[1] % UL_PACK_ROWS == 0;
+    }
+    const char *env = pack ? getenv("UVLLM_PACK") : NULL;
+    if (env && !strcmp(env, "0")) pack = 0;
+    const ul_pack_kern_t *pk = pack && all16 ? ul_cpu_pack_kern(m->type, ul_cpu_isa()) : NULL;
+    if (!pk) return 0;
+    const size_t gb = pk->group_bytes(m->n_cols), ws = ul_type_row_bytes(m->type, m->n_cols);
+    m->packed_bytes = gb * (size_t)(m->n_rows / UL_PACK_ROWS);
+    m->packed = aligned_alloc(64, m->packed_bytes);
+    if (!m->packed) return UL_ENOMEM;
+    uint8_t *dst = m->packed;
+    for (int i = 0; i < n_parts; i++)
+        for (int64_t r = 0; r < m->part_rows[i]; r += UL_PACK_ROWS, dst += gb)
+            pk->pack(m->data[i] + (size_t)r * ws, ws, m->n_cols, dst);
+    m->pk = pk;
+    return 0;
+}
+
+void ul_cpu_mat_free(ul_cpu_mat_t *m) {
+    free(m->packed);
+    memset(m, 0, sizeof *m);
+}
+
+void ul_cpu_matmul_mat(ul_pool_t *p, const ul_cpu_mat_t *m, const float *x, int n_tok,
+                       float *const *y, void *scratch, int ith, int nth) {
+    const int type = m->type;
+    const int64_t n_cols = m->n_cols;
     UL_ASSERT(ul_cpu_type_supported(type));
     ul_xfmt_t f = ul_cpu_xfmt(type);
     const uint8_t *xq = (const uint8_t *)x;
@@ -52,12 +93,31 @@ void ul_cpu_matmul(ul_pool_t *p, const ul_gguf_tensor_t *w, const float *x, int 
         xq = scratch;
     }
     int64_t r0, r1;
-    rows_of(n_rows, ith, nth, &r0, &r1);
-    if (r1 > r0) {
-        size_t ws = ul_type_row_bytes(type, n_cols);
-        ul_mm_fn mm = ul_cpu_mm_fn(type, ul_cpu_isa());
-        mm(n_cols, (const uint8_t *)w->data + (size_t)r0 * ws, ws, (int)(r1 - r0), xq, xs, n_tok,
-           y + r0, n_rows);
+    rows_of(m->n_rows, ith, nth, &r0, &r1);
+    const ul_pack_kern_t *pk = m->pk;
+    const size_t ws = ul_type_row_bytes(type, n_cols), gb = pk ? pk->group_bytes(n_cols) : 0;
+    ul_mm_fn mm = pk ? NULL : ul_cpu_mm_fn(type, ul_cpu_isa());
+    /* [r0, r1) of the stacked rows, part by part (packed parts start on a group) */
+    int64_t base = 0;
+    for (int i = 0; i < m->n_parts && r0 < r1; base += m->part_rows[i++]) {
+        const int64_t end = base + m->part_rows[i];
+        if (r0 >= end) continue;
+        const int64_t a = r0 - base, b = (r1 < end ? r1 : end) - base;
+        if (pk)
+            pk->mm(n_cols, m->packed + (size_t)((base + a) / UL_PACK_ROWS) * gb,
+                   (int)((b - a) / UL_PACK_ROWS), xq, xs, n_tok, y[i] + a, m->part_rows[i]);
+        else
+            mm(n_cols, m->data[i] + (size_t)a * ws, ws, (int)(b - a), xq, xs, n_tok, y[i] + a,
+               m->part_rows[i]);
+        r0 = base + b;
     }
     ul_pool_barrier(p);
+}
+
+void ul_cpu_matmul(ul_pool_t *p, const ul_gguf_tensor_t *w, const float *x, int n_tok, float *y,
+                   void *scratch, int ith, int nth) {
+    ul_cpu_mat_t m;
+    const ul_gguf_tensor_t *parts[1] = {w};
+    ul_cpu_mat_init(&m, parts, 1, 0); /* one part, row layout: allocates nothing */
+    ul_cpu_matmul_mat(p, &m, x, n_tok, &y, scratch, ith, nth);
 }

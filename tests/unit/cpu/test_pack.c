@@ -1,0 +1,133 @@
+/* Stacked matrices (ul_cpu_mat_t) and the packed layouts behind them: wq|wk|wv-like
+ * stacks of parts, packed where the ISA has a layout for the type and every part has a
+ * multiple of 16 rows, in row layout otherwise, each part's output in its own buffer, on
+ * a real 2-thread pool. Every output against a float64 product of the dequantised
+ * operands with kernel tests' summation bound (a misplaced nibble, scale, row or part
+ * fails; a different summation order passes). */
+#include <criterion/criterion.h>
+
+#include "cpu/pack.h"
+#include "kern_testutil.h"
+#include "uvllm/err.h"
+
+typedef struct {
+    ul_pool_t *p;
+    const ul_cpu_mat_t *m;
+    const float *x;
+    int nt;
+    float *const *y;
+    void *scratch;
+} job_t;
+
+static void job(void *ctx, int ith, int nth) {
+    job_t *j = ctx;
+    ul_cpu_matmul_mat(j->p, j->m, j->x, j->nt, j->y, j->scratch, ith, nth);
+}
+
+/* Returns the number of outputs outside the bound; *packed says which layout ran. */
+static int check_stack(ul_pool_t *p, int type, const int *rows, int n_parts, int64_t n_cols, int nt,
+                       int pack, int *packed) {
+    ul_gguf_tensor_t t[UL_MAT_PARTS];
+    const ul_gguf_tensor_t *parts[UL_MAT_PARTS];
+    uint8_t *w[UL_MAT_PARTS];
+    float *y[UL_MAT_PARTS];
+    for (int i = 0; i < n_parts; i++) {
+        w[i] = tk_weights(type, rows[i], n_cols, (uint64_t)(rows[i] * 7 + i + nt));
+        t[i] = (ul_gguf_tensor_t){
+            .n_dims = 2, .ne = {n_cols, rows[i], 1, 1}, .type = (uint32_t)type, .data = w[i]};
+        parts[i] = &t[i];
+        y[i] = malloc(sizeof(float) * (size_t)(rows[i] * nt));
+        for (int k = 0; k < rows[i] * nt; k++) y[i][k] = NAN;
+    }
+    ul_cpu_mat_t m;
+    cr_assert_eq(ul_cpu_mat_init(&m, parts, n_parts, pack), 0);
+    *packed = m.pk != NULL;
+    ul_xfmt_t f = ul_cpu_xfmt(type);
+    size_t xs = ul_cpu_xrow_bytes(f, n_cols);
+    float *x = malloc(sizeof(float) * (size_t)(n_cols * nt)), *xd = malloc(sizeof(float) * n_cols);
+    float *wd = malloc(sizeof(float) * (size_t)n_cols);
+    uint8_t *xq = malloc(xs);
+    void *scratch = malloc(ul_cpu_matmul_scratch(type, n_cols, nt) + 64);
+    uint64_t s = (uint64_t)(n_cols + nt);
+    for (int64_t i = 0; i < n_cols * nt; i++) x[i] = tk_unif(&s) * 3;
+    job_t j = {p, &m, x, nt, y, scratch};
+    ul_pool_run(p, job, &j);
+    int bad = 0;
+    const size_t ws = ul_type_row_bytes(type, n_cols);
+    for (int tk = 0; tk < nt; tk++) {
+        ul_cpu_quant_x(f, x + tk * n_cols, xq, n_cols);
+        tk_decode_x(f, xq, xd, n_cols);
+        for (int i = 0; i < n_parts; i++)
+            for (int r = 0; r < rows[i]; r++) {
+                ul_cpu_dequant_row(type, w[i] + ws * r, wd, n_cols);
+                double ref = 0, mag = 0;
+                for (int64_t k = 0; k < n_cols; k++) {
+                    ref += (double)wd[k] * xd[k];
+                    mag += fabs((double)wd[k] * xd[k]);
+                }
+                double err = fabs(y[i][tk * rows[i] + r] - ref);
+                if (!(err <= (double)n_cols * 0x1p-22 * mag + 1e-30) && bad++ < 5)
+                    cr_log_error("%s %s cols=%ld nt=%d part %d y[%d][%d]=%g ref=%g",
+                                 ul_type_name(type), *packed ? "packed" : "rows", (long)n_cols, nt,
+                                 i, tk, r, y[i][tk * rows[i] + r], ref);
+            }
+    }
+    ul_cpu_mat_free(&m);
+    for (int i = 0; i < n_parts; i++) free(w[i]), free(y[i]);
+    free(x), free(xd), free(wd), free(xq), free(scratch);
+    return bad;
+}
+
+static const int k_types[] = {UL_TYPE_Q4_0, UL_TYPE_Q8_0, UL_TYPE_F16, UL_TYPE_F32, UL_TYPE_Q4_K};
+
+Test(pack, stacked_parts_match_f64_reference_packed_and_not) {
+    ul_pool_t *p;
+    cr_assert_eq(ul_pool_create(2, &p), 0);
+    /* three parts of 16-multiples (packable), and parts of 48 + 17 rows (never packed) */
+    static const int rows_a[] = {64, 16, 48}, rows_b[] = {48, 17};
+    /* 5 and 69 blocks: an odd last pair, and 69 crosses the 32-block chunks of prefill */
+    static const int64_t cols[] = {32, 5 * 32, 69 * 32};
+    static const int toks[] = {1, 2, 4, 5, 17, 40};
+    for (size_t ti = 0; ti < sizeof k_types / sizeof k_types[0]; ti++) {
+        const int type = k_types[ti];
+        const int blk = ul_type_block_elems(type);
+        for (int ci = 0; ci < 3; ci++) {
+            int64_t n_cols = cols[ci] < blk ? blk : cols[ci] / blk * blk;
+            for (int k = 0; k < 6; k++)
+                for (int pack = 0; pack < 2; pack++) {
+                    int packed;
+                    int bad = check_stack(p, type, rows_a, 3, n_cols, toks[k], pack, &packed);
+                    cr_expect_eq(bad, 0, "%s stack of 3 (%s): %d bad outputs", ul_type_name(type),
+                                 packed ? "packed" : "rows", bad);
+                    const ul_pack_kern_t *pk = ul_cpu_pack_kern(type, ul_cpu_isa());
+                    cr_expect_eq(packed, pack && pk != NULL, "%s: packed=%d with pack=%d",
+                                 ul_type_name(type), packed, pack);
+                    bad = check_stack(p, type, rows_b, 2, n_cols, toks[k], pack, &packed);
+                    cr_expect_eq(bad, 0, "%s stack 48+17: %d bad outputs", ul_type_name(type), bad);
+                    cr_expect(!packed, "a part of 17 rows cannot be packed");
+                }
+        }
+    }
+    ul_pool_free(p);
+}
+
+/* On AVX-512 the two quantised types users run most must take the packed path. */
+Test(pack, q4_0_and_q8_0_have_packed_layouts_on_avx512) {
+    cr_assert(ul_cpu_isa() >= UL_ISA_AVX512, "this CPU lacks AVX-512; cannot test that path");
+    cr_expect(ul_cpu_pack_kern(UL_TYPE_Q4_0, UL_ISA_AVX512) != NULL);
+    cr_expect(ul_cpu_pack_kern(UL_TYPE_Q8_0, UL_ISA_AVX512) != NULL);
+    cr_expect(ul_cpu_pack_kern(UL_TYPE_Q4_0, UL_ISA_AVX2) == NULL);
+}
+
+Test(pack, parts_must_agree) {
+    uint8_t buf[4096] = {0};
+    ul_gguf_tensor_t a = {.n_dims = 2, .ne = {64, 16, 1, 1}, .type = UL_TYPE_Q8_0, .data = buf};
+    ul_gguf_tensor_t b = a, c = a;
+    b.type = UL_TYPE_Q4_0;
+    c.ne[0] = 32;
+    const ul_gguf_tensor_t *ab[] = {&a, &b}, *ac[] = {&a, &c};
+    ul_cpu_mat_t m;
+    cr_expect_eq(ul_cpu_mat_init(&m, ab, 2, 1), UL_EINVAL);
+    cr_expect_eq(ul_cpu_mat_init(&m, ac, 2, 1), UL_EINVAL);
+    cr_expect_eq(ul_cpu_mat_init(&m, ab, 0, 1), UL_EINVAL);
+}
