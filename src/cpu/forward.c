@@ -319,6 +319,17 @@ static void store_row(const ul_kv_t *kv, void *dst, const float *src, int n) {
     for (int i = 0; i < n; i++) d[i] = ul_fp32_to_fp16(src[i]);
 }
 
+/* K is stored transposed in its page ([head_dim][page_size], kv.h): element i of the key
+ * at slot goes to row i. */
+static void store_col(const ul_kv_t *kv, void *dst, int32_t slot, const float *src, int n) {
+    const size_t ps = (size_t)kv->page_size;
+    if (kv->type == UL_TYPE_F32) {
+        for (int i = 0; i < n; i++) ((float *)dst)[(size_t)i * ps + slot] = src[i];
+        return;
+    }
+    for (int i = 0; i < n; i++) ((uint16_t *)dst)[(size_t)i * ps + slot] = ul_fp32_to_fp16(src[i]);
+}
+
 /* RoPE on q and k of token t, K/V into the token's page slot. */
 static void qk_rope_store(ul_fwd_t *f, int il, int32_t t) {
     const ul_hparams_t *hp = &f->hp;
@@ -332,8 +343,7 @@ static void qk_rope_store(ul_fwd_t *f, int il, int32_t t) {
     const int32_t pos = f->tok_pos[t], page = s->pages[pos / ps], slot = pos % ps;
     const size_t off = (size_t)slot * hd * f->kv.esize;
     for (int h = 0; h < hp->n_head_kv; h++) {
-        store_row(&f->kv, (uint8_t *)ul_kv_head(&f->kv, page, il, 0, h) + off, k + (size_t)h * hd,
-                  hd);
+        store_col(&f->kv, ul_kv_head(&f->kv, page, il, 0, h), slot, k + (size_t)h * hd, hd);
         store_row(&f->kv, (uint8_t *)ul_kv_head(&f->kv, page, il, 1, h) + off, v + (size_t)h * hd,
                   hd);
     }

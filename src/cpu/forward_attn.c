@@ -3,154 +3,234 @@
  * rounded to f16, each score is an f16 x f16 dot product, softmax is online key by key
  * (running max M and sum S), and the V accumulator is kept in f16 — rescaled when M rises,
  * then acc = f16(acc + v * e^(s - M)) — and divided by S at the end. Matching these
- * roundings is what keeps greedy decoding identical to llama.cpp on near-tied logits;
- * with an f32 cache everything stays f32.
+ * roundings is what keeps the logits within the golden tolerances (measured: with an f32
+ * accumulator instead, mini-q4_k_m's largest logit difference to llama.cpp grows from
+ * 0.020 to 0.069); with an f32 cache everything stays f32.
+ *
+ * K is stored transposed inside a page ([head_dim][page_size], see kv.h), so the scores
+ * of up to 16 keys of a page are one vector per query head: per dimension, one load of 16
+ * keys is shared by the n_gqa heads' FMAs, and no horizontal sum is needed. The key-by-key
+ * part (max, exponentials, the f16 accumulator) then runs per head with the accumulator in
+ * registers.
  *
  * One work item is a (token, KV head) pair: the n_gqa query heads sharing that KV head
- * walk the keys together, so each K/V row is loaded once for all of them. No buffer of
- * n_ctx scores is needed. */
+ * walk the keys together. No buffer of n_ctx scores is needed. */
 #include <immintrin.h>
 #include <math.h>
 #include <string.h>
 
 #include "cpu/forward.h"
 
+#define CH 16 /* keys per chunk (one vector of scores) */
+
 size_t ul_fwd_attn_tmp_floats(int32_t n_gqa, int32_t head_dim, int32_t page_size) {
-    /* q16 [G][hd] u16 | acc16 [G][hd] u16 | acc32 [G][hd] | qf [G][hd] | kf, vf [hd] |
-     * M, S [G] */
+    /* acc [G][hd] | qf [G][hd] | vf [CH][hd] | kf [hd][CH] | sc [G][CH] | M, S [G] (the
+     * scalar path's widened k and v rows go in vf) */
     (void)page_size;
-    size_t n = (size_t)n_gqa * (size_t)head_dim * 3 + (size_t)head_dim * 2 + (size_t)n_gqa * 2;
+    size_t n = (size_t)n_gqa * (size_t)head_dim * 2 + (size_t)CH * head_dim * 2 +
+               (size_t)n_gqa * CH + (size_t)n_gqa * 2;
     return (n + 15) & ~(size_t)15; /* keeps every thread's slice 64-byte aligned */
 }
 
 typedef struct {
     const ul_fwd_t *f;
-    int32_t G, hd;
+    int32_t G, hd, ps;
     float scale;
-    uint16_t *q16, *acc16;
-    float *acc32, *qf, *kf, *vf, *M, *S;
+    float *acc; /* f16 cache: f16 values (exactly representable), widened */
+    float *qf, *vf, *kf, *sc, *M, *S;
 } attn_t;
 
-/* ---------- scalar reference (any CPU) ---------- */
+/* ---------- scalar path (any CPU, any shape) ---------- */
 
-static float dot16_scalar(const uint16_t *x, const uint16_t *y, int n) {
-    double s = 0;
-    for (int i = 0; i < n; i++) s += (double)(ul_fp16_to_fp32(x[i]) * ul_fp16_to_fp32(y[i]));
-    return (float)s;
-}
+static float round16(float x) { return ul_fp16_to_fp32(ul_fp32_to_fp16(x)); }
 
-static void key16_scalar(attn_t *a, const uint16_t *k, const uint16_t *v) {
-    const int hd = a->hd;
-    for (int g = 0; g < a->G; g++) {
-        uint16_t *acc = a->acc16 + (size_t)g * hd;
-        float s = dot16_scalar(k, a->q16 + (size_t)g * hd, hd) * a->scale, ms = 1, vs = 1;
-        if (s > a->M[g]) {
-            ms = expf(a->M[g] - s);
-            a->M[g] = s;
-            for (int i = 0; i < hd; i++) acc[i] = ul_fp32_to_fp16(ul_fp16_to_fp32(acc[i]) * ms);
-        } else {
-            vs = expf(s - a->M[g]);
+/* Keys [0, n) of one page; K transposed [hd][ps], V [ps][hd]. */
+static void page_scalar(attn_t *a, const void *K, const void *V, int n, int f16) {
+    const int hd = a->hd, ps = a->ps;
+    for (int j = 0; j < n; j++) {
+        float *k = a->vf, *v = a->vf + hd; /* widened rows */
+        for (int i = 0; i < hd; i++) {
+            k[i] = f16 ? ul_fp16_to_fp32(((const uint16_t *)K)[(size_t)i * ps + j])
+                       : ((const float *)K)[(size_t)i * ps + j];
+            v[i] = f16 ? ul_fp16_to_fp32(((const uint16_t *)V)[(size_t)j * hd + i])
+                       : ((const float *)V)[(size_t)j * hd + i];
         }
-        for (int i = 0; i < hd; i++)
-            acc[i] = ul_fp32_to_fp16(fmaf(ul_fp16_to_fp32(v[i]), vs, ul_fp16_to_fp32(acc[i])));
-        a->S[g] = a->S[g] * ms + vs;
-    }
-}
-
-static void key32_scalar(attn_t *a, const float *k, const float *v, const float *q) {
-    const int hd = a->hd;
-    for (int g = 0; g < a->G; g++) {
-        float *acc = a->acc32 + (size_t)g * hd;
-        const float *qg = q + (size_t)g * hd;
-        double d = 0;
-        for (int i = 0; i < hd; i++) d += (double)(k[i] * qg[i]);
-        float s = (float)d * a->scale, ms = 1, vs = 1;
-        if (s > a->M[g]) {
-            ms = expf(a->M[g] - s);
-            a->M[g] = s;
-            for (int i = 0; i < hd; i++) acc[i] *= ms;
-        } else {
-            vs = expf(s - a->M[g]);
+        for (int g = 0; g < a->G; g++) {
+            float *acc = a->acc + (size_t)g * hd;
+            const float *qg = a->qf + (size_t)g * hd;
+            double d = 0;
+            for (int i = 0; i < hd; i++) d += (double)(k[i] * qg[i]);
+            float s = (float)d * a->scale, ms = 1, vs = 1;
+            if (s > a->M[g]) {
+                ms = expf(a->M[g] - s);
+                a->M[g] = s;
+                for (int i = 0; i < hd; i++) acc[i] = f16 ? round16(acc[i] * ms) : acc[i] * ms;
+            } else {
+                vs = expf(s - a->M[g]);
+            }
+            for (int i = 0; i < hd; i++) {
+                float r = fmaf(v[i], vs, acc[i]);
+                acc[i] = f16 ? round16(r) : r;
+            }
+            a->S[g] = a->S[g] * ms + vs;
         }
-        for (int i = 0; i < hd; i++) acc[i] = fmaf(v[i], vs, acc[i]);
-        a->S[g] = a->S[g] * ms + vs;
     }
 }
 
-/* ---------- AVX-512: ggml's f16 dot (4 accumulators over 64 lanes, then the scalar tail
- * in double) and 16-lane f16 scale/mad ---------- */
+/* ---------- AVX-512 ---------- */
 
-#define AVX512 __attribute__((target("avx512f,f16c,fma")))
+#define AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,f16c,fma")))
 
-/* x, y: f16 values already widened to f32 (exact), so the products and sums are those of
- * ggml_vec_dot_f16 on the f16 rows. */
-AVX512 static inline float dot16_avx512(const float *x, const float *y, int n) {
-    const int np = n & ~63;
-    double s = 0;
-    if (np) {
-        __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
-                         _mm512_setzero_ps()};
-        for (int i = 0; i < np; i += 64)
-            for (int j = 0; j < 4; j++)
-                acc[j] = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + j * 16),
-                                         _mm512_loadu_ps(y + i + j * 16), acc[j]);
-        acc[0] = _mm512_add_ps(acc[0], acc[2]);
-        acc[1] = _mm512_add_ps(acc[1], acc[3]);
-        acc[0] = _mm512_add_ps(acc[0], acc[1]);
-        s = (double)_mm512_reduce_add_ps(acc[0]);
-    }
-    for (int i = np; i < n; i++) s += (double)(x[i] * y[i]);
-    return (float)s;
+AVX512 static inline __m512 round16_ps(__m512 x) {
+    return _mm512_cvtph_ps(_mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
 }
 
-AVX512 static inline void widen16_avx512(float *dst, const uint16_t *src, int n) {
-    int i = 0;
-    for (; i + 16 <= n; i += 16)
-        _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(src + i))));
-    for (; i < n; i++) dst[i] = ul_fp16_to_fp32(src[i]);
-}
-
-AVX512 static inline void scale16_avx512(uint16_t *y, float v, int n) {
-    const __m512 vv = _mm512_set1_ps(v);
-    int i = 0;
-    for (; i + 16 <= n; i += 16) {
-        __m512 a = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(y + i)));
-        _mm256_storeu_si256((__m256i *)(y + i),
-                            _mm512_cvtps_ph(_mm512_mul_ps(a, vv), _MM_FROUND_TO_NEAREST_INT));
-    }
-    for (; i < n; i++) y[i] = ul_fp32_to_fp16(ul_fp16_to_fp32(y[i]) * v);
-}
-
-AVX512 static inline void mad16_avx512(uint16_t *y, const float *x, float v, int n) {
-    const __m512 vv = _mm512_set1_ps(v);
-    int i = 0;
-    for (; i + 16 <= n; i += 16) {
-        __m512 a = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(y + i)));
-        _mm256_storeu_si256((__m256i *)(y + i),
-                            _mm512_cvtps_ph(_mm512_fmadd_ps(_mm512_loadu_ps(x + i), vv, a),
-                                            _MM_FROUND_TO_NEAREST_INT));
-    }
-    for (; i < n; i++) y[i] = ul_fp32_to_fp16(fmaf(x[i], v, ul_fp16_to_fp32(y[i])));
-}
-
-/* One key for all G query heads: K and V rows are widened once, then each head takes its
- * score, its online-softmax update and its f16 accumulation. */
-AVX512 static void key16_avx512(attn_t *a, const uint16_t *k, const uint16_t *v) {
-    const int hd = a->hd;
-    widen16_avx512(a->kf, k, hd);
-    widen16_avx512(a->vf, v, hd);
+/* Scores of keys [c0, c0 + m) for every head into a->sc[g][0..m) (scaled), each lane
+ * bit-identical to ggml_vec_dot_f16 on that key (what llama.cpp's flash-attention uses):
+ * over the first hd & ~63 dimensions, 4 accumulators of 16 products (FMA across blocks
+ * of 64), combined as (a0 + a2) + (a1 + a3) and then summed in _mm512_reduce_add_ps's
+ * order (lanes l + 8, l + 4, l + 2, l + 1); the remaining dimensions are added in double,
+ * one product at a time. Here the lanes are keys, so the same tree is built across
+ * vectors. */
+AVX512 static void scores(attn_t *a, const void *K, int c0, int m, int f16) {
+    const int hd = a->hd, ps = a->ps, np = hd & ~63;
+    const __mmask16 km = (__mmask16)((1u << m) - 1);
+    float *kf = a->kf; /* [hd][16] the chunk's keys, widened once for every head */
+    for (int i = 0; i < hd; i++)
+        _mm512_store_ps(kf + 16 * i,
+                        f16 ? _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(km, (const uint16_t *)K +
+                                                                               (size_t)i * ps + c0))
+                            : _mm512_maskz_loadu_ps(km, (const float *)K + (size_t)i * ps + c0));
     for (int g = 0; g < a->G; g++) {
-        uint16_t *acc = a->acc16 + (size_t)g * hd;
-        float s = dot16_avx512(a->kf, a->qf + (size_t)g * hd, hd) * a->scale, ms = 1, vs = 1;
-        if (s > a->M[g]) {
-            ms = expf(a->M[g] - s);
-            a->M[g] = s;
-            scale16_avx512(acc, ms, hd);
-        } else {
-            vs = expf(s - a->M[g]);
+        const float *q = a->qf + (size_t)g * hd;
+        __m512d lo = _mm512_setzero_pd(), hi = _mm512_setzero_pd();
+        if (np) {
+            __m512 v[16];
+            for (int l = 0; l < 16; l++) {
+                __m512 acc[4];
+                for (int j = 0; j < 4; j++) {
+                    const int i = 16 * j + l;
+                    acc[j] = _mm512_mul_ps(_mm512_load_ps(kf + 16 * i), _mm512_set1_ps(q[i]));
+                    for (int b = 64; b < np; b += 64)
+                        acc[j] = _mm512_fmadd_ps(_mm512_load_ps(kf + 16 * (b + i)),
+                                                 _mm512_set1_ps(q[b + i]), acc[j]);
+                }
+                v[l] = _mm512_add_ps(_mm512_add_ps(acc[0], acc[2]), _mm512_add_ps(acc[1], acc[3]));
+            }
+            for (int w = 8; w >= 1; w /= 2)
+                for (int l = 0; l < w; l++) v[l] = _mm512_add_ps(v[l], v[l + w]);
+            lo = _mm512_cvtps_pd(_mm512_castps512_ps256(v[0]));
+            hi = _mm512_cvtps_pd(
+                _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v[0]), 1)));
         }
-        mad16_avx512(acc, a->vf, vs, hd);
-        a->S[g] = a->S[g] * ms + vs;
+        for (int i = np; i < hd; i++) {
+            __m512 p = _mm512_mul_ps(_mm512_load_ps(kf + 16 * i), _mm512_set1_ps(q[i]));
+            lo = _mm512_add_pd(lo, _mm512_cvtps_pd(_mm512_castps512_ps256(p)));
+            hi = _mm512_add_pd(hi, _mm512_cvtps_pd(_mm256_castpd_ps(
+                                       _mm512_extractf64x4_pd(_mm512_castps_pd(p), 1))));
+        }
+        __m512 s =
+            _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(lo)), _mm512_cvtpd_ps(hi), 1);
+        _mm512_storeu_ps(a->sc + (size_t)g * CH, _mm512_mul_ps(s, _mm512_set1_ps(a->scale)));
+    }
+}
+
+/* Keys [0, m) of the chunk for heads [g0, g0 + GN): NC vectors of accumulator per head in
+ * registers (hd = 16 * NC). The heads are independent, so interleaving them keeps GN x NC
+ * chains of FMA + f16 round trips in flight instead of one head's chain of m keys. */
+AVX512 static inline void update(const int NC, const int GN, attn_t *a, int g0, int m, int f16) {
+    const int hd = a->hd;
+    __m512 acc[4][8];
+    float ms[4][CH], vs[4][CH], S[4];
+    for (int h = 0; h < GN; h++) {
+        const int g = g0 + h;
+        for (int c = 0; c < NC; c++) acc[h][c] = _mm512_loadu_ps(a->acc + (size_t)g * hd + 16 * c);
+        /* the running max before each key decides which factor is e^(s - M) */
+        const float *s = a->sc + (size_t)g * CH;
+        float M = a->M[g];
+        for (int j = 0; j < m; j++) {
+            if (s[j] > M) {
+                ms[h][j] = expf(M - s[j]);
+                vs[h][j] = 1;
+                M = s[j];
+            } else {
+                ms[h][j] = 1;
+                vs[h][j] = expf(s[j] - M);
+            }
+        }
+        a->M[g] = M;
+        S[h] = a->S[g];
+    }
+    for (int j = 0; j < m; j++) {
+        const float *v = a->vf + (size_t)j * hd;
+        for (int h = 0; h < GN; h++) {
+            if (ms[h][j] != 1) {
+                const __m512 msv = _mm512_set1_ps(ms[h][j]);
+                for (int c = 0; c < NC; c++) {
+                    acc[h][c] = _mm512_mul_ps(acc[h][c], msv);
+                    if (f16) acc[h][c] = round16_ps(acc[h][c]);
+                }
+            }
+            const __m512 vsv = _mm512_set1_ps(vs[h][j]);
+            for (int c = 0; c < NC; c++) {
+                acc[h][c] = _mm512_fmadd_ps(_mm512_loadu_ps(v + 16 * c), vsv, acc[h][c]);
+                if (f16) acc[h][c] = round16_ps(acc[h][c]);
+            }
+            S[h] = fmaf(S[h], ms[h][j], vs[h][j]); /* fused, as ggml's build computes it */
+        }
+    }
+    for (int h = 0; h < GN; h++) {
+        a->S[g0 + h] = S[h];
+        for (int c = 0; c < NC; c++)
+            _mm512_storeu_ps(a->acc + (size_t)(g0 + h) * hd + 16 * c, acc[h][c]);
+    }
+}
+
+#define UPDATE_NC(NC, GN) update(NC, GN, a, g, m, f16)
+#define UPDATE_GN(NC)                                                                              \
+    do {                                                                                           \
+        if (a->G - g >= (NC <= 4 ? 4 : 2)) {                                                       \
+            UPDATE_NC(NC, NC <= 4 ? 4 : 2);                                                        \
+            g += NC <= 4 ? 4 : 2;                                                                  \
+        } else if (a->G - g >= 2) {                                                                \
+            UPDATE_NC(NC, 2);                                                                      \
+            g += 2;                                                                                \
+        } else {                                                                                   \
+            UPDATE_NC(NC, 1);                                                                      \
+            g += 1;                                                                                \
+        }                                                                                          \
+    } while (0)
+
+/* Keys [0, n) of one page; hd 16, 32, 64 or 128. */
+AVX512 static void page_avx512(attn_t *a, const void *K, const void *V, int n, int f16) {
+    const int hd = a->hd, NC = hd / 16;
+    for (int c0 = 0; c0 < n; c0 += CH) {
+        const int m = n - c0 < CH ? n - c0 : CH;
+        scores(a, K, c0, m, f16);
+        for (int j = 0; j < m; j++) /* V rows widened once for every head */
+            for (int c = 0; c < NC; c++) {
+                const size_t o = (size_t)(c0 + j) * hd + 16 * (size_t)c;
+                _mm512_storeu_ps(a->vf + (size_t)j * hd + 16 * c,
+                                 f16 ? _mm512_cvtph_ps(_mm256_loadu_si256(
+                                           (const __m256i *)((const uint16_t *)V + o)))
+                                     : _mm512_loadu_ps((const float *)V + o));
+            }
+        for (int g = 0; g < a->G;) {
+            switch (NC) {
+            case 1:
+                UPDATE_GN(1);
+                break;
+            case 2:
+                UPDATE_GN(2);
+                break;
+            case 4:
+                UPDATE_GN(4);
+                break;
+            default:
+                UPDATE_GN(8);
+                break;
+            }
+        }
     }
 }
 
@@ -159,27 +239,20 @@ AVX512 static void key16_avx512(attn_t *a, const uint16_t *k, const uint16_t *v)
 void ul_fwd_attn_item(const ul_fwd_t *f, int il, int32_t t, int32_t kvh, float *tmp) {
     const ul_step_seq_t *s = &f->step->seqs[f->tok_seq[t]];
     const int32_t pos = f->tok_pos[t], hd = f->hp.head_dim, ps = f->kv.page_size;
-    attn_t a = {.f = f, .G = f->n_gqa, .hd = hd, .scale = 1.0f / sqrtf((float)hd)};
+    attn_t a = {.f = f, .G = f->n_gqa, .hd = hd, .ps = ps, .scale = 1.0f / sqrtf((float)hd)};
     const size_t gh = (size_t)a.G * hd;
-    a.q16 = (uint16_t *)tmp;
-    a.acc16 = a.q16 + gh;
-    a.acc32 = tmp + gh;
-    a.qf = a.acc32 + gh;
-    a.kf = a.qf + gh;
-    a.vf = a.kf + hd;
-    a.M = a.vf + hd;
+    a.acc = tmp;
+    a.qf = a.acc + gh;
+    a.vf = a.qf + gh;
+    a.kf = a.vf + (size_t)CH * hd;
+    a.sc = a.kf + (size_t)CH * hd;
+    a.M = a.sc + (size_t)a.G * CH;
     a.S = a.M + a.G;
     const float *q = f->q + (size_t)t * f->q_dim + (size_t)kvh * gh;
-    const int f16 = f->kv.type == UL_TYPE_F16, simd = f->isa == UL_ISA_AVX512;
-    if (f16) {
-        for (size_t i = 0; i < gh; i++) {
-            a.q16[i] = ul_fp32_to_fp16(q[i]);
-            a.qf[i] = ul_fp16_to_fp32(a.q16[i]);
-        }
-        memset(a.acc16, 0, gh * sizeof *a.acc16);
-    } else {
-        memset(a.acc32, 0, gh * sizeof *a.acc32);
-    }
+    const int f16 = f->kv.type == UL_TYPE_F16;
+    const int simd = f->isa == UL_ISA_AVX512 && (hd == 16 || hd == 32 || hd == 64 || hd == 128);
+    for (size_t i = 0; i < gh; i++) a.qf[i] = f16 ? round16(q[i]) : q[i];
+    memset(a.acc, 0, gh * sizeof *a.acc);
     for (int g = 0; g < a.G; g++) {
         a.M[g] = -INFINITY;
         a.S[g] = 0;
@@ -188,26 +261,14 @@ void ul_fwd_attn_item(const ul_fwd_t *f, int il, int32_t t, int32_t kvh, float *
         const int32_t n = pos + 1 - p0 < ps ? pos + 1 - p0 : ps, page = s->pages[p0 / ps];
         const void *K = ul_kv_head(&f->kv, page, il, 0, kvh),
                    *V = ul_kv_head(&f->kv, page, il, 1, kvh);
-        for (int32_t j = 0; j < n; j++) {
-            if (f16) {
-                const uint16_t *k = (const uint16_t *)K + (size_t)j * hd;
-                const uint16_t *v = (const uint16_t *)V + (size_t)j * hd;
-                if (simd)
-                    key16_avx512(&a, k, v);
-                else
-                    key16_scalar(&a, k, v);
-            } else {
-                key32_scalar(&a, (const float *)K + (size_t)j * hd,
-                             (const float *)V + (size_t)j * hd, q);
-            }
-        }
+        if (simd)
+            page_avx512(&a, K, V, n, f16);
+        else
+            page_scalar(&a, K, V, n, f16);
     }
     float *out = f->att + (size_t)t * f->q_dim + (size_t)kvh * gh;
     for (int g = 0; g < a.G; g++) {
         const float inv = a.S[g] == 0 ? 0 : 1.0f / a.S[g];
-        for (int i = 0; i < hd; i++) {
-            size_t o = (size_t)g * hd + i;
-            out[o] = (f16 ? ul_fp16_to_fp32(a.acc16[o]) : a.acc32[o]) * inv;
-        }
+        for (int i = 0; i < hd; i++) out[(size_t)g * hd + i] = a.acc[(size_t)g * hd + i] * inv;
     }
 }
