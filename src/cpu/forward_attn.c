@@ -147,16 +147,18 @@ AVX512 static inline void update(const int NC, const int GN, attn_t *a, int g0, 
         for (int c = 0; c < NC; c++) acc[h][c] = _mm512_loadu_ps(a->acc + (size_t)g * hd + 16 * c);
         /* the running max before each key decides which factor is e^(s - M) */
         const float *s = a->sc + (size_t)g * CH;
-        float M = a->M[g];
+        float M = a->M[g], arg[CH], e[CH];
+        for (int j = 0; j < m; j++) { /* e^(M - s) when s raises M, else e^(s - M) */
+            arg[j] = s[j] > M ? M - s[j] : s[j] - M;
+            M = s[j] > M ? s[j] : M;
+        }
+        ul_expf16_avx512(arg, e, m); /* glibc's expf, 16 at a time */
+        M = a->M[g];
         for (int j = 0; j < m; j++) {
-            if (s[j] > M) {
-                ms[h][j] = expf(M - s[j]);
-                vs[h][j] = 1;
-                M = s[j];
-            } else {
-                ms[h][j] = 1;
-                vs[h][j] = expf(s[j] - M);
-            }
+            const int up = s[j] > M;
+            ms[h][j] = up ? e[j] : 1;
+            vs[h][j] = up ? 1 : e[j];
+            M = up ? s[j] : M;
         }
         a->M[g] = M;
         S[h] = a->S[g];

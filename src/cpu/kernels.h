@@ -76,6 +76,10 @@ void ul_cpu_dequant_row(int type, const void *row, float *dst, int64_t n);
 /* Quantises n floats into a row of type (F32, F16, BF16, Q8_0, Q4_0); returns bytes. */
 size_t ul_cpu_quant_row(int type, const float *src, void *dst, int64_t n);
 
+/* y[i] = expf(x[i]) for i < n <= 16, bit-identical to glibc's expf; AVX-512 only (the
+ * caller checks ul_cpu_isa()). */
+void ul_expf16_avx512(const float *x, float *y, int n);
+
 /* half <-> float */
 float ul_fp16_to_fp32(uint16_t h);
 uint16_t ul_fp32_to_fp16(float f);

@@ -1,0 +1,61 @@
+/* expf of 16 floats at once, bit-identical to glibc's expf (2.27 and later, the FMA
+ * variant this CPU runs): the attention's online softmax takes an exponential per
+ * (key, head), and llama.cpp's flash-attention, whose roundings the golden tests follow,
+ * calls the C library's expf there. Same algorithm in 8-lane double precision: x * 32/ln2
+ * split into k + r, 2^(k/32) from a 32-entry table, a cubic in r, the same FMA
+ * contractions and the same final rounding to float. Arguments with |x| >= 80 (where
+ * glibc takes its special-case path), infinities and NaNs go to expf itself. */
+#include <immintrin.h>
+#include <math.h>
+#include <stdint.h>
+
+#include "cpu/kernels.h"
+
+/* 2^(i/32) as the nearest double, minus i << 47 (so adding k << 47 scales by 2^(k/32)) */
+static const uint64_t k_tab[32] = {
+    0x3ff0000000000000ull, 0x3fefd9b0d3158574ull, 0x3fefb5586cf9890full, 0x3fef9301d0125b51ull,
+    0x3fef72b83c7d517bull, 0x3fef54873168b9aaull, 0x3fef387a6e756238ull, 0x3fef1e9df51fdee1ull,
+    0x3fef06fe0a31b715ull, 0x3feef1a7373aa9cbull, 0x3feedea64c123422ull, 0x3feece086061892dull,
+    0x3feebfdad5362a27ull, 0x3feeb42b569d4f82ull, 0x3feeab07dd485429ull, 0x3feea47eb03a5585ull,
+    0x3feea09e667f3bcdull, 0x3fee9f75e8ec5f74ull, 0x3feea11473eb0187ull, 0x3feea589994cce13ull,
+    0x3feeace5422aa0dbull, 0x3feeb737b0cdc5e5ull, 0x3feec49182a3f090ull, 0x3feed503b23e255dull,
+    0x3feee89f995ad3adull, 0x3feeff76f2fb5e47ull, 0x3fef199bdd85529cull, 0x3fef3720dcef9069ull,
+    0x3fef5818dcfba487ull, 0x3fef7c97337b9b5full, 0x3fefa4afa2a490daull, 0x3fefd0765b6e4540ull,
+};
+
+static inline __m512d exp8(__m512d xd, __m512i t0, __m512i t1, __m512i t2, __m512i t3) {
+    const __m512d invln2n = _mm512_set1_pd(0x1.71547652b82fep+5), shift = _mm512_set1_pd(0x1.8p+52);
+    __m512d kds = _mm512_fmadd_pd(invln2n, xd, shift);
+    __m512i ki = _mm512_castpd_si512(kds);
+    __m512d kd = _mm512_sub_pd(kds, shift);
+    __m512d r = _mm512_fmsub_pd(invln2n, xd, kd);
+    __m512i lo = _mm512_permutex2var_epi64(t0, ki, t1), hi = _mm512_permutex2var_epi64(t2, ki, t3);
+    __mmask8 upper = _mm512_test_epi64_mask(ki, _mm512_set1_epi64(16));
+    __m512i t = _mm512_mask_blend_epi64(upper, lo, hi);
+    __m512d s = _mm512_castsi512_pd(_mm512_add_epi64(t, _mm512_slli_epi64(ki, 47)));
+    __m512d z = _mm512_fmadd_pd(_mm512_set1_pd(0x1.c6af84b912394p-20), r,
+                                _mm512_set1_pd(0x1.ebfce50fac4f3p-13));
+    __m512d r2 = _mm512_mul_pd(r, r);
+    __m512d y = _mm512_fmadd_pd(r, _mm512_set1_pd(0x1.62e42ff0c52d6p-6), _mm512_set1_pd(1.0));
+    y = _mm512_fmadd_pd(z, r2, y);
+    return _mm512_mul_pd(y, s);
+}
+
+void ul_expf16_avx512(const float *x, float *y, int n) {
+    const __mmask16 m = (__mmask16)((1u << n) - 1);
+    const __m512i t0 = _mm512_loadu_si512(k_tab), t1 = _mm512_loadu_si512(k_tab + 8),
+                  t2 = _mm512_loadu_si512(k_tab + 16), t3 = _mm512_loadu_si512(k_tab + 24);
+    __m512 v = _mm512_maskz_loadu_ps(m, x);
+    __m256 a = _mm512_castps512_ps256(v);
+    __m256 b = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
+    __m256 ya = _mm512_cvtpd_ps(exp8(_mm512_cvtps_pd(a), t0, t1, t2, t3));
+    __m256 yb = _mm512_cvtpd_ps(exp8(_mm512_cvtps_pd(b), t0, t1, t2, t3));
+    _mm512_mask_storeu_ps(y, m, _mm512_insertf32x8(_mm512_castps256_ps512(ya), yb, 1));
+    /* |x| >= 80, inf, NaN: the library's special cases */
+    __mmask16 big = _mm512_cmp_ps_mask(_mm512_abs_ps(v), _mm512_set1_ps(80.0f), _CMP_NLT_UQ) & m;
+    while (big) {
+        int i = __builtin_ctz(big);
+        y[i] = expf(x[i]);
+        big &= (__mmask16)(big - 1);
+    }
+}
