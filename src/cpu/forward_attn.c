@@ -106,9 +106,9 @@ AVX512 static void scores(attn_t *a, const void *K, int c0, int m, int f16) {
         __m512d lo = _mm512_setzero_pd(), hi = _mm512_setzero_pd();
         if (np) {
             __m512 v[16];
-            for (int l = 0; l < 16; l++) {
+            _Pragma("GCC unroll 16") for (int l = 0; l < 16; l++) {
                 __m512 acc[4];
-                for (int j = 0; j < 4; j++) {
+                _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {
                     const int i = 16 * j + l;
                     acc[j] = _mm512_mul_ps(_mm512_load_ps(kf + 16 * i), _mm512_set1_ps(q[i]));
                     for (int b = 64; b < np; b += 64)
@@ -117,8 +117,9 @@ AVX512 static void scores(attn_t *a, const void *K, int c0, int m, int f16) {
                 }
                 v[l] = _mm512_add_ps(_mm512_add_ps(acc[0], acc[2]), _mm512_add_ps(acc[1], acc[3]));
             }
-            for (int w = 8; w >= 1; w /= 2)
-                for (int l = 0; l < w; l++) v[l] = _mm512_add_ps(v[l], v[l + w]);
+            _Pragma("GCC unroll 4") for (int w = 8; w >= 1; w /= 2)
+                _Pragma("GCC unroll 8") for (int l = 0; l < w; l++) v[l] =
+                    _mm512_add_ps(v[l], v[l + w]);
             lo = _mm512_cvtps_pd(_mm512_castps512_ps256(v[0]));
             hi = _mm512_cvtps_pd(
                 _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v[0]), 1)));
@@ -138,13 +139,15 @@ AVX512 static void scores(attn_t *a, const void *K, int c0, int m, int f16) {
 /* Keys [0, m) of the chunk for heads [g0, g0 + GN): NC vectors of accumulator per head in
  * registers (hd = 16 * NC). The heads are independent, so interleaving them keeps GN x NC
  * chains of FMA + f16 round trips in flight instead of one head's chain of m keys. */
-AVX512 static inline void update(const int NC, const int GN, attn_t *a, int g0, int m, int f16) {
+AVX512 static inline __attribute__((always_inline)) void update(const int NC, const int GN,
+                                                                attn_t *a, int g0, int m, int f16) {
     const int hd = a->hd;
     __m512 acc[4][8];
     float ms[4][CH], vs[4][CH], S[4];
-    for (int h = 0; h < GN; h++) {
+    _Pragma("GCC unroll 4") for (int h = 0; h < GN; h++) {
         const int g = g0 + h;
-        for (int c = 0; c < NC; c++) acc[h][c] = _mm512_loadu_ps(a->acc + (size_t)g * hd + 16 * c);
+        _Pragma("GCC unroll 8") for (int c = 0; c < NC; c++) acc[h][c] =
+            _mm512_loadu_ps(a->acc + (size_t)g * hd + 16 * c);
         /* the running max before each key decides which factor is e^(s - M) */
         const float *s = a->sc + (size_t)g * CH;
         float M = a->M[g], arg[CH], e[CH];
@@ -165,25 +168,25 @@ AVX512 static inline void update(const int NC, const int GN, attn_t *a, int g0, 
     }
     for (int j = 0; j < m; j++) {
         const float *v = a->vf + (size_t)j * hd;
-        for (int h = 0; h < GN; h++) {
+        _Pragma("GCC unroll 4") for (int h = 0; h < GN; h++) {
             if (ms[h][j] != 1) {
                 const __m512 msv = _mm512_set1_ps(ms[h][j]);
-                for (int c = 0; c < NC; c++) {
+                _Pragma("GCC unroll 8") for (int c = 0; c < NC; c++) {
                     acc[h][c] = _mm512_mul_ps(acc[h][c], msv);
                     if (f16) acc[h][c] = round16_ps(acc[h][c]);
                 }
             }
             const __m512 vsv = _mm512_set1_ps(vs[h][j]);
-            for (int c = 0; c < NC; c++) {
+            _Pragma("GCC unroll 8") for (int c = 0; c < NC; c++) {
                 acc[h][c] = _mm512_fmadd_ps(_mm512_loadu_ps(v + 16 * c), vsv, acc[h][c]);
                 if (f16) acc[h][c] = round16_ps(acc[h][c]);
             }
             S[h] = fmaf(S[h], ms[h][j], vs[h][j]); /* fused, as ggml's build computes it */
         }
     }
-    for (int h = 0; h < GN; h++) {
+    _Pragma("GCC unroll 4") for (int h = 0; h < GN; h++) {
         a->S[g0 + h] = S[h];
-        for (int c = 0; c < NC; c++)
+        _Pragma("GCC unroll 8") for (int c = 0; c < NC; c++)
             _mm512_storeu_ps(a->acc + (size_t)(g0 + h) * hd + 16 * c, acc[h][c]);
     }
 }
