@@ -12,6 +12,9 @@
 /* Row chunks are multiples of this so SIMD kernels that take rows 4 or 8 at a time
  * see full groups except in the last chunk. */
 #define ROW_ALIGN 16
+/* Rows per dynamically handed-out chunk (a multiple of ROW_ALIGN): 64 rows of a 2048-wide
+ * Q4_0 matrix are 72 KiB, enough to amortise the atomic, small enough to balance. */
+#define CHUNK_ROWS 64
 
 size_t ul_cpu_matmul_scratch(int type, int64_t n_cols, int n_tok) {
     ul_xfmt_t f = ul_cpu_xfmt(type);
@@ -78,6 +81,25 @@ void ul_cpu_mat_free(ul_cpu_mat_t *m) {
     memset(m, 0, sizeof *m);
 }
 
+/* Rows [r0, r1) of the stacked rows, part by part (packed parts start on a group). */
+static void mm_rows(const ul_cpu_mat_t *m, const ul_pack_kern_t *pk, ul_mm_fn mm, size_t ws,
+                    size_t gb, const uint8_t *xq, size_t xs, int n_tok, float *const *y, int64_t r0,
+                    int64_t r1) {
+    int64_t base = 0;
+    for (int i = 0; i < m->n_parts && r0 < r1; base += m->part_rows[i++]) {
+        const int64_t end = base + m->part_rows[i];
+        if (r0 >= end) continue;
+        const int64_t a = r0 - base, b = (r1 < end ? r1 : end) - base;
+        if (pk)
+            pk->mm(m->n_cols, m->packed + (size_t)((base + a) / UL_PACK_ROWS) * gb,
+                   (int)((b - a) / UL_PACK_ROWS), xq, xs, n_tok, y[i] + a, m->part_rows[i]);
+        else
+            mm(m->n_cols, m->data[i] + (size_t)a * ws, ws, (int)(b - a), xq, xs, n_tok, y[i] + a,
+               m->part_rows[i]);
+        r0 = base + b;
+    }
+}
+
 void ul_cpu_matmul_mat(ul_pool_t *p, const ul_cpu_mat_t *m, const float *x, int n_tok,
                        float *const *y, void *scratch, int ith, int nth) {
     const int type = m->type;
@@ -86,30 +108,31 @@ void ul_cpu_matmul_mat(ul_pool_t *p, const ul_cpu_mat_t *m, const float *x, int 
     ul_xfmt_t f = ul_cpu_xfmt(type);
     const uint8_t *xq = (const uint8_t *)x;
     size_t xs = ul_cpu_xrow_bytes(f, n_cols);
+    if (p && nth > 1 && ith == 0) atomic_store_explicit(ul_pool_ticket(p), 0, memory_order_relaxed);
     if (f != XF_F32) {
         UL_ASSERT(scratch != NULL);
         quant_x_part(f, x, n_cols, n_tok, (uint8_t *)scratch, xs, ith, nth);
-        ul_pool_barrier(p);
         xq = scratch;
     }
-    int64_t r0, r1;
-    rows_of(m->n_rows, ith, nth, &r0, &r1);
+    ul_pool_barrier(p); /* the activations are ready and the ticket is reset */
     const ul_pack_kern_t *pk = m->pk;
     const size_t ws = ul_type_row_bytes(type, n_cols), gb = pk ? pk->group_bytes(n_cols) : 0;
     ul_mm_fn mm = pk ? NULL : ul_cpu_mm_fn(type, ul_cpu_isa());
-    /* [r0, r1) of the stacked rows, part by part (packed parts start on a group) */
-    int64_t base = 0;
-    for (int i = 0; i < m->n_parts && r0 < r1; base += m->part_rows[i++]) {
-        const int64_t end = base + m->part_rows[i];
-        if (r0 >= end) continue;
-        const int64_t a = r0 - base, b = (r1 < end ? r1 : end) - base;
-        if (pk)
-            pk->mm(n_cols, m->packed + (size_t)((base + a) / UL_PACK_ROWS) * gb,
-                   (int)((b - a) / UL_PACK_ROWS), xq, xs, n_tok, y[i] + a, m->part_rows[i]);
-        else
-            mm(n_cols, m->data[i] + (size_t)a * ws, ws, (int)(b - a), xq, xs, n_tok, y[i] + a,
-               m->part_rows[i]);
-        r0 = base + b;
+    if (p && nth > 1) {
+        /* chunks of rows handed out as the threads ask: a thread slowed down by another
+         * process on its core takes fewer, instead of the others waiting for it */
+        atomic_int *ticket = ul_pool_ticket(p);
+        for (;;) {
+            int64_t r0 =
+                (int64_t)atomic_fetch_add_explicit(ticket, 1, memory_order_relaxed) * CHUNK_ROWS;
+            if (r0 >= m->n_rows) break;
+            int64_t r1 = r0 + CHUNK_ROWS < m->n_rows ? r0 + CHUNK_ROWS : m->n_rows;
+            mm_rows(m, pk, mm, ws, gb, xq, xs, n_tok, y, r0, r1);
+        }
+    } else {
+        int64_t r0, r1;
+        rows_of(m->n_rows, ith, nth, &r0, &r1);
+        mm_rows(m, pk, mm, ws, gb, xq, xs, n_tok, y, r0, r1);
     }
     ul_pool_barrier(p);
 }

@@ -46,6 +46,7 @@ struct ul_pool_s {
     _Alignas(64) atomic_int n_done;
     _Alignas(64) atomic_int bar_count;
     atomic_uint bar_phase;
+    _Alignas(64) atomic_int ticket; /* ul_pool_ticket */
     _Alignas(64) atomic_int n_parked;
     atomic_int park_now; /* ul_pool_sleep: skip the spin */
     atomic_int stop;
@@ -148,6 +149,8 @@ void ul_pool_barrier(ul_pool_t *p) {
     int spins = 0;
     while (atomic_load_explicit(&p->bar_phase, memory_order_acquire) == phase) relax(&spins);
 }
+
+atomic_int *ul_pool_ticket(ul_pool_t *p) { return &p->ticket; }
 
 void ul_pool_free(ul_pool_t *p) {
     if (!p) return;
