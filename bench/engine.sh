@@ -26,7 +26,7 @@ header() {
     echo "- machine: $(machine_line)"
     echo "- uvllm: $(uvllm_commit); peer llama.cpp $(peer_commit)"
     echo "- models (n_embd 2048, 22 layers, 32 heads, 4 kv heads, n_ff 5632, vocab 32000, bench/work/$MODEL_PREFIX-TYPE.gguf): ${MODELS_SRC:-none}"
-    echo "- peer: \`llama-bench -m MODEL -p $N_PROMPT -n $N_GEN -t $THREADS -r 1 -o json\`; uvllm: \`uvllm generate --model MODEL --prompt P --max-tokens $N_GEN --threads $THREADS --json\` with P = \"hello\" repeated so that the prompt is exactly $N_PROMPT tokens with BOS; $RUNS rounds, interleaved (peer then uvllm per round); medians of llama-bench's avg_ts and uvllm's prefill_tokens_per_s / decode_tokens_per_s. After round 1, a side that has spent more than ${ENGINE_BUDGET_S:-240} s on one model gets no further runs (run counts below)."
+    echo "- peer: \`llama-bench -m MODEL -p $N_PROMPT -n $N_GEN -t $THREADS -r 1 -o json\` (pp$N_PROMPT, and tg$N_GEN from an empty context) and \`llama-bench -m MODEL -p 0 -n $N_GEN -d $N_PROMPT ...\` (tg$N_GEN after $N_PROMPT tokens of context); uvllm: \`uvllm generate --model MODEL --prompt P --max-tokens $N_GEN --threads $THREADS --json\` with P = \"hello\" repeated so that the prompt is exactly $N_PROMPT tokens with BOS (prefill, and decode after $N_PROMPT tokens), and the same with P = \"hello\" (2 tokens: decode from an empty context, the issue's decode target); $RUNS rounds, interleaved (peer then uvllm per round); medians of llama-bench's avg_ts and uvllm's prefill_tokens_per_s / decode_tokens_per_s. After round 1, a side that has spent more than ${ENGINE_BUDGET_S:-240} s on one model gets no further runs (run counts below)."
 }
 
 if ! ensure_models; then
@@ -63,6 +63,9 @@ for ((r = 1; r <= RUNS; r++)); do
             t0=$SECONDS
             "$LLAMA_BIN/llama-bench" -m "$M" -p "$N_PROMPT" -n "$N_GEN" -t "$THREADS" -r 1 -o json \
                 >"$D/llama-$t-$r.json" 2>"$D/llama-$t-$r.err" || echo "engine: llama-bench $t failed" >&2
+            # decode with the 512-token prompt already in the cache, as uvllm's first run
+            "$LLAMA_BIN/llama-bench" -m "$M" -p 0 -n "$N_GEN" -d "$N_PROMPT" -t "$THREADS" -r 1 -o json \
+                >"$D/llama-d-$t-$r.json" 2>"$D/llama-d-$t-$r.err" || echo "engine: llama-bench -d $t failed" >&2
             SPENT[llama-$t]=$(( ${SPENT[llama-$t]:-0} + SECONDS - t0 ))
         fi
         if [ "$have_gen" = 1 ] && { [ "$r" = 1 ] || [ "${SPENT[uvllm-$t]:-0}" -lt "$BUDGET" ]; }; then
@@ -70,6 +73,10 @@ for ((r = 1; r <= RUNS; r++)); do
             "$UVLLM_BIN" generate --model "$M" --prompt "$PROMPT" --max-tokens "$N_GEN" \
                 --threads "$THREADS" --json >"$D/uvllm-$t-$r.json" 2>"$D/uvllm-$t-$r.err" ||
                 echo "engine: uvllm generate $t failed (see $D/uvllm-$t-$r.err)" >&2
+            # decode from an (almost) empty context, as llama-bench's tg128
+            "$UVLLM_BIN" generate --model "$M" --prompt "hello" --max-tokens "$N_GEN" \
+                --threads "$THREADS" --json >"$D/uvllm-s-$t-$r.json" 2>"$D/uvllm-s-$t-$r.err" ||
+                echo "engine: uvllm generate (short prompt) $t failed" >&2
             SPENT[uvllm-$t]=$(( ${SPENT[uvllm-$t]:-0} + SECONDS - t0 ))
         fi
         echo "engine: round $r $t done (spent llama ${SPENT[llama-$t]}s, uvllm ${SPENT[uvllm-$t]:-0}s)" >&2
@@ -105,24 +112,29 @@ def verdict(r, target):
     if r is None or target is None:
         return ""
     return f" (target {target}: {'met' if r >= target else 'MISSED'})"
-print("| model | file GB | decode reads GB/token | llama.cpp pp512 t/s | uvllm prefill t/s | prefill ratio | llama.cpp tg128 t/s | uvllm decode t/s | decode ratio | llama.cpp decode % of bound | uvllm decode % of bound |")
-print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+print("| model | file GB | decode reads GB/token | llama.cpp pp512 t/s | uvllm prefill t/s | prefill ratio | llama.cpp tg128 t/s | uvllm decode t/s | decode ratio | llama.cpp decode % of bound | uvllm decode % of bound | llama.cpp tg128 @ depth 512 | uvllm decode @ 512 | ratio @ 512 |")
+print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 for t in types:
     m = f"{work}-{t}.gguf"
     total, dec = map(int, subprocess.check_output([sys.executable, gb, m]).split())
     import os
     size = os.path.getsize(m)
-    lp, lg, up, ud, ntok, ngen = [], [], [], [], set(), set()
+    lp, lg, lgd, up, ud, udd, ntok, ngen = [], [], [], [], [], [], set(), set()
     for r in range(1, runs + 1):
         for e in load(f"{d}/llama-{t}-{r}.json") or []:
             if e.get("n_prompt") and not e.get("n_gen"): lp.append(e["avg_ts"])
             if e.get("n_gen") and not e.get("n_prompt"): lg.append(e["avg_ts"])
+        for e in load(f"{d}/llama-d-{t}-{r}.json") or []:
+            if e.get("n_gen") and not e.get("n_prompt"): lgd.append(e["avg_ts"])
         u = load(f"{d}/uvllm-{t}-{r}.json")
         if u:
-            up.append(u.get("prefill_tokens_per_s")); ud.append(u.get("decode_tokens_per_s"))
+            up.append(u.get("prefill_tokens_per_s")); udd.append(u.get("decode_tokens_per_s"))
             ntok.add(len(u.get("prompt_tokens", []))); ngen.add(len(u.get("tokens", [])))
+        u = load(f"{d}/uvllm-s-{t}-{r}.json")
+        if u:
+            ud.append(u.get("decode_tokens_per_s"))
     runs_l, runs_u = len(lp), len(up)
-    lp, lg, up, ud = med(lp), med(lg), med(up), med(ud)
+    lp, lg, lgd, up, ud, udd = med(lp), med(lg), med(lgd), med(up), med(ud), med(udd)
     frac = lambda tps: None if tps is None else 100 * dec * tps / (bw * 1e9)
     ratio = lambda a, b: None if a is None or b is None or b == 0 else a / b
     if have_gen != "1":
@@ -131,7 +143,7 @@ for t in types:
         up_s, ud_s = f(up, 1), f(ud, 2)
         if ntok: notes.append(f"uvllm {t}: prompt_tokens {sorted(ntok)}, generated {sorted(ngen)} tokens")
     notes.append(f"{t}: medians over {runs_l} llama-bench run(s) and {runs_u} uvllm run(s)")
-    print(f"| {t} | {size/1e9:.2f} | {dec/1e9:.3f} | {f(lp,1)} | {up_s} | {f(ratio(up, lp))}{verdict(ratio(up, lp), PRE_TARGET)} | {f(lg)} | {ud_s} | {f(ratio(ud, lg))}{verdict(ratio(ud, lg), DEC_TARGET.get(t))} | {f(frac(lg),0)} | {f(frac(ud),0)} |")
+    print(f"| {t} | {size/1e9:.2f} | {dec/1e9:.3f} | {f(lp,1)} | {up_s} | {f(ratio(up, lp))}{verdict(ratio(up, lp), PRE_TARGET)} | {f(lg)} | {ud_s} | {f(ratio(ud, lg))}{verdict(ratio(ud, lg), DEC_TARGET.get(t))} | {f(frac(lg),0)} | {f(frac(ud),0)} | {f(lgd)} | {f(udd)} | {f(ratio(udd, lgd))} |")
 print()
 if have_gen != "1":
     print(f"- uvllm side **not ready**: `uvllm generate` is not implemented in the benchmarked binary (repo HEAD {commit}); only the peer was measured.")
