@@ -26,7 +26,8 @@ static void on_handle_closed(uv_handle_t *h) {
 static void on_bridge_closed(ul_bridge_t *b) { on_handle_closed((uv_handle_t *)&b->async); }
 
 static void close_handles(ul_sched_t *s) {
-    if (s->n_open_handles != 2) return; /* already closing */
+    /* already closing (pump may run twice per completion before the close callbacks) */
+    if (s->n_open_handles != 2 || uv_is_closing((uv_handle_t *)&s->kick)) return;
     uv_idle_stop(&s->kick);
     s->kick_active = 0;
     uv_close((uv_handle_t *)&s->kick, on_handle_closed);
@@ -61,16 +62,25 @@ static void on_kick(uv_idle_t *h) {
     pump(s);
 }
 
+/* Double buffering: the results of step N go into the sequences, step N+1 is submitted,
+ * and only then do N's callbacks (detokenize, stop strings, SSE frames; the writes follow
+ * in the server's check phase) run, while the backend computes N+1. The second pump
+ * covers what the callbacks changed when N+1 could not be built before them (everything
+ * was ending, or closing). */
 static void on_step_done(ul_bridge_t *b, ul_queue_t *item) {
     ul_sched_t *s = b->data;
     UL_ASSERT(item == &s->step.node && s->busy);
     s->busy = 0;
-    ul_sched_step_complete(s);
+    ul_sched_step_absorb(s);
+    pump(s);
+    ul_sched_step_deliver(s);
     pump(s);
 }
 
 void ul_sched_kick(ul_sched_t *s) {
-    if (!s->loop || s->kick_active || s->n_open_handles != 2) return;
+    if (!s->loop || s->kick_active || s->n_open_handles != 2 ||
+        uv_is_closing((uv_handle_t *)&s->kick))
+        return;
     uv_idle_start(&s->kick, on_kick);
     s->kick_active = 1;
 }

@@ -40,7 +40,9 @@ int ul_sched_init(ul_sched_t *s, ul_backend_t *backend, const ul_sched_config_t 
     s->step.seqs = calloc(nb, sizeof *s->step.seqs);
     s->step_owner = calloc(nb, sizeof *s->step_owner);
     s->scratch = calloc((size_t)s->cfg.max_seqs, sizeof *s->scratch);
-    if (!s->step.tokens || !s->step.seqs || !s->step_owner || !s->scratch) {
+    /* Twice a step: a refused step is absorbed while the previous one's callbacks wait. */
+    s->done = calloc(2 * nb, sizeof *s->done);
+    if (!s->step.tokens || !s->step.seqs || !s->step_owner || !s->scratch || !s->done) {
         ul_sched_free(s);
         return UL_ENOMEM;
     }
@@ -58,6 +60,8 @@ void ul_sched_free(ul_sched_t *s) {
     free(s->step.seqs);
     free(s->step_owner);
     free(s->scratch);
+    free(s->done);
+    s->done = NULL;
     s->step.tokens = NULL;
     s->step.seqs = NULL;
     s->step_owner = s->scratch = NULL;
@@ -107,7 +111,9 @@ int ul_sched_add(ul_sched_t *s, ul_seq_t *q, const int32_t *prompt, int32_t n_pr
     q->id = s->next_id++;
     q->arrival = s->next_arrival++;
     ul_sampling_rng_seed(q->sampling.seed, q->rng);
-    q->paused = q->cancelled = q->in_step = 0;
+    q->paused = q->cancelled = q->in_step = q->cb_pending = 0;
+    q->ending = UL_FINISH_NONE;
+    q->ending_status = 0;
     q->n_preempted = 0;
     enqueue_waiting(s, q);
     ul_sched_kick(s);
@@ -134,7 +140,7 @@ static void release_pages(ul_sched_t *s, ul_seq_t *q) {
 
 /* Removes the sequence from the scheduler and tells its owner; q may be freed after. */
 static void finish(ul_sched_t *s, ul_seq_t *q, ul_finish_t reason, int status) {
-    UL_ASSERT(!q->in_step);
+    UL_ASSERT(!q->in_step && !q->cb_pending);
     unlink_seq(s, q);
     release_pages(s, q);
     free(q->tokens);
@@ -147,8 +153,9 @@ static void finish(ul_sched_t *s, ul_seq_t *q, ul_finish_t reason, int status) {
     q->on_finish(q, reason, status);
 }
 
-/* Finishes every cancelled sequence that no step is using. Collects first: on_finish may
- * free the sequence, and its list node with it. */
+/* Finishes every cancelled sequence that no step is using and that owes no callback (those
+ * are finished by ul_sched_step_deliver). Collects first: on_finish may free the sequence,
+ * and its list node with it. */
 static void reap_cancelled(ul_sched_t *s) {
     ul_queue_t *lists[2] = {&s->waiting, &s->running};
     for (int l = 0; l < 2; l++) {
@@ -156,7 +163,7 @@ static void reap_cancelled(ul_sched_t *s) {
         while (it != lists[l]) {
             ul_seq_t *q = UL_QUEUE_DATA(it, ul_seq_t, node);
             it = it->next;
-            if (q->cancelled && !q->in_step) finish(s, q, UL_FINISH_CANCELLED, 0);
+            if (q->cancelled && !q->in_step && !q->cb_pending) finish(s, q, UL_FINISH_CANCELLED, 0);
         }
     }
 }
@@ -218,7 +225,32 @@ static void add_to_step(ul_sched_t *s, ul_seq_t *q, int32_t n) {
     q->in_step = 1;
 }
 
-static int runnable(const ul_seq_t *q) { return !q->paused && !q->cancelled && !q->in_step; }
+static int runnable(const ul_seq_t *q) {
+    return !q->paused && !q->cancelled && !q->in_step && !q->ending;
+}
+
+/* Decides q's end without calling back: its pages go back to the pool at once (no step
+ * uses them), on_finish waits for ul_sched_step_deliver. */
+static void set_ending(ul_sched_t *s, ul_seq_t *q, ul_finish_t reason, int status) {
+    UL_ASSERT(!q->in_step);
+    if (!q->ending) {
+        q->ending = reason;
+        q->ending_status = status;
+    }
+    release_pages(s, q);
+}
+
+/* Queues q's callbacks for ul_sched_step_deliver (once per sequence: a second entry could
+ * outlive the sequence, which the first one may finish). */
+static void owe(ul_sched_t *s, ul_seq_t *q, int32_t token) {
+    if (q->cb_pending) {
+        UL_ASSERT(token < 0); /* only a refused step can follow an undelivered one */
+        return;
+    }
+    UL_ASSERT(s->n_done < 2 * s->cfg.max_batch_tokens);
+    s->done[s->n_done++] = (struct ul_sched_done_s){q, token};
+    q->cb_pending = 1;
+}
 
 /* Pass 1: one token for every decoding sequence, in rotation order. Candidates are
  * collected first because preemption moves sequences between the lists. */
@@ -235,8 +267,12 @@ static void add_decoders(ul_sched_t *s) {
         if (q->state != UL_SEQ_RUNNING) continue; /* preempted for an older one */
         while (grow_pages(s, q, q->n_tokens) != 0) {
             if (q->n_pages == s->pool.n_pages) {
-                /* It holds the whole pool and needs more: it can never grow. */
-                finish(s, q, UL_FINISH_LENGTH, 0);
+                /* It holds the whole pool and needs more: it can never grow. Its last
+                 * token's on_token may still be owed: then deliver finishes it. */
+                if (q->cb_pending)
+                    set_ending(s, q, UL_FINISH_LENGTH, 0);
+                else
+                    finish(s, q, UL_FINISH_LENGTH, 0);
                 q = NULL;
                 break;
             }
@@ -343,32 +379,29 @@ int ul_sched_step_build(ul_sched_t *s) {
     return s->step.n_seqs;
 }
 
-/* Appends a sampled token and decides whether the sequence goes on. */
+/* Appends a sampled token and decides whatever needs no callback: end-of-generation,
+ * max_tokens, the context length. */
 static void take_token(ul_sched_t *s, ul_seq_t *q, int32_t tok) {
     const ul_backend_t *b = s->backend;
     if (tok < 0 || tok >= b->n_vocab) {
-        finish(s, q, UL_FINISH_ERROR, UL_ERANGE);
+        set_ending(s, q, UL_FINISH_ERROR, UL_ERANGE);
+        owe(s, q, -1);
         return;
     }
-    if (b->eos_id >= 0 && tok == b->eos_id) {
-        finish(s, q, UL_FINISH_STOP, 0);
-        return;
-    }
-    if (s->cfg.is_eog && s->cfg.is_eog(s->cfg.eog_ctx, tok)) {
-        finish(s, q, UL_FINISH_STOP, 0);
+    if ((b->eos_id >= 0 && tok == b->eos_id) ||
+        (s->cfg.is_eog && s->cfg.is_eog(s->cfg.eog_ctx, tok))) {
+        set_ending(s, q, UL_FINISH_STOP, 0);
+        owe(s, q, -1);
         return;
     }
     q->tokens[q->n_tokens++] = tok;
     s->stats.tokens_generated++;
-    if (q->on_token && q->on_token(q, tok)) {
-        finish(s, q, UL_FINISH_STOP, 0);
-        return;
-    }
     if (q->n_tokens - q->n_prompt >= q->max_tokens || q->n_tokens >= q->cap)
-        finish(s, q, UL_FINISH_LENGTH, 0);
+        set_ending(s, q, UL_FINISH_LENGTH, 0);
+    owe(s, q, tok);
 }
 
-void ul_sched_step_complete(ul_sched_t *s) {
+void ul_sched_step_absorb(ul_sched_t *s) {
     ul_step_t *st = &s->step;
     s->stats.steps++;
     s->stats.compute_us += st->compute_us;
@@ -378,10 +411,16 @@ void ul_sched_step_complete(ul_sched_t *s) {
         ul_step_seq_t *ss = &st->seqs[i];
         ul_seq_t *q = s->step_owner[i];
         if (q->cancelled) continue; /* reaped at the next build */
+        if (q->ending) {            /* asked to stop while this step ran: result dropped */
+            set_ending(s, q, q->ending, q->ending_status);
+            owe(s, q, -1);
+            continue;
+        }
         if (st->status) {
             UL_LOG_ERROR("seq=%llu step failed: %s", (unsigned long long)q->id,
                          ul_strerror(st->status));
-            finish(s, q, UL_FINISH_ERROR, st->status);
+            set_ending(s, q, UL_FINISH_ERROR, st->status);
+            owe(s, q, -1);
             continue;
         }
         q->n_computed += ss->n_tokens;
@@ -391,4 +430,32 @@ void ul_sched_step_complete(ul_sched_t *s) {
         q->rng[1] = ss->rng[1];
         take_token(s, q, ss->out_token);
     }
+}
+
+/* One owed entry: the token's on_token (unless the client is gone), then the finish if the
+ * sequence's end is decided and no step in flight still uses it. */
+static void deliver_one(ul_sched_t *s, ul_seq_t *q, int32_t tok) {
+    q->cb_pending = 0;
+    if (q->cancelled) {
+        if (!q->in_step) finish(s, q, UL_FINISH_CANCELLED, 0);
+        return; /* else reaped after the step in flight */
+    }
+    if (tok >= 0 && q->on_token && q->on_token(q, tok)) {
+        q->ending = UL_FINISH_STOP; /* a stop string beats max_tokens */
+        q->ending_status = 0;
+    }
+    if (q->ending && !q->in_step) finish(s, q, q->ending, q->ending_status);
+    /* else: in the step in flight; absorbing it finishes q and drops its token */
+}
+
+void ul_sched_step_deliver(ul_sched_t *s) {
+    /* Callbacks never build or absorb a step (add, cancel and pause only mark and kick),
+     * so the list does not change under this loop. */
+    for (int32_t i = 0; i < s->n_done; i++) deliver_one(s, s->done[i].seq, s->done[i].token);
+    s->n_done = 0;
+}
+
+void ul_sched_step_complete(ul_sched_t *s) {
+    ul_sched_step_absorb(s);
+    ul_sched_step_deliver(s);
 }

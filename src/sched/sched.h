@@ -9,7 +9,16 @@
  * changed (a sequence added, cancelled or resumed), so the next step is built as soon as
  * the backend is idle and there is work.
  *
- * One step in flight at a time. Step building (DESIGN.md "Scheduling one step"):
+ * One step in flight at a time, double buffered (DESIGN.md "Double buffering"): when step N
+ * completes, the driver first absorbs its results (tokens appended, end-of-generation,
+ * max_tokens and context length decided: everything that needs no callback), then builds
+ * and submits step N+1, and only then runs step N's callbacks (detokenize, stop strings,
+ * SSE writes) while the backend computes N+1. A sequence that is in step N+1 when its
+ * callback asks to stop, or when it is cancelled, ends once N+1 completes (the backend uses
+ * its pages until then) and its N+1 token is discarded: no on_token after the stop, and
+ * on_finish exactly once.
+ *
+ * Step building (DESIGN.md "Scheduling one step"):
  *   0. cancelled sequences are removed and their pages freed (their on_finish runs);
  *   1. every running sequence in decode contributes one token (round-robin when there
  *      are more than the budget), taking a new page when its last one is full; when no
@@ -84,6 +93,9 @@ struct ul_seq_s {
     int paused;
     int cancelled;
     int in_step;
+    int cb_pending;     /* has an entry in the scheduler's callback list (s->done) */
+    ul_finish_t ending; /* decided end, on_finish not run yet (waits for callbacks/step) */
+    int ending_status;
     int32_t n_preempted;
     ul_queue_t node; /* in the waiting or running list */
 };
@@ -114,8 +126,15 @@ struct ul_sched_s {
     uint64_t next_id, next_arrival;
     /* the one step: buffers sized for max_batch_tokens */
     ul_step_t step;
-    ul_seq_t **step_owner;    /* [max_batch_tokens]: the sequence of each step->seqs entry */
-    ul_seq_t **scratch;       /* [max_seqs]: prefill candidates while building */
+    ul_seq_t **step_owner; /* [max_batch_tokens]: the sequence of each step->seqs entry */
+    ul_seq_t **scratch;    /* [max_seqs]: prefill candidates while building */
+    /* Callbacks owed for absorbed steps, run by ul_sched_step_deliver: token < 0 means only
+     * the finish (a sequence appears at most once, see ul_seq_t.cb_pending). */
+    struct ul_sched_done_s {
+        ul_seq_t *seq;
+        int32_t token;
+    } * done; /* [2 * max_batch_tokens] */
+    int32_t n_done;
     int busy;                 /* a step is submitted and not yet completed */
     int preempted_for_decode; /* while building: a decoder preempted someone */
     ul_sched_stats_t stats;
@@ -151,8 +170,16 @@ static inline int32_t ul_sched_n_active(const ul_sched_t *s) { return s->n_waiti
  * the number of sequences in it; 0 means there is nothing runnable. Must not be called
  * while a step is in flight. */
 int ul_sched_step_build(ul_sched_t *s);
-/* Consumes the results of s->step (status, sampled tokens): runs the callbacks. */
+/* Consumes the results of s->step (status, sampled tokens): absorb, then deliver. */
 void ul_sched_step_complete(ul_sched_t *s);
+/* The two halves of ul_sched_step_complete, so the next step can be built and submitted in
+ * between. absorb: takes the sampled tokens into the sequences and decides every end that
+ * needs no callback (eog, max_tokens, context, step error); calls nothing back, and s->step
+ * may be rebuilt afterwards. deliver: runs the owed on_token / on_finish callbacks; a
+ * sequence whose on_token asks to stop while it is in the step in flight finishes when
+ * that step is absorbed. */
+void ul_sched_step_absorb(ul_sched_t *s);
+void ul_sched_step_deliver(ul_sched_t *s);
 
 /* Driver: attaches to the loop and sets backend->bridge. */
 int ul_sched_start(ul_sched_t *s, uv_loop_t *loop);
