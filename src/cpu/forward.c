@@ -134,6 +134,17 @@ static int alloc_scratch(ul_fwd_t *f) {
 
 enum { MAT_QKV, MAT_O, MAT_GU, MAT_DOWN, MATS_PER_LAYER };
 
+/* A packed mat has its own copy: the file pages of its parts can leave resident memory
+ * (not the token embeddings, which the embedding lookup keeps reading when the output is
+ * tied to them). */
+static void release_packed(const ul_fwd_t *f, const ul_cpu_mat_t *m) {
+    if (!m->pk) return;
+    const size_t ws = ul_type_row_bytes(m->type, m->n_cols);
+    for (int i = 0; i < m->n_parts; i++)
+        if (m->data[i] != (const uint8_t *)f->m->tok_embd->data)
+            ul_gguf_release(&f->m->gguf, m->data[i], ws * (size_t)m->part_rows[i]);
+}
+
 /* Stacks the products that share an input (one activation quantisation, one even row
  * split) and packs what the ISA has a packed layout for. */
 static int init_mats(ul_fwd_t *f) {
@@ -153,10 +164,16 @@ static int init_mats(ul_fwd_t *f) {
         if (!rc)
             rc = ul_cpu_mat_init(&M[MAT_GU], gu, L->ffn_gate->type == L->ffn_up->type ? 2 : 1, 1);
         if (!rc) rc = ul_cpu_mat_init(&M[MAT_DOWN], &L->ffn_down, 1, 1);
-        for (int i = 0; i < MATS_PER_LAYER; i++) packed += M[i].packed_bytes;
+        for (int i = 0; i < MATS_PER_LAYER; i++) {
+            packed += M[i].packed_bytes;
+            release_packed(f, &M[i]);
+        }
     }
     if (!rc) rc = ul_cpu_mat_init(&f->mats[(size_t)nl * MATS_PER_LAYER], &f->m->output, 1, 1);
-    if (!rc) packed += f->mats[(size_t)nl * MATS_PER_LAYER].packed_bytes;
+    if (!rc) {
+        packed += f->mats[(size_t)nl * MATS_PER_LAYER].packed_bytes;
+        release_packed(f, &f->mats[(size_t)nl * MATS_PER_LAYER]);
+    }
     if (!rc && packed)
         UL_LOG_INFO("cpu: %.1f MiB of weights packed for %s", packed / 1048576.0,
                     ul_cpu_isa_name(f->isa));

@@ -409,6 +409,14 @@ int ul_gguf_open(ul_gguf_t *g, const char *path) {
     return rc;
 }
 
+void ul_gguf_release(const ul_gguf_t *g, const void *p, size_t n) {
+    const uint8_t *a = p, *b = a + n;
+    if (!g->mapped || a < g->base || b > g->base + g->size) return;
+    const uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t lo = ((uintptr_t)a + pg - 1) & ~(pg - 1), hi = (uintptr_t)b & ~(pg - 1);
+    if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED); /* advisory: errors are harmless */
+}
+
 void ul_gguf_free(ul_gguf_t *g) {
     if (g) release(g);
 }

@@ -104,6 +104,11 @@ int ul_gguf_open(ul_gguf_t *g, const char *path);
 /* Same over a caller-owned buffer that must outlive g (tests, fuzzing). */
 int ul_gguf_open_mem(ul_gguf_t *g, const void *data, size_t size);
 void ul_gguf_free(ul_gguf_t *g);
+/* The caller no longer needs [p, p + n) of a mapped file (a copy was made): the pages
+ * inside it leave the process's resident memory (they stay in the page cache and are
+ * read back on a later access, so this never changes what the mapping reads). No-op for
+ * ul_gguf_open_mem buffers. */
+void ul_gguf_release(const ul_gguf_t *g, const void *p, size_t n);
 
 const ul_gguf_kv_t *ul_gguf_find(const ul_gguf_t *g, const char *key);
 const ul_gguf_tensor_t *ul_gguf_find_tensor(const ul_gguf_t *g, const char *name);
