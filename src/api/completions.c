@@ -36,6 +36,7 @@ typedef struct comp_s {
     ul_http_req_t *req; /* NULL once the client is gone */
     ul_sse_t *sse;
     int stream, stopped, added;
+    int held;          /* a chunk waits in the connection for a later write (send_chunk hold) */
     int include_usage; /* stream_options.include_usage: a last chunk with usage */
     int32_t n_prompt, n_gen;
     uv_work_t work; /* long prompts are tokenized on libuv's thread pool */
@@ -201,7 +202,9 @@ static void comp_free(comp_t *c) {
     free(c);
 }
 
-static int send_chunk(comp_t *c, const char *text, size_t len, const char *finish_reason) {
+/* hold: the chunk may wait for the stream's next write (ul_sched_may_hold_output). */
+static int send_chunk(comp_t *c, const char *text, size_t len, const char *finish_reason,
+                      int hold) {
     sbuf_t *f = &c->frame;
     f->len = 0;
     sbuf_add(f, c->prefix.p, c->prefix.len);
@@ -212,7 +215,8 @@ static int send_chunk(comp_t *c, const char *text, size_t len, const char *finis
                  finish_reason ? "\"" : "", finish_reason ? finish_reason : "null",
                  finish_reason ? "\"" : "");
     sbuf_add(f, tail, (size_t)n);
-    return ul_sse_send(c->sse, f->p, f->len);
+    c->held = hold;
+    return hold ? ul_sse_send_held(c->sse, f->p, f->len) : ul_sse_send(c->sse, f->p, f->len);
 }
 
 /* OpenAI's stream_options.include_usage: one more chunk, empty choices, with usage. */
@@ -238,7 +242,8 @@ static void deliver(comp_t *c, const char *text, size_t len) {
         sbuf_add(&c->text, text, len);
         return;
     }
-    if (send_chunk(c, text, len, NULL) == 0 && ul_sse_backpressured(c->sse))
+    int hold = ul_sched_may_hold_output(c->api->sched, &c->seq);
+    if (send_chunk(c, text, len, NULL, hold) == 0 && ul_sse_backpressured(c->sse))
         ul_sched_set_paused(c->api->sched, &c->seq, 1);
 }
 
@@ -269,6 +274,12 @@ static int on_token(ul_seq_t *q, int32_t tok) {
         return 0;
     }
     c->stopped = emit(c, piece, (size_t)n);
+    /* A held chunk leaves by this step at the latest when this token sent nothing (text
+     * held back for UTF-8 or a possible stop string): holding is bounded in steps. */
+    if (c->held && !c->stopped && !ul_sched_may_hold_output(c->api->sched, q)) {
+        ul_sse_flush(c->sse);
+        c->held = 0;
+    }
     return c->stopped;
 }
 
@@ -338,7 +349,7 @@ static void on_finish(ul_seq_t *q, ul_finish_t reason, int status) {
         }
         const char *fr = reason == UL_FINISH_STOP ? "stop" : "length";
         if (c->stream) {
-            send_chunk(c, "", 0, fr);
+            send_chunk(c, "", 0, fr, 0);
             if (c->include_usage) send_usage_chunk(c);
             ul_sse_done(c->sse);
         } else {

@@ -171,6 +171,16 @@ int ul_sse_start(ul_http_req_t *req, ul_sse_t **out);
  * follows). */
 int ul_sse_send(ul_sse_t *s, const char *json, size_t len);
 
+/* ul_sse_send without asking for a write: the event waits in the connection's buffer and
+ * leaves with the next event sent with ul_sse_send, ul_sse_done or ul_sse_end, so several
+ * events share one write syscall (a loaded server writes each stream every few steps).
+ * The caller must guarantee that such a call follows soon. Once a quarter of
+ * out_soft_limit is waiting, it writes anyway. Same returns as ul_sse_send. */
+int ul_sse_send_held(ul_sse_t *s, const char *json, size_t len);
+
+/* Writes what ul_sse_send_held left waiting (at the end of this loop iteration). */
+int ul_sse_flush(ul_sse_t *s);
+
 /* Writes a comment line ": text\n\n" (keeps proxies from timing out). */
 int ul_sse_comment(ul_sse_t *s, const char *text);
 

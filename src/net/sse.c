@@ -68,7 +68,9 @@ static int stream_check(ul_conn_t *c) {
     return 0;
 }
 
-static int emit(ul_conn_t *c, const char *prefix, const char *data, size_t len) {
+/* hold: leave the flush to a later event (ul_sse_send_held), unless enough is waiting
+ * that backpressure could start with nothing in flight to ever end it. */
+static int emit(ul_conn_t *c, const char *prefix, const char *data, size_t len, int hold) {
     size_t add = strlen(prefix) + len + 32;
     if (ul_conn_pending(c) + add > c->srv->cfg.out_hard_limit) {
         ul_conn_close(c, UL_EFULL);
@@ -83,16 +85,30 @@ static int emit(ul_conn_t *c, const char *prefix, const char *data, size_t len) 
     c->resp_bytes += c->out.len - before;
     c->last_out = uv_now(c->srv->loop);
     ul_conn_mark_pressure(c);
-    ul_conn_want_flush(c);
+    if (!hold || ul_conn_pending(c) > c->srv->cfg.out_soft_limit / 4) ul_conn_want_flush(c);
     return 0;
 }
 
-int ul_sse_send(ul_sse_t *s, const char *json, size_t len) {
+static int send_event(ul_sse_t *s, const char *json, size_t len, int hold) {
     ul_conn_t *c = s ? s->conn : NULL;
     int rc = stream_check(c);
     if (rc) return rc;
     if (memchr(json, '\n', len) || memchr(json, '\r', len)) return UL_EINVAL;
-    return emit(c, "data: ", json, len);
+    return emit(c, "data: ", json, len, hold);
+}
+
+int ul_sse_send(ul_sse_t *s, const char *json, size_t len) { return send_event(s, json, len, 0); }
+
+int ul_sse_send_held(ul_sse_t *s, const char *json, size_t len) {
+    return send_event(s, json, len, 1);
+}
+
+int ul_sse_flush(ul_sse_t *s) {
+    ul_conn_t *c = s ? s->conn : NULL;
+    int rc = stream_check(c);
+    if (rc) return rc;
+    if (c->out.len) ul_conn_want_flush(c);
+    return 0;
 }
 
 int ul_sse_comment(ul_sse_t *s, const char *text) {
@@ -100,7 +116,7 @@ int ul_sse_comment(ul_sse_t *s, const char *text) {
     int rc = stream_check(c);
     if (rc) return rc;
     if (strpbrk(text, "\r\n")) return UL_EINVAL;
-    return emit(c, ": ", text, strlen(text));
+    return emit(c, ": ", text, strlen(text), 0);
 }
 
 static int finish(ul_conn_t *c, int done) {

@@ -50,6 +50,7 @@ int ul_sched_init(ul_sched_t *s, ul_backend_t *backend, const ul_sched_config_t 
     ul_queue_init(&s->waiting);
     ul_queue_init(&s->running);
     s->next_id = 1;
+    s->write_every = 1;
     return 0;
 }
 

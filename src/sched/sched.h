@@ -144,9 +144,30 @@ struct ul_sched_s {
     uv_idle_t kick;
     int kick_active;
     int closing, n_open_handles;
+    /* Output pacing (driver.c): when the loop is busy for most of a step cycle (mostly
+     * write syscalls, one per stream per step), streams write every write_every-th step
+     * instead of every step, so generation keeps its pace and events share writes. */
+    int32_t write_every; /* 1..UL_SCHED_MAX_WRITE_EVERY; 1 = every step */
+    double loop_busy;    /* moving average of the loop's busy fraction of a cycle */
+    double step_ms;      /* moving average of the cycle, completion to completion */
+    uint64_t t_done_ns;  /* uv_hrtime of the previous completion */
+    uint64_t idle_ns;    /* uv_metrics_idle_time then */
+    int32_t pace_hold;   /* completions to wait before write_every changes again */
     void (*close_cb)(ul_sched_t *s);
     void *data; /* owner's */
 };
+
+#define UL_SCHED_MAX_WRITE_EVERY 4
+
+/* For on_token: 1 when the output of this token may wait for a later write
+ * (ul_sse_send_held): the loop is overloaded, and q is in the step in flight, so another
+ * callback of q (on_token or on_finish) follows within one step, and within write_every
+ * steps one that writes. Staggered by sequence id: each step writes 1/write_every of the
+ * streams. */
+static inline int ul_sched_may_hold_output(const ul_sched_t *s, const ul_seq_t *q) {
+    return s->write_every > 1 && q->in_step &&
+           (q->id + s->stats.steps) % (uint64_t)s->write_every != 0;
+}
 
 /* Core. The backend must outlive the scheduler. */
 int ul_sched_init(ul_sched_t *s, ul_backend_t *backend, const ul_sched_config_t *cfg);

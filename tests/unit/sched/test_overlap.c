@@ -347,3 +347,62 @@ Test(overlap, close_from_a_callback_finishes_everything_once) {
     ul_backend_destroy(b);
     cr_assert_eq(uv_loop_close(&loop), 0);
 }
+
+/* ---- output pacing ------------------------------------------------------------------- */
+
+static int g_spin_us; /* on_token busy-waits this long per token: a loop that cannot keep up */
+static int g_held, g_tokens;
+static int spin_token(ul_seq_t *q, int32_t tok) {
+    oseq_t *t = (oseq_t *)q;
+    g_held += ul_sched_may_hold_output(t->s, q);
+    g_tokens++;
+    uint64_t end = uv_hrtime() + (uint64_t)g_spin_us * 1000;
+    while (uv_hrtime() < end) {
+    }
+    return on_token(q, tok);
+}
+
+/* The loop busy for whole steps makes streams write every few steps; a light loop
+ * brings every-step writes back. */
+Test(overlap, pacing_follows_the_loop_load) {
+    uv_loop_t loop;
+    cr_assert_eq(uv_loop_init(&loop), 0);
+    ul_backend_t *b;
+    ul_null_config_t cfg = {.delay_us = 5000, .n_vocab = 1000, .page_size = 4, .n_pages = 256};
+    cr_assert_eq(ul_null_backend_create(&cfg, &b), 0);
+    ul_sched_t s;
+    cr_assert_eq(ul_sched_init(&s, b, NULL), 0);
+    cr_assert_eq(ul_sched_start(&s, &loop), 0);
+    static oseq_t t[4];
+    g_finished = g_held = g_tokens = 0;
+    g_spin_us = 3000; /* 4 x 3 ms per 5 ms step: the loop is the bottleneck */
+    for (int i = 0; i < 4; i++) {
+        oseq_init(&t[i], &s, 200);
+        t[i].seq.on_finish = count_finish;
+        t[i].seq.on_token = spin_token;
+        add(&s, &t[i], 3);
+    }
+    int max_every = 1;
+    while (g_tokens < 4 * 60) {
+        uv_run(&loop, UV_RUN_ONCE);
+        if (s.write_every > max_every) max_every = s.write_every;
+    }
+    cr_assert_gt(max_every, 1, "loop busy %.2f, yet streams still write every step", s.loop_busy);
+    cr_assert_gt(g_held, 0, "no output was held");
+    g_spin_us = 0;
+    while (g_finished < 4) uv_run(&loop, UV_RUN_ONCE);
+    cr_assert_eq(s.write_every, 1, "load gone (busy %.2f), yet streams write every %d steps",
+                 s.loop_busy, s.write_every);
+    for (int i = 0; i < 4; i++) {
+        cr_assert_eq(t[i].n_out, 200);
+        cr_assert_eq(t[i].reason, UL_FINISH_LENGTH);
+    }
+    int closed = 0;
+    s.data = &closed;
+    ul_sched_close(&s, on_closed);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    cr_assert(closed);
+    ul_sched_free(&s);
+    ul_backend_destroy(b);
+    cr_assert_eq(uv_loop_close(&loop), 0);
+}
