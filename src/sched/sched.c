@@ -224,6 +224,7 @@ static void add_to_step(ul_sched_t *s, ul_seq_t *q, int32_t n) {
     st->n_tokens += n;
     st->n_seqs++;
     q->in_step = 1;
+    q->step_samples = ss->sample;
 }
 
 static int runnable(const ul_seq_t *q) {

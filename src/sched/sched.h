@@ -93,6 +93,7 @@ struct ul_seq_s {
     int paused;
     int cancelled;
     int in_step;
+    int step_samples;   /* while in_step: the step samples a token for it */
     int cb_pending;     /* has an entry in the scheduler's callback list (s->done) */
     ul_finish_t ending; /* decided end, on_finish not run yet (waits for callbacks/step) */
     int ending_status;
@@ -160,12 +161,12 @@ struct ul_sched_s {
 #define UL_SCHED_MAX_WRITE_EVERY 4
 
 /* For on_token: 1 when the output of this token may wait for a later write
- * (ul_sse_send_held): the loop is overloaded, and q is in the step in flight, so another
- * callback of q (on_token or on_finish) follows within one step, and within write_every
- * steps one that writes. Staggered by sequence id: each step writes 1/write_every of the
- * streams. */
+ * (ul_sse_send_held): the loop is overloaded, and q is in the step in flight and samples
+ * in it, so another callback of q (on_token or on_finish) follows within one step, and
+ * within write_every steps one that writes. Staggered by sequence id: each step writes
+ * 1/write_every of the streams. */
 static inline int ul_sched_may_hold_output(const ul_sched_t *s, const ul_seq_t *q) {
-    return s->write_every > 1 && q->in_step &&
+    return s->write_every > 1 && q->in_step && q->step_samples &&
            (q->id + s->stats.steps) % (uint64_t)s->write_every != 0;
 }
 
