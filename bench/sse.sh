@@ -27,6 +27,7 @@ header() {
     echo "- machine: $(machine_line)"
     echo "- uvllm: $(uvllm_commit)"
     echo "- server: \`taskset -c $CPU_SERVER uvllm ${SERVER_ARGS[*]} --port PORT\`; client: \`taskset -c $CPU_CLIENT bench/work/sse/sse_client --streams N --max-tokens $MAXTOK --ramp 128 --pid SERVER_PID\` (bench/sse_client.c, libuv, HTTP/1.1, one socket per stream, connects ramped 128 at a time); $RUNS runs per N, one server for all runs; medians."
+    echo "- server behaviour being measured: steps are double-buffered (step N+1 is submitted before step N's SSE frames are built and written), and when the loop is busy for over 85% of a step cycle each stream is written every k-th step (k <= 4, staggered across streams; src/sched/driver.c pace()), so events can share a write: the gap distribution then mixes ~0 ms gaps with k x 20 ms ones."
     echo "- ideal: N x 50 events/s; \"all-live\" rate counts only the window in which every stream had started and none had finished. Last column: p99 gap < 100 ms, per-stream rate >= 47.5 events/s (95% of 50: each step also costs the loop some time on top of the 20 ms delay) and no errors. Server run-queue wait (schedstat, all threads): time the server was runnable while another process held its core, i.e. the machine's noise."
 }
 
