@@ -1,4 +1,139 @@
-/* AVX-512 packed F16 weights (pack.h): not written yet, so F16 keeps the row layout. */
+/* AVX-512 packed F16 weights (pack.h): 16 rows per group, lane r = row r.
+ *
+ * Layout of a group: for every column k, the 16 halves of rows 0..15 (32 bytes), k
+ * ascending; the column count is padded to an even number with zero halves so a group is
+ * a multiple of 64 bytes. Any n_cols works (no multiple-of-16 condition).
+ *
+ * Decode (one token) streams a group once: per k one 32-byte load, one vcvtph2ps and one
+ * FMA with x[k] broadcast, over 4 independent accumulators (k mod 4) so the FMA latency
+ * never limits the stream; the next group's lines are prefetched ahead.
+ *
+ * Several tokens use a register tile of 2 groups (32 rows) x up to 12 tokens: 24 zmm
+ * accumulators, per k 2 weight loads + converts, 12 broadcasts of x[t][k] straight from
+ * memory (embedded broadcast) and 24 FMAs. K is cut into chunks of KC columns so the
+ * 2-group weight panel (KC x 64 B = 16 KiB) stays in L1 while every token tile passes
+ * over it; the first chunk stores y, later ones add to it. The summation order depends on
+ * the shape only, so results are deterministic. */
+#include <immintrin.h>
+#include <string.h>
+
+#include "cpu/kernels_impl.h"
 #include "cpu/pack.h"
 
-const ul_pack_kern_t ul_pack_f16_avx512 = {0};
+#define AI static inline __attribute__((always_inline))
+
+/* columns per K chunk (see above) and the token tile */
+#define KC 256
+#define TT 12
+
+static size_t gb_f16(int64_t n_cols) { return (size_t)((n_cols + 1) & ~(int64_t)1) * 32; }
+
+static void pack_f16(const uint8_t *rows, size_t rs, int64_t n_cols, uint8_t *dst) {
+    uint16_t *d = (uint16_t *)dst;
+    for (int r = 0; r < UL_PACK_ROWS; r++) {
+        const uint8_t *row = rows + (size_t)r * rs;
+        for (int64_t k = 0; k < n_cols; k++) memcpy(d + k * 16 + r, row + 2 * k, 2);
+    }
+    if (n_cols & 1) memset(d + n_cols * 16, 0, 32);
+}
+
+AI __m512 wload(const uint16_t *p) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
+}
+
+/* One group, one token, all of K. */
+static void dot1(int64_t n_cols, const uint16_t *g, const float *x, float *y) {
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    int64_t k = 0;
+    for (; k + 4 <= n_cols; k += 4) {
+        /* 1 KiB ahead: a few DRAM latencies at the per-core stream rate */
+        _mm_prefetch((const char *)(g + k * 16 + 512), _MM_HINT_T0);
+        _mm_prefetch((const char *)(g + k * 16 + 544), _MM_HINT_T0);
+        a0 = _mm512_fmadd_ps(wload(g + k * 16), _mm512_set1_ps(x[k]), a0);
+        a1 = _mm512_fmadd_ps(wload(g + k * 16 + 16), _mm512_set1_ps(x[k + 1]), a1);
+        a2 = _mm512_fmadd_ps(wload(g + k * 16 + 32), _mm512_set1_ps(x[k + 2]), a2);
+        a3 = _mm512_fmadd_ps(wload(g + k * 16 + 48), _mm512_set1_ps(x[k + 3]), a3);
+    }
+    for (; k < n_cols; k++) a0 = _mm512_fmadd_ps(wload(g + k * 16), _mm512_set1_ps(x[k]), a0);
+    _mm512_storeu_ps(y, _mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+}
+
+/* NG groups (1 or 2, gs halves apart) x NT tokens over columns [k0, k1): y (+)= products. */
+AI void tile(const int NG, const int NT, const uint16_t *g, size_t gs, int64_t k0, int64_t k1,
+             const float *x, size_t xsf, float *y, int64_t ys, int add) {
+    __m512 acc[2][TT];
+    _Pragma("GCC unroll 12") for (int t = 0; t < NT; t++) {
+        acc[0][t] = add ? _mm512_loadu_ps(y + (int64_t)t * ys) : _mm512_setzero_ps();
+        if (NG == 2)
+            acc[1][t] = add ? _mm512_loadu_ps(y + (int64_t)t * ys + 16) : _mm512_setzero_ps();
+    }
+    for (int64_t k = k0; k < k1; k++) {
+        const __m512 w0 = wload(g + k * 16);
+        const __m512 w1 = NG == 2 ? wload(g + gs + k * 16) : w0;
+        _Pragma("GCC unroll 12") for (int t = 0; t < NT; t++) {
+            const __m512 xb = _mm512_set1_ps(x[(size_t)t * xsf + (size_t)k]);
+            acc[0][t] = _mm512_fmadd_ps(w0, xb, acc[0][t]);
+            if (NG == 2) acc[1][t] = _mm512_fmadd_ps(w1, xb, acc[1][t]);
+        }
+    }
+    _Pragma("GCC unroll 12") for (int t = 0; t < NT; t++) {
+        _mm512_storeu_ps(y + (int64_t)t * ys, acc[0][t]);
+        if (NG == 2) _mm512_storeu_ps(y + (int64_t)t * ys + 16, acc[1][t]);
+    }
+}
+
+#define TILE_CASE(NG, N)                                                                           \
+    case N:                                                                                        \
+        tile(NG, N, g, gs, k0, k1, x, xsf, y, ys, add);                                            \
+        break;
+
+static void tile2(int nt, const uint16_t *g, size_t gs, int64_t k0, int64_t k1, const float *x,
+                  size_t xsf, float *y, int64_t ys, int add) {
+    switch (nt) {
+        TILE_CASE(2, 1) TILE_CASE(2, 2) TILE_CASE(2, 3) TILE_CASE(2, 4) TILE_CASE(2, 5)
+        TILE_CASE(2, 6) TILE_CASE(2, 7) TILE_CASE(2, 8) TILE_CASE(2, 9) TILE_CASE(2, 10)
+        TILE_CASE(2, 11) TILE_CASE(2, 12) default : break;
+    }
+}
+static void tile1(int nt, const uint16_t *g, size_t gs, int64_t k0, int64_t k1, const float *x,
+                  size_t xsf, float *y, int64_t ys, int add) {
+    switch (nt) {
+        TILE_CASE(1, 1) TILE_CASE(1, 2) TILE_CASE(1, 3) TILE_CASE(1, 4) TILE_CASE(1, 5)
+        TILE_CASE(1, 6) TILE_CASE(1, 7) TILE_CASE(1, 8) TILE_CASE(1, 9) TILE_CASE(1, 10)
+        TILE_CASE(1, 11) TILE_CASE(1, 12) default : break;
+    }
+}
+
+static void mm_f16(int64_t n_cols, const uint8_t *wp, int n_groups, const uint8_t *xb, size_t xs,
+                   int nt, float *y, int64_t ys) {
+    const size_t gs = gb_f16(n_cols) / 2; /* halves per group */
+    const uint16_t *w = (const uint16_t *)wp;
+    const float *x = (const float *)xb;
+    const size_t xsf = xs / sizeof(float);
+    if (nt == 1) {
+        for (int gi = 0; gi < n_groups; gi++)
+            dot1(n_cols, w + (size_t)gi * gs, x, y + (int64_t)gi * UL_PACK_ROWS);
+        return;
+    }
+    for (int gi = 0; gi < n_groups; gi += 2) {
+        const int ng = n_groups - gi >= 2 ? 2 : 1;
+        const uint16_t *g = w + (size_t)gi * gs;
+        float *yg = y + (int64_t)gi * UL_PACK_ROWS;
+        for (int64_t k0 = 0; k0 < n_cols; k0 += KC) {
+            const int64_t k1 = n_cols - k0 < KC ? n_cols : k0 + KC;
+            for (int t = 0; t < nt; t += TT) {
+                const int n = nt - t < TT ? nt - t : TT;
+                const float *xt = x + (size_t)t * xsf;
+                float *yt = yg + (int64_t)t * ys;
+                if (ng == 2)
+                    tile2(n, g, gs, k0, k1, xt, xsf, yt, ys, k0 > 0);
+                else
+                    tile1(n, g, gs, k0, k1, xt, xsf, yt, ys, k0 > 0);
+            }
+        }
+    }
+}
+
+/* Any n_cols packs (odd counts are padded inside the group); the wiring's only condition
+ * is the common one of 16-row groups. */
+const ul_pack_kern_t ul_pack_f16_avx512 = {gb_f16, pack_f16, mm_f16};
