@@ -4,16 +4,17 @@
  * ascending; the column count is padded to an even number with zero halves so a group is
  * a multiple of 64 bytes. Any n_cols works (no multiple-of-16 condition).
  *
- * Decode (one token) streams a group once: per k one 32-byte load, one vcvtph2ps and one
- * FMA with x[k] broadcast, over 4 independent accumulators (k mod 4) so the FMA latency
- * never limits the stream; the next group's lines are prefetched ahead.
+ * Decode (one token) streams 4 groups side by side: per k and group one 32-byte load, one
+ * vcvtph2ps and one FMA with x[k] broadcast; the 4 groups' accumulator chains are
+ * independent, so the FMA latency does not limit the stream; lines are prefetched ahead.
  *
  * Several tokens use a register tile of 2 groups (32 rows) x up to 12 tokens: 24 zmm
  * accumulators, per k 2 weight loads + converts, 12 broadcasts of x[t][k] straight from
  * memory (embedded broadcast) and 24 FMAs. K is cut into chunks of KC columns so the
  * 2-group weight panel (KC x 64 B = 16 KiB) stays in L1 while every token tile passes
- * over it; the first chunk stores y, later ones add to it. The summation order depends on
- * the shape only, so results are deterministic. */
+ * over it; the first chunk stores y, later ones add to it. Every path sums each output over k
+ * in order in one f32 accumulator, so a token's results are bit-identical whether it runs
+ * alone or batched with others (the forward tests compare exactly that), and deterministic. */
 #include <immintrin.h>
 #include <string.h>
 
@@ -41,21 +42,28 @@ AI __m512 wload(const uint16_t *p) {
     return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
 }
 
-/* One group, one token, all of K. */
-static void dot1(int64_t n_cols, const uint16_t *g, const float *x, float *y) {
-    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+/* NG groups (up to 4, gs halves apart), one token, all of K: one accumulator per group
+ * summing k in order, exactly like tile() below, so a token's outputs do not depend on how
+ * many tokens share the call (the groups' chains are independent; the stream, not the FMA
+ * latency, is the limit). The lines 1 KiB ahead in each group are prefetched. */
+AI void dec(const int NG, int64_t n_cols, const uint16_t *g, size_t gs, const float *x, float *y) {
+    __m512 a[4];
+    _Pragma("GCC unroll 4") for (int i = 0; i < NG; i++) a[i] = _mm512_setzero_ps();
     int64_t k = 0;
-    for (; k + 4 <= n_cols; k += 4) {
-        /* 1 KiB ahead: a few DRAM latencies at the per-core stream rate */
-        _mm_prefetch((const char *)(g + k * 16 + 512), _MM_HINT_T0);
-        _mm_prefetch((const char *)(g + k * 16 + 544), _MM_HINT_T0);
-        a0 = _mm512_fmadd_ps(wload(g + k * 16), _mm512_set1_ps(x[k]), a0);
-        a1 = _mm512_fmadd_ps(wload(g + k * 16 + 16), _mm512_set1_ps(x[k + 1]), a1);
-        a2 = _mm512_fmadd_ps(wload(g + k * 16 + 32), _mm512_set1_ps(x[k + 2]), a2);
-        a3 = _mm512_fmadd_ps(wload(g + k * 16 + 48), _mm512_set1_ps(x[k + 3]), a3);
+    for (; k + 2 <= n_cols; k += 2) {
+        const __m512 x0 = _mm512_set1_ps(x[k]), x1 = _mm512_set1_ps(x[k + 1]);
+        _Pragma("GCC unroll 4") for (int i = 0; i < NG; i++) {
+            const uint16_t *p = g + (size_t)i * gs + k * 16;
+            _mm_prefetch((const char *)(p + 512), _MM_HINT_T0);
+            a[i] = _mm512_fmadd_ps(wload(p), x0, a[i]);
+            a[i] = _mm512_fmadd_ps(wload(p + 16), x1, a[i]);
+        }
     }
-    for (; k < n_cols; k++) a0 = _mm512_fmadd_ps(wload(g + k * 16), _mm512_set1_ps(x[k]), a0);
-    _mm512_storeu_ps(y, _mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+    if (k < n_cols) {
+        _Pragma("GCC unroll 4") for (int i = 0; i < NG; i++) a[i] =
+            _mm512_fmadd_ps(wload(g + (size_t)i * gs + k * 16), _mm512_set1_ps(x[k]), a[i]);
+    }
+    _Pragma("GCC unroll 4") for (int i = 0; i < NG; i++) _mm512_storeu_ps(y + 16 * i, a[i]);
 }
 
 /* NG groups (1 or 2, gs halves apart) x NT tokens over columns [k0, k1): y (+)= products. */
@@ -111,8 +119,22 @@ static void mm_f16(int64_t n_cols, const uint8_t *wp, int n_groups, const uint8_
     const float *x = (const float *)xb;
     const size_t xsf = xs / sizeof(float);
     if (nt == 1) {
-        for (int gi = 0; gi < n_groups; gi++)
-            dot1(n_cols, w + (size_t)gi * gs, x, y + (int64_t)gi * UL_PACK_ROWS);
+        int gi = 0;
+        for (; gi + 4 <= n_groups; gi += 4) dec(4, n_cols, w + (size_t)gi * gs, gs, x, y + 16 * gi);
+        const uint16_t *g = w + (size_t)gi * gs;
+        switch (n_groups - gi) {
+        case 3:
+            dec(3, n_cols, g, gs, x, y + 16 * gi);
+            break;
+        case 2:
+            dec(2, n_cols, g, gs, x, y + 16 * gi);
+            break;
+        case 1:
+            dec(1, n_cols, g, gs, x, y + 16 * gi);
+            break;
+        default:
+            break;
+        }
         return;
     }
     for (int gi = 0; gi < n_groups; gi += 2) {

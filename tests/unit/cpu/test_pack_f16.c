@@ -79,3 +79,36 @@ Test(pack_f16, packed_products_match_f64_reference) {
                           toks[ti]);
             }
 }
+
+/* A token's outputs are the same bits whether it runs alone (the decode path) or inside a
+ * batch of any size (the tiled path): batched and single-sequence steps must agree. */
+Test(pack_f16, token_alone_equals_token_in_batch) {
+    cr_assert(ul_cpu_isa() >= UL_ISA_AVX512, "this CPU lacks AVX-512; cannot test that path");
+    const ul_pack_kern_t *pk = &ul_pack_f16_avx512;
+    static const int64_t cols[] = {17, 257, 2048 + 16};
+    for (size_t ci = 0; ci < 3; ci++) {
+        const int64_t n = cols[ci];
+        const int ng = 5, nt = 13, rows = ng * UL_PACK_ROWS;
+        const size_t ws = ul_type_row_bytes(UL_TYPE_F16, n), gb = pk->group_bytes(n);
+        const size_t xs = ul_cpu_xrow_bytes(XF_F16R, n);
+        uint8_t *w = tk_weights(UL_TYPE_F16, rows, n, 3 + ci);
+        uint8_t *wp = aligned_alloc(64, gb * ng);
+        for (int g = 0; g < ng; g++) pk->pack(w + (size_t)g * UL_PACK_ROWS * ws, ws, n, wp + gb * g);
+        float *xr = malloc(sizeof(float) * (size_t)n), *yb = malloc(sizeof(float) * rows * nt);
+        float *y1 = malloc(sizeof(float) * rows);
+        uint8_t *x = malloc(xs * nt);
+        uint64_t s = 77 + ci;
+        for (int t = 0; t < nt; t++) {
+            for (int64_t k = 0; k < n; k++) xr[k] = tk_unif(&s);
+            ul_cpu_quant_x(XF_F16R, xr, x + xs * t, n);
+        }
+        pk->mm(n, wp, ng, x, xs, nt, yb, rows);
+        int diff = 0;
+        for (int t = 0; t < nt; t++) {
+            pk->mm(n, wp, ng, x + xs * t, xs, 1, y1, rows);
+            diff += memcmp(y1, yb + rows * t, sizeof(float) * rows) != 0;
+        }
+        cr_expect_eq(diff, 0, "cols=%ld: %d of %d tokens differ alone vs batched", (long)n, diff, nt);
+        free(w), free(wp), free(xr), free(yb), free(y1), free(x);
+    }
+}
