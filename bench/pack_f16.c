@@ -78,10 +78,11 @@ static double time_mm(job_t *j, int reps) {
 }
 
 static void report(const char *what, const job_t *j, double t) {
-    const double bytes = (double)j->n_rows * j->n_cols * 2, flops = 2.0 * j->n_rows * j->n_cols * j->nt;
-    printf("%-6s %5ldx%-5ld %-4s nt=%-4d %9.3f ms %8.2f GB/s %8.1f GFLOP/s\n", what, (long)j->n_rows,
-           (long)j->n_cols, j->packed ? "pack" : "rows", j->nt, t * 1e3, bytes / t / 1e9,
-           flops / t / 1e9);
+    const double bytes = (double)j->n_rows * j->n_cols * 2,
+                 flops = 2.0 * j->n_rows * j->n_cols * j->nt;
+    printf("%-6s %5ldx%-5ld %-4s nt=%-4d %9.3f ms %8.2f GB/s %8.1f GFLOP/s\n", what,
+           (long)j->n_rows, (long)j->n_cols, j->packed ? "pack" : "rows", j->nt, t * 1e3,
+           bytes / t / 1e9, flops / t / 1e9);
     fflush(stdout);
 }
 
@@ -144,11 +145,13 @@ int main(int argc, char **argv) {
             if (!m) return 1;
             if (packed)
                 for (int64_t g = 0; g < nr / 16; g++)
-                    pk->pack((uint8_t *)src + (size_t)g * 16 * nc * 2, (size_t)nc * 2, nc, m + gb * g);
+                    pk->pack((uint8_t *)src + (size_t)g * 16 * nc * 2, (size_t)nc * 2, nc,
+                             m + gb * g);
             else
                 memcpy(m, src, bytes);
             wp[c] = m;
-            t[c] = (ul_gguf_tensor_t){.n_dims = 2, .ne = {nc, nr, 1, 1}, .type = UL_TYPE_F16, .data = m};
+            t[c] = (ul_gguf_tensor_t){
+                .n_dims = 2, .ne = {nc, nr, 1, 1}, .type = UL_TYPE_F16, .data = m};
         }
         job_t j = {packed, pk, t, wp, n_big, 0, nr, nc, x, xq, 1, y, scratch, p};
         report("DRAM", &j, time_mm(&j, n_big));

@@ -90,26 +90,33 @@ AI void tile(const int NG, const int NT, const uint16_t *g, size_t gs, int64_t k
     }
 }
 
-#define TILE_CASE(NG, N)                                                                           \
+/* nt (1..TT) as a compile-time count: each case is its own unrolled tile */
+static void tile_n(const int ng, int nt, const uint16_t *g, size_t gs, int64_t k0, int64_t k1,
+                   const float *x, size_t xsf, float *y, int64_t ys, int add) {
+#define TILE_CASE(N)                                                                               \
     case N:                                                                                        \
-        tile(NG, N, g, gs, k0, k1, x, xsf, y, ys, add);                                            \
+        if (ng == 2)                                                                               \
+            tile(2, N, g, gs, k0, k1, x, xsf, y, ys, add);                                         \
+        else                                                                                       \
+            tile(1, N, g, gs, k0, k1, x, xsf, y, ys, add);                                         \
         break;
-
-static void tile2(int nt, const uint16_t *g, size_t gs, int64_t k0, int64_t k1, const float *x,
-                  size_t xsf, float *y, int64_t ys, int add) {
     switch (nt) {
-        TILE_CASE(2, 1) TILE_CASE(2, 2) TILE_CASE(2, 3) TILE_CASE(2, 4) TILE_CASE(2, 5)
-        TILE_CASE(2, 6) TILE_CASE(2, 7) TILE_CASE(2, 8) TILE_CASE(2, 9) TILE_CASE(2, 10)
-        TILE_CASE(2, 11) TILE_CASE(2, 12) default : break;
+        TILE_CASE(1);
+        TILE_CASE(2);
+        TILE_CASE(3);
+        TILE_CASE(4);
+        TILE_CASE(5);
+        TILE_CASE(6);
+        TILE_CASE(7);
+        TILE_CASE(8);
+        TILE_CASE(9);
+        TILE_CASE(10);
+        TILE_CASE(11);
+        TILE_CASE(12);
+    default:
+        break;
     }
-}
-static void tile1(int nt, const uint16_t *g, size_t gs, int64_t k0, int64_t k1, const float *x,
-                  size_t xsf, float *y, int64_t ys, int add) {
-    switch (nt) {
-        TILE_CASE(1, 1) TILE_CASE(1, 2) TILE_CASE(1, 3) TILE_CASE(1, 4) TILE_CASE(1, 5)
-        TILE_CASE(1, 6) TILE_CASE(1, 7) TILE_CASE(1, 8) TILE_CASE(1, 9) TILE_CASE(1, 10)
-        TILE_CASE(1, 11) TILE_CASE(1, 12) default : break;
-    }
+#undef TILE_CASE
 }
 
 static void mm_f16(int64_t n_cols, const uint8_t *wp, int n_groups, const uint8_t *xb, size_t xs,
@@ -147,10 +154,7 @@ static void mm_f16(int64_t n_cols, const uint8_t *wp, int n_groups, const uint8_
                 const int n = nt - t < TT ? nt - t : TT;
                 const float *xt = x + (size_t)t * xsf;
                 float *yt = yg + (int64_t)t * ys;
-                if (ng == 2)
-                    tile2(n, g, gs, k0, k1, xt, xsf, yt, ys, k0 > 0);
-                else
-                    tile1(n, g, gs, k0, k1, xt, xsf, yt, ys, k0 > 0);
+                tile_n(ng, n, g, gs, k0, k1, xt, xsf, yt, ys, k0 > 0);
             }
         }
     }

@@ -32,7 +32,8 @@ static int check(const ul_pack_kern_t *pk, int64_t n_cols, int n_groups, int nt,
             memcpy(x + (size_t)t * xs + b, &(float){1e30f}, 4);
     }
     const int64_t ys = n_rows + 5;
-    float *y = malloc(sizeof(float) * (size_t)(ys * nt)), *y2 = malloc(sizeof(float) * (size_t)(ys * nt));
+    float *y = malloc(sizeof(float) * (size_t)(ys * nt)),
+          *y2 = malloc(sizeof(float) * (size_t)(ys * nt));
     for (int64_t i = 0; i < ys * nt; i++) y[i] = y2[i] = NAN;
     pk->mm(n_cols, wp, n_groups, x, xs, nt, y, ys);
     pk->mm(n_cols, wp, n_groups, x, xs, nt, y2, ys);
@@ -93,7 +94,8 @@ Test(pack_f16, token_alone_equals_token_in_batch) {
         const size_t xs = ul_cpu_xrow_bytes(XF_F16R, n);
         uint8_t *w = tk_weights(UL_TYPE_F16, rows, n, 3 + ci);
         uint8_t *wp = aligned_alloc(64, gb * ng);
-        for (int g = 0; g < ng; g++) pk->pack(w + (size_t)g * UL_PACK_ROWS * ws, ws, n, wp + gb * g);
+        for (int g = 0; g < ng; g++)
+            pk->pack(w + (size_t)g * UL_PACK_ROWS * ws, ws, n, wp + gb * g);
         float *xr = malloc(sizeof(float) * (size_t)n), *yb = malloc(sizeof(float) * rows * nt);
         float *y1 = malloc(sizeof(float) * rows);
         uint8_t *x = malloc(xs * nt);
@@ -108,7 +110,8 @@ Test(pack_f16, token_alone_equals_token_in_batch) {
             pk->mm(n, wp, ng, x + xs * t, xs, 1, y1, rows);
             diff += memcmp(y1, yb + rows * t, sizeof(float) * rows) != 0;
         }
-        cr_expect_eq(diff, 0, "cols=%ld: %d of %d tokens differ alone vs batched", (long)n, diff, nt);
+        cr_expect_eq(diff, 0, "cols=%ld: %d of %d tokens differ alone vs batched", (long)n, diff,
+                     nt);
         free(w), free(wp), free(xr), free(yb), free(y1), free(x);
     }
 }
