@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Writes the fuzz seed corpus to OUT_DIR: the first 64 KiB of every shared model and
-# vocabulary file (header, metadata and tensor infos, where the parser's work is) and the
-# small complete aidreams260K.gguf (a whole valid file, so mutations also reach tensor
-# placement and the model loader).
+# Writes the fuzz seed corpora, one directory per harness (fuzz_NAME reads OUT_DIR/NAME):
+# OUT_DIR/gguf: the first 64 KiB of every shared model and vocabulary file (header,
+# metadata and tensor infos, where the parser's work is) and the small complete
+# aidreams260K.gguf (a whole valid file, so mutations also reach tensor placement and the
+# model loader).
+# OUT_DIR/http: valid and edge-case HTTP requests for fuzz_http. Each file starts with one
+# byte the harness uses to choose where the input is split into two writes.
 # usage: make_seeds.sh OUT_DIR        (shared data: $UVLLM_SHARED, else <repo>/../shared)
 set -euo pipefail
 out=${1:?usage: make_seeds.sh OUT_DIR}
@@ -12,12 +15,42 @@ if [ ! -d "$shared/models" ]; then
     echo "make_seeds.sh: shared test data not found at $shared (set UVLLM_SHARED)" >&2
     exit 1
 fi
-mkdir -p "$out"
+mkdir -p "$out/gguf" "$out/http"
 n=0
 for f in "$shared"/models/*.gguf "$shared"/tokenizer/*.gguf; do
     [ -f "$f" ] || continue
-    head -c 65536 "$f" >"$out/head-$(basename "$f")"
+    head -c 65536 "$f" >"$out/gguf/head-$(basename "$f")"
     n=$((n + 1))
 done
-cp "$shared/models/aidreams260K.gguf" "$out/full-aidreams260K.gguf"
-echo "make_seeds.sh: $((n + 1)) seeds in $out" >&2
+cp "$shared/models/aidreams260K.gguf" "$out/gguf/full-aidreams260K.gguf"
+echo "make_seeds.sh: $((n + 1)) GGUF seeds in $out/gguf" >&2
+
+# seed NAME SPLIT_BYTE: the request comes on stdin (printf escapes already applied).
+seed() { { printf "\\x$2"; cat; } >"$out/http/$1"; }
+body='{"model":"null","prompt":"hello world","max_tokens":4}'
+sbody='{"model":"null","prompt":["a b","c"],"max_tokens":3,"stream":true,"stop":["x"],"temperature":0.5,"top_p":0.9,"seed":7,"n":1}'
+printf 'GET /health HTTP/1.1\r\nHost: x\r\n\r\n' | seed get-health 00
+printf 'GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n' | seed get-metrics 40
+printf 'GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n' | seed get-models 00
+printf 'HEAD /health HTTP/1.1\r\nHost: x\r\n\r\n' | seed head-health 00
+printf 'GET /nope?x=1 HTTP/1.1\r\nHost: x\r\n\r\n' | seed get-404 00
+printf 'DELETE /v1/completions HTTP/1.1\r\nHost: x\r\n\r\n' | seed delete-405 00
+printf 'POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s' ${#body} "$body" | seed post-completion 80
+printf 'POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s' ${#sbody} "$sbody" | seed post-stream a0
+printf 'POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 9\r\n\r\n{"model":' | seed post-bad-json 00
+printf 'POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 40\r\n\r\n{"prompt":"a"' | seed post-short-body 00
+printf 'POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999\r\n\r\n{}' | seed post-too-large 00
+printf 'POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n' ${#body} "$body" | seed post-chunked 60
+printf 'POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3\r\n{"p\r\n5;ext=1\r\nrompt\r\nZZ\r\n' | seed post-chunked-bad 00
+printf 'POST /v1/completions HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: %d\r\n\r\n%s' ${#body} "$body" | seed post-expect 90
+printf 'POST /v1/completions HTTP/1.1\r\nHost: x\r\nExpect: something-else\r\nContent-Length: 2\r\n\r\n{}' | seed post-expect-bad 00
+printf 'POST /v1/completions HTTP/1.0\r\nContent-Length: %d\r\n\r\n%s' ${#sbody} "$sbody" | seed post-http10-stream 00
+printf 'GET /health HTTP/1.0\r\nConnection: keep-alive\r\n\r\n' | seed get-http10-keepalive 00
+printf 'GET /health HTTP/1.1\r\nHost: x\r\n\r\nPOST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%sGET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n' ${#body} "$body" | seed pipelined 30
+printf 'POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%sPOST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s' ${#sbody} "$sbody" ${#body} "$body" | seed pipelined-stream ff
+printf 'POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n' | seed smuggle-cl-te 00
+printf 'POST /v1/completions HTTP/1.1\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}' | seed double-cl 00
+{ printf 'GET /health HTTP/1.1\r\nHost: x\r\nX-Big: '; head -c 20000 /dev/zero | tr '\0' a; printf '\r\n\r\n'; } | seed oversize-header 00
+printf 'GET /health HTTP/1.1\r\nHost: x\r\n' | seed incomplete-header 00
+printf 'GARBAGE\r\n\r\n' | seed garbage 00
+echo "make_seeds.sh: $(ls "$out/http" | wc -l) HTTP seeds in $out/http" >&2

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs every libFuzzer harness found in BUILD_DIR (fuzz_*) for a bounded time, starting
-# from the seed corpus of make_seeds.sh; fails on any finding (crash, sanitizer report,
+# from its own seed corpus of make_seeds.sh (fuzz_NAME: seeds/NAME); fails on any finding (crash, sanitizer report,
 # leak, timeout, out-of-memory). The time budget FUZZ_SECONDS (default 60) is shared by
 # all harnesses. Findings are kept in $FUZZ_ARTIFACTS (default BUILD_DIR/fuzz-artifacts).
 # usage: run.sh BUILD_DIR
@@ -30,16 +30,22 @@ status=0
 for h in "${harnesses[@]}"; do
     name=$(basename "$h")
     mkdir -p "$work/corpus-$name"
+    seeds="$work/seeds/${name#fuzz_}"
+    if [ ! -d "$seeds" ]; then
+        echo "run.sh: no seed directory for $name (make_seeds.sh writes seeds/${name#fuzz_})" >&2
+        status=1
+        continue
+    fi
     echo "run.sh: $name for ${per}s" >&2
     # -rss_limit_mb bounds what one input may make the reader allocate; -timeout catches hangs.
     if ! "$h" -max_total_time="$per" -timeout=10 -rss_limit_mb=2048 -max_len=1200000 \
         -print_final_stats=1 -artifact_prefix="$artifacts/$name-" \
-        "$work/corpus-$name" "$work/seeds" >"$work/$name.log" 2>&1; then
+        "$work/corpus-$name" "$seeds" >"$work/$name.log" 2>&1; then
         echo "run.sh: $name FOUND A PROBLEM (inputs in $artifacts):" >&2
         grep -E "ERROR|SUMMARY|runtime error|Test unit written" "$work/$name.log" | head -20 >&2
         status=1
     else
-        grep -E "stat::number_of_executed_units|stat::new_units_added" "$work/$name.log" |
+        grep -E "stat::number_of_executed_units|stat::new_units_added|^#[0-9]+ *DONE" "$work/$name.log" |
             sed "s/^/run.sh: $name /" >&2
     fi
 done

@@ -1,0 +1,200 @@
+/* libFuzzer harness for the network input path: raw bytes go over a real TCP connection
+ * into the HTTP server (llhttp + src/net limits, chunked bodies, pipelining, Expect,
+ * keep-alive), through the router, to the OpenAI API handlers (JSON validation,
+ * /v1/completions streaming and not) served by the scheduler on the null backend.
+ *
+ * The server is wired with the same module calls as `uvllm serve` (src/cmd/serve.c):
+ * null backend -> ul_sched -> ul_api -> ul_router -> ul_http_server, on a libuv loop run
+ * from the fuzzer's thread. Timeouts are tens of milliseconds so an incomplete request
+ * ends fast. Per input a client socket connects, writes the input (split in two writes at
+ * a point taken from the input, to exercise partial reads), shuts down its write side, and
+ * reads until EOF. Then what a user would notice is checked: the server closed the
+ * connection within the cap (no hang), the open-connection count is back to 0, and no
+ * sequence is left in the scheduler (a leaked sequence holds KV pages forever); every 128
+ * inputs a fresh GET /health must answer 200. ASan/UBSan/LeakSanitizer catch the rest. */
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "api/api.h"
+#include "uvllm/backend.h"
+#include "uvllm/log.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+
+/* How long one input may take end to end before it counts as a hang. Generous against a
+ * noisy shared machine; the server's own timeouts are ~50x shorter. */
+#define CAP_MS 3000
+
+static struct {
+    uv_loop_t loop;
+    ul_backend_t *backend;
+    ul_sched_t sched;
+    ul_api_t api;
+    ul_router_t router;
+    ul_http_server_t http;
+    int port;
+    uint64_t n_inputs;
+} g;
+
+static void die(const char *what) {
+    fprintf(stderr, "fuzz_http: %s\n", what);
+    __builtin_trap();
+}
+
+static uint64_t now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+    ul_log_set_level(UL_LOG_LEVEL_OFF);
+    signal(SIGPIPE, SIG_IGN); /* the client may go away while the server writes */
+    if (uv_loop_init(&g.loop)) die("uv_loop_init failed");
+    /* A short context bounds what a fuzzed max_tokens can make the null backend generate. */
+    ul_null_config_t nc = {.delay_us = 0, .n_ctx = 256};
+    if (ul_null_backend_create(&nc, &g.backend)) die("null backend failed");
+    ul_sched_config_t scfg = {.max_batch_tokens = 512, .max_seqs = 64};
+    if (ul_sched_init(&g.sched, g.backend, &scfg)) die("sched init failed");
+    if (ul_sched_start(&g.sched, &g.loop)) die("sched start failed");
+    ul_codec_t codec;
+    ul_codec_init_null(&codec, g.backend->n_vocab, g.backend->eos_id);
+    ul_api_init(&g.api, &g.sched, &codec, "null");
+    ul_router_init(&g.router);
+    if (ul_api_register(&g.api, &g.router)) die("api register failed");
+    ul_http_config_t hc;
+    ul_http_config_default(&hc);
+    hc.host = "127.0.0.1";
+    hc.port = 0;
+    hc.max_body = 64 << 10; /* small, so mutated Content-Lengths reach the 413 path */
+    hc.header_timeout_ms = 60;
+    hc.idle_timeout_ms = 60;
+    hc.linger_ms = 20;
+    hc.access_log = 0;
+    if (ul_http_server_init(&g.loop, &g.http, &hc, &g.router)) die("http init failed");
+    g.api.server = &g.http;
+    if (ul_http_server_listen(&g.http)) die("listen failed");
+    g.port = ul_http_server_port(&g.http);
+    if (g.port <= 0) die("no port");
+    return 0;
+}
+
+/* Runs the server's loop without blocking, then waits (at most a few ms) until either the
+ * loop or the client socket has something to do. */
+static void pump(int cfd, short cevents) {
+    uv_run(&g.loop, UV_RUN_NOWAIT);
+    int t = uv_backend_timeout(&g.loop);
+    if (t < 0 || t > 5) t = 5;
+    struct pollfd p[2] = {{.fd = uv_backend_fd(&g.loop), .events = POLLIN},
+                          {.fd = cfd, .events = cevents}};
+    poll(p, cfd >= 0 ? 2 : 1, t);
+}
+
+/* Sends data (two writes split at `split`) on a fresh connection, half-closes, reads the
+ * answer until EOF. Returns bytes received (first `cap` kept in `head`), or -1 when the
+ * server did not close within CAP_MS. */
+static long exchange(const uint8_t *data, size_t size, size_t split, char *head, size_t cap) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) die("socket failed");
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)g.port),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) && errno != EINPROGRESS)
+        die("connect failed");
+    uint64_t t0 = now_ms();
+    size_t off = 0;
+    long got = 0;
+    int wr_done = 0, first_done = split == 0 || split >= size;
+    char buf[16384];
+    for (;;) {
+        if (now_ms() - t0 > CAP_MS) {
+            close(fd);
+            return -1;
+        }
+        if (!wr_done) {
+            size_t end = first_done ? size : split;
+            if (off < end) {
+                ssize_t n = send(fd, data + off, end - off, MSG_NOSIGNAL);
+                if (n > 0) off += (size_t)n;
+                else if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != ENOTCONN)
+                    wr_done = 1; /* server closed (error answer); read what it said */
+            }
+            if (!wr_done && off >= end) {
+                if (!first_done) {
+                    /* let the server see the first part on its own */
+                    first_done = 1;
+                    uv_run(&g.loop, UV_RUN_NOWAIT);
+                } else {
+                    shutdown(fd, SHUT_WR);
+                    wr_done = 1;
+                }
+            }
+        }
+        ssize_t n = recv(fd, buf, sizeof buf, 0);
+        if (n == 0) break;
+        if (n > 0) {
+            if ((size_t)got < cap) memcpy(head + got, buf, (size_t)n < cap - (size_t)got ? (size_t)n : cap - (size_t)got);
+            got += n;
+            continue;
+        }
+        if (errno == ECONNRESET || errno == EPIPE) break; /* closed with input unread */
+        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != ENOTCONN) break;
+        pump(fd, (short)(POLLIN | (wr_done ? 0 : POLLOUT)));
+    }
+    close(fd);
+    return got;
+}
+
+/* After the client saw EOF the server may still be closing its handle: let it finish. */
+static void settle(void) {
+    uint64_t t0 = now_ms();
+    while (g.http.stats.conns_open || ul_sched_n_active(&g.sched)) {
+        if (now_ms() - t0 > CAP_MS) {
+            fprintf(stderr, "fuzz_http: after the client left: %llu connections open, %d sequences active\n",
+                    (unsigned long long)g.http.stats.conns_open, (int)ul_sched_n_active(&g.sched));
+            __builtin_trap();
+        }
+        pump(-1, 0);
+    }
+}
+
+static void check_health(void) {
+    static const char req[] = "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    char head[32] = "";
+    long n = exchange((const uint8_t *)req, sizeof req - 1, 0, head, sizeof head - 1);
+    if (n < 12 || memcmp(head, "HTTP/1.1 200", 12)) {
+        fprintf(stderr, "fuzz_http: GET /health did not answer 200 (got %ld bytes: %.31s)\n", n,
+                head);
+        __builtin_trap();
+    }
+    settle();
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    /* The first byte picks where the input is split into two writes (0: one write). */
+    size_t split = 0;
+    if (size > 1) {
+        split = (size_t)data[0] * (size - 1) / 255;
+        data++;
+        size--;
+    }
+    char head[64];
+    if (exchange(data, size, split, head, sizeof head) < 0) {
+        fprintf(stderr, "fuzz_http: the server did not close the connection within %d ms\n",
+                CAP_MS);
+        __builtin_trap();
+    }
+    settle();
+    if (++g.n_inputs % 128 == 0) check_health();
+    return 0;
+}
