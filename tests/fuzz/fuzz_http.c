@@ -9,9 +9,10 @@
  * ends fast. Per input a client socket connects, writes the input (split in two writes at
  * a point taken from the input, to exercise partial reads), shuts down its write side, and
  * reads until EOF. Then what a user would notice is checked: the server closed the
- * connection within the cap (no hang), the open-connection count is back to 0, and no
- * sequence is left in the scheduler (a leaked sequence holds KV pages forever); every 128
- * inputs a fresh GET /health must answer 200. ASan/UBSan/LeakSanitizer catch the rest. */
+ * connection within the cap (no hang), its answer (if any) starts with an HTTP/1.x status
+ * line, the open-connection count is back to 0, and no sequence is left in the scheduler
+ * (a leaked sequence holds KV pages forever); every 128 inputs a fresh GET /health must
+ * answer 200. ASan/UBSan/LeakSanitizer catch the rest. */
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -34,7 +35,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv);
 
 /* How long one input may take end to end before it counts as a hang. Generous against a
  * noisy shared machine; the server's own timeouts are ~50x shorter. */
+#ifndef CAP_MS
 #define CAP_MS 3000
+#endif
 
 static struct {
     uv_loop_t loop;
@@ -189,9 +192,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         size--;
     }
     char head[64];
-    if (exchange(data, size, split, head, sizeof head) < 0) {
+    long got = exchange(data, size, split, head, sizeof head);
+    if (got < 0) {
         fprintf(stderr, "fuzz_http: the server did not close the connection within %d ms\n",
                 CAP_MS);
+        __builtin_trap();
+    }
+    /* whatever the input, the server's first bytes (if any) are an HTTP/1.x status line */
+    if (got > 0 && (got < 9 || memcmp(head, "HTTP/1.", 7))) {
+        fprintf(stderr, "fuzz_http: answer does not start with a status line: %.*s\n",
+                (int)(got < 64 ? got : 64), head);
         __builtin_trap();
     }
     settle();

@@ -45,7 +45,7 @@ for h in "${harnesses[@]}"; do
         grep -E "ERROR|SUMMARY|runtime error|Test unit written" "$work/$name.log" | head -20 >&2
         status=1
     else
-        grep -E "stat::number_of_executed_units|stat::new_units_added|^#[0-9]+ *DONE" "$work/$name.log" |
+        grep -E "stat::number_of_executed_units|stat::new_units_added|^#[0-9]+[[:space:]]+DONE" "$work/$name.log" |
             sed "s/^/run.sh: $name /" >&2
     fi
 done
