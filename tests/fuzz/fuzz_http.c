@@ -8,7 +8,8 @@
  * from the fuzzer's thread. Timeouts are tens of milliseconds so an incomplete request
  * ends fast. Per input a client socket connects, writes the input (split in two writes at
  * a point taken from the input, to exercise partial reads), shuts down its write side, and
- * reads until EOF. Then what a user would notice is checked: the server closed the
+ * reads until EOF (or, when the input's first byte says so, keeps it open until the
+ * server's 20 ms idle/header timeout closes it, so complete answers are read). Then what a user would notice is checked: the server closed the
  * connection within the cap (no hang), its answer (if any) starts with an HTTP/1.x status
  * line, the open-connection count is back to 0, and no sequence is left in the scheduler
  * (a leaked sequence holds KV pages forever); every 128 inputs a fresh GET /health must
@@ -81,8 +82,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     hc.host = "127.0.0.1";
     hc.port = 0;
     hc.max_body = 64 << 10; /* small, so mutated Content-Lengths reach the 413 path */
-    hc.header_timeout_ms = 60;
-    hc.idle_timeout_ms = 60;
+    hc.header_timeout_ms = 20;
+    hc.idle_timeout_ms = 20;
     hc.linger_ms = 20;
     hc.access_log = 0;
     if (ul_http_server_init(&g.loop, &g.http, &hc, &g.router)) die("http init failed");
@@ -104,10 +105,12 @@ static void pump(int cfd, short cevents) {
     poll(p, cfd >= 0 ? 2 : 1, t);
 }
 
-/* Sends data (two writes split at `split`) on a fresh connection, half-closes, reads the
+/* Sends data (two writes split at `split`) on a fresh connection, half-closes unless
+ * keep_open (then the server's idle or header timeout ends the connection), reads the
  * answer until EOF. Returns bytes received (first `cap` kept in `head`), or -1 when the
  * server did not close within CAP_MS. */
-static long exchange(const uint8_t *data, size_t size, size_t split, char *head, size_t cap) {
+static long exchange(const uint8_t *data, size_t size, size_t split, int keep_open, char *head,
+                     size_t cap) {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) die("socket failed");
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)g.port),
@@ -138,7 +141,7 @@ static long exchange(const uint8_t *data, size_t size, size_t split, char *head,
                     first_done = 1;
                     uv_run(&g.loop, UV_RUN_NOWAIT);
                 } else {
-                    shutdown(fd, SHUT_WR);
+                    if (!keep_open) shutdown(fd, SHUT_WR);
                     wr_done = 1;
                 }
             }
@@ -174,7 +177,7 @@ static void settle(void) {
 static void check_health(void) {
     static const char req[] = "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
     char head[32] = "";
-    long n = exchange((const uint8_t *)req, sizeof req - 1, 0, head, sizeof head - 1);
+    long n = exchange((const uint8_t *)req, sizeof req - 1, 0, 1, head, sizeof head - 1);
     if (n < 12 || memcmp(head, "HTTP/1.1 200", 12)) {
         fprintf(stderr, "fuzz_http: GET /health did not answer 200 (got %ld bytes: %.31s)\n", n,
                 head);
@@ -184,15 +187,19 @@ static void check_health(void) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    /* The first byte picks where the input is split into two writes (0: one write). */
+    /* The first byte: bit 0 keeps the client's write side open (a client that waits for
+     * its answers; otherwise it half-closes at once, which the server treats as the client
+     * leaving), bits 1-7 pick where the input is split into two writes (0: one write). */
     size_t split = 0;
+    int keep_open = 0;
     if (size > 1) {
-        split = (size_t)data[0] * (size - 1) / 255;
+        keep_open = data[0] & 1;
+        split = (size_t)(data[0] >> 1) * (size - 1) / 127;
         data++;
         size--;
     }
     char head[64];
-    long got = exchange(data, size, split, head, sizeof head);
+    long got = exchange(data, size, split, keep_open, head, sizeof head);
     if (got < 0) {
         fprintf(stderr, "fuzz_http: the server did not close the connection within %d ms\n",
                 CAP_MS);

@@ -5,7 +5,9 @@
 # aidreams260K.gguf (a whole valid file, so mutations also reach tensor placement and the
 # model loader).
 # OUT_DIR/http: valid and edge-case HTTP requests for fuzz_http. Each file starts with one
-# byte the harness uses to choose where the input is split into two writes.
+# control byte: bit 0 set = the client keeps its write side open (so answers to complete
+# requests are read before the server's idle timeout closes), bits 1-7 choose where the
+# input is split into two writes.
 # usage: make_seeds.sh OUT_DIR        (shared data: $UVLLM_SHARED, else <repo>/../shared)
 set -euo pipefail
 out=${1:?usage: make_seeds.sh OUT_DIR}
@@ -28,25 +30,25 @@ echo "make_seeds.sh: $((n + 1)) GGUF seeds in $out/gguf" >&2
 # seed NAME SPLIT_BYTE: the request comes on stdin (printf escapes already applied).
 seed() { { printf "\\x$2"; cat; } >"$out/http/$1"; }
 body='{"model":"null","prompt":"hello world","max_tokens":4}'
-sbody='{"model":"null","prompt":["a b","c"],"max_tokens":3,"stream":true,"stop":["x"],"temperature":0.5,"top_p":0.9,"seed":7,"n":1}'
-printf 'GET /health HTTP/1.1\r\nHost: x\r\n\r\n' | seed get-health 00
+sbody='{"model":"null","prompt":"a b c","max_tokens":3,"stream":true,"stop":["x"],"temperature":0.5,"top_p":0.9,"seed":7,"n":1}'
+printf 'GET /health HTTP/1.1\r\nHost: x\r\n\r\n' | seed get-health 01
 printf 'GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n' | seed get-metrics 40
 printf 'GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n' | seed get-models 00
 printf 'HEAD /health HTTP/1.1\r\nHost: x\r\n\r\n' | seed head-health 00
 printf 'GET /nope?x=1 HTTP/1.1\r\nHost: x\r\n\r\n' | seed get-404 00
 printf 'DELETE /v1/completions HTTP/1.1\r\nHost: x\r\n\r\n' | seed delete-405 00
-printf 'POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s' ${#body} "$body" | seed post-completion 80
-printf 'POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s' ${#sbody} "$sbody" | seed post-stream a0
+printf 'POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s' ${#body} "$body" | seed post-completion 81
+printf 'POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s' ${#sbody} "$sbody" | seed post-stream a1
 printf 'POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 9\r\n\r\n{"model":' | seed post-bad-json 00
 printf 'POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 40\r\n\r\n{"prompt":"a"' | seed post-short-body 00
 printf 'POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999\r\n\r\n{}' | seed post-too-large 00
-printf 'POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n' ${#body} "$body" | seed post-chunked 60
+printf 'POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n' ${#body} "$body" | seed post-chunked 61
 printf 'POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3\r\n{"p\r\n5;ext=1\r\nrompt\r\nZZ\r\n' | seed post-chunked-bad 00
-printf 'POST /v1/completions HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: %d\r\n\r\n%s' ${#body} "$body" | seed post-expect 90
+printf 'POST /v1/completions HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: %d\r\n\r\n%s' ${#body} "$body" | seed post-expect 91
 printf 'POST /v1/completions HTTP/1.1\r\nHost: x\r\nExpect: something-else\r\nContent-Length: 2\r\n\r\n{}' | seed post-expect-bad 00
-printf 'POST /v1/completions HTTP/1.0\r\nContent-Length: %d\r\n\r\n%s' ${#sbody} "$sbody" | seed post-http10-stream 00
+printf 'POST /v1/completions HTTP/1.0\r\nContent-Length: %d\r\n\r\n%s' ${#sbody} "$sbody" | seed post-http10-stream 01
 printf 'GET /health HTTP/1.0\r\nConnection: keep-alive\r\n\r\n' | seed get-http10-keepalive 00
-printf 'GET /health HTTP/1.1\r\nHost: x\r\n\r\nPOST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%sGET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n' ${#body} "$body" | seed pipelined 30
+printf 'GET /health HTTP/1.1\r\nHost: x\r\n\r\nPOST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%sGET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n' ${#body} "$body" | seed pipelined 31
 printf 'POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%sPOST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s' ${#sbody} "$sbody" ${#body} "$body" | seed pipelined-stream ff
 printf 'POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n' | seed smuggle-cl-te 00
 printf 'POST /v1/completions HTTP/1.1\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}' | seed double-cl 00
