@@ -61,8 +61,8 @@ typedef struct ul_fwd_s {
 } ul_fwd_t;
 
 /* Uses the model's mmap'ed weights, copying those the ISA multiplies faster in a packed
- * layout (pack.h) once; allocates KV pool, scratch and the thread pool. Returns 0, UL_EINVAL (bad config), UL_ENOTSUP (architecture or weight type
- * the kernels lack) or UL_ENOMEM. */
+ * layout (pack.h) once; allocates KV pool, scratch and the thread pool. Returns 0, UL_EINVAL (bad
+ * config), UL_ENOTSUP (architecture or weight type the kernels lack) or UL_ENOMEM. */
 int ul_fwd_create(const ul_model_t *m, const ul_cpu_config_t *cfg, ul_fwd_t **out);
 void ul_fwd_free(ul_fwd_t *f);
 

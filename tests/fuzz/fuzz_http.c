@@ -9,11 +9,11 @@
  * ends fast. Per input a client socket connects, writes the input (split in two writes at
  * a point taken from the input, to exercise partial reads), shuts down its write side, and
  * reads until EOF (or, when the input's first byte says so, keeps it open until the
- * server's 20 ms idle/header timeout closes it, so complete answers are read). Then what a user would notice is checked: the server closed the
- * connection within the cap (no hang), its answer (if any) starts with an HTTP/1.x status
- * line, the open-connection count is back to 0, and no sequence is left in the scheduler
- * (a leaked sequence holds KV pages forever); every 128 inputs a fresh GET /health must
- * answer 200. ASan/UBSan/LeakSanitizer catch the rest. */
+ * server's 20 ms idle/header timeout closes it, so complete answers are read). Then what a user
+ * would notice is checked: the server closed the connection within the cap (no hang), its answer
+ * (if any) starts with an HTTP/1.x status line, the open-connection count is back to 0, and no
+ * sequence is left in the scheduler (a leaked sequence holds KV pages forever); every 128 inputs a
+ * fresh GET /health must answer 200. ASan/UBSan/LeakSanitizer catch the rest. */
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -113,7 +113,8 @@ static long exchange(const uint8_t *data, size_t size, size_t split, int keep_op
                      size_t cap) {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) die("socket failed");
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)g.port),
+    struct sockaddr_in sa = {.sin_family = AF_INET,
+                             .sin_port = htons((uint16_t)g.port),
                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     if (connect(fd, (struct sockaddr *)&sa, sizeof sa) && errno != EINPROGRESS)
         die("connect failed");
@@ -131,7 +132,8 @@ static long exchange(const uint8_t *data, size_t size, size_t split, int keep_op
             size_t end = first_done ? size : split;
             if (off < end) {
                 ssize_t n = send(fd, data + off, end - off, MSG_NOSIGNAL);
-                if (n > 0) off += (size_t)n;
+                if (n > 0)
+                    off += (size_t)n;
                 else if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != ENOTCONN)
                     wr_done = 1; /* server closed (error answer); read what it said */
             }
@@ -149,7 +151,9 @@ static long exchange(const uint8_t *data, size_t size, size_t split, int keep_op
         ssize_t n = recv(fd, buf, sizeof buf, 0);
         if (n == 0) break;
         if (n > 0) {
-            if ((size_t)got < cap) memcpy(head + got, buf, (size_t)n < cap - (size_t)got ? (size_t)n : cap - (size_t)got);
+            if ((size_t)got < cap)
+                memcpy(head + got, buf,
+                       (size_t)n < cap - (size_t)got ? (size_t)n : cap - (size_t)got);
             got += n;
             continue;
         }
@@ -166,8 +170,10 @@ static void settle(void) {
     uint64_t t0 = now_ms();
     while (g.http.stats.conns_open || ul_sched_n_active(&g.sched)) {
         if (now_ms() - t0 > CAP_MS) {
-            fprintf(stderr, "fuzz_http: after the client left: %llu connections open, %d sequences active\n",
-                    (unsigned long long)g.http.stats.conns_open, (int)ul_sched_n_active(&g.sched));
+            fprintf(
+                stderr,
+                "fuzz_http: after the client left: %llu connections open, %d sequences active\n",
+                (unsigned long long)g.http.stats.conns_open, (int)ul_sched_n_active(&g.sched));
             __builtin_trap();
         }
         pump(-1, 0);
