@@ -145,39 +145,56 @@ static void release_packed(const ul_fwd_t *f, const ul_cpu_mat_t *m) {
             ul_gguf_release(&f->m->gguf, m->data[i], ws * (size_t)m->part_rows[i]);
 }
 
-/* Stacks the products that share an input (one activation quantisation, one even row
- * split) and packs what the ISA has a packed layout for. */
-static int init_mats(ul_fwd_t *f) {
-    const int nl = f->hp.n_layer;
-    f->mats = calloc((size_t)nl * MATS_PER_LAYER + 1, sizeof *f->mats);
-    if (!f->mats) return UL_ENOMEM;
-    size_t packed = 0;
-    int rc = 0;
-    for (int il = 0; !rc && il < nl; il++) {
-        const ul_layer_t *L = &f->m->layers[il];
-        const ul_gguf_tensor_t *qkv[] = {L->wq, L->wk, L->wv}, *gu[] = {L->ffn_gate, L->ffn_up};
-        ul_cpu_mat_t *M = f->mats + (size_t)il * MATS_PER_LAYER;
+/* The parts of mat i (layer i / MATS_PER_LAYER, or the output after the last layer). */
+static int mat_parts(const ul_fwd_t *f, size_t i, const ul_gguf_tensor_t *parts[UL_MAT_PARTS]) {
+    if (i == (size_t)f->hp.n_layer * MATS_PER_LAYER) {
+        parts[0] = f->m->output;
+        return 1;
+    }
+    const ul_layer_t *L = &f->m->layers[i / MATS_PER_LAYER];
+    switch (i % MATS_PER_LAYER) {
+    case MAT_QKV:
+        parts[0] = L->wq, parts[1] = L->wk, parts[2] = L->wv;
         /* stacking needs one type per stack (mixed-type files keep separate products) */
-        int same = L->wq->type == L->wk->type && L->wk->type == L->wv->type;
-        rc = ul_cpu_mat_init(&M[MAT_QKV], qkv, same ? 3 : 1, 1);
-        if (!rc) rc = ul_cpu_mat_init(&M[MAT_O], &L->wo, 1, 1);
-        if (!rc)
-            rc = ul_cpu_mat_init(&M[MAT_GU], gu, L->ffn_gate->type == L->ffn_up->type ? 2 : 1, 1);
-        if (!rc) rc = ul_cpu_mat_init(&M[MAT_DOWN], &L->ffn_down, 1, 1);
-        for (int i = 0; i < MATS_PER_LAYER; i++) {
-            packed += M[i].packed_bytes;
-            release_packed(f, &M[i]);
-        }
+        return L->wq->type == L->wk->type && L->wk->type == L->wv->type ? 3 : 1;
+    case MAT_O:
+        parts[0] = L->wo;
+        return 1;
+    case MAT_GU:
+        parts[0] = L->ffn_gate, parts[1] = L->ffn_up;
+        return L->ffn_gate->type == L->ffn_up->type ? 2 : 1;
+    default:
+        parts[0] = L->ffn_down;
+        return 1;
     }
-    if (!rc) rc = ul_cpu_mat_init(&f->mats[(size_t)nl * MATS_PER_LAYER], &f->m->output, 1, 1);
-    if (!rc) {
-        packed += f->mats[(size_t)nl * MATS_PER_LAYER].packed_bytes;
-        release_packed(f, &f->mats[(size_t)nl * MATS_PER_LAYER]);
+}
+
+/* Stacks the products that share an input (one activation quantisation, one even row
+ * split) and packs what the ISA has a packed layout for, all packed copies in one
+ * allocation (ul_cpu_alloc_weights: huge pages, at most one partly used). */
+static int init_mats(ul_fwd_t *f) {
+    const size_t n = (size_t)f->hp.n_layer * MATS_PER_LAYER + 1;
+    f->mats = calloc(n, sizeof *f->mats);
+    if (!f->mats) return UL_ENOMEM;
+    const ul_gguf_tensor_t *parts[UL_MAT_PARTS];
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        int np = mat_parts(f, i, parts);
+        total += (ul_cpu_mat_packed_bytes(parts, np, 1) + 63) & ~(size_t)63;
     }
-    if (!rc && packed)
-        UL_LOG_INFO("cpu: %.1f MiB of weights packed for %s", packed / 1048576.0,
+    if (total && !(f->packed = ul_cpu_alloc_weights(total))) return UL_ENOMEM;
+    uint8_t *dst = f->packed;
+    for (size_t i = 0; i < n; i++) {
+        int np = mat_parts(f, i, parts);
+        int rc = ul_cpu_mat_init_in(&f->mats[i], parts, np, 1, dst);
+        if (rc) return rc;
+        dst += (f->mats[i].packed_bytes + 63) & ~(size_t)63;
+        release_packed(f, &f->mats[i]);
+    }
+    if (total)
+        UL_LOG_INFO("cpu: %.1f MiB of weights packed for %s", total / 1048576.0,
                     ul_cpu_isa_name(f->isa));
-    return rc;
+    return 0;
 }
 
 int ul_fwd_create(const ul_model_t *m, const ul_cpu_config_t *cfg, ul_fwd_t **out) {
@@ -241,6 +258,7 @@ void ul_fwd_free(ul_fwd_t *f) {
         for (size_t i = 0; i <= (size_t)f->hp.n_layer * MATS_PER_LAYER; i++)
             ul_cpu_mat_free(&f->mats[i]);
     free(f->mats);
+    free(f->packed);
     free(f->mem);
     free(f);
 }

@@ -31,6 +31,7 @@ typedef struct ul_fwd_s {
     ul_kv_t kv;
     /* the weights as multiplied: per layer wq|wk|wv, wo, gate|up, down; then output */
     ul_cpu_mat_t *mats;
+    uint8_t *packed; /* the packed copies of mats, one allocation (ul_cpu_alloc_weights) */
 
     /* scratch, one allocation (mem) */
     void *mem;

@@ -62,12 +62,24 @@ typedef struct {
     const void *pk;                    /* packed kernels (ul_pack_kern_t) or NULL */
     uint8_t *packed;                   /* all rows packed, when pk */
     size_t packed_bytes;
+    int owned; /* packed was allocated by ul_cpu_mat_init (not ul_cpu_mat_init_in) */
 } ul_cpu_mat_t;
 
 /* pack: 0 keeps the row layout (tests, A/B); the UVLLM_PACK=0 environment variable also
  * does. Returns 0, UL_EINVAL (parts disagree on type or columns) or UL_ENOMEM. */
 int ul_cpu_mat_init(ul_cpu_mat_t *m, const ul_gguf_tensor_t *const *parts, int n_parts, int pack);
+/* The bytes of the packed copy ul_cpu_mat_init would make for (parts, pack); 0 when the
+ * rows stay in place (no packed layout, bad parts). */
+size_t ul_cpu_mat_packed_bytes(const ul_gguf_tensor_t *const *parts, int n_parts, int pack);
+/* ul_cpu_mat_init packing into dst, which the caller owns: 64-byte aligned, at least
+ * ul_cpu_mat_packed_bytes long, alive until ul_cpu_mat_free (which leaves it alone). Lets
+ * the forward pass keep every packed weight in one allocation. */
+int ul_cpu_mat_init_in(ul_cpu_mat_t *m, const ul_gguf_tensor_t *const *parts, int n_parts, int pack,
+                       uint8_t *dst);
 void ul_cpu_mat_free(ul_cpu_mat_t *m);
+/* Memory for packed weights: 2 MiB aligned and advised for transparent huge pages (unless
+ * UVLLM_THP=0, for A/B runs); release with free(). NULL when out of memory. */
+void *ul_cpu_alloc_weights(size_t bytes);
 /* ul_cpu_matmul over a mat: y[i] receives part i, [n_tok][part_rows[i]]. Same threading
  * contract as ul_cpu_matmul. */
 void ul_cpu_matmul_mat(ul_pool_t *p, const ul_cpu_mat_t *m, const float *x, int n_tok,
