@@ -131,3 +131,62 @@ Test(pack, parts_must_agree) {
     cr_expect_eq(ul_cpu_mat_init(&m, ac, 2, 1), UL_EINVAL);
     cr_expect_eq(ul_cpu_mat_init(&m, ab, 0, 1), UL_EINVAL);
 }
+
+/* The forward pass packs every weight back to back into one ul_cpu_alloc_weights arena,
+ * each at the offset the sizes from ul_cpu_mat_packed_bytes give. A size that is short
+ * makes one matrix overwrite the next: pack the second slot first, then the first, and
+ * both must hold exactly what an owned ul_cpu_mat_init packs. */
+Test(pack, packed_into_one_arena_equals_owned_copies) {
+    static const int types[] = {UL_TYPE_Q4_0, UL_TYPE_Q8_0, UL_TYPE_F16};
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        const int type = types[ti];
+        if (!ul_cpu_pack_kern(type, ul_cpu_isa())) continue;
+        const int64_t n_cols = 5 * 32;
+        uint8_t *w0 = tk_weights(type, 48, n_cols, 11), *w1 = tk_weights(type, 32, n_cols, 12);
+        ul_gguf_tensor_t t0 = {
+            .n_dims = 2, .ne = {n_cols, 48, 1, 1}, .type = (uint32_t)type, .data = w0};
+        ul_gguf_tensor_t t1 = t0;
+        t1.ne[1] = 32, t1.data = w1;
+        const ul_gguf_tensor_t *p0[] = {&t0}, *p1[] = {&t1};
+        const size_t b0 = ul_cpu_mat_packed_bytes(p0, 1, 1), b1 = ul_cpu_mat_packed_bytes(p1, 1, 1);
+        cr_assert(b0 > 0 && b1 > 0, "%s: packable matrices report no packed bytes",
+                  ul_type_name(type));
+        const size_t off1 = (b0 + 63) & ~(size_t)63;
+        uint8_t *arena = ul_cpu_alloc_weights(off1 + b1);
+        cr_assert(arena != NULL);
+        cr_expect_eq((uintptr_t)arena % (2u << 20), 0, "weights arena not 2 MiB aligned");
+        ul_cpu_mat_t in0, in1, own0, own1;
+        cr_assert_eq(ul_cpu_mat_init_in(&in1, p1, 1, 1, arena + off1), 0);
+        cr_assert_eq(ul_cpu_mat_init_in(&in0, p0, 1, 1, arena), 0);
+        cr_assert_eq(ul_cpu_mat_init(&own0, p0, 1, 1), 0);
+        cr_assert_eq(ul_cpu_mat_init(&own1, p1, 1, 1), 0);
+        cr_expect_eq(in0.packed_bytes, b0);
+        cr_expect_eq(own0.packed_bytes, b0);
+        cr_expect(!memcmp(arena, own0.packed, b0), "%s: first slot differs", ul_type_name(type));
+        cr_expect(!memcmp(arena + off1, own1.packed, b1), "%s: second slot overwritten",
+                  ul_type_name(type));
+        ul_cpu_mat_free(&in0); /* leaves the arena alone */
+        ul_cpu_mat_free(&in1);
+        ul_cpu_mat_free(&own0);
+        ul_cpu_mat_free(&own1);
+        free(arena);
+        free(w0), free(w1);
+    }
+}
+
+Test(pack, arena_sizes_and_init_in_refuse_what_init_refuses) {
+    uint8_t buf[4096] = {0};
+    ul_gguf_tensor_t a = {.n_dims = 2, .ne = {64, 16, 1, 1}, .type = UL_TYPE_Q8_0, .data = buf};
+    ul_gguf_tensor_t b = a, odd = a;
+    b.type = UL_TYPE_Q4_0;
+    odd.ne[1] = 17;
+    const ul_gguf_tensor_t *ab[] = {&a, &b}, *po[] = {&odd};
+    cr_expect_eq(ul_cpu_mat_packed_bytes(ab, 2, 1), 0);
+    cr_expect_eq(ul_cpu_mat_packed_bytes(po, 1, 1), 0, "17 rows cannot be packed");
+    ul_cpu_mat_t m;
+    cr_expect_eq(ul_cpu_mat_init_in(&m, ab, 2, 1, NULL), UL_EINVAL);
+    /* not packable: rows are read in place and dst is never touched */
+    cr_expect_eq(ul_cpu_mat_init_in(&m, po, 1, 1, NULL), 0);
+    cr_expect(m.pk == NULL && m.packed == NULL);
+    ul_cpu_mat_free(&m);
+}
