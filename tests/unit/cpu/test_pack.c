@@ -119,17 +119,27 @@ Test(pack, q4_0_and_q8_0_have_packed_layouts_on_avx512) {
     cr_expect(ul_cpu_pack_kern(UL_TYPE_Q4_0, UL_ISA_AVX2) == NULL);
 }
 
+/* ul_cpu_mat_init and ul_cpu_mat_init_in refuse the same parts, and the arena size of a
+ * refused or unpackable matrix is 0. */
 Test(pack, parts_must_agree) {
     uint8_t buf[4096] = {0};
     ul_gguf_tensor_t a = {.n_dims = 2, .ne = {64, 16, 1, 1}, .type = UL_TYPE_Q8_0, .data = buf};
-    ul_gguf_tensor_t b = a, c = a;
+    ul_gguf_tensor_t b = a, c = a, odd = a;
     b.type = UL_TYPE_Q4_0;
     c.ne[0] = 32;
-    const ul_gguf_tensor_t *ab[] = {&a, &b}, *ac[] = {&a, &c};
+    odd.ne[1] = 17;
+    const ul_gguf_tensor_t *ab[] = {&a, &b}, *ac[] = {&a, &c}, *po[] = {&odd};
     ul_cpu_mat_t m;
     cr_expect_eq(ul_cpu_mat_init(&m, ab, 2, 1), UL_EINVAL);
     cr_expect_eq(ul_cpu_mat_init(&m, ac, 2, 1), UL_EINVAL);
     cr_expect_eq(ul_cpu_mat_init(&m, ab, 0, 1), UL_EINVAL);
+    cr_expect_eq(ul_cpu_mat_init_in(&m, ab, 2, 1, NULL), UL_EINVAL);
+    cr_expect_eq(ul_cpu_mat_packed_bytes(ab, 2, 1), 0);
+    cr_expect_eq(ul_cpu_mat_packed_bytes(po, 1, 1), 0, "17 rows cannot be packed");
+    /* not packable: rows are read in place and dst is never touched */
+    cr_expect_eq(ul_cpu_mat_init_in(&m, po, 1, 1, NULL), 0);
+    cr_expect(m.pk == NULL && m.packed == NULL);
+    ul_cpu_mat_free(&m);
 }
 
 /* The forward pass packs every weight back to back into one ul_cpu_alloc_weights arena,
@@ -172,21 +182,4 @@ Test(pack, packed_into_one_arena_equals_owned_copies) {
         free(arena);
         free(w0), free(w1);
     }
-}
-
-Test(pack, arena_sizes_and_init_in_refuse_what_init_refuses) {
-    uint8_t buf[4096] = {0};
-    ul_gguf_tensor_t a = {.n_dims = 2, .ne = {64, 16, 1, 1}, .type = UL_TYPE_Q8_0, .data = buf};
-    ul_gguf_tensor_t b = a, odd = a;
-    b.type = UL_TYPE_Q4_0;
-    odd.ne[1] = 17;
-    const ul_gguf_tensor_t *ab[] = {&a, &b}, *po[] = {&odd};
-    cr_expect_eq(ul_cpu_mat_packed_bytes(ab, 2, 1), 0);
-    cr_expect_eq(ul_cpu_mat_packed_bytes(po, 1, 1), 0, "17 rows cannot be packed");
-    ul_cpu_mat_t m;
-    cr_expect_eq(ul_cpu_mat_init_in(&m, ab, 2, 1, NULL), UL_EINVAL);
-    /* not packable: rows are read in place and dst is never touched */
-    cr_expect_eq(ul_cpu_mat_init_in(&m, po, 1, 1, NULL), 0);
-    cr_expect(m.pk == NULL && m.packed == NULL);
-    ul_cpu_mat_free(&m);
 }
