@@ -19,10 +19,10 @@ typedef void (*ul_pool_fn)(void *ctx, int ith, int nth);
 int ul_pool_create(int n_threads, ul_pool_t **out);
 void ul_pool_run(ul_pool_t *p, ul_pool_fn fn, void *ctx);
 int ul_pool_n_threads(const ul_pool_t *p);
-/* A work counter for the threads of one job (dynamic load balancing): one thread stores
- * 0, a barrier follows, then every thread takes items with atomic_fetch_add until they
- * run out. Needs a barrier before the next reset. */
-atomic_int *ul_pool_ticket(ul_pool_t *p);
+/* Work counter i (0 <= i < n threads, each on its own cache line) for dynamic load
+ * balancing within one job: thread i stores 0 into counter i, a barrier follows, then
+ * threads take items with atomic_fetch_add. Needs a barrier before the next reset. */
+atomic_int *ul_pool_ticket(ul_pool_t *p, int i);
 /* Workers park (futex/condvar) until the next run; call between steps when idle. */
 void ul_pool_sleep(ul_pool_t *p);
 void ul_pool_free(ul_pool_t *p);

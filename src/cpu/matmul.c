@@ -157,7 +157,7 @@ void ul_cpu_matmul_mat(ul_pool_t *p, const ul_cpu_mat_t *m, const float *x, int 
     ul_xfmt_t f = ul_cpu_xfmt(type);
     const uint8_t *xq = (const uint8_t *)x;
     size_t xs = ul_cpu_xrow_bytes(f, n_cols);
-    if (p && nth > 1 && ith == 0) atomic_store_explicit(ul_pool_ticket(p), 0, memory_order_relaxed);
+    if (p && nth > 1) atomic_store_explicit(ul_pool_ticket(p, ith), 0, memory_order_relaxed);
     if (f != XF_F32) {
         UL_ASSERT(scratch != NULL);
         quant_x_part(f, x, n_cols, n_tok, (uint8_t *)scratch, xs, ith, nth);
@@ -168,15 +168,22 @@ void ul_cpu_matmul_mat(ul_pool_t *p, const ul_cpu_mat_t *m, const float *x, int 
     const size_t ws = ul_type_row_bytes(type, n_cols), gb = pk ? pk->group_bytes(n_cols) : 0;
     ul_mm_fn mm = pk ? NULL : ul_cpu_mm_fn(type, ul_cpu_isa());
     if (p && nth > 1) {
-        /* chunks of rows handed out as the threads ask: a thread slowed down by another
-         * process on its core takes fewer, instead of the others waiting for it */
-        atomic_int *ticket = ul_pool_ticket(p);
-        for (;;) {
-            int64_t r0 =
-                (int64_t)atomic_fetch_add_explicit(ticket, 1, memory_order_relaxed) * CHUNK_ROWS;
-            if (r0 >= m->n_rows) break;
-            int64_t r1 = r0 + CHUNK_ROWS < m->n_rows ? r0 + CHUNK_ROWS : m->n_rows;
-            mm_rows(m, pk, mm, ws, gb, xq, xs, n_tok, y, r0, r1);
+        /* Thread i owns segment i of the chunks and takes them front to back, so its
+         * rows are one sequential stream (the hardware prefetcher never restarts); a
+         * thread whose segment is done takes chunks from the others' fronts, so one
+         * slowed down by another process on its core is helped instead of waited for. */
+        const int64_t n_chunks = (m->n_rows + CHUNK_ROWS - 1) / CHUNK_ROWS;
+        for (int s = 0; s < nth; s++) {
+            const int j = (ith + s) % nth;
+            const int64_t lo = n_chunks * j / nth, hi = n_chunks * (j + 1) / nth;
+            atomic_int *ticket = ul_pool_ticket(p, j);
+            for (;;) {
+                const int64_t c = lo + atomic_fetch_add_explicit(ticket, 1, memory_order_relaxed);
+                if (c >= hi) break;
+                const int64_t r0 = c * CHUNK_ROWS;
+                const int64_t r1 = r0 + CHUNK_ROWS < m->n_rows ? r0 + CHUNK_ROWS : m->n_rows;
+                mm_rows(m, pk, mm, ws, gb, xq, xs, n_tok, y, r0, r1);
+            }
         }
     } else {
         int64_t r0, r1;

@@ -37,6 +37,10 @@ typedef struct {
     pthread_t tid;
 } worker_t;
 
+typedef struct {
+    _Alignas(64) atomic_int v;
+} ticket_t;
+
 struct ul_pool_s {
     int n;
     worker_t *w;
@@ -46,7 +50,7 @@ struct ul_pool_s {
     _Alignas(64) atomic_int n_done;
     _Alignas(64) atomic_int bar_count;
     atomic_uint bar_phase;
-    _Alignas(64) atomic_int ticket; /* ul_pool_ticket */
+    ticket_t *tickets; /* ul_pool_ticket, one per thread */
     _Alignas(64) atomic_int n_parked;
     atomic_int park_now; /* ul_pool_sleep: skip the spin */
     atomic_int stop;
@@ -89,10 +93,14 @@ int ul_pool_create(int n_threads, ul_pool_t **out) {
     if (!p) return UL_ENOMEM;
     p->n = n_threads;
     p->w = calloc((size_t)n_threads, sizeof(worker_t));
-    if (!p->w) {
+    p->tickets = aligned_alloc(64, (size_t)n_threads * sizeof(ticket_t));
+    if (!p->w || !p->tickets) {
+        free(p->w);
+        free(p->tickets);
         free(p);
         return UL_ENOMEM;
     }
+    for (int i = 0; i < n_threads; i++) atomic_init(&p->tickets[i].v, 0);
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv, NULL);
     for (int i = 1; i < n_threads; i++) {
@@ -150,7 +158,7 @@ void ul_pool_barrier(ul_pool_t *p) {
     while (atomic_load_explicit(&p->bar_phase, memory_order_acquire) == phase) relax(&spins);
 }
 
-atomic_int *ul_pool_ticket(ul_pool_t *p) { return &p->ticket; }
+atomic_int *ul_pool_ticket(ul_pool_t *p, int i) { return &p->tickets[i].v; }
 
 void ul_pool_free(ul_pool_t *p) {
     if (!p) return;
@@ -160,5 +168,6 @@ void ul_pool_free(ul_pool_t *p) {
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->cv);
     free(p->w);
+    free(p->tickets);
     free(p);
 }
