@@ -1,13 +1,14 @@
-/* Memory read bandwidth for bench/engine.sh: T threads (default 2) each sum
- * their half of a 1 GiB buffer of floats (read-only, STREAM-like), best of 5
- * passes. Decode of a dense model reads every weight once per token, so
- * model bytes x tokens/s over this number is how close decode gets to the
- * machine's bound. Prints "GB/s" (1e9 bytes) on stdout.
+/* Memory read bandwidth for bench/engine.sh and bench/decode_bw.sh: T threads (default 2)
+ * each sum their half of a 1 GiB buffer of floats (read-only, STREAM-like), best of 5 passes,
+ * on transparent huge pages where allowed (as uvllm's packed weights are). Decode of a dense
+ * model reads every weight once per token, so model bytes x tokens/s over this number is how
+ * close decode gets to the machine's bound. Prints "GB/s" (1e9 bytes) on stdout.
  * Build: cc -O3 -march=native -pthread -o membw membw.c */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 typedef struct {
@@ -45,8 +46,11 @@ int main(int argc, char **argv) {
         return 2;
     }
     size_t n = bytes / sizeof(float);
-    float *buf = aligned_alloc(64, n * sizeof(float));
+    /* on 2 MiB pages where the kernel allows, as uvllm's packed weights are */
+    float *buf = aligned_alloc((size_t)2 << 20,
+                               (n * sizeof(float) + ((2u << 20) - 1)) & ~(size_t)((2u << 20) - 1));
     if (!buf) return 1;
+    (void)madvise(buf, n * sizeof(float), MADV_HUGEPAGE);
     for (size_t i = 0; i < n; i++) buf[i] = (float)(i & 1023) * 1e-3f; /* touch every page */
     pthread_t th[256];
     part_t parts[256];
