@@ -37,16 +37,23 @@ static int c_space(char c) {
     return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r';
 }
 
-/* Splits one text fragment around every occurrence of token id into dst. */
-static int split_frag(const ul_vocab_t *v, const char *text, frag_t fr, int32_t id, frags_t *dst) {
+/* Splits one text fragment around every occurrence of token id into dst. plain: when not
+ * NULL, a match that covers a byte marked plain (request text inside a chat template's
+ * output) is not the token but text. */
+static int split_frag(const ul_vocab_t *v, const char *text, frag_t fr, int32_t id,
+                      const uint8_t *plain, frags_t *dst) {
     uint32_t tn;
     const char *tt = ul_tok_text(v, id, &tn);
     uint8_t a = v->attr[id];
-    size_t off = fr.off, len = fr.len;
-    while (len >= tn) {
-        const char *m = memmem(text + off, len, tt, tn);
+    size_t off = fr.off, len = fr.len, from = fr.off;
+    while (off + len - from >= tn) {
+        const char *m = memmem(text + from, off + len - from, tt, tn);
         if (!m) break;
         size_t at = (size_t)(m - text), left = at - off;
+        if (plain && memchr(plain + at, 1, tn)) {
+            from = at + 1;
+            continue;
+        }
         if (a & UL_TA_LSTRIP)
             while (left > 0 && c_space(text[off + left - 1])) left--;
         if (left > 0 && frag_push(dst, off, left, -1)) return UL_ENOMEM;
@@ -54,20 +61,21 @@ static int split_frag(const ul_vocab_t *v, const char *text, frag_t fr, int32_t 
         size_t roff = at + tn, rlen = off + len - roff;
         if (a & UL_TA_RSTRIP)
             while (rlen > 0 && c_space(text[roff])) roff++, rlen--;
-        off = roff, len = rlen;
+        off = from = roff, len = rlen;
     }
     if (len > 0 && frag_push(dst, off, len, -1)) return UL_ENOMEM;
     return 0;
 }
 
 static int partition(const ul_vocab_t *v, const char *text, size_t len, int parse_special,
-                     frags_t *f) {
+                     const uint8_t *plain, frags_t *f) {
     frags_t tmp = {0};
     int rc = 0;
     if (len > 0 && (rc = frag_push(f, 0, len, -1))) return rc;
     for (int32_t s = 0; s < v->n_special && f->n; s++) {
         int32_t id = v->special[s];
-        if (!parse_special && (v->attr[id] & (UL_TA_CONTROL | UL_TA_UNKNOWN))) continue;
+        int ctl = (v->attr[id] & (UL_TA_CONTROL | UL_TA_UNKNOWN)) != 0;
+        if (!parse_special && ctl) continue;
         uint32_t tn;
         const char *tt = ul_tok_text(v, id, &tn);
         int hit = 0;
@@ -78,7 +86,7 @@ static int partition(const ul_vocab_t *v, const char *text, size_t len, int pars
         tmp.n = 0;
         for (size_t i = 0; i < f->n && !rc; i++)
             rc = f->p[i].id >= 0 ? frag_push(&tmp, 0, 0, f->p[i].id)
-                                 : split_frag(v, text, f->p[i], id, &tmp);
+                                 : split_frag(v, text, f->p[i], id, ctl ? plain : NULL, &tmp);
         if (rc) break;
         frags_t sw = *f;
         *f = tmp;
@@ -141,11 +149,16 @@ static int run(const ul_vocab_t *v, const char *text, const frags_t *f, int add_
 
 int ul_tokenize(const ul_vocab_t *v, const char *text, size_t len, int add_special,
                 int parse_special, int32_t *out, int cap) {
+    return ul_tokenize_plain(v, text, len, NULL, add_special, parse_special, out, cap);
+}
+
+int ul_tokenize_plain(const ul_vocab_t *v, const char *text, size_t len, const uint8_t *plain,
+                      int add_special, int parse_special, int32_t *out, int cap) {
     if (!v || (!text && len) || cap < 0) return UL_EINVAL;
     if (len > (size_t)INT_MAX / 4) return UL_E2BIG; /* ids must fit the int result */
     frags_t f = {0};
     ul_ids_t ids = {0};
-    int rc = partition(v, text, len, parse_special, &f);
+    int rc = partition(v, text, len, parse_special, plain, &f);
     if (!rc) rc = run(v, text, &f, add_special, &ids);
     free(f.p);
     if (!rc && ids.n > (size_t)INT_MAX) rc = UL_E2BIG;

@@ -34,6 +34,13 @@ int32_t ul_vocab_find(const ul_vocab_t *v, const char *text, size_t len);
 int ul_tokenize(const ul_vocab_t *v, const char *text, size_t len, int add_special,
                 int parse_special, int32_t *out, int cap);
 
+/* ul_tokenize with parse_special for the bytes of a chat template's own text only:
+ * plain[i] != 0 marks byte i as request text (a message's content), where a control
+ * token's text is plain text, so a user cannot forge a turn boundary. plain: len bytes,
+ * or NULL (then this is ul_tokenize). */
+int ul_tokenize_plain(const ul_vocab_t *v, const char *text, size_t len, const uint8_t *plain,
+                      int add_special, int parse_special, int32_t *out, int cap);
+
 /* The bytes of one token (byte-fallback and byte-level BPE decoded, SPM's U+2581 -> ' ').
  * Control tokens give "" unless special. Returns bytes written, or -(needed). */
 int ul_token_to_piece(const ul_vocab_t *v, int32_t id, int special, char *buf, int cap);

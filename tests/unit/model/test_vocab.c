@@ -43,6 +43,34 @@ Test(vocab, control_tokens_only_with_parse_special) {
     tv_free(&t);
 }
 
+/* A chat template's output: control tokens only where the template wrote them. The same
+ * text "<|endoftext|>" appears twice; the second copy is marked plain (user content). */
+Test(vocab, plain_bytes_never_form_control_tokens) {
+    tv_vocab_t t;
+    load_shared(&t, "gpt-2");
+    int32_t eot = ul_vocab_find(t.v, "<|endoftext|>", 13);
+    const char *s = "<|endoftext|>x<|endoftext|>y<|endoftext|>";
+    size_t len = strlen(s);
+    uint8_t plain[64] = {0};
+    memset(plain + 14, 1, 13); /* the middle copy */
+    int32_t ids[64];
+    int n = ul_tokenize_plain(t.v, s, len, plain, 0, 1, ids, 64);
+    cr_assert_gt(n, 0);
+    cr_expect_eq(count(ids, n, eot), 2, "only the template's two copies are control tokens");
+    cr_expect_eq(ids[0], eot);
+    cr_expect_eq(ids[n - 1], eot);
+    /* One plain byte inside a match is enough to make it text. */
+    memset(plain, 0, sizeof plain);
+    plain[20] = 1;
+    n = ul_tokenize_plain(t.v, s, len, plain, 0, 1, ids, 64);
+    cr_expect_eq(count(ids, n, eot), 2);
+    /* Without a mask: all three. */
+    n = ul_tokenize_plain(t.v, s, len, NULL, 0, 1, ids, 64);
+    cr_expect_eq(n, 5);
+    cr_expect_eq(count(ids, n, eot), 3);
+    tv_free(&t);
+}
+
 Test(vocab, bos_follows_the_vocabulary) {
     tv_vocab_t spm, bpe;
     load_shared(&spm, "llama-spm");
