@@ -17,8 +17,9 @@ typedef struct {
     int stop_after; /* on_token returns 1 after this many tokens (0 = never) */
 } tseq_t;
 
-static int on_token(ul_seq_t *q, int32_t tok) {
+static int on_token(ul_seq_t *q, int32_t tok, const ul_token_lp_t *lp) {
     tseq_t *t = (tseq_t *)q;
+    cr_assert_not_null(lp);
     cr_assert_eq(t->finished, 0);
     t->out[t->n_out++] = tok;
     return t->stop_after && t->n_out >= t->stop_after;
