@@ -397,8 +397,8 @@ int ul_sched_step_build(ul_sched_t *s) {
     return s->step.n_seqs;
 }
 
-/* Appends a sampled token and decides whatever needs no callback: end-of-generation,
- * max_tokens, the context length. */
+/* Appends a sampled token and decides whatever needs no callback: end-of-generation (unless
+ * the sequence ignores it), max_tokens, the context length. */
 static void take_token(ul_sched_t *s, ul_seq_t *q, const ul_step_seq_t *ss) {
     int32_t tok = ss->out_token;
     const ul_backend_t *b = s->backend;
@@ -407,8 +407,8 @@ static void take_token(ul_sched_t *s, ul_seq_t *q, const ul_step_seq_t *ss) {
         owe(s, q, -1, NULL);
         return;
     }
-    if ((b->eos_id >= 0 && tok == b->eos_id) ||
-        (s->cfg.is_eog && s->cfg.is_eog(s->cfg.eog_ctx, tok))) {
+    if (!q->ignore_eos && ((b->eos_id >= 0 && tok == b->eos_id) ||
+                           (s->cfg.is_eog && s->cfg.is_eog(s->cfg.eog_ctx, tok)))) {
         set_ending(s, q, UL_FINISH_STOP, 0);
         owe(s, q, -1, NULL);
         return;

@@ -87,6 +87,8 @@ struct ul_seq_s {
     ul_seq_token_cb on_token;
     ul_seq_finish_cb on_finish;
     void *data;
+    int ignore_eos; /* 1: end-of-generation tokens do not end it; they go to on_token like
+                     * any other (the sampler is not biased against them) */
     /* scheduler's, read-only for the caller */
     uint64_t id;
     ul_seq_state_t state;
