@@ -22,6 +22,13 @@ typedef struct ul_backend_s ul_backend_t;
 typedef struct ul_bridge_s ul_bridge_t;
 typedef struct ul_model_s ul_model_t;
 
+/* One entry of a request's logit bias (OpenAI semantics): bias is added to the logit of
+ * token id before the token is chosen; -100 effectively bans it, +100 effectively forces it. */
+typedef struct ul_logit_bias_s {
+    int32_t id;
+    float bias;
+} ul_logit_bias_t;
+
 /* Sampling parameters of one request; temperature 0 means greedy. */
 typedef struct ul_sampling_s {
     float temperature;       /* 0 = greedy */
@@ -34,6 +41,13 @@ typedef struct ul_sampling_s {
     float presence_penalty;  /* 0 = off, OpenAI semantics */
     uint64_t seed;
     int32_t n_logprobs; /* top candidates to return with each token (0..UL_MAX_LOGPROBS) */
+    /* Borrowed, not copied: the array belongs to the request (the api owns it until the
+     * sequence's on_finish) and must stay valid and unchanged while the sequence can be in
+     * a step, since every step's copy of these parameters points at it. Ids outside the
+     * vocabulary are ignored. Applied to the logits that choose the token (greedy
+     * included), before penalties; the reported logprobs stay the model's own. */
+    const ul_logit_bias_t *logit_bias; /* [n_logit_bias] or NULL */
+    int32_t n_logit_bias;
 } ul_sampling_t;
 
 #define UL_MAX_LOGPROBS 20

@@ -4,6 +4,7 @@
 #include <cjson/cJSON.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -18,6 +19,12 @@ void ul_api_init(ul_api_t *a, ul_sched_t *sched, const ul_codec_t *codec, const 
     snprintf(a->model_id, sizeof a->model_id, "%s", model_id ? model_id : "null");
     a->created = (int64_t)time(NULL);
     a->default_max_tokens = 16;
+    a->parse_special = 1;
+}
+
+void ul_api_free(ul_api_t *a) {
+    free(a->chat_template_override);
+    a->chat_template_override = NULL;
 }
 
 int ul_api_register(ul_api_t *a, ul_router_t *r) {
@@ -25,6 +32,8 @@ int ul_api_register(ul_api_t *a, ul_router_t *r) {
     if (!rc) rc = ul_router_add(r, UL_HTTP_GET, "/metrics", ul_api_metrics, a);
     if (!rc) rc = ul_router_add(r, UL_HTTP_GET, "/v1/models", ul_api_models, a);
     if (!rc) rc = ul_router_add(r, UL_HTTP_POST, "/v1/completions", ul_api_completions, a);
+    if (!rc) rc = ul_router_add(r, UL_HTTP_POST, "/tokenize", ul_api_tokenize, a);
+    if (!rc) rc = ul_router_add(r, UL_HTTP_POST, "/detokenize", ul_api_detokenize, a);
     return rc;
 }
 
@@ -126,13 +135,12 @@ int ul_api_metrics(ul_http_req_t *req, void *data) {
     return ul_http_respond(req, 200, "text/plain; version=0.0.4; charset=utf-8", buf, t.len);
 }
 
-int ul_api_models(ul_http_req_t *req, void *data) {
-    ul_api_t *a = data;
-    cJSON *root = cJSON_CreateObject();
-    cJSON_AddStringToObject(root, "object", "list");
-    cJSON *arr = cJSON_AddArrayToObject(root, "data");
+/* One entry per name, as vLLM lists each --served-model-name: the id first, then the
+ * aliases, each with the same meta and "root" naming the model they stand for. */
+static void model_entry(const ul_api_t *a, cJSON *arr, const char *id) {
     cJSON *m = cJSON_CreateObject();
-    cJSON_AddStringToObject(m, "id", a->model_id);
+    cJSON_AddStringToObject(m, "id", id);
+    cJSON_AddStringToObject(m, "root", a->model_id);
     cJSON_AddStringToObject(m, "object", "model");
     cJSON_AddNumberToObject(m, "created", (double)a->created);
     cJSON_AddStringToObject(m, "owned_by", "uvllm");
@@ -141,6 +149,15 @@ int ul_api_models(ul_http_req_t *req, void *data) {
     cJSON_AddNumberToObject(meta, "n_ctx", a->sched->backend->n_ctx);
     cJSON_AddNumberToObject(meta, "n_vocab", a->sched->backend->n_vocab);
     cJSON_AddItemToArray(arr, m);
+}
+
+int ul_api_models(ul_http_req_t *req, void *data) {
+    ul_api_t *a = data;
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "object", "list");
+    cJSON *arr = cJSON_AddArrayToObject(root, "data");
+    model_entry(a, arr, a->model_id);
+    for (int i = 0; i < a->n_aliases; i++) model_entry(a, arr, a->aliases[i]);
     char *body = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
     UL_ASSERT(body);

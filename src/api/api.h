@@ -3,6 +3,8 @@
  *   GET  /metrics         Prometheus text
  *   GET  /v1/models       the served model
  *   POST /v1/completions  stream (SSE text_completion chunks + [DONE]) or one JSON object
+ *   POST /tokenize        {"content",...} -> {"tokens":[...]} (llama-server's shape)
+ *   POST /detokenize      {"tokens":[...]} -> {"content":"..."}
  * Loop thread only. Request bodies are validated; every bad field is a 400 with an
  * OpenAI error body naming the param.
  *
@@ -35,6 +37,17 @@ struct ul_codec_s {
     int (*flush)(const ul_codec_t *c, ul_detok_t *d, char *out, int cap);
     /* Optional (sched is_eog hook): ids other than eos_id that end generation. */
     int (*is_eog)(void *ctx, int32_t id);
+    /* Optional: tokenize with explicit flags. add_special: BOS/EOS as the vocabulary asks;
+     * parse_special: special token texts ("</s>") become their ids. Same returns as
+     * tokenize. */
+    int (*tokenize_ex)(const ul_codec_t *c, const char *text, size_t len, int add_special,
+                       int parse_special, int32_t *out, int cap);
+    /* Optional: the raw bytes of one id, no streaming state (may be an incomplete UTF-8
+     * sequence). special: control tokens give their text (else ""); lstrip: drop the space
+     * the tokenizer puts before a text (SPM) when the piece starts with it. Returns bytes,
+     * -(needed) when cap is too small, or UL_EINVAL for an id out of range. */
+    int (*token_piece)(const ul_codec_t *c, int32_t id, int special, int lstrip, char *out,
+                       int cap);
 };
 
 /* The pseudo-token codec for the null backend. */
@@ -51,21 +64,46 @@ typedef struct ul_api_stats_s {
     uint64_t prompt_tokens, completion_tokens;
 } ul_api_stats_t;
 
+#define UL_API_MAX_ALIASES 8
+#define UL_API_NAME_MAX 128
+
 typedef struct ul_api_s {
     ul_sched_t *sched;
     ul_http_server_t *server; /* for counters and the draining state; may be NULL in tests */
     ul_codec_t codec;
     char model_id[128];         /* "null" for the null backend, else the model file's base name */
     int64_t created;            /* unix seconds at start, for /v1/models and responses */
-    int32_t default_max_tokens; /* when the request has none; 16 like OpenAI */
+    int32_t default_max_tokens; /* when the request has none; 16 like OpenAI
+                                   (serve --max-tokens-default) */
     ul_api_stats_t stats;
     uint64_t next_cmpl;
+    /* Set by `uvllm serve` after ul_api_init; read by the request handlers. */
+    int truncate_max_tokens; /* 1: a max_tokens that does not fit the context is clipped to
+                                what fits instead of answered 400 (--truncate-max-tokens) */
+    int parse_special;       /* 1 (default): special token texts in prompts become their ids, as
+                                llama-server does; 0: plain text (--no-parse-special) */
+    char *chat_template_override; /* --chat-template FILE's text, NUL-terminated, or NULL;
+                                     malloc'ed, owned by a, freed by ul_api_free */
+    const char *model_path;       /* the model file as given on the command line, or NULL; must
+                                     outlive a (ul_api_model_known accepts it) */
+    char aliases[UL_API_MAX_ALIASES][UL_API_NAME_MAX]; /* --model-alias, in order */
+    int n_aliases;
 } ul_api_t;
 
 /* Sets the codec's is_eog into the scheduler config before ul_sched_init when needed. */
 void ul_api_init(ul_api_t *a, ul_sched_t *sched, const ul_codec_t *codec, const char *model_id);
 /* Registers every route on r with a as the handlers' data. */
 int ul_api_register(ul_api_t *a, ul_router_t *r);
+/* Frees what a owns (chat_template_override); a stays usable as after ul_api_init. */
+void ul_api_free(ul_api_t *a);
+
+/* Adds a name the model answers to (listed by /v1/models, accepted in requests).
+ * Returns 0, UL_EINVAL (empty, over UL_API_NAME_MAX - 1 bytes, control characters),
+ * UL_EFULL (more than UL_API_MAX_ALIASES) or UL_EBUSY (already a name of the model). */
+int ul_api_add_alias(ul_api_t *a, const char *name);
+/* 1 if a request's "model" value names the served model: model_id, an alias, model_path,
+ * or model_path's base name with or without ".gguf". Exact, case-sensitive; 0 for NULL. */
+int ul_api_model_known(const ul_api_t *a, const char *name);
 
 /* Answers {"error":{"message","type","param","code"}} and finishes the request.
  * param and code may be NULL (JSON null). */
@@ -77,5 +115,7 @@ int ul_api_health(ul_http_req_t *req, void *data);
 int ul_api_metrics(ul_http_req_t *req, void *data);
 int ul_api_models(ul_http_req_t *req, void *data);
 int ul_api_completions(ul_http_req_t *req, void *data);
+int ul_api_tokenize(ul_http_req_t *req, void *data);   /* tokenize.c */
+int ul_api_detokenize(ul_http_req_t *req, void *data); /* tokenize.c */
 
 #endif

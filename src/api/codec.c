@@ -37,6 +37,18 @@ static int null_piece(const ul_codec_t *c, ul_detok_t *d, int32_t id, char *out,
     return n;
 }
 
+/* No special tokens and no BOS: the flags change nothing. */
+static int null_tokenize_ex(const ul_codec_t *c, const char *text, size_t len, int add_special,
+                            int parse_special, int32_t *out, int cap) {
+    return null_tokenize(c, text, len, out, cap);
+}
+
+static int null_token_piece(const ul_codec_t *c, int32_t id, int special, int lstrip, char *out,
+                            int cap) {
+    if (id < 0 || id >= c->n_vocab) return UL_EINVAL;
+    return null_piece(c, NULL, id, out, cap);
+}
+
 static int null_flush(const ul_codec_t *c, ul_detok_t *d, char *out, int cap) { return 0; }
 
 void ul_codec_init_null(ul_codec_t *c, int32_t n_vocab, int32_t eos_id) {
@@ -46,5 +58,7 @@ void ul_codec_init_null(ul_codec_t *c, int32_t n_vocab, int32_t eos_id) {
                       .tokenize = null_tokenize,
                       .piece = null_piece,
                       .flush = null_flush,
-                      .is_eog = NULL};
+                      .is_eog = NULL,
+                      .tokenize_ex = null_tokenize_ex,
+                      .token_piece = null_token_piece};
 }

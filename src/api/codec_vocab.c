@@ -2,7 +2,10 @@
  * behind the api's codec table. Kept in its own file so that only a binary serving a real
  * model links the tokenizer. User text is tokenized with add_special (BOS as the model
  * asks) and without parse_special: a prompt cannot smuggle in control tokens. */
+#include <string.h>
+
 #include "api/api.h"
+#include "uvllm/err.h"
 
 static int vocab_tokenize(const ul_codec_t *c, const char *text, size_t len, int32_t *out,
                           int cap) {
@@ -19,6 +22,24 @@ static int vocab_flush(const ul_codec_t *c, ul_detok_t *d, char *out, int cap) {
 
 static void vocab_detok_init(const ul_codec_t *c, ul_detok_t *d) { ul_detok_init(d); }
 
+static int vocab_tokenize_ex(const ul_codec_t *c, const char *text, size_t len, int add_special,
+                             int parse_special, int32_t *out, int cap) {
+    return ul_tokenize(c->vocab, text, len, add_special, parse_special, out, cap);
+}
+
+/* llama.cpp's token_to_piece with lstrip: only the first piece of a text loses the space
+ * SPM put in front of it. */
+static int vocab_token_piece(const ul_codec_t *c, int32_t id, int special, int lstrip, char *out,
+                             int cap) {
+    if (id < 0 || id >= c->n_vocab) return UL_EINVAL;
+    int n = ul_token_to_piece(c->vocab, id, special, out, cap);
+    if (n > 0 && lstrip && out[0] == ' ' && ul_vocab_adds_space_prefix(c->vocab)) {
+        memmove(out, out + 1, (size_t)n - 1);
+        n--;
+    }
+    return n; /* < 0: -(needed), the room the piece takes before the strip */
+}
+
 static int vocab_is_eog(void *ctx, int32_t id) { return ul_vocab_is_eog(ctx, id); }
 
 void ul_codec_init_vocab(ul_codec_t *c, const ul_vocab_t *v) {
@@ -29,5 +50,7 @@ void ul_codec_init_vocab(ul_codec_t *c, const ul_vocab_t *v) {
                       .detok_init = vocab_detok_init,
                       .piece = vocab_piece,
                       .flush = vocab_flush,
-                      .is_eog = vocab_is_eog};
+                      .is_eog = vocab_is_eog,
+                      .tokenize_ex = vocab_tokenize_ex,
+                      .token_piece = vocab_token_piece};
 }

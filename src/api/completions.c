@@ -261,7 +261,8 @@ static int emit(comp_t *c, const char *text, size_t len) {
     return rc;
 }
 
-static int on_token(ul_seq_t *q, int32_t tok) {
+static int on_token(ul_seq_t *q, int32_t tok, const ul_token_lp_t *lp) {
+    (void)lp;
     comp_t *c = (comp_t *)q;
     const ul_codec_t *codec = &c->api->codec;
     c->n_gen++;

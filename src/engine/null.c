@@ -50,6 +50,20 @@ static int32_t pseudo_token(const null_backend_t *nb, uint64_t seq_id, int32_t p
     return (int32_t)(mix64(seq_id * 0x9e3779b97f4a7c15ULL + (uint64_t)pos) % (uint64_t)n);
 }
 
+/* Logprobs of a certain choice: the token has logprob 0 and heads the top list; the other
+ * candidates are the next ids, at -10 per rank (finite, so they print as JSON numbers). */
+static void fill_logprobs(const null_backend_t *nb, ul_step_seq_t *s) {
+    int32_t k = s->sampling.n_logprobs, n_vocab = nb->base.n_vocab;
+    k = k < 0 ? 0 : (k > UL_MAX_LOGPROBS ? UL_MAX_LOGPROBS : k);
+    k = k > n_vocab ? n_vocab : k;
+    s->out_logprob = 0.0f;
+    for (int32_t i = 0; i < k; i++) {
+        s->out_top_ids[i] = (s->out_token + i) % n_vocab;
+        s->out_top_logprobs[i] = -10.0f * (float)i;
+    }
+    s->out_n_top = k;
+}
+
 static int64_t slot_of(const null_backend_t *nb, const ul_step_seq_t *s, int32_t pos) {
     int32_t ps = nb->base.page_size;
     int32_t page = s->pages[pos / ps];
@@ -97,8 +111,7 @@ static void compute(null_backend_t *nb, ul_step_t *step) {
         }
         if (s->sample) {
             s->out_token = pseudo_token(nb, s->seq_id, s->pos0 + s->n_tokens);
-            s->out_logprob = 0.0f;
-            s->out_n_top = 0;
+            fill_logprobs(nb, s);
             s->rng[0] = mix64(s->rng[0] + 1);
         }
     }

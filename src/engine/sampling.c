@@ -1,5 +1,5 @@
-/* Sampling chain, in llama.cpp's default order: penalties -> top-k -> top-p -> min-p ->
- * temperature -> seeded draw. Greedy skips everything after the penalties. The logprobs
+/* Sampling chain, in llama.cpp's default order: logit bias -> penalties -> top-k -> top-p ->
+ * min-p -> temperature -> seeded draw. Greedy skips everything after the penalties. The logprobs
  * reported are the model's own (raw logits), as OpenAI-style clients expect, whatever the
  * sampling parameters did to the draw. */
 #include "engine/sampling.h"
@@ -304,14 +304,25 @@ static void fill_logprobs(ul_step_seq_t *seq, const float *logits, int32_t n_voc
     seq->out_n_top = n;
 }
 
+/* OpenAI's logit_bias: added to the logits that choose, first in the chain (llama.cpp's
+ * order), so penalties and truncation see the biased values. */
+static void apply_bias(const ul_sampling_t *sp, float *l, int32_t n_vocab) {
+    for (int32_t i = 0; i < sp->n_logit_bias; i++) {
+        int32_t id = sp->logit_bias[i].id;
+        if (id >= 0 && id < n_vocab) l[id] += sp->logit_bias[i].bias;
+    }
+}
+
 int32_t ul_sample(ul_step_seq_t *seq, const float *logits, int32_t n_vocab, void *scratch) {
     int32_t *counts = scratch;
     cand_t *c = (cand_t *)(counts + n_vocab);
     float *pl = (float *)(c + n_vocab);
     const float *l = logits;
-    if (penalties_active(seq)) {
+    const int bias = seq->sampling.n_logit_bias > 0 && seq->sampling.logit_bias;
+    if (bias || penalties_active(seq)) {
         memcpy(pl, logits, (size_t)n_vocab * sizeof *pl);
-        apply_penalties(seq, pl, n_vocab, counts);
+        if (bias) apply_bias(&seq->sampling, pl, n_vocab);
+        if (penalties_active(seq)) apply_penalties(seq, pl, n_vocab, counts);
         l = pl;
     }
     int32_t tok;

@@ -17,10 +17,11 @@
 size_t ul_sample_scratch_size(int32_t n_vocab);
 
 /* Samples the token that follows seq's last token from its logits [n_vocab] under
- * seq->sampling, penalising seq->history, drawing from seq->rng (advanced in place).
- * Writes out_token, out_logprob (log-softmax of the raw logits, i.e. the model's own
- * distribution) and the seq->sampling.n_logprobs most likely raw candidates.
- * Greedy (temperature <= 0): the largest penalised logit, ties to the lowest id.
+ * seq->sampling: logit bias added, seq->history penalised, drawing from seq->rng (advanced
+ * in place). Writes out_token, out_logprob (log-softmax of the raw logits, i.e. the model's
+ * own distribution, before bias and penalties: a token forced by +100 may report a low
+ * logprob) and the seq->sampling.n_logprobs most likely raw candidates.
+ * Greedy (temperature <= 0): the largest biased and penalised logit, ties to the lowest id.
  * Returns the token id. */
 int32_t ul_sample(ul_step_seq_t *seq, const float *logits, int32_t n_vocab, void *scratch);
 

@@ -11,5 +11,7 @@ void ul_sampling_default(ul_sampling_t *s) {
                          .frequency_penalty = 0.0f,
                          .presence_penalty = 0.0f,
                          .seed = 0,
-                         .n_logprobs = 0};
+                         .n_logprobs = 0,
+                         .logit_bias = NULL,
+                         .n_logit_bias = 0};
 }

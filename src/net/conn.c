@@ -38,6 +38,7 @@ static int on_message_begin(llhttp_t *p) {
     c->hdr_in_value = 0;
     c->hdr_val_open = 0;
     c->expect_continue = 0;
+    c->rid_set = 0;
     if (!c->got_bytes) { /* header timeout counts from the first byte of the message */
         c->got_bytes = 1;
         c->hdr_start = uv_now(c->srv->loop);
@@ -120,6 +121,7 @@ static int on_headers_complete(llhttp_t *p) {
     ul_conn_t *c = conn_of(p);
     c->in_headers = 0;
     if (close_value(c)) return -1;
+    ul_conn_request_id(c); /* before any answer, so a 413 carries it too */
     ul_http_server_t *s = c->srv;
     if ((p->flags & F_CONTENT_LENGTH) && p->content_length > s->cfg.max_body) {
         c->err_status = 413;
@@ -174,6 +176,18 @@ static const llhttp_settings_t g_settings = {
     .on_body = on_body,
     .on_message_complete = on_message_complete,
 };
+
+const char *ul_conn_header(const ul_conn_t *c, const char *name, size_t *len) {
+    size_t n = strlen(name);
+    for (size_t i = 0; i < c->n_hoff; i++) {
+        const ul_hoff_t *h = &c->hoff[i];
+        if (h->name_len == n && h->val_off && strncasecmp(c->hdr.p + h->name_off, name, n) == 0) {
+            *len = h->val_len;
+            return c->hdr.p + h->val_off;
+        }
+    }
+    return NULL;
+}
 
 /* ---- dispatch ----------------------------------------------------------------------- */
 
@@ -239,6 +253,7 @@ static int build_request(ul_conn_t *c) {
     r->http_minor = c->parser.http_minor;
     r->conn_id = c->id;
     r->req_id = ++c->n_req;
+    r->request_id = c->rid;
     r->arena = &c->arena;
     r->user = NULL;
     r->conn_ = c;
@@ -268,6 +283,13 @@ static void dispatch(ul_conn_t *c, int upgrade) {
     upgrade |= c->parser.upgrade;
     c->keep_alive = llhttp_should_keep_alive(&c->parser) && !s->draining && !upgrade;
     c->req_open = 1;
+    if (ul_conn_std_headers(c, &c->resp_hdrs)) {
+        ul_conn_close(c, UL_ENOMEM);
+        c->status = 500;
+        ul_conn_req_finish(c);
+        return;
+    }
+    if (ul_conn_cors_preflight(c)) return;
 
     const ul_route_t *rt = NULL;
     char allow[96];
@@ -527,6 +549,7 @@ void ul_conn_req_finish(ul_conn_t *c) {
     ul_arena_reset(&c->arena);
     c->hdr.len = c->body.len = c->resp_hdrs.len = 0;
     c->n_hoff = 0;
+    c->rid_set = 0;
     c->req.path = c->req.method_name = NULL;
     memset(&c->cbs, 0, sizeof c->cbs);
     c->err_status = 0;
@@ -557,20 +580,23 @@ void ul_conn_fail(ul_conn_t *c, int status, const char *message) {
         if (codes[i].status == status) code = codes[i].code;
     ul_buf_t body = {0};
     int rc = ul_http_error_body(&body, ul_http_error_type(status), code, message);
-    const char *extra = status == 503 ? "Retry-After: 1\r\n" : NULL;
+    ul_buf_t extra = {0};
+    if (status == 503) rc |= ul_buf_puts(&extra, "Retry-After: 1\r\n");
+    rc |= ul_conn_std_headers(c, &extra);
     ul_http_head_t h = {
         .status = status,
         .content_type = "application/json",
         .content_length = rc ? 0 : (int64_t)body.len,
         .keep_alive = 0,
-        .extra = extra,
-        .extra_len = extra ? strlen(extra) : 0,
+        .extra = extra.p,
+        .extra_len = extra.len,
         .date = ul_http_server_date(c->srv),
     };
     size_t before = c->out.len;
     rc |= ul_http_head_write(&c->out, &h);
     if (!rc) rc = ul_buf_append(&c->out, body.p, body.len);
     ul_buf_free(&body);
+    ul_buf_free(&extra);
     if (rc) {
         ul_conn_close(c, UL_ENOMEM);
         return;
@@ -580,6 +606,7 @@ void ul_conn_fail(ul_conn_t *c, int status, const char *message) {
     c->t_start = uv_hrtime();
     c->req.req_id = c->n_req + 1;
     c->req.method_name = c->req.path = NULL;
+    c->req.request_id = c->rid_set ? c->rid : NULL;
     ul_http_access_log(c);
     c->keep_alive = 0;
     c->close_after_write = 1;

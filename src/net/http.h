@@ -58,6 +58,14 @@ typedef struct ul_http_config_s {
                                    input is drained so the client can read the answer,
                                    default 2000 */
     int access_log;             /* one UL_LOG_INFO line per request, default 1 */
+    /* CORS, default off (NULL/0): OPTIONS is routed like any other method and no CORS
+     * header is sent. On: OPTIONS on any path is a preflight answered 204 by net, and every
+     * response to a request whose Origin is allowed carries Access-Control-Allow-Origin and
+     * Access-Control-Expose-Headers: X-Request-Id (plus Vary: Origin on every response).
+     * Entries are exact Origin values ("https://app.example"); "*" allows any origin and is
+     * answered with "*". The array and its strings must outlive the server. */
+    const char *const *cors_origins;
+    size_t n_cors_origins;
 } ul_http_config_t;
 
 /* Fills every field with its default. */
@@ -113,13 +121,32 @@ struct ul_http_req_s {
     const char *body; /* NUL-terminated (the NUL is not counted); "" when there is none */
     size_t body_len;
     int http_major, http_minor;
-    uint64_t conn_id;  /* server-unique connection id, for conn= in log lines */
-    uint64_t req_id;   /* 1, 2, ... within the connection, for req= in log lines */
+    uint64_t conn_id; /* server-unique connection id, for conn= in log lines */
+    uint64_t req_id;  /* 1, 2, ... within the connection, for req= in log lines */
+    /* The request id: the client's X-Request-Id when it is 1..UL_HTTP_REQUEST_ID_MAX
+     * printable ASCII characters, else 32 lowercase hex characters made by the server.
+     * NUL-terminated; echoed as X-Request-Id on every response (net adds the header) and
+     * written as request_id= in the access-log line. Same lifetime as the request. */
+    const char *request_id;
     ul_arena_t *arena; /* scratch for the owner; reset when the request ends */
     void *user;        /* owner's, writable; net never reads it */
     /* private */
     struct ul_conn_s *conn_;
 };
+
+#define UL_HTTP_REQUEST_ID_MAX 128
+
+/* req->request_id (for callers that prefer a function). */
+const char *ul_http_req_id_str(const ul_http_req_t *req);
+
+/* 1 if s[0..len) is acceptable as a client-supplied request id: 1..UL_HTTP_REQUEST_ID_MAX
+ * bytes, each printable ASCII (0x20..0x7e). */
+int ul_http_request_id_valid(const char *s, size_t len);
+
+/* The Access-Control-Allow-Origin value for a request's Origin under cfg's CORS list: "*"
+ * when "*" is configured, the configured entry equal to origin, else NULL (also when CORS
+ * is off or origin is NULL). The result points into cfg's list. */
+const char *ul_http_cors_allow(const ul_http_config_t *cfg, const char *origin, size_t len);
 
 /* Case-insensitive header lookup: the first header with that name, or NULL. */
 const ul_http_header_t *ul_http_req_header(const ul_http_req_t *req, const char *name);
@@ -273,6 +300,8 @@ struct ul_http_server_s {
     size_t rbuf_size;
     char date[40]; /* cached "Date: ...\r\n" line, refreshed once per second */
     uint64_t date_sec;
+    uint64_t rid_seed[2]; /* random at init: made request ids differ across restarts */
+    uint64_t rid_next;    /* made request ids so far */
 };
 
 /* Initialises the server (no socket yet). cfg NULL means defaults; router must outlive

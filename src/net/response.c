@@ -85,12 +85,12 @@ int ul_http_head_write(ul_buf_t *b, const ul_http_head_t *h) {
         rc |= ul_buf_puts(b, "Content-Type: text/event-stream\r\n"
                              "Cache-Control: no-cache\r\n"
                              "X-Accel-Buffering: no\r\n");
-    } else if (h->content_type) {
+    } else if (h->content_type && status != 204) {
         rc |= ul_buf_puts(b, "Content-Type: ");
         rc |= ul_buf_puts(b, h->content_type);
         rc |= ul_buf_puts(b, "\r\n");
     }
-    if (h->content_length >= 0) {
+    if (h->content_length >= 0 && status != 204) { /* a 204 has no body, not even a length */
         rc |= ul_buf_puts(b, "Content-Length: ");
         rc |= ul_buf_append_u64(b, (uint64_t)h->content_length);
         rc |= ul_buf_puts(b, "\r\n");
@@ -132,9 +132,11 @@ void ul_http_access_log(ul_conn_t *c) {
     s->stats.requests_total++;
     if (!s->cfg.access_log) return;
     double ms = (double)(uv_hrtime() - c->t_start) / 1e6;
-    UL_LOG_INFO("conn=%" PRIu64 " req=%" PRIu64 " %s %s status=%d bytes=%" PRIu64 " dur_ms=%.3f",
+    UL_LOG_INFO("conn=%" PRIu64 " req=%" PRIu64 " %s %s status=%d bytes=%" PRIu64
+                " dur_ms=%.3f request_id=%s",
                 c->id, c->req.req_id, c->req.method_name ? c->req.method_name : "-",
-                c->req.path ? c->req.path : "-", c->status, c->resp_bytes, ms);
+                c->req.path ? c->req.path : "-", c->status, c->resp_bytes, ms,
+                c->rid_set ? c->rid : "-");
 }
 
 const ul_http_header_t *ul_http_req_header(const ul_http_req_t *req, const char *name) {

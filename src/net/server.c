@@ -37,6 +37,10 @@ static int check_config(const ul_http_config_t *c) {
     if (c->max_body > ((size_t)1 << 40) || c->max_conns == 0) return UL_EINVAL;
     if (!c->header_timeout_ms || !c->idle_timeout_ms) return UL_EINVAL;
     if (!c->out_soft_limit || c->out_hard_limit < c->out_soft_limit) return UL_EINVAL;
+    if (c->n_cors_origins && !c->cors_origins) return UL_EINVAL;
+    for (size_t i = 0; i < c->n_cors_origins; i++)
+        if (!c->cors_origins[i] || !*c->cors_origins[i] || strpbrk(c->cors_origins[i], "\r\n"))
+            return UL_EINVAL;
     return 0;
 }
 

@@ -42,7 +42,9 @@ int ul_sched_init(ul_sched_t *s, ul_backend_t *backend, const ul_sched_config_t 
     s->scratch = calloc((size_t)s->cfg.max_seqs, sizeof *s->scratch);
     /* Twice a step: a refused step is absorbed while the previous one's callbacks wait. */
     s->done = calloc(2 * nb, sizeof *s->done);
-    if (!s->step.tokens || !s->step.seqs || !s->step_owner || !s->scratch || !s->done) {
+    s->done_lp = calloc(2 * nb, sizeof *s->done_lp);
+    if (!s->step.tokens || !s->step.seqs || !s->step_owner || !s->scratch || !s->done ||
+        !s->done_lp) {
         ul_sched_free(s);
         return UL_ENOMEM;
     }
@@ -62,7 +64,9 @@ void ul_sched_free(ul_sched_t *s) {
     free(s->step_owner);
     free(s->scratch);
     free(s->done);
+    free(s->done_lp);
     s->done = NULL;
+    s->done_lp = NULL;
     s->step.tokens = NULL;
     s->step.seqs = NULL;
     s->step_owner = s->scratch = NULL;
@@ -243,13 +247,25 @@ static void set_ending(ul_sched_t *s, ul_seq_t *q, ul_finish_t reason, int statu
 }
 
 /* Queues q's callbacks for ul_sched_step_deliver (once per sequence: a second entry could
- * outlive the sequence, which the first one may finish). */
-static void owe(ul_sched_t *s, ul_seq_t *q, int32_t token) {
+ * outlive the sequence, which the first one may finish). ss: the step entry that sampled
+ * token, whose logprobs are copied now (the next step overwrites them); NULL with token < 0.
+ * The top candidates are copied only when asked for: most sequences want none. */
+static void owe(ul_sched_t *s, ul_seq_t *q, int32_t token, const ul_step_seq_t *ss) {
     if (q->cb_pending) {
         UL_ASSERT(token < 0); /* only a refused step can follow an undelivered one */
         return;
     }
     UL_ASSERT(s->n_done < 2 * s->cfg.max_batch_tokens);
+    ul_token_lp_t *lp = &s->done_lp[s->n_done];
+    lp->logprob = ss ? ss->out_logprob : 0.0f;
+    lp->n_top = 0;
+    if (ss && q->sampling.n_logprobs > 0) {
+        int32_t n = ss->out_n_top;
+        n = n < 0 ? 0 : (n > UL_MAX_LOGPROBS ? UL_MAX_LOGPROBS : n);
+        memcpy(lp->top_ids, ss->out_top_ids, (size_t)n * sizeof *lp->top_ids);
+        memcpy(lp->top_logprobs, ss->out_top_logprobs, (size_t)n * sizeof *lp->top_logprobs);
+        lp->n_top = n;
+    }
     s->done[s->n_done++] = (struct ul_sched_done_s){q, token};
     q->cb_pending = 1;
 }
@@ -381,26 +397,27 @@ int ul_sched_step_build(ul_sched_t *s) {
     return s->step.n_seqs;
 }
 
-/* Appends a sampled token and decides whatever needs no callback: end-of-generation,
- * max_tokens, the context length. */
-static void take_token(ul_sched_t *s, ul_seq_t *q, int32_t tok) {
+/* Appends a sampled token and decides whatever needs no callback: end-of-generation (unless
+ * the sequence ignores it), max_tokens, the context length. */
+static void take_token(ul_sched_t *s, ul_seq_t *q, const ul_step_seq_t *ss) {
+    int32_t tok = ss->out_token;
     const ul_backend_t *b = s->backend;
     if (tok < 0 || tok >= b->n_vocab) {
         set_ending(s, q, UL_FINISH_ERROR, UL_ERANGE);
-        owe(s, q, -1);
+        owe(s, q, -1, NULL);
         return;
     }
-    if ((b->eos_id >= 0 && tok == b->eos_id) ||
-        (s->cfg.is_eog && s->cfg.is_eog(s->cfg.eog_ctx, tok))) {
+    if (!q->ignore_eos && ((b->eos_id >= 0 && tok == b->eos_id) ||
+                           (s->cfg.is_eog && s->cfg.is_eog(s->cfg.eog_ctx, tok)))) {
         set_ending(s, q, UL_FINISH_STOP, 0);
-        owe(s, q, -1);
+        owe(s, q, -1, NULL);
         return;
     }
     q->tokens[q->n_tokens++] = tok;
     s->stats.tokens_generated++;
     if (q->n_tokens - q->n_prompt >= q->max_tokens || q->n_tokens >= q->cap)
         set_ending(s, q, UL_FINISH_LENGTH, 0);
-    owe(s, q, tok);
+    owe(s, q, tok, ss);
 }
 
 void ul_sched_step_absorb(ul_sched_t *s) {
@@ -415,14 +432,14 @@ void ul_sched_step_absorb(ul_sched_t *s) {
         if (q->cancelled) continue; /* reaped at the next build */
         if (q->ending) {            /* asked to stop while this step ran: result dropped */
             set_ending(s, q, q->ending, q->ending_status);
-            owe(s, q, -1);
+            owe(s, q, -1, NULL);
             continue;
         }
         if (st->status) {
             UL_LOG_ERROR("seq=%llu step failed: %s", (unsigned long long)q->id,
                          ul_strerror(st->status));
             set_ending(s, q, UL_FINISH_ERROR, st->status);
-            owe(s, q, -1);
+            owe(s, q, -1, NULL);
             continue;
         }
         q->n_computed += ss->n_tokens;
@@ -430,19 +447,19 @@ void ul_sched_step_absorb(ul_sched_t *s) {
         if (!ss->sample) continue;
         q->rng[0] = ss->rng[0];
         q->rng[1] = ss->rng[1];
-        take_token(s, q, ss->out_token);
+        take_token(s, q, ss);
     }
 }
 
 /* One owed entry: the token's on_token (unless the client is gone), then the finish if the
  * sequence's end is decided and no step in flight still uses it. */
-static void deliver_one(ul_sched_t *s, ul_seq_t *q, int32_t tok) {
+static void deliver_one(ul_sched_t *s, ul_seq_t *q, int32_t tok, const ul_token_lp_t *lp) {
     q->cb_pending = 0;
     if (q->cancelled) {
         if (!q->in_step) finish(s, q, UL_FINISH_CANCELLED, 0);
         return; /* else reaped after the step in flight */
     }
-    if (tok >= 0 && q->on_token && q->on_token(q, tok)) {
+    if (tok >= 0 && q->on_token && q->on_token(q, tok, lp)) {
         q->ending = UL_FINISH_STOP; /* a stop string beats max_tokens */
         q->ending_status = 0;
     }
@@ -453,7 +470,8 @@ static void deliver_one(ul_sched_t *s, ul_seq_t *q, int32_t tok) {
 void ul_sched_step_deliver(ul_sched_t *s) {
     /* Callbacks never build or absorb a step (add, cancel and pause only mark and kick),
      * so the list does not change under this loop. */
-    for (int32_t i = 0; i < s->n_done; i++) deliver_one(s, s->done[i].seq, s->done[i].token);
+    for (int32_t i = 0; i < s->n_done; i++)
+        deliver_one(s, s->done[i].seq, s->done[i].token, &s->done_lp[i]);
     s->n_done = 0;
 }
 

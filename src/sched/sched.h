@@ -63,10 +63,20 @@ typedef enum {
 const char *ul_finish_name(ul_finish_t f); /* "stop", "length", "cancelled", "error" */
 
 typedef struct ul_seq_s ul_seq_t;
-/* A generated token (never the end-of-generation token). Return 0 to continue or 1 to
- * end the sequence now with UL_FINISH_STOP (e.g. a stop string matched). Must not free
- * the sequence. */
-typedef int (*ul_seq_token_cb)(ul_seq_t *seq, int32_t token);
+/* The log-probabilities that came with a sampled token, copied out of the step when it was
+ * absorbed (the step's own outputs are overwritten by the next step before callbacks run).
+ * Values are the model's raw distribution (log-softmax of the logits before penalties,
+ * logit bias and temperature; see engine/sampling.h). */
+typedef struct ul_token_lp_s {
+    float logprob;                       /* of the token itself */
+    int32_t n_top;                       /* 0 unless sampling.n_logprobs > 0 */
+    int32_t top_ids[UL_MAX_LOGPROBS];    /* [n_top], most likely first */
+    float top_logprobs[UL_MAX_LOGPROBS]; /* [n_top] */
+} ul_token_lp_t;
+/* A generated token (never the end-of-generation token unless seq->ignore_eos). lp is
+ * never NULL and valid only during the call. Return 0 to continue or 1 to end the sequence
+ * now with UL_FINISH_STOP (e.g. a stop string matched). Must not free the sequence. */
+typedef int (*ul_seq_token_cb)(ul_seq_t *seq, int32_t token, const ul_token_lp_t *lp);
 /* Exactly once per added sequence. status: 0, or the UL_E* of a failed step. */
 typedef void (*ul_seq_finish_cb)(ul_seq_t *seq, ul_finish_t reason, int status);
 
@@ -77,6 +87,8 @@ struct ul_seq_s {
     ul_seq_token_cb on_token;
     ul_seq_finish_cb on_finish;
     void *data;
+    int ignore_eos; /* 1: end-of-generation tokens do not end it; they go to on_token like
+                     * any other (the sampler is not biased against them) */
     /* scheduler's, read-only for the caller */
     uint64_t id;
     ul_seq_state_t state;
@@ -134,7 +146,8 @@ struct ul_sched_s {
     struct ul_sched_done_s {
         ul_seq_t *seq;
         int32_t token;
-    } * done; /* [2 * max_batch_tokens] */
+    } * done;               /* [2 * max_batch_tokens] */
+    ul_token_lp_t *done_lp; /* [2 * max_batch_tokens]: the logprobs of done[i].token */
     int32_t n_done;
     int busy;                 /* a step is submitted and not yet completed */
     int preempted_for_decode; /* while building: a decoder preempted someone */

@@ -184,6 +184,74 @@ Test(forward, sampling_without_logits_all_matches_teacher_forcing) {
     ul_fwd_free(f);
 }
 
+/* The logprobs the backend reports with a sampled token are the log-softmax of the model's
+ * logits for that row (the raw distribution, whatever temperature did to the draw), and the
+ * top candidates are the largest of them, most likely first. */
+Test(forward, logprobs_are_the_log_softmax_of_the_logits) {
+    ul_fwd_t *f = make_fwd(UL_TYPE_F16);
+    const int32_t V = f->hp.n_vocab;
+    float *la = alone(f, A, NA, NULL, 0);
+    const float *row = la + (size_t)(NA - 1) * V;
+    double mx = row[argmax(row, V)], z = 0;
+    for (int32_t i = 0; i < V; i++) z += exp((double)row[i] - mx);
+    const double lse = mx + log(z);
+    int32_t pages[3] = {3, 8, 1};
+    ul_sampling_t sp;
+    ul_sampling_default(&sp);
+    sp.temperature = 1.5f;
+    sp.n_logprobs = 5;
+    ul_step_seq_t s = {.n_tokens = NA, .pages = pages, .n_pages = 3, .sample = 1, .sampling = sp};
+    ul_sampling_rng_seed(7, s.rng);
+    ul_step_t st = {.n_tokens = NA, .tokens = (int32_t *)A, .n_seqs = 1, .seqs = &s};
+    cr_assert_eq(ul_fwd_step(f, &st, NULL), 0);
+    cr_assert_float_eq(s.out_logprob, row[s.out_token] - lse, 1e-3, "token %d: %g vs %g",
+                       s.out_token, s.out_logprob, row[s.out_token] - lse);
+    cr_assert_eq(s.out_n_top, 5);
+    cr_assert_eq(s.out_top_ids[0], argmax(row, V));
+    for (int k = 0; k < 5; k++) {
+        cr_assert_float_eq(s.out_top_logprobs[k], row[s.out_top_ids[k]] - lse, 1e-3);
+        if (k) cr_assert_geq(s.out_top_logprobs[k - 1], s.out_top_logprobs[k]);
+    }
+    double p = 0; /* the top 5 of a 32000-token vocabulary cannot hold more than all of it */
+    for (int k = 0; k < 5; k++) p += exp(s.out_top_logprobs[k]);
+    cr_assert_leq(p, 1.0 + 1e-4);
+    free(la);
+    ul_fwd_free(f);
+}
+
+/* Logit bias on the real model: -100 on the greedy token moves greedy to the second best
+ * logit; +100 on an unlikely token forces it. */
+Test(forward, logit_bias_changes_the_greedy_choice) {
+    ul_fwd_t *f = make_fwd(UL_TYPE_F16);
+    const int32_t V = f->hp.n_vocab;
+    float *la = alone(f, A, NA, NULL, 0);
+    float *row = la + (size_t)(NA - 1) * V;
+    const int32_t best = argmax(row, V);
+    const float keep = row[best];
+    row[best] = -INFINITY;
+    const int32_t second = argmax(row, V);
+    row[best] = keep;
+    int32_t pages[3] = {3, 8, 1};
+    ul_logit_bias_t bias[2] = {{best, -100.0f}, {0, 0.0f}};
+    ul_sampling_t sp;
+    ul_sampling_default(&sp);
+    sp.temperature = 0;
+    sp.logit_bias = bias;
+    sp.n_logit_bias = 1;
+    ul_step_seq_t s = {.n_tokens = NA, .pages = pages, .n_pages = 3, .sample = 1, .sampling = sp};
+    ul_step_t st = {.n_tokens = NA, .tokens = (int32_t *)A, .n_seqs = 1, .seqs = &s};
+    cr_assert_eq(ul_fwd_step(f, &st, NULL), 0);
+    cr_assert_neq(best, second);
+    cr_assert_eq(s.out_token, second, "banned %d: got %d, second best %d", best, s.out_token,
+                 second);
+    bias[1] = (ul_logit_bias_t){1234, 100.0f};
+    s.sampling.n_logit_bias = 2;
+    cr_assert_eq(ul_fwd_step(f, &st, NULL), 0);
+    cr_assert_eq(s.out_token, 1234);
+    free(la);
+    ul_fwd_free(f);
+}
+
 Test(forward, malformed_steps_are_refused) {
     ul_fwd_t *f = make_fwd(UL_TYPE_F16);
     int32_t toks[4] = {1, 2, 3, 4}, pages[2] = {0, 1};

@@ -136,6 +136,41 @@ Test(sampling, logprobs_are_the_raw_log_softmax) {
     cr_assert_float_eq(s.out_top_logprobs[2], logf(0.125f), 1e-5);
 }
 
+/* OpenAI's logit_bias: -100 bans (greedy moves to the second best, a draw never picks it),
+ * +100 forces (the least likely token wins, greedy or drawn); ids outside the vocabulary
+ * are ignored; the logprobs stay the model's own. */
+Test(sampling, logit_bias_bans_and_forces) {
+    float l[NV] = {1.0f, 3.0f, 2.5f, -2.0f, 0.0f, 0.5f, -1.0f, 0.2f};
+    ul_logit_bias_t ban[] = {{1, -100.0f}, {NV + 3, 50.0f}, {-1, 50.0f}};
+    ul_step_seq_t s = seq_with(0);
+    s.sampling.n_logprobs = 2;
+    cr_assert_eq(ul_sample(&s, l, NV, g_scratch), 1);
+    s.sampling.logit_bias = ban;
+    s.sampling.n_logit_bias = 3;
+    cr_assert_eq(ul_sample(&s, l, NV, g_scratch), 2, "greedy moves to the second best");
+    cr_assert_eq(s.out_top_ids[0], 1, "the top list is the model's, unbiased");
+    ul_logit_bias_t force = {3, 100.0f};
+    s.sampling.logit_bias = &force;
+    s.sampling.n_logit_bias = 1;
+    cr_assert_eq(ul_sample(&s, l, NV, g_scratch), 3, "+100 forces the least likely token");
+    double z = 0;
+    for (int i = 0; i < NV; i++) z += exp(l[i]);
+    cr_assert_float_eq(s.out_logprob, -2.0 - log(z), 1e-4, "raw logprob of the forced token");
+    cr_assert_eq(l[1], 3.0f, "the caller's logits are not modified");
+
+    ul_step_seq_t d = seq_with(1.0f);
+    d.sampling.logit_bias = ban;
+    d.sampling.n_logit_bias = 3;
+    cr_assert_eq(draw_freq(&d, l, 1, 4000), 0.0f, "a banned token is drawn");
+    cr_assert_gt(draw_freq(&d, l, 2, 4000), 0.3f);
+    d.sampling.top_k = 3; /* the truncating path sees the biased logits too */
+    cr_assert_eq(draw_freq(&d, l, 1, 4000), 0.0f);
+    d.sampling.logit_bias = &force;
+    d.sampling.n_logit_bias = 1;
+    d.sampling.top_k = 0;
+    cr_assert_eq(draw_freq(&d, l, 3, 2000), 1.0f, "+100 forces a draw");
+}
+
 /* A realistic vocabulary size exercises the vectorised reductions and the widening top-p
  * search (the nucleus here needs more than the first 256 candidates). */
 Test(sampling, large_vocabulary_top_p_and_logprobs_match_a_full_sort) {

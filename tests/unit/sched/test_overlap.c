@@ -17,18 +17,21 @@ typedef struct {
     int n_out;
     int finished;
     ul_finish_t reason;
-    int stop_after;       /* on_token returns 1 at this many tokens (0 = never) */
-    int cancel_after;     /* on_token cancels the sequence at this many tokens */
-    int pause_after;      /* on_token pauses the sequence at this many tokens */
-    int in_step_at_stop;  /* the sequence was in the step in flight when it asked to stop */
-    int busy_at[256];     /* s->busy when on_token ran for each token */
-    int tokens_at_finish; /* n_out when on_finish ran */
+    int stop_after;        /* on_token returns 1 at this many tokens (0 = never) */
+    int cancel_after;      /* on_token cancels the sequence at this many tokens */
+    int pause_after;       /* on_token pauses the sequence at this many tokens */
+    int in_step_at_stop;   /* the sequence was in the step in flight when it asked to stop */
+    int busy_at[256];      /* s->busy when on_token ran for each token */
+    int tokens_at_finish;  /* n_out when on_finish ran */
+    ul_token_lp_t lp[256]; /* what on_token was given with each token */
 } oseq_t;
 
-static int on_token(ul_seq_t *q, int32_t tok) {
+static int on_token(ul_seq_t *q, int32_t tok, const ul_token_lp_t *lp) {
     oseq_t *t = (oseq_t *)q;
     cr_assert_eq(t->finished, 0, "on_token after on_finish");
     cr_assert_lt(t->n_out, 256);
+    cr_assert_not_null(lp);
+    t->lp[t->n_out] = *lp;
     t->busy_at[t->n_out] = t->s->busy;
     t->out[t->n_out++] = tok;
     if (t->cancel_after && t->n_out == t->cancel_after) ul_sched_cancel(t->s, q);
@@ -147,6 +150,38 @@ Test(overlap, same_output_as_one_step_at_a_time) {
         cr_assert_eq(ref[0].reason, UL_FINISH_STOP);
         cr_assert_eq(ref[3].reason, UL_FINISH_LENGTH);
     }
+}
+
+/* The logprobs handed to on_token are those of the token delivered, although the step that
+ * sampled it has been overwritten by the next one when callbacks run: the null backend
+ * heads its top list with the sampled token at logprob 0, the next ids at -10 per rank.
+ * Sequences that asked for no candidates get none. */
+Test(overlap, logprobs_belong_to_the_token_delivered) {
+    ul_backend_t *b = null_backend(256, 0);
+    ul_sched_t s;
+    cr_assert_eq(ul_sched_init(&s, b, &(ul_sched_config_t){.max_batch_tokens = 16}), 0);
+    oseq_t t[3];
+    for (int i = 0; i < 3; i++) {
+        oseq_init(&t[i], &s, 12);
+        t[i].seq.sampling.n_logprobs = i == 1 ? 0 : (i == 0 ? 3 : UL_MAX_LOGPROBS);
+        add(&s, &t[i], 2 + i);
+    }
+    run_overlapped(&s);
+    for (int i = 0; i < 3; i++) {
+        cr_assert_eq(t[i].n_out, 12);
+        for (int k = 0; k < t[i].n_out; k++) {
+            const ul_token_lp_t *lp = &t[i].lp[k];
+            cr_assert_eq(lp->logprob, 0.0f);
+            cr_assert_eq(lp->n_top, t[i].seq.sampling.n_logprobs, "seq %d token %d", i, k);
+            for (int j = 0; j < lp->n_top; j++) {
+                cr_assert_eq(lp->top_ids[j], (t[i].out[k] + j) % 1000,
+                             "seq %d token %d: candidate %d is another step's", i, k, j);
+                cr_assert_eq(lp->top_logprobs[j], -10.0f * (float)j);
+            }
+        }
+    }
+    ul_sched_free(&s);
+    ul_backend_destroy(b);
 }
 
 Test(overlap, stop_while_the_next_step_is_in_flight_drops_its_token) {
@@ -309,8 +344,8 @@ Test(overlap, driver_runs_callbacks_while_the_next_step_computes) {
 /* Shutdown requested from inside a token callback (SIGTERM while streams write): every
  * sequence finishes exactly once, the step in flight is waited for, pages come back. */
 static ul_sched_t *g_sched;
-static int token_then_close(ul_seq_t *q, int32_t tok) {
-    int rc = on_token(q, tok);
+static int token_then_close(ul_seq_t *q, int32_t tok, const ul_token_lp_t *lp) {
+    int rc = on_token(q, tok, lp);
     if (((oseq_t *)q)->n_out == 3 && !g_sched->closing) ul_sched_close(g_sched, on_closed);
     return rc;
 }
@@ -352,14 +387,14 @@ Test(overlap, close_from_a_callback_finishes_everything_once) {
 
 static int g_spin_us; /* on_token busy-waits this long per token: a loop that cannot keep up */
 static int g_held, g_tokens;
-static int spin_token(ul_seq_t *q, int32_t tok) {
+static int spin_token(ul_seq_t *q, int32_t tok, const ul_token_lp_t *lp) {
     oseq_t *t = (oseq_t *)q;
     g_held += ul_sched_may_hold_output(t->s, q);
     g_tokens++;
     uint64_t end = uv_hrtime() + (uint64_t)g_spin_us * 1000;
     while (uv_hrtime() < end) {
     }
-    return on_token(q, tok);
+    return on_token(q, tok, lp);
 }
 
 /* The loop busy for whole steps makes streams write every few steps; a light loop

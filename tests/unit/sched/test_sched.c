@@ -17,8 +17,9 @@ typedef struct {
     int stop_after; /* on_token returns 1 after this many tokens (0 = never) */
 } tseq_t;
 
-static int on_token(ul_seq_t *q, int32_t tok) {
+static int on_token(ul_seq_t *q, int32_t tok, const ul_token_lp_t *lp) {
     tseq_t *t = (tseq_t *)q;
+    cr_assert_not_null(lp);
     cr_assert_eq(t->finished, 0);
     t->out[t->n_out++] = tok;
     return t->stop_after && t->n_out >= t->stop_after;
@@ -296,6 +297,34 @@ Test(sched, stop_conditions) {
     cr_assert_eq(ctx.n_out, 3, "generation stops at the context length");
     cr_assert_eq(cb.reason, UL_FINISH_STOP);
     cr_assert_eq(cb.n_out, 2);
+    ul_sched_free(&s);
+    ul_backend_destroy(b);
+}
+
+/* ignore_eos: the end-of-generation token does not end the sequence; it is delivered like
+ * any other and generation runs to max_tokens. A sequence without it stops there. */
+Test(sched, ignore_eos_continues_past_eos) {
+    ul_backend_t *b;
+    ul_null_config_t cfg = {
+        .n_vocab = 1000, .n_ctx = 64, .page_size = 4, .n_pages = 64, .eos_every = 8};
+    cr_assert_eq(ul_null_backend_create(&cfg, &b), 0);
+    ul_sched_t s;
+    cr_assert_eq(ul_sched_init(&s, b, NULL), 0);
+    tseq_t keep, stop;
+    tseq_init(&keep, 12);
+    tseq_init(&stop, 12);
+    keep.seq.ignore_eos = 1;
+    cr_assert_eq(add(&s, &keep, 2), 0); /* samples positions 2..13: eos at 7 and 15 */
+    cr_assert_eq(add(&s, &stop, 2), 0);
+    run_all(&s);
+    cr_assert_eq(stop.reason, UL_FINISH_STOP);
+    cr_assert_eq(stop.n_out, 5);
+    cr_assert_eq(keep.reason, UL_FINISH_LENGTH);
+    cr_assert_eq(keep.n_out, 12);
+    cr_assert_eq(keep.out[5], b->eos_id, "eos is delivered as a token");
+    for (int i = 0; i < 12; i++)
+        if (i != 5) cr_assert_neq(keep.out[i], b->eos_id);
+    cr_assert_eq(s.pool.n_free, 64);
     ul_sched_free(&s);
     ul_backend_destroy(b);
 }
