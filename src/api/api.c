@@ -18,13 +18,21 @@ void ul_api_init(ul_api_t *a, ul_sched_t *sched, const ul_codec_t *codec, const 
     a->codec = *codec;
     snprintf(a->model_id, sizeof a->model_id, "%s", model_id ? model_id : "null");
     a->created = (int64_t)time(NULL);
-    a->default_max_tokens = 16;
+    a->default_max_tokens = 0;
     a->parse_special = 1;
 }
 
 void ul_api_free(ul_api_t *a) {
     free(a->chat_template_override);
     a->chat_template_override = NULL;
+}
+
+int ul_api_refuse_draining(ul_api_t *a, ul_http_req_t *req) {
+    if (!a->server || !ul_http_server_draining(a->server)) return 0;
+    a->stats.completions_rejected++;
+    ul_http_resp_header(req, "Retry-After", "5");
+    ul_api_error(req, 503, "server_error", NULL, "shutting_down", "the server is shutting down");
+    return 1;
 }
 
 int ul_api_register(ul_api_t *a, ul_router_t *r) {

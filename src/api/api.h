@@ -27,8 +27,11 @@ struct ul_codec_s {
     const ul_vocab_t *vocab; /* NULL for the pseudo-token codec */
     int32_t n_vocab;
     int32_t eos_id;
-    /* Prompt -> ids. Returns the count, -(needed) when cap is too small, or UL_E*. */
-    int (*tokenize)(const ul_codec_t *c, const char *text, size_t len, int32_t *out, int cap);
+    /* Text -> ids. add_special: BOS/EOS as the vocabulary asks. parse_special: control-token
+     * texts ("</s>") become their ids, except in bytes marked plain (plain: len bytes, or
+     * NULL). Returns the count, -(needed) when cap is too small, or UL_E*. */
+    int (*tokenize)(const ul_codec_t *c, const char *text, size_t len, const uint8_t *plain,
+                    int add_special, int parse_special, int32_t *out, int cap);
     /* Optional: prepares a request's streaming detokenizer. */
     void (*detok_init)(const ul_codec_t *c, ul_detok_t *d);
     /* One generated id -> the UTF-8 bytes it completes. Returns bytes or -(needed). */
@@ -37,11 +40,6 @@ struct ul_codec_s {
     int (*flush)(const ul_codec_t *c, ul_detok_t *d, char *out, int cap);
     /* Optional (sched is_eog hook): ids other than eos_id that end generation. */
     int (*is_eog)(void *ctx, int32_t id);
-    /* Optional: tokenize with explicit flags. add_special: BOS/EOS as the vocabulary asks;
-     * parse_special: special token texts ("</s>") become their ids. Same returns as
-     * tokenize. */
-    int (*tokenize_ex)(const ul_codec_t *c, const char *text, size_t len, int add_special,
-                       int parse_special, int32_t *out, int cap);
     /* Optional: the raw bytes of one id, no streaming state (may be an incomplete UTF-8
      * sequence). special: control tokens give their text (else ""); lstrip: drop the space
      * the tokenizer puts before a text (SPM) when the piece starts with it. Returns bytes,
@@ -73,8 +71,12 @@ typedef struct ul_api_s {
     ul_codec_t codec;
     char model_id[128];         /* "null" for the null backend, else the model file's base name */
     int64_t created;            /* unix seconds at start, for /v1/models and responses */
-    int32_t default_max_tokens; /* when the request has none; 16 like OpenAI
-                                   (serve --max-tokens-default) */
+    int32_t default_max_tokens; /* when the request has none (serve --max-tokens-default);
+                                   0: OpenAI's (16 for completions, the rest of the context
+                                   for chat) */
+    struct ul_chat_tmpl_s *chat_tmpl;      /* the model's chat template (or ChatML) */
+    struct ul_chat_tmpl_s *chat_tmpl_tool; /* tokenizer.chat_template.tool_use, or NULL */
+    char bos_text[64], eos_text[64];       /* the vocabulary's BOS/EOS texts, for templates */
     ul_api_stats_t stats;
     uint64_t next_cmpl;
     /* Set by `uvllm serve` after ul_api_init; read by the request handlers. */
@@ -117,5 +119,13 @@ int ul_api_models(ul_http_req_t *req, void *data);
 int ul_api_completions(ul_http_req_t *req, void *data);
 int ul_api_tokenize(ul_http_req_t *req, void *data);   /* tokenize.c */
 int ul_api_detokenize(ul_http_req_t *req, void *data); /* tokenize.c */
+int ul_api_chat_completions(ul_http_req_t *req, void *data);
+int ul_api_apply_template(ul_http_req_t *req, void *data);
+
+/* 1 when the server is draining: answered 503 (and counted). */
+int ul_api_refuse_draining(ul_api_t *a, ul_http_req_t *req);
+/* Tokenizes with the codec into a malloc'ed array (*n ids), or NULL with *n = UL_E*. */
+int32_t *ul_api_tokenize_text(const ul_codec_t *codec, const char *text, size_t len,
+                         const uint8_t *plain, int parse_special, int *n);
 
 #endif

@@ -12,7 +12,9 @@ static int is_space(char ch) {
     return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r' || ch == '\f' || ch == '\v';
 }
 
-static int null_tokenize(const ul_codec_t *c, const char *text, size_t len, int32_t *out, int cap) {
+/* No special tokens and no BOS: the flags change nothing. */
+static int null_tokenize(const ul_codec_t *c, const char *text, size_t len, const uint8_t *plain,
+                         int add_special, int parse_special, int32_t *out, int cap) {
     int n = 0;
     size_t i = 0;
     int32_t mod = c->eos_id >= 0 ? c->n_vocab - 1 : c->n_vocab; /* eos is the last id */
@@ -37,12 +39,6 @@ static int null_piece(const ul_codec_t *c, ul_detok_t *d, int32_t id, char *out,
     return n;
 }
 
-/* No special tokens and no BOS: the flags change nothing. */
-static int null_tokenize_ex(const ul_codec_t *c, const char *text, size_t len, int add_special,
-                            int parse_special, int32_t *out, int cap) {
-    return null_tokenize(c, text, len, out, cap);
-}
-
 static int null_token_piece(const ul_codec_t *c, int32_t id, int special, int lstrip, char *out,
                             int cap) {
     if (id < 0 || id >= c->n_vocab) return UL_EINVAL;
@@ -59,6 +55,5 @@ void ul_codec_init_null(ul_codec_t *c, int32_t n_vocab, int32_t eos_id) {
                       .piece = null_piece,
                       .flush = null_flush,
                       .is_eog = NULL,
-                      .tokenize_ex = null_tokenize_ex,
                       .token_piece = null_token_piece};
 }

@@ -1,16 +1,18 @@
 /* The vocabulary codec: a real model's tokenizer and streaming detokenizer (model/vocab.h)
  * behind the api's codec table. Kept in its own file so that only a binary serving a real
- * model links the tokenizer. User text is tokenized with add_special (BOS as the model
- * asks) and without parse_special: a prompt cannot smuggle in control tokens. */
+ * model links the tokenizer. Text is tokenized with add_special (BOS as the model asks);
+ * control tokens only where the caller allows (parse_special) and the bytes are not marked
+ * plain (a chat message's content). */
 #include <string.h>
 
 #include "api/api.h"
 #include "uvllm/err.h"
 
-static int vocab_tokenize(const ul_codec_t *c, const char *text, size_t len, int32_t *out,
-                          int cap) {
-    return ul_tokenize(c->vocab, text, len, 1, 0, out, cap);
+static int vocab_tokenize(const ul_codec_t *c, const char *text, size_t len, const uint8_t *plain,
+                          int add_special, int parse_special, int32_t *out, int cap) {
+    return ul_tokenize_plain(c->vocab, text, len, plain, add_special, parse_special, out, cap);
 }
+
 
 static int vocab_piece(const ul_codec_t *c, ul_detok_t *d, int32_t id, char *out, int cap) {
     return ul_detok_push(d, c->vocab, id, out, cap);
@@ -21,11 +23,6 @@ static int vocab_flush(const ul_codec_t *c, ul_detok_t *d, char *out, int cap) {
 }
 
 static void vocab_detok_init(const ul_codec_t *c, ul_detok_t *d) { ul_detok_init(d); }
-
-static int vocab_tokenize_ex(const ul_codec_t *c, const char *text, size_t len, int add_special,
-                             int parse_special, int32_t *out, int cap) {
-    return ul_tokenize(c->vocab, text, len, add_special, parse_special, out, cap);
-}
 
 /* llama.cpp's token_to_piece with lstrip: only the first piece of a text loses the space
  * SPM put in front of it. */
@@ -51,6 +48,5 @@ void ul_codec_init_vocab(ul_codec_t *c, const ul_vocab_t *v) {
                       .piece = vocab_piece,
                       .flush = vocab_flush,
                       .is_eog = vocab_is_eog,
-                      .tokenize_ex = vocab_tokenize_ex,
                       .token_piece = vocab_token_piece};
 }

@@ -1,546 +1,370 @@
-/* POST /v1/completions: JSON body -> validated parameters -> prompt tokens -> a scheduler
- * sequence; its tokens come back on the loop thread and are written as SSE chunks
- * (stream) or collected into one response.
+/* POST /v1/completions: a raw prompt (a string, an array of strings, an array of token
+ * ids, or an array of such arrays: one choice set per prompt, as OpenAI does) -> tokens ->
+ * choices (api/gen.c) -> SSE text_completion chunks or one JSON object.
  *
- * Ownership of a completion (comp_t, which embeds its ul_seq_t): created by the handler,
- * freed only in the sequence's on_finish, which the scheduler calls exactly once. The
- * HTTP request is held in c->req until the completion answers it; if the client goes
- * away first, net calls on_abort, which forgets the request and cancels the sequence —
- * on_finish(CANCELLED) then follows within one step and frees the completion. */
-#include <cjson/cJSON.h>
-#include <math.h>
+ * On this endpoint special-token text in a prompt ("</s>", "<|im_end|>") is parsed as the
+ * control token, as llama-server and vLLM do, so users who build a model's prompt format by
+ * hand can send it (`--no-parse-special` turns that off). Chat content never is.
+ * Fields honoured here besides the shared ones (params.c): prompt, echo, logprobs (the
+ * integer form: tokens, token_logprobs, top_logprobs, text_offset), best_of, suffix
+ * (refused unless empty: no model here does fill-in-the-middle). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include "api/api.h"
-#include "base/buf.h"
-#include "sched/stop.h"
+#include "api/gen.h"
 #include "uvllm/err.h"
 #include "uvllm/log.h"
 
-typedef ul_buf_t sbuf_t;
+/* One prompt of the request before tokenization. */
+typedef struct cprompt_s {
+    const char *text; /* string prompt (in the arena), or NULL */
+    size_t len;
+    int32_t *ids; /* token-id prompt / tokenized text */
+    int n_ids;
+} cprompt_t;
 
-/* Output text is bounded by max_tokens pieces; an allocation failure here is not a
- * user-sized request, so it is treated as fatal like other small internal allocations. */
-static void sbuf_add(sbuf_t *b, const char *s, size_t n) { UL_ASSERT(ul_buf_append(b, s, n) == 0); }
-
-static void sbuf_add_json_str(sbuf_t *b, const char *s, size_t n) {
-    UL_ASSERT(ul_buf_append_json_str(b, s, n) == 0);
-}
-
-typedef struct comp_s {
-    ul_seq_t seq; /* first: the scheduler's callbacks get &seq */
-    ul_api_t *api;
-    ul_http_req_t *req; /* NULL once the client is gone */
-    ul_sse_t *sse;
-    int stream, stopped, added;
-    int held;          /* a chunk waits in the connection for a later write (send_chunk hold) */
-    int include_usage; /* stream_options.include_usage: a last chunk with usage */
-    int32_t n_prompt, n_gen;
+typedef struct creq_s {
+    cprompt_t *prompts;
+    int n;
+    int echo;
     uv_work_t work; /* long prompts are tokenized on libuv's thread pool */
-    char *prompt;   /* the prompt while it is tokenized there (owned copy) */
-    size_t prompt_len;
-    int32_t *ids;
-    int n_ids; /* count, or a UL_E* when ids is NULL */
-    ul_detok_t detok;
-    ul_stop_t stop;
-    char *stop_strs[UL_STOP_MAX];
-    int n_stop;
-    sbuf_t text;   /* non-stream: the whole completion */
-    sbuf_t prefix; /* stream: chunk JSON up to the text value */
-    sbuf_t frame;  /* stream: scratch for one chunk */
-    char id[48];
-} comp_t;
-
-/* ---- request parsing --------------------------------------------------------------- */
-
-typedef struct params_s {
-    const char *prompt;
-    size_t prompt_len;
-    int32_t max_tokens;
-    int stream;
-    int include_usage;
-    ul_sampling_t sampling;
-    const char *stop[UL_STOP_MAX];
-    int n_stop;
-} params_t;
-
-typedef struct bad_s {
-    const char *param;
-    char msg[200];
-} bad_t;
-
-static int fail(bad_t *bad, const char *param, const char *msg) {
-    bad->param = param;
-    snprintf(bad->msg, sizeof bad->msg, "%s", msg);
-    return UL_EINVAL;
-}
-
-static int get_number(cJSON *root, const char *name, double lo, double hi, int integer, double *out,
-                      bad_t *bad) {
-    cJSON *it = cJSON_GetObjectItemCaseSensitive(root, name);
-    if (!it || cJSON_IsNull(it)) return 0;
-    if (!cJSON_IsNumber(it) || !isfinite(it->valuedouble) || it->valuedouble < lo ||
-        it->valuedouble > hi || (integer && it->valuedouble != floor(it->valuedouble))) {
-        bad->param = name;
-        /* %.15g keeps integer bounds exact (1073741824, not 1.07374e+09) */
-        snprintf(bad->msg, sizeof bad->msg, "'%s' must be %s between %.15g and %.15g", name,
-                 integer ? "an integer" : "a number", lo, hi);
-        return UL_EINVAL;
-    }
-    *out = it->valuedouble;
-    return 1;
-}
-
-static int parse_stop(cJSON *root, params_t *p, bad_t *bad) {
-    cJSON *st = cJSON_GetObjectItemCaseSensitive(root, "stop");
-    if (!st || cJSON_IsNull(st)) return 0;
-    if (cJSON_IsString(st)) {
-        if (!st->valuestring[0]) return fail(bad, "stop", "'stop' must not be empty");
-        p->stop[p->n_stop++] = st->valuestring;
-        return 0;
-    }
-    if (!cJSON_IsArray(st) || cJSON_GetArraySize(st) > UL_STOP_MAX)
-        return fail(bad, "stop", "'stop' must be a string or an array of up to 4 strings");
-    cJSON *it;
-    cJSON_ArrayForEach(it, st) {
-        if (!cJSON_IsString(it) || !it->valuestring[0])
-            return fail(bad, "stop", "'stop' entries must be non-empty strings");
-        p->stop[p->n_stop++] = it->valuestring;
-    }
-    return 0;
-}
-
-static int parse_prompt(cJSON *root, params_t *p, bad_t *bad) {
-    cJSON *pr = cJSON_GetObjectItemCaseSensitive(root, "prompt");
-    if (pr && cJSON_IsArray(pr) && cJSON_GetArraySize(pr) == 1) pr = cJSON_GetArrayItem(pr, 0);
-    if (!pr) return fail(bad, "prompt", "'prompt' is required");
-    if (!cJSON_IsString(pr)) return fail(bad, "prompt", "'prompt' must be a string");
-    p->prompt = pr->valuestring;
-    p->prompt_len = strlen(pr->valuestring);
-    return 0;
-}
-
-static int parse_params(ul_api_t *a, cJSON *root, params_t *p, bad_t *bad) {
-    memset(p, 0, sizeof *p);
-    ul_sampling_default(&p->sampling);
-    p->max_tokens = a->default_max_tokens;
-    if (!cJSON_IsObject(root)) return fail(bad, NULL, "the body must be a JSON object");
-    int rc = parse_prompt(root, p, bad);
-    if (rc) return rc;
-    double v;
-    if ((rc = get_number(root, "max_tokens", 1, 1 << 30, 1, &v, bad)) < 0) return rc;
-    if (rc) p->max_tokens = (int32_t)v;
-    if ((rc = get_number(root, "temperature", 0, 2, 0, &v, bad)) < 0) return rc;
-    if (rc) p->sampling.temperature = (float)v;
-    if ((rc = get_number(root, "top_p", 0, 1, 0, &v, bad)) < 0) return rc;
-    if (rc) p->sampling.top_p = (float)v;
-    if (rc && v <= 0) return fail(bad, "top_p", "'top_p' must be greater than 0");
-    if ((rc = get_number(root, "seed", -9.2e18, 1.8e19, 1, &v, bad)) < 0) return rc;
-    if (rc) p->sampling.seed = v < 0 ? (uint64_t)(int64_t)v : (uint64_t)v;
-    /* Without a seed each request samples differently, as OpenAI's do. */
-    else
-        p->sampling.seed = (uint64_t)time(NULL) * 0x9e3779b97f4a7c15ULL ^ ++a->next_cmpl;
-    if ((rc = get_number(root, "presence_penalty", -2, 2, 0, &v, bad)) < 0) return rc;
-    if (rc) p->sampling.presence_penalty = (float)v;
-    if ((rc = get_number(root, "frequency_penalty", -2, 2, 0, &v, bad)) < 0) return rc;
-    if (rc) p->sampling.frequency_penalty = (float)v;
-    if ((rc = get_number(root, "n", 1, 1, 1, &v, bad)) < 0)
-        return fail(bad, "n", "only 'n' = 1 is supported");
-    cJSON *st = cJSON_GetObjectItemCaseSensitive(root, "stream");
-    if (st && !cJSON_IsNull(st) && !cJSON_IsBool(st))
-        return fail(bad, "stream", "'stream' must be a boolean");
-    p->stream = st && cJSON_IsTrue(st);
-    cJSON *so = cJSON_GetObjectItemCaseSensitive(root, "stream_options");
-    if (so && !cJSON_IsNull(so)) {
-        cJSON *iu = cJSON_GetObjectItemCaseSensitive(so, "include_usage");
-        if (!cJSON_IsObject(so) || (iu && !cJSON_IsBool(iu) && !cJSON_IsNull(iu)))
-            return fail(bad, "stream_options",
-                        "'stream_options' must be an object with a boolean include_usage");
-        p->include_usage = iu && cJSON_IsTrue(iu);
-    }
-    cJSON *m = cJSON_GetObjectItemCaseSensitive(root, "model");
-    if (m && !cJSON_IsNull(m) && !cJSON_IsString(m))
-        return fail(bad, "model", "'model' must be a string");
-    return parse_stop(root, p, bad);
-}
-
-/* Returns a malloc'ed id array (*n ids) or NULL with *n = UL_E*. */
-static int32_t *tokenize(const ul_codec_t *codec, const char *text, size_t len, int *n) {
-    int cap = len + 8 < (1u << 30) ? (int)len + 8 : 1 << 30;
-    for (int tries = 0; tries < 2; tries++) {
-        int32_t *ids = malloc((size_t)cap * sizeof *ids);
-        if (!ids) break;
-        int rc = codec->tokenize(codec, text, len, ids, cap);
-        if (rc >= 0) {
-            *n = rc;
-            return ids;
-        }
-        free(ids);
-        if (rc == UL_ENOMEM || rc == UL_EINVAL || rc <= -(1 << 30)) {
-            *n = rc == UL_EINVAL ? UL_EINVAL : UL_ENOMEM;
-            return NULL;
-        }
-        cap = -rc;
-    }
-    *n = UL_ENOMEM;
-    return NULL;
-}
+} creq_t;
 
 /* ---- output ------------------------------------------------------------------------ */
 
-static void comp_free(comp_t *c) {
-    ul_stop_free(&c->stop);
-    for (int i = 0; i < c->n_stop; i++) free(c->stop_strs[i]);
-    free(c->text.p);
-    free(c->prefix.p);
-    free(c->frame.p);
-    free(c->prompt);
-    free(c->ids);
-    free(c);
-}
-
-/* hold: the chunk may wait for the stream's next write (ul_sched_may_hold_output). */
-static int send_chunk(comp_t *c, const char *text, size_t len, const char *finish_reason,
-                      int hold) {
-    sbuf_t *f = &c->frame;
+static void chunk(ul_choice_t *ch, const char *text, size_t len, const char *finish_reason) {
+    ul_gen_t *g = ch->g;
+    ul_buf_t *f = &g->frame;
     f->len = 0;
-    sbuf_add(f, c->prefix.p, c->prefix.len);
-    sbuf_add_json_str(f, text, len);
-    char tail[96];
-    int n =
-        snprintf(tail, sizeof tail, "\",\"index\":0,\"logprobs\":null,\"finish_reason\":%s%s%s}]}",
-                 finish_reason ? "\"" : "", finish_reason ? finish_reason : "null",
-                 finish_reason ? "\"" : "");
-    sbuf_add(f, tail, (size_t)n);
-    c->held = hold;
-    return hold ? ul_sse_send_held(c->sse, f->p, f->len) : ul_sse_send(c->sse, f->p, f->len);
-}
-
-/* OpenAI's stream_options.include_usage: one more chunk, empty choices, with usage. */
-static void send_usage_chunk(comp_t *c) {
-    sbuf_t *f = &c->frame;
-    f->len = 0;
-    /* the prefix ends inside the choices array: rebuild the head up to "choices" */
-    size_t head = c->prefix.len - strlen("[{\"text\":\"");
-    sbuf_add(f, c->prefix.p, head);
-    char tail[160];
-    int n = snprintf(tail, sizeof tail,
-                     "[],\"usage\":{\"prompt_tokens\":%d,\"completion_tokens\":%d,"
-                     "\"total_tokens\":%d}}",
-                     c->n_prompt, c->n_gen, c->n_prompt + c->n_gen);
-    sbuf_add(f, tail, (size_t)n);
-    ul_sse_send(c->sse, f->p, f->len);
-}
-
-/* Text the client may see now. */
-static void deliver(comp_t *c, const char *text, size_t len) {
-    if (!len || !c->req) return;
-    if (!c->stream) {
-        sbuf_add(&c->text, text, len);
-        return;
+    ul_gen_json_head(g, f, "text_completion");
+    ul_gen_add(f, "{\"text\":", 8);
+    ul_gen_json_str(f, text, len);
+    ul_gen_printf(f, ",\"index\":%d,\"logprobs\":", ch->index);
+    if (g->p.logprobs >= 0) {
+        ul_gen_add(f, "{\"tokens\":[", 11);
+        ul_gen_add(f, ch->lp.p, ch->lp.len);
+        ul_gen_add(f, "],\"token_logprobs\":[", 20);
+        ul_gen_add(f, ch->lp_aux[0].p, ch->lp_aux[0].len);
+        ul_gen_add(f, "],\"top_logprobs\":[", 18);
+        ul_gen_add(f, ch->lp_aux[1].p, ch->lp_aux[1].len);
+        ul_gen_add(f, "],\"text_offset\":[", 17);
+        ul_gen_add(f, ch->lp_aux[2].p, ch->lp_aux[2].len);
+        ul_gen_add(f, "]}", 2);
+        ch->lp.len = ch->lp_aux[0].len = ch->lp_aux[1].len = ch->lp_aux[2].len = 0;
+        ch->n_lp = 0;
+    } else {
+        ul_gen_add(f, "null", 4);
     }
-    int hold = ul_sched_may_hold_output(c->api->sched, &c->seq);
-    if (send_chunk(c, text, len, NULL, hold) == 0 && ul_sse_backpressured(c->sse))
-        ul_sched_set_paused(c->api->sched, &c->seq, 1);
+    if (finish_reason)
+        ul_gen_printf(f, ",\"finish_reason\":\"%s\"}]}", finish_reason);
+    else
+        ul_gen_add(f, ",\"finish_reason\":null}]}", 24);
+    ul_gen_send(g, finish_reason ? NULL : ch);
 }
 
-/* Runs a piece of text through the stop matcher; 1 when a stop string matched. */
-static int emit(comp_t *c, const char *text, size_t len) {
-    if (c->stop.n == 0) {
-        deliver(c, text, len);
-        return 0;
-    }
-    const char *out;
-    size_t out_len;
-    int rc = ul_stop_push(&c->stop, text, len, &out, &out_len);
-    UL_ASSERT(rc >= 0);
-    deliver(c, out, out_len);
-    return rc;
+static void on_text(ul_choice_t *ch, const char *s, size_t n) {
+    if (ch->g->p.stream)
+        chunk(ch, s, n, NULL);
+    else
+        ul_gen_add(&ch->out, s, n);
 }
 
-static int on_token(ul_seq_t *q, int32_t tok, const ul_token_lp_t *lp) {
-    (void)lp;
-    comp_t *c = (comp_t *)q;
-    const ul_codec_t *codec = &c->api->codec;
-    c->n_gen++;
-    c->api->stats.completion_tokens++;
-    if (!c->req) return 0; /* client gone: the cancel is on its way */
-    char piece[256];
-    int n = codec->piece(codec, &c->detok, tok, piece, sizeof piece);
-    if (n < 0) { /* a piece longer than 256 bytes is not a real token; keep going */
-        UL_LOG_WARN("seq=%llu token %d: piece does not fit", (unsigned long long)q->id, tok);
-        return 0;
-    }
-    c->stopped = emit(c, piece, (size_t)n);
-    /* A held chunk leaves by this step at the latest when this token sent nothing (text
-     * held back for UTF-8 or a possible stop string): holding is bounded in steps. */
-    if (c->held && !c->stopped && !ul_sched_may_hold_output(c->api->sched, q)) {
-        ul_sse_flush(c->sse);
-        c->held = 0;
-    }
-    return c->stopped;
+static void on_end(ul_choice_t *ch, const char *finish_reason) {
+    if (ch->g->p.stream) chunk(ch, "", 0, finish_reason);
 }
 
-static void answer_json(comp_t *c, const char *finish_reason) {
-    cJSON *root = cJSON_CreateObject();
-    cJSON_AddStringToObject(root, "id", c->id);
-    cJSON_AddStringToObject(root, "object", "text_completion");
-    cJSON_AddNumberToObject(root, "created", (double)c->api->created);
-    cJSON_AddStringToObject(root, "model", c->api->model_id);
-    cJSON *ch = cJSON_CreateObject();
-    const char *text = ul_buf_cstr(&c->text);
-    UL_ASSERT(text);
-    cJSON_AddStringToObject(ch, "text", text);
-    cJSON_AddNumberToObject(ch, "index", 0);
-    cJSON_AddNullToObject(ch, "logprobs");
-    cJSON_AddStringToObject(ch, "finish_reason", finish_reason);
-    cJSON_AddItemToArray(cJSON_AddArrayToObject(root, "choices"), ch);
-    cJSON *u = cJSON_AddObjectToObject(root, "usage");
-    cJSON_AddNumberToObject(u, "prompt_tokens", c->n_prompt);
-    cJSON_AddNumberToObject(u, "completion_tokens", c->n_gen);
-    cJSON_AddNumberToObject(u, "total_tokens", c->n_prompt + c->n_gen);
-    char *body = cJSON_PrintUnformatted(root);
-    cJSON_Delete(root);
-    UL_ASSERT(body);
-    ul_http_respond(c->req, 200, NULL, body, strlen(body));
-    cJSON_free(body);
+/* One token: its text, logprob, the top candidates as {text: logprob}, its offset. */
+static void on_logprob(ul_choice_t *ch, int32_t tok, const ul_token_lp_t *lp) {
+    ul_gen_t *g = ch->g;
+    char t[256];
+    int n = ul_gen_token_text(g, tok, t, sizeof t);
+    if (n < 0) n = 0;
+    const char *sep = ch->n_lp ? "," : "";
+    ul_gen_add(&ch->lp, sep, strlen(sep));
+    ul_gen_json_str(&ch->lp, t, (size_t)n);
+    ul_gen_printf(&ch->lp_aux[0], "%s%.9g", sep, lp->logprob);
+    ul_gen_printf(&ch->lp_aux[1], "%s{", sep);
+    for (int i = 0; i < lp->n_top; i++) {
+        char tt[256];
+        int m = ul_gen_token_text(g, lp->top_ids[i], tt, sizeof tt);
+        if (i) ul_gen_add(&ch->lp_aux[1], ",", 1);
+        ul_gen_json_str(&ch->lp_aux[1], tt, m > 0 ? (size_t)m : 0);
+        ul_gen_printf(&ch->lp_aux[1], ":%.9g", lp->top_logprobs[i]);
+    }
+    ul_gen_add(&ch->lp_aux[1], "}", 1);
+    ul_gen_printf(&ch->lp_aux[2], "%s%zu", sep, ch->text_off);
+    ch->text_off += (size_t)n;
+    ch->n_lp++;
 }
 
-static void answer_error(comp_t *c, int status, const char *type, const char *msg) {
-    if (!c->stream) {
-        ul_api_error(c->req, status, type, NULL, NULL, msg);
-        return;
-    }
-    /* Headers are out already: an error event, then end without [DONE]. */
-    sbuf_t *f = &c->frame;
-    f->len = 0;
-    sbuf_add(f, "{\"error\":{\"message\":\"", 21);
-    sbuf_add_json_str(f, msg, strlen(msg));
-    char tail[128];
-    int n = snprintf(tail, sizeof tail, "\",\"type\":\"%s\",\"param\":null,\"code\":null}}", type);
-    sbuf_add(f, tail, (size_t)n);
-    ul_sse_send(c->sse, f->p, f->len);
-    ul_sse_end(c->sse);
+/* best_of: the n choices of each prompt with the highest mean log-probability per token. */
+static int better(const ul_choice_t *a, const ul_choice_t *b) {
+    double ma = a->n_gen ? a->sum_logprob / a->n_gen : 0, mb = b->n_gen ? b->sum_logprob / b->n_gen : 0;
+    return ma > mb;
 }
 
-static void on_finish(ul_seq_t *q, ul_finish_t reason, int status) {
-    comp_t *c = (comp_t *)q;
-    ul_api_t *a = c->api;
-    a->stats.active_sequences--;
-    if (c->stream) a->stats.active_streams--;
-    if (!c->req) {
-        a->stats.completions_cancelled++;
-        comp_free(c);
-        return;
-    }
-    if (reason == UL_FINISH_STOP || reason == UL_FINISH_LENGTH) {
-        if (!c->stopped) { /* text held back for undecided UTF-8 or stop strings */
-            char tail[64];
-            int n = a->codec.flush(&a->codec, &c->detok, tail, sizeof tail);
-            if (n > 0) c->stopped = emit(c, tail, (size_t)n);
-            if (!c->stopped && c->stop.n) {
-                const char *out;
-                size_t len;
-                ul_stop_flush(&c->stop, &out, &len);
-                deliver(c, out, len);
+static void pick(ul_gen_t *g, int prompt, ul_choice_t **out) {
+    int bo = g->p.best_of, n = g->p.n;
+    ul_choice_t *c = &g->choices[prompt * bo];
+    for (int i = 0; i < n; i++) out[i] = NULL;
+    for (int j = 0; j < bo; j++) {
+        ul_choice_t *x = &c[j];
+        for (int i = 0; i < n; i++) {
+            if (!out[i] || better(x, out[i])) {
+                for (int k = n - 1; k > i; k--) out[k] = out[k - 1];
+                out[i] = x;
+                break;
             }
         }
-        const char *fr = reason == UL_FINISH_STOP ? "stop" : "length";
-        if (c->stream) {
-            send_chunk(c, "", 0, fr, 0);
-            if (c->include_usage) send_usage_chunk(c);
-            ul_sse_done(c->sse);
+    }
+}
+
+static void on_answer(ul_gen_t *g) {
+    ul_buf_t b = {0};
+    ul_gen_json_head(g, &b, "text_completion");
+    ul_choice_t *best[UL_API_MAX_CHOICES];
+    for (int k = 0; k < g->n_prompts; k++) {
+        pick(g, k, best);
+        for (int i = 0; i < g->p.n; i++) {
+            ul_choice_t *ch = best[i];
+            if (k || i) ul_gen_add(&b, ",", 1);
+            ul_gen_add(&b, "{\"text\":", 8);
+            ul_gen_json_str(&b, ch->out.p ? ch->out.p : "", ch->out.len);
+            ul_gen_printf(&b, ",\"index\":%d,\"logprobs\":", k * g->p.n + i);
+            if (g->p.logprobs >= 0) {
+                ul_gen_add(&b, "{\"tokens\":[", 11);
+                ul_gen_add(&b, ch->lp.p, ch->lp.len);
+                ul_gen_add(&b, "],\"token_logprobs\":[", 20);
+                ul_gen_add(&b, ch->lp_aux[0].p, ch->lp_aux[0].len);
+                ul_gen_add(&b, "],\"top_logprobs\":[", 18);
+                ul_gen_add(&b, ch->lp_aux[1].p, ch->lp_aux[1].len);
+                ul_gen_add(&b, "],\"text_offset\":[", 17);
+                ul_gen_add(&b, ch->lp_aux[2].p, ch->lp_aux[2].len);
+                ul_gen_add(&b, "]}", 2);
+            } else {
+                ul_gen_add(&b, "null", 4);
+            }
+            ul_gen_printf(&b, ",\"finish_reason\":\"%s\"}", ch->finish_reason);
+        }
+    }
+    ul_gen_add(&b, "],", 2);
+    ul_gen_json_usage(g, &b);
+    ul_gen_add(&b, "}", 1);
+    ul_http_respond(g->req, 200, NULL, b.p, b.len);
+    ul_buf_free(&b);
+}
+
+static const ul_gen_ops_t ops = {
+    .text = on_text, .end = on_end, .answer = on_answer, .logprob = on_logprob};
+
+/* ---- request ----------------------------------------------------------------------- */
+
+static const char *const known[] = {"prompt", "echo", "suffix", "best_of", NULL};
+
+static int is_id_array(const cJSON *a) {
+    if (!cJSON_IsArray(a) || !cJSON_GetArraySize(a)) return 0;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, a) if (!cJSON_IsNumber(it)) return 0;
+    return 1;
+}
+
+static int copy_ids(ul_api_t *a, const cJSON *arr, cprompt_t *p, ul_api_bad_t *bad) {
+    int n = cJSON_GetArraySize(arr);
+    p->ids = malloc((size_t)n * sizeof *p->ids);
+    if (!p->ids) return ul_api_bad(bad, "prompt", "out of memory");
+    const cJSON *it;
+    cJSON_ArrayForEach(it, arr) {
+        double v = it->valuedouble;
+        if (!(v >= 0 && v < a->codec.n_vocab) || v != (double)(int32_t)v)
+            return ul_api_bad(bad, "prompt", "'prompt' token ids must be integers from 0 to %d",
+                              (int)a->codec.n_vocab - 1);
+        p->ids[p->n_ids++] = (int32_t)v;
+    }
+    return 0;
+}
+
+/* prompt: "text" | ["text", ...] | [id, ...] | [[id, ...], ...]. */
+static int parse_prompts(ul_api_t *a, const cJSON *root, ul_arena_t *ar, creq_t *c, int best_of,
+                         ul_api_bad_t *bad) {
+    const cJSON *pr = cJSON_GetObjectItemCaseSensitive(root, "prompt");
+    if (!pr || cJSON_IsNull(pr)) return ul_api_bad(bad, "prompt", "'prompt' is required");
+    int n = cJSON_IsString(pr) || is_id_array(pr) ? 1 : cJSON_IsArray(pr) ? cJSON_GetArraySize(pr) : 0;
+    if (n < 1)
+        return ul_api_bad(bad, "prompt",
+                          "'prompt' must be a string, an array of strings, an array of token ids "
+                          "or an array of token-id arrays");
+    if ((int64_t)n * best_of > UL_API_MAX_CHOICES)
+        return ul_api_bad(bad, "prompt", "at most %d choices (prompts x best_of) per request",
+                          UL_API_MAX_CHOICES);
+    c->prompts = ul_arena_alloc(ar, (size_t)n * sizeof *c->prompts);
+    if (!c->prompts) return ul_api_bad(bad, "prompt", "out of memory");
+    memset(c->prompts, 0, (size_t)n * sizeof *c->prompts);
+    c->n = n;
+    if (n == 1 && !cJSON_IsArray(pr)) {
+        c->prompts[0].text = pr->valuestring;
+        c->prompts[0].len = strlen(pr->valuestring);
+        return 0;
+    }
+    if (is_id_array(pr)) return copy_ids(a, pr, &c->prompts[0], bad);
+    int i = 0;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, pr) {
+        cprompt_t *p = &c->prompts[i++];
+        if (cJSON_IsString(it)) {
+            p->text = it->valuestring;
+            p->len = strlen(it->valuestring);
+        } else if (is_id_array(it)) {
+            int rc = copy_ids(a, it, p, bad);
+            if (rc) return rc;
         } else {
-            answer_json(c, fr);
+            return ul_api_bad(bad, "prompt",
+                              "'prompt' arrays hold strings or token-id arrays, not a mix");
         }
-    } else if (reason == UL_FINISH_CANCELLED) {
-        answer_error(c, 503, "server_error", "the server is shutting down");
-    } else {
-        char msg[128];
-        snprintf(msg, sizeof msg, "generation failed: %s", ul_strerror(status));
-        answer_error(c, 500, "server_error", msg);
     }
-    comp_free(c);
+    return 0;
 }
 
-static void on_abort(ul_http_req_t *req, void *data, int reason) {
-    comp_t *c = data;
-    UL_LOG_DEBUG("conn=%llu req=%llu client gone (%s): cancelling seq=%llu",
-                 (unsigned long long)req->conn_id, (unsigned long long)req->req_id,
-                 ul_err_name(reason), (unsigned long long)c->seq.id);
-    c->req = NULL;
-    c->sse = NULL;
-    if (c->added) ul_sched_cancel(c->api->sched, &c->seq);
-    /* else the prompt is still being tokenized: tokenized_cb sees req == NULL and frees */
+static int parse_own(const cJSON *root, ul_api_params_t *p, creq_t *c, ul_api_bad_t *bad) {
+    const cJSON *e = cJSON_GetObjectItemCaseSensitive(root, "echo");
+    if (e && !cJSON_IsNull(e) && !cJSON_IsBool(e)) return ul_api_bad(bad, "echo", "'echo' must be a boolean");
+    c->echo = e && cJSON_IsTrue(e);
+    if (c->echo && p->logprobs >= 0)
+        return ul_api_bad(bad, "echo",
+                          "'echo' together with 'logprobs' (prompt log-probabilities) is not "
+                          "supported yet");
+    const cJSON *s = cJSON_GetObjectItemCaseSensitive(root, "suffix");
+    if (s && !cJSON_IsNull(s) && (!cJSON_IsString(s) || s->valuestring[0]))
+        return ul_api_bad(bad, "suffix", "'suffix' (fill-in-the-middle) is not supported yet");
+    return 0;
 }
 
-static void on_drain(ul_http_req_t *req, void *data) {
-    comp_t *c = data;
-    ul_sched_set_paused(c->api->sched, &c->seq, 0);
+/* Tokenizes the text prompts (ids of token-id prompts are already there). */
+static void tokenize_all(ul_api_t *a, creq_t *c) {
+    for (int i = 0; i < c->n; i++) {
+        cprompt_t *p = &c->prompts[i];
+        if (p->text) p->ids = ul_api_tokenize_text(&a->codec, p->text, p->len, NULL, a->parse_special, &p->n_ids);
+    }
 }
 
-/* ---- handler ----------------------------------------------------------------------- */
-
-static comp_t *comp_new(ul_api_t *a, ul_http_req_t *req, const params_t *p) {
-    comp_t *c = calloc(1, sizeof *c);
-    if (!c) return NULL;
-    c->api = a;
-    c->req = req;
-    c->stream = p->stream;
-    c->include_usage = p->include_usage;
-    snprintf(c->id, sizeof c->id, "cmpl-%llx%06llx", (unsigned long long)a->created,
-             (unsigned long long)++a->next_cmpl);
-    c->seq.max_tokens = p->max_tokens;
-    c->seq.sampling = p->sampling;
-    c->seq.on_token = on_token;
-    c->seq.on_finish = on_finish;
-    c->seq.data = c;
-    if (a->codec.detok_init) a->codec.detok_init(&a->codec, &c->detok);
-    for (int i = 0; i < p->n_stop; i++) {
-        c->stop_strs[i] = strdup(p->stop[i]);
-        if (!c->stop_strs[i]) {
-            comp_free(c);
-            return NULL;
+/* Token-id prompts echo their detokenized text. */
+static void echo_prompts(ul_gen_t *g, const creq_t *c, const ul_gen_prompt_t *ids) {
+    ul_buf_t t = {0};
+    for (int i = 0; i < g->n_choices; i++) {
+        ul_choice_t *ch = &g->choices[i];
+        const cprompt_t *p = &c->prompts[ch->prompt];
+        const ul_gen_prompt_t *pi = &ids[ch->prompt];
+        t.len = 0;
+        if (p->text) {
+            ul_gen_add(&t, p->text, p->len);
+        } else {
+            for (int k = 0; k < pi->n_ids; k++) {
+                char piece[256];
+                int n = ul_gen_token_text(g, pi->ids[k], piece, sizeof piece);
+                if (n > 0) ul_gen_add(&t, piece, (size_t)n);
+            }
         }
-        c->n_stop++;
+        if (t.len) on_text(ch, t.p, t.len);
     }
-    ul_stop_init(&c->stop, (const char *const *)c->stop_strs, c->n_stop);
-    if (c->stream) {
-        char head[160];
-        int n = snprintf(head, sizeof head,
-                         "{\"id\":\"%s\",\"object\":\"text_completion\","
-                         "\"created\":%lld,\"model\":\"",
-                         c->id, (long long)a->created);
-        sbuf_add(&c->prefix, head, (size_t)n);
-        sbuf_add_json_str(&c->prefix, a->model_id, strlen(a->model_id));
-        sbuf_add(&c->prefix, "\",\"choices\":[{\"text\":\"", 22);
-    }
-    return c;
+    ul_buf_free(&t);
 }
 
-static int reject_add(ul_api_t *a, ul_http_req_t *req, int rc, int n_prompt) {
-    char msg[200];
-    a->stats.completions_rejected++;
-    switch (rc) {
-    case UL_E2BIG:
-        snprintf(msg, sizeof msg, "the prompt is %d tokens; this model's context holds %d tokens",
-                 n_prompt, a->sched->backend->n_ctx);
-        return ul_api_error(req, 400, "invalid_request_error", "prompt", "context_length_exceeded",
-                            msg);
-    case UL_EFULL:
-        ul_http_resp_header(req, "Retry-After", "1");
-        return ul_api_error(req, 503, "server_error", NULL, "server_busy",
-                            "too many requests in flight; retry later");
-    case UL_EINVAL:
-        return ul_api_error(req, 400, "invalid_request_error", "prompt", NULL,
-                            "the prompt has no tokens");
-    default:
-        ul_http_resp_header(req, "Retry-After", "1");
-        return ul_api_error(req, 503, "server_error", NULL, NULL, "out of memory");
+static void start(ul_gen_t *g) {
+    creq_t *c = g->ep;
+    int n = c->n, echo = c->echo;
+    ul_gen_prompt_t pr[UL_API_MAX_CHOICES] = {{0}};
+    for (int i = 0; i < n; i++) {
+        pr[i] = (ul_gen_prompt_t){c->prompts[i].ids, c->prompts[i].n_ids};
+        c->prompts[i].ids = NULL;
     }
-}
-
-/* The prompt is tokenized: queue the sequence and start answering. */
-static void admit(ul_api_t *a, comp_t *c) {
-    ul_http_req_t *req = c->req;
-    int n_prompt = c->n_ids;
-    int rc = !c->ids         ? n_prompt
-             : n_prompt == 0 ? UL_EINVAL
-                             : ul_sched_add(a->sched, &c->seq, c->ids, n_prompt);
-    free(c->ids);
-    c->ids = NULL;
-    if (rc) {
-        comp_free(c);
-        reject_add(a, req, rc, n_prompt);
-        return;
-    }
-    c->added = 1;
-    c->n_prompt = n_prompt;
-    a->stats.completions_total++;
-    a->stats.active_sequences++;
-    a->stats.prompt_tokens += (uint64_t)n_prompt;
-    if (c->stream) {
-        a->stats.active_streams++;
-        rc = ul_sse_start(req, &c->sse);
-        /* On failure the connection is going away: on_abort follows and cancels. */
-        if (rc)
-            UL_LOG_DEBUG("conn=%llu sse start: %s", (unsigned long long)req->conn_id,
-                         ul_strerror(rc));
-    }
+    /* On failure g is gone (answered and freed); the scheduler copied the ids. */
+    if (ul_gen_start(g, pr) == 0 && echo) echo_prompts(g, c, pr);
+    for (int i = 0; i < n; i++) free(pr[i].ids);
 }
 
 static void tokenize_work(uv_work_t *w) {
-    comp_t *c = w->data;
-    c->ids = tokenize(&c->api->codec, c->prompt, c->prompt_len, &c->n_ids);
+    ul_gen_t *g = w->data;
+    tokenize_all(g->api, g->ep);
 }
 
 static void tokenized_cb(uv_work_t *w, int status) {
-    comp_t *c = w->data;
-    free(c->prompt);
-    c->prompt = NULL;
-    if (!c->req) { /* the client left meanwhile */
-        comp_free(c);
+    ul_gen_t *g = w->data;
+    creq_t *c = g->ep;
+    if (!g->req || status) { /* the client left meanwhile (or libuv cancelled: not expected) */
+        for (int i = 0; i < c->n; i++) free(c->prompts[i].ids);
+        if (g->req) ul_api_error(g->req, 503, "server_error", NULL, NULL, "tokenization cancelled");
+        ul_gen_discard(g);
         return;
     }
-    if (status) { /* cancelled by libuv: not expected, answer rather than hang */
-        free(c->ids);
-        c->ids = NULL;
-        c->n_ids = UL_ECANCELED;
-    }
-    admit(c->api, c);
+    start(g);
 }
 
 /* Prompts longer than this are tokenized off the loop thread, so one huge prompt does
  * not stall every other stream. */
 #define ASYNC_TOKENIZE_BYTES 4096
 
-static int start(ul_api_t *a, ul_http_req_t *req, const params_t *p) {
-    comp_t *c = comp_new(a, req, p);
-    if (!c) return reject_add(a, req, UL_ENOMEM, 0);
-    ul_http_req_set_cbs(req, &(ul_http_req_cbs_t){.on_abort = on_abort, .on_drain = on_drain}, c);
-    if (p->prompt_len > ASYNC_TOKENIZE_BYTES && a->server) {
-        c->prompt = malloc(p->prompt_len + 1);
-        if (c->prompt) {
-            memcpy(c->prompt, p->prompt, p->prompt_len + 1);
-            c->prompt_len = p->prompt_len;
-            c->work.data = c;
-            if (uv_queue_work(a->server->loop, &c->work, tokenize_work, tokenized_cb) == 0)
-                return 0;
-            free(c->prompt);
-            c->prompt = NULL;
-        }
-    }
-    c->ids = tokenize(&a->codec, p->prompt, p->prompt_len, &c->n_ids);
-    admit(a, c);
-    return 0;
-}
-
 int ul_api_completions(ul_http_req_t *req, void *data) {
     ul_api_t *a = data;
-    if (a->server && ul_http_server_draining(a->server)) {
-        a->stats.completions_rejected++;
-        ul_http_resp_header(req, "Retry-After", "5");
-        return ul_api_error(req, 503, "server_error", NULL, "shutting_down",
-                            "the server is shutting down");
-    }
+    if (ul_api_refuse_draining(a, req)) return 0;
     cJSON *root = cJSON_ParseWithLength(req->body, req->body_len);
     if (!root) {
         a->stats.completions_rejected++;
         return ul_api_error(req, 400, "invalid_request_error", NULL, "invalid_json",
                             "the request body is not valid JSON");
     }
-    params_t p;
-    bad_t bad = {0};
-    int rc = parse_params(a, root, &p, &bad);
-    if (rc == 0) {
-        start(a, req, &p);
-    } else {
-        a->stats.completions_rejected++;
-        ul_api_error(req, 400, "invalid_request_error", bad.param, NULL, bad.msg);
+    ul_arena_t ar;
+    ul_arena_init(&ar, 1024);
+    ul_api_params_t p;
+    creq_t c = {0};
+    ul_api_bad_t bad = {0};
+    int rc = ul_api_params_parse(a, root, UL_GEN_COMPLETION, &ar, known, &p, &bad);
+    if (!rc) rc = parse_own(root, &p, &c, &bad);
+    if (!rc) rc = parse_prompts(a, root, &ar, &c, p.best_of, &bad);
+    ul_gen_t *g = NULL;
+    if (!rc && !(g = ul_gen_new(a, req, &p, &ops, c.n, "cmpl-"))) {
+        bad = (ul_api_bad_t){.status = 503, .type = "server_error"};
+        rc = ul_api_bad(&bad, NULL, "out of memory");
     }
-    cJSON_Delete(root); /* params point into it: start() copies what it keeps */
+    creq_t *gc = g ? ul_arena_alloc(&g->arena, sizeof *gc) : NULL;
+    if (g && !gc) {
+        ul_gen_discard(g);
+        g = NULL;
+        bad = (ul_api_bad_t){.status = 503, .type = "server_error"};
+        rc = ul_api_bad(&bad, NULL, "out of memory");
+    }
+    if (rc) {
+        for (int i = 0; i < c.n; i++) free(c.prompts[i].ids);
+        ul_api_reject(a, req, &bad);
+        ul_arena_free(&ar);
+        cJSON_Delete(root);
+        return 0;
+    }
+    /* The prompts move into g's arena: the body and ar die with this handler. */
+    *gc = c;
+    gc->prompts = ul_arena_alloc(&g->arena, (size_t)c.n * sizeof *gc->prompts);
+    size_t text_bytes = 0;
+    for (int i = 0; gc->prompts && i < c.n; i++) {
+        gc->prompts[i] = c.prompts[i];
+        if (c.prompts[i].text) {
+            gc->prompts[i].text = ul_arena_strndup(&g->arena, c.prompts[i].text, c.prompts[i].len);
+            if (!gc->prompts[i].text) gc->prompts = NULL;
+            text_bytes += c.prompts[i].len;
+        }
+    }
+    ul_arena_free(&ar);
+    cJSON_Delete(root);
+    g->ep = gc;
+    if (!gc->prompts) {
+        for (int i = 0; i < c.n; i++) free(c.prompts[i].ids);
+        ul_api_error(req, 503, "server_error", NULL, NULL, "out of memory");
+        ul_gen_discard(g);
+        return 0;
+    }
+    if (text_bytes > ASYNC_TOKENIZE_BYTES && a->server) {
+        gc->work.data = g;
+        if (uv_queue_work(a->server->loop, &gc->work, tokenize_work, tokenized_cb) == 0) return 0;
+    }
+    tokenize_all(a, gc);
+    start(g);
     return 0;
 }

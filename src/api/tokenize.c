@@ -106,8 +106,7 @@ static int tokenize(const ul_codec_t *c, const char *text, size_t len, int add_s
     for (int round = 0; round < 2; round++) {
         *ids = malloc(sizeof **ids * (size_t)cap);
         if (!*ids) return UL_ENOMEM;
-        int n = c->tokenize_ex ? c->tokenize_ex(c, text, len, add_special, parse_special, *ids, cap)
-                               : c->tokenize(c, text, len, *ids, cap);
+        int n = c->tokenize(c, text, len, NULL, add_special, parse_special, *ids, cap);
         if (n >= 0 || n == UL_ENOMEM || n == UL_EINVAL || n == UL_E2BIG) return n;
         free(*ids);
         *ids = NULL;

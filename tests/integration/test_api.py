@@ -127,7 +127,8 @@ def validation_names_the_param():
     expect_400({"prompt": "a", "stream": "yes"}, "stream")
     expect_400({"prompt": "a", "stop": ["a", "b", "c", "d", "e"]}, "stop")
     expect_400({"prompt": "a", "stop": [""]}, "stop")
-    expect_400({"prompt": "a", "n": 2}, "n")
+    expect_400({"prompt": "a", "n": 0}, "n")
+    expect_400({"prompt": "a", "n": 129}, "n")
     expect_400({"prompt": "   "}, "prompt")
     err = expect_400({"prompt": "w " * 5000}, "prompt")
     assert err["code"] == "context_length_exceeded"

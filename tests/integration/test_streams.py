@@ -26,7 +26,7 @@ def stream_body(n, prompt="stream me"):
 def client_close_mid_stream_frees_the_sequence():
     with Server("--null-delay-us", "20000") as srv:
         s = srv.connect()
-        s.sendall(build_request("POST", "/v1/completions", stream_body(100000)))
+        s.sendall(build_request("POST", "/v1/completions", stream_body(4000)))
         rd = Reader(s)
         _, status, _, headers = rd.head()
         assert status == 200
@@ -77,7 +77,7 @@ def sigterm_cuts_streams_after_the_grace_period():
     srv = Server("--null-delay-us", "20000", "--shutdown-grace", "1")
     try:
         s = srv.connect()
-        s.sendall(build_request("POST", "/v1/completions", stream_body(100000)))
+        s.sendall(build_request("POST", "/v1/completions", stream_body(4000)))
         rd = Reader(s)
         rd.head()
         rd._fill()
@@ -201,7 +201,7 @@ def thousand_concurrent_streams():
 def over_max_seqs_is_503_with_retry_after():
     with Server("--max-seqs", "1", "--null-delay-us", "20000") as srv:
         s = srv.connect()
-        s.sendall(build_request("POST", "/v1/completions", stream_body(100000)))
+        s.sendall(build_request("POST", "/v1/completions", stream_body(4000)))
         rd = Reader(s)
         assert rd.head()[1] == 200
         r = srv.request("POST", "/v1/completions", body=json.dumps({"prompt": "b"}))

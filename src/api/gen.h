@@ -1,0 +1,161 @@
+/* Internal to the api module: what /v1/completions and /v1/chat/completions share.
+ *
+ *   params.c  the OpenAI request fields both endpoints read (sampling, stop, n, logprobs,
+ *             logit_bias, ...): each is honoured or answered with a 400 naming it; fields
+ *             outside OpenAI's schema are ignored and listed in a debug line.
+ *   gen.c     one request's generation: its choices (one scheduler sequence each, the n
+ *             choices of a prompt sharing its KV pages), detokenizing, stop strings,
+ *             log-probabilities, the SSE stream or the final JSON, cancellation.
+ *   json.c    the JSON pieces every endpoint writes (chunk heads, logprobs, usage).
+ * The endpoints (completions.c, chat.c) parse their own fields, build the prompts and
+ * format their chunks through ul_gen_ops_t.
+ *
+ * Memory: a ul_gen_t and everything it points to live in its arena (g->arena) and die
+ * together when the last choice has finished; growable output buffers are ul_buf_t, freed
+ * with the choice. Loop thread only. */
+#ifndef UL_API_GEN_H
+#define UL_API_GEN_H
+
+#include <cjson/cJSON.h>
+#include <stdint.h>
+
+#include "api/api.h"
+#include "base/arena.h"
+#include "base/buf.h"
+#include "sched/stop.h"
+
+#define UL_API_MAX_CHOICES 128 /* choices of one request, all prompts together */
+
+typedef struct ul_api_bad_s {
+    int status;       /* 400 unless set */
+    const char *type; /* "invalid_request_error" unless set */
+    const char *param;
+    const char *code;
+    char msg[256];
+} ul_api_bad_t;
+
+/* Sets bad (param, printf message) and returns UL_EINVAL. */
+int ul_api_bad(ul_api_bad_t *bad, const char *param, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Answers bad as an OpenAI error body (and counts the rejection). */
+int ul_api_reject(ul_api_t *a, ul_http_req_t *req, const ul_api_bad_t *bad);
+
+typedef enum { UL_GEN_COMPLETION, UL_GEN_CHAT } ul_gen_kind_t;
+
+typedef struct ul_api_params_s {
+    ul_gen_kind_t kind;
+    int32_t max_tokens; /* 0: not given */
+    int stream, include_usage;
+    int n, best_of;
+    ul_sampling_t sampling;
+    int seed_given;
+    int ignore_eos;
+    const char *stop[UL_STOP_MAX];
+    int n_stop;
+    int logprobs;     /* completions: candidates per token (0..20), -1 when absent;
+                         chat: 1 when logprobs is true */
+    int top_logprobs; /* chat: candidates per token */
+    ul_logit_bias_t *bias; /* [n_bias], in the request's arena */
+    int32_t n_bias;
+    const char *user;
+} ul_api_params_t;
+
+/* Reads the fields both endpoints share from root into p (strings point into root).
+ * known: NULL-terminated names the endpoint reads itself, so they are not reported as
+ * unknown. Returns 0 or UL_EINVAL with bad set. */
+int ul_api_params_parse(ul_api_t *a, const cJSON *root, ul_gen_kind_t kind, ul_arena_t *arena,
+                        const char *const *known, ul_api_params_t *p, ul_api_bad_t *bad);
+
+typedef struct ul_gen_s ul_gen_t;
+typedef struct ul_choice_s ul_choice_t;
+
+typedef struct ul_gen_ops_s {
+    /* Text decided for the client (after stop strings and UTF-8 completion). */
+    void (*text)(ul_choice_t *ch, const char *s, size_t n);
+    /* The choice ended with finish_reason ("stop", "length"): flush what the endpoint holds
+     * and, when streaming, send the choice's last chunk. */
+    void (*end)(ul_choice_t *ch, const char *finish_reason);
+    /* Not streaming, every choice ended: answer the whole response. */
+    void (*answer)(ul_gen_t *g);
+    /* Records a generated token's log-probabilities (when the request asked for them). */
+    void (*logprob)(ul_choice_t *ch, int32_t token, const ul_token_lp_t *lp);
+    /* Optional: frees the endpoint's part of a choice. */
+    void (*free_choice)(ul_choice_t *ch);
+} ul_gen_ops_t;
+
+struct ul_choice_s {
+    ul_seq_t seq; /* first: the scheduler's callbacks get &seq */
+    ul_gen_t *g;
+    int index;  /* in the response, before best_of selection */
+    int prompt; /* which prompt */
+    int added, ended, stopped;
+    const char *finish_reason;
+    int32_t n_gen;
+    double sum_logprob;
+    ul_detok_t detok;
+    ul_stop_t stop;
+    size_t text_off;  /* bytes of text so far (for completions' text_offset) */
+    ul_buf_t out;     /* the endpoint's: non-stream text / chat content */
+    ul_buf_t lp;      /* log-probability entries as JSON, since the last chunk */
+    int n_lp;         /* entries in lp */
+    ul_buf_t lp_aux[3]; /* completions: token_logprobs, top_logprobs, text_offset arrays */
+    void *ep;         /* the endpoint's per-choice state */
+};
+
+struct ul_gen_s {
+    ul_api_t *api;
+    ul_http_req_t *req; /* NULL once answered or the client is gone */
+    ul_sse_t *sse;
+    const ul_gen_ops_t *ops;
+    ul_gen_kind_t kind;
+    ul_arena_t arena;
+    ul_api_params_t p;
+    char id[80];
+    int64_t created;
+    int n_choices, n_live, n_prompts;
+    int n_answer; /* choices in the response (n per prompt; best_of keeps the best n) */
+    ul_choice_t *choices; /* [n_choices] */
+    int32_t n_prompt_tokens;
+    int failed; /* an error ended some choice: answered at the end */
+    int fail_status;
+    const char *fail_msg;
+    int held;
+    ul_buf_t frame; /* scratch for one chunk */
+    void *ep;       /* the endpoint's per-request state */
+};
+
+/* A request's prompt, tokenized. */
+typedef struct ul_gen_prompt_s {
+    int32_t *ids;
+    int n_ids;
+} ul_gen_prompt_t;
+
+/* Allocates a generation for n_prompts prompts with p->best_of choices each (p->n of them
+ * answered per prompt). The params are copied (stop strings into the arena). NULL on
+ * ENOMEM. */
+ul_gen_t *ul_gen_new(ul_api_t *a, ul_http_req_t *req, const ul_api_params_t *p,
+                     const ul_gen_ops_t *ops, int n_prompts, const char *id_prefix);
+/* Queues every choice (prompts[i] for the choices of prompt i, ids copied by the
+ * scheduler), starts the SSE stream when streaming, and takes over the request. On
+ * failure answers the error itself and frees g. Returns 0 or the UL_E* it answered. */
+int ul_gen_start(ul_gen_t *g, const ul_gen_prompt_t *prompts);
+/* Frees g without starting it (nothing queued yet). */
+void ul_gen_discard(ul_gen_t *g);
+
+/* Sends a chunk the endpoint built in g->frame (held when output pacing allows). */
+int ul_gen_send(ul_gen_t *g, ul_choice_t *ch);
+/* Appends the common head {"id":..,"object":OBJ,"created":..,"model":..,"choices":[ to b. */
+void ul_gen_json_head(ul_gen_t *g, ul_buf_t *b, const char *object);
+/* Appends "usage":{...} (no comma). */
+void ul_gen_json_usage(ul_gen_t *g, ul_buf_t *b);
+/* Appends a JSON string (with quotes). */
+void ul_gen_json_str(ul_buf_t *b, const char *s, size_t n);
+/* Appends printf output. */
+void ul_gen_printf(ul_buf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The token's text for log-probabilities (raw piece bytes, special tokens as their text). */
+int ul_gen_token_text(ul_gen_t *g, int32_t id, char *out, int cap);
+/* Output text is bounded by max_tokens pieces: failure to grow is fatal like other small
+ * internal allocations. */
+void ul_gen_add(ul_buf_t *b, const char *s, size_t n);
+
+#endif
