@@ -80,6 +80,7 @@ static int content_trigs(const ul_chat_parser_t *p, trig_t *t) {
 static int reason_trigs(const ul_chat_parser_t *p, trig_t *t) {
     int n = 0;
     add_trig(t, &n, p->syn.think_close, A_CLOSE, 0, 0);
+    add_trig(t, &n, p->syn.think_open, A_DROP, 0, 1); /* re-opened right after the prompt's */
     if (harmony(p)) {
         add_trig(t, &n, "<|end|>", A_CLOSE, 0, 0);
         add_trig(t, &n, "<|start|>", A_HEADER, 0, 0);

@@ -137,7 +137,7 @@ static const think_rule_t g_think_rules[] = {
     {"<|channel>", {0, "<|channel>thought", "<channel|>", NULL, {NULL}}},
     {"<|tool_call:begin|>",
      {0, "<|think|>", "<|end|>", NULL, {"<|begin|>assistant", "<|content|>", "<|end|>"}}},
-    {"<response>", {0, "<think>", "</think>", NULL, {"<response>", "</response>"}}},
+    {"<response></response>", {0, "<think>", "</think>", NULL, {"<response>", "</response>"}}},
     {"<think>", {0, "<think>", "</think>", NULL, {NULL}}},
 };
 

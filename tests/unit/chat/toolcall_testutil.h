@@ -24,7 +24,7 @@ typedef struct {
     int order_err; /* an index out of sequence */
 } t_res_t;
 
-static int t_utf8_whole(const char *s, size_t n) {
+static inline int t_utf8_whole(const char *s, size_t n) {
     size_t i = 0;
     while (i < n) {
         unsigned char c = (unsigned char)s[i];
@@ -37,7 +37,7 @@ static int t_utf8_whole(const char *s, size_t n) {
     return 1;
 }
 
-static void t_on_ev(void *ud, const ul_chat_ev_t *ev) {
+static inline void t_on_ev(void *ud, const ul_chat_ev_t *ev) {
     t_res_t *r = ud;
     if (ev->kind == UL_CHAT_EV_TOOL_CALL) {
         cr_assert_lt(r->n, T_MAX_CALLS);
@@ -49,18 +49,19 @@ static void t_on_ev(void *ud, const ul_chat_ev_t *ev) {
         return;
     }
     cr_assert_gt(ev->len, 0, "empty delta");
+    cr_assert(t_utf8_whole(ev->text, ev->len), "delta splits a character");
     ul_buf_t *b = ev->kind == UL_CHAT_EV_CONTENT ? &r->content : &r->reasoning;
     ul_buf_append(b, ev->text, ev->len);
 }
 
-static void t_res_free(t_res_t *r) {
+static inline void t_res_free(t_res_t *r) {
     ul_buf_free(&r->content);
     ul_buf_free(&r->reasoning);
 }
 
 /* piece: 0 whole, 1 one byte at a time, else random pieces from seed piece. */
-static void t_run(const ul_chat_syntax_t *s, int sir, int tools, const char *text, size_t len,
-                  unsigned piece, t_res_t *r) {
+static inline void t_run(const ul_chat_syntax_t *s, int sir, int tools, const char *text,
+                         size_t len, unsigned piece, t_res_t *r) {
     memset(r, 0, sizeof *r);
     ul_chat_parser_t p;
     ul_chat_parser_init(&p, s, sir, tools, 42);
@@ -82,7 +83,7 @@ static void t_run(const ul_chat_syntax_t *s, int sir, int tools, const char *tex
     cr_assert_not(r->order_err);
 }
 
-static int t_res_eq(t_res_t *a, t_res_t *b) {
+static inline int t_res_eq(t_res_t *a, t_res_t *b) {
     if (a->content.len != b->content.len || a->reasoning.len != b->reasoning.len || a->n != b->n)
         return 0;
     if (a->content.len && memcmp(a->content.p, b->content.p, a->content.len)) return 0;
@@ -95,7 +96,8 @@ static int t_res_eq(t_res_t *a, t_res_t *b) {
 }
 
 /* Whole, 1-byte and random pieces must agree; returns the whole-text result. */
-static void t_parse(const ul_chat_syntax_t *s, int sir, int tools, const char *text, t_res_t *r) {
+static inline void t_parse(const ul_chat_syntax_t *s, int sir, int tools, const char *text,
+                           t_res_t *r) {
     size_t len = strlen(text);
     t_run(s, sir, tools, text, len, 0, r);
     cr_assert(t_utf8_whole(r->content.p ? r->content.p : "", r->content.len));
@@ -115,7 +117,7 @@ static void t_parse(const ul_chat_syntax_t *s, int sir, int tools, const char *t
 }
 
 /* JSON texts equal as values. */
-static int t_json_eq(const char *a, const char *b) {
+static inline int t_json_eq(const char *a, const char *b) {
     cJSON *x = cJSON_Parse(a), *y = cJSON_Parse(b);
     int eq = x && y && cJSON_Compare(x, y, 1);
     cJSON_Delete(x);
@@ -123,7 +125,7 @@ static int t_json_eq(const char *a, const char *b) {
     return eq;
 }
 
-static const char *t_shared_dir(void) {
+static inline const char *t_shared_dir(void) {
     static char buf[1024];
     const char *e = getenv("UVLLM_SHARED");
     if (e && *e) return e;
@@ -137,7 +139,7 @@ static const char *t_shared_dir(void) {
 }
 
 /* The source of a shared chat template; NULL when missing. Caller frees. */
-static char *t_read_template(const char *file, size_t *len) {
+static inline char *t_read_template(const char *file, size_t *len) {
     char path[2048];
     snprintf(path, sizeof path, "%s/chat-templates/templates/%s", t_shared_dir(), file);
     FILE *f = fopen(path, "rb");
@@ -152,7 +154,7 @@ static char *t_read_template(const char *file, size_t *len) {
     return s;
 }
 
-static void t_detect(const char *file, ul_chat_syntax_t *s) {
+static inline void t_detect(const char *file, ul_chat_syntax_t *s) {
     size_t n;
     char *src = t_read_template(file, &n);
     cr_assert(src, "template %s not found under %s", file, t_shared_dir());
