@@ -12,6 +12,7 @@ static const struct {
     {"serve", ul_cmd_serve, "run the OpenAI-compatible HTTP server"},
     {"generate", ul_cmd_generate, "generate text from a prompt on the CPU engine"},
     {"info", ul_cmd_info, "describe a GGUF model file"},
+    {"chat-template", ul_cmd_chat_template, "render a chat request with a chat template"},
     {"tokenize", ul_cmd_tokenize, "print the token ids of a text"},
     {"detokenize", ul_cmd_detokenize, "print the bytes of token ids"},
     {"convert-tokenizer", ul_cmd_convert_tokenizer,

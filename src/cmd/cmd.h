@@ -12,5 +12,6 @@ int ul_cmd_convert_tokenizer(int argc, char **argv);
 int ul_cmd_generate(int argc, char **argv);
 int ul_cmd_synth(int argc, char **argv);
 int ul_cmd_quantize(int argc, char **argv);
+int ul_cmd_chat_template(int argc, char **argv);
 
 #endif

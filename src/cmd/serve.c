@@ -10,16 +10,29 @@
 #include <string.h>
 
 #include "api/api.h"
+#include "base/size.h"
 #include "cmd/cmd.h"
+#include "cpu/kv.h"
 #include "model/model.h"
 #include "uvllm/err.h"
 #include "uvllm/log.h"
 
+#define MAX_CORS 16
+#define PAGE_SIZE 16
+/* --kv-mem with the null backend: what it really stores per token slot (owner id and
+ * token, engine/null.c), so the flag bounds its pages by the same arithmetic */
+#define NULL_KV_BYTES_PER_TOKEN 12
+#define CHAT_TEMPLATE_MAX (1 << 20)
+
 typedef struct serve_args_s {
-    const char *model, *backend, *host, *log_level;
+    const char *model, *backend, *host, *log_level, *chat_template;
     int port, threads, max_batch_tokens, max_conns, max_seqs, null_ctx, kv_type;
-    int64_t null_delay_us, max_body;
+    int ctx_size, max_tokens_default, truncate_max_tokens, parse_special;
+    int64_t null_delay_us, max_body, kv_mem;
     double shutdown_grace, header_timeout, idle_timeout;
+    const char *aliases[UL_API_MAX_ALIASES];
+    const char *cors[MAX_CORS];
+    int n_aliases, n_cors;
 } serve_args_t;
 
 static void usage(FILE *f) {
@@ -29,7 +42,10 @@ static void usage(FILE *f) {
                "                   [--max-conns N] [--max-seqs N] [--max-batch-tokens N]\n"
                "                   [--shutdown-grace SEC] [--header-timeout SEC]\n"
                "                   [--idle-timeout SEC] [--log-level debug|info|warn|error]\n"
-               "                   [--kv-type f16|f32]\n"
+               "                   [--kv-type f16|f32] [--ctx-size N] [--kv-mem SIZE]\n"
+               "                   [--max-tokens-default N] [--truncate-max-tokens]\n"
+               "                   [--no-parse-special] [--model-alias NAME]...\n"
+               "                   [--cors-origin ORIGIN]... [--chat-template FILE]\n"
                "\n"
                "  --model PATH           GGUF model (implies --backend cpu)\n"
                "  --backend cpu|null     null: no model, deterministic pseudo-tokens (default\n"
@@ -40,6 +56,26 @@ static void usage(FILE *f) {
                "  --null-ctx N           null backend: context length (default 4096)\n"
                "  --threads N            cpu backend threads (default: all cores)\n"
                "  --kv-type f16|f32      cpu backend KV cache element type (default f16)\n"
+               "  --ctx-size N           context per sequence (default: the model's training\n"
+               "                         context; more is refused); with --backend null it\n"
+               "                         replaces --null-ctx\n"
+               "  --kv-mem SIZE          KV cache pool, e.g. 512M, 4G, 1073741824 (default: a\n"
+               "                         quarter of MemAvailable, at least one --ctx-size\n"
+               "                         sequence, at most --max-seqs of them); the start-up\n"
+               "                         log says the size, pages and tokens chosen. With\n"
+               "                         --backend null: pages = SIZE / (16 x 12 bytes), the\n"
+               "                         bytes it keeps per token (default 65536 pages)\n"
+               "  --max-tokens-default N max_tokens of a request that has none (default 16)\n"
+               "  --truncate-max-tokens  clip a max_tokens that does not fit the context to\n"
+               "                         what fits instead of answering 400\n"
+               "  --no-parse-special     special token texts in prompts (\"</s>\") stay plain\n"
+               "                         text (default: they become their ids)\n"
+               "  --model-alias NAME     another name the model answers to and /v1/models\n"
+               "                         lists (repeatable, up to 8)\n"
+               "  --cors-origin ORIGIN   allow browser requests from ORIGIN ('*': any);\n"
+               "                         answers OPTIONS preflights (repeatable, up to 16)\n"
+               "  --chat-template FILE   a chat template (Jinja) that replaces the model's\n"
+               "                         tokenizer.chat_template\n"
                "  --max-body BYTES       largest request body (default 8388608)\n"
                "  --max-conns N          open connections (default 4096)\n"
                "  --max-seqs N           sequences in flight before 503 (default 4096)\n"
@@ -75,6 +111,124 @@ static int parse_sec(const char *s, double hi, double *out) {
     return 0;
 }
 
+enum {
+    O_MODEL,
+    O_BACKEND,
+    O_HOST,
+    O_PORT,
+    O_NULL_DELAY,
+    O_THREADS,
+    O_MAX_BODY,
+    O_MAX_CONNS,
+    O_MAX_SEQS,
+    O_MAX_BATCH,
+    O_GRACE,
+    O_HDR_TIMEOUT,
+    O_IDLE_TIMEOUT,
+    O_LOG_LEVEL,
+    O_NULL_CTX,
+    O_KV_TYPE,
+    O_CTX_SIZE,
+    O_KV_MEM,
+    O_MAX_TOKENS_DEFAULT,
+    O_MODEL_ALIAS,
+    O_CORS,
+    O_CHAT_TEMPLATE,
+    O_TRUNCATE, /* flags without a value from here on */
+    O_NO_PARSE_SPECIAL,
+    O_COUNT
+};
+
+static const char *const g_opts[O_COUNT] = {"--model",
+                                            "--backend",
+                                            "--host",
+                                            "--port",
+                                            "--null-delay-us",
+                                            "--threads",
+                                            "--max-body",
+                                            "--max-conns",
+                                            "--max-seqs",
+                                            "--max-batch-tokens",
+                                            "--shutdown-grace",
+                                            "--header-timeout",
+                                            "--idle-timeout",
+                                            "--log-level",
+                                            "--null-ctx",
+                                            "--kv-type",
+                                            "--ctx-size",
+                                            "--kv-mem",
+                                            "--max-tokens-default",
+                                            "--model-alias",
+                                            "--cors-origin",
+                                            "--chat-template",
+                                            "--truncate-max-tokens",
+                                            "--no-parse-special"};
+
+static int parse_kv_mem(const char *v, int64_t *out) { return ul_size_parse(v, out) || *out < 1; }
+
+/* One option with its value v; returns 1 when the value is bad. */
+static int apply_opt(serve_args_t *a, int k, const char *v) {
+    switch (k) {
+    case O_MODEL:
+        a->model = v;
+        return 0;
+    case O_BACKEND:
+        a->backend = v;
+        return strcmp(v, "cpu") && strcmp(v, "null");
+    case O_HOST:
+        a->host = v;
+        return 0;
+    case O_PORT:
+        return parse_int(v, 0, 65535, &a->port);
+    case O_NULL_DELAY:
+        return parse_i64(v, 0, 60000000, &a->null_delay_us);
+    case O_THREADS:
+        return parse_int(v, 1, 1024, &a->threads);
+    case O_MAX_BODY:
+        return parse_i64(v, 1, (int64_t)1 << 34, &a->max_body);
+    case O_MAX_CONNS:
+        return parse_int(v, 1, 1 << 20, &a->max_conns);
+    case O_MAX_SEQS:
+        return parse_int(v, 1, 1 << 20, &a->max_seqs);
+    case O_MAX_BATCH:
+        return parse_int(v, 1, 1 << 20, &a->max_batch_tokens);
+    case O_GRACE:
+        return parse_sec(v, 86400, &a->shutdown_grace);
+    case O_HDR_TIMEOUT:
+        return parse_sec(v, 86400, &a->header_timeout) || a->header_timeout <= 0;
+    case O_IDLE_TIMEOUT:
+        return parse_sec(v, 86400, &a->idle_timeout) || a->idle_timeout <= 0;
+    case O_NULL_CTX:
+        return parse_int(v, 2, 1 << 20, &a->null_ctx);
+    case O_KV_TYPE:
+        a->kv_type = !strcmp(v, "f16") ? UL_TYPE_F16 : !strcmp(v, "f32") ? UL_TYPE_F32 : -1;
+        return a->kv_type < 0;
+    case O_LOG_LEVEL: {
+        ul_log_level_t l;
+        a->log_level = v;
+        return ul_log_parse_level(v, &l) != 0;
+    }
+    case O_CTX_SIZE:
+        return parse_int(v, 2, 1 << 24, &a->ctx_size);
+    case O_KV_MEM:
+        return parse_kv_mem(v, &a->kv_mem);
+    case O_MAX_TOKENS_DEFAULT:
+        return parse_int(v, 1, 1 << 24, &a->max_tokens_default);
+    case O_MODEL_ALIAS:
+        if (a->n_aliases == UL_API_MAX_ALIASES) return 1;
+        a->aliases[a->n_aliases++] = v;
+        return !*v || strlen(v) >= UL_API_NAME_MAX;
+    case O_CORS:
+        if (a->n_cors == MAX_CORS) return 1;
+        a->cors[a->n_cors++] = v;
+        return !*v;
+    case O_CHAT_TEMPLATE:
+        a->chat_template = v;
+        return !*v;
+    }
+    return 1;
+}
+
 /* Returns 0, 1 for --help, or 2 after printing a usage error. */
 static int parse_args(int argc, char **argv, serve_args_t *a) {
     *a = (serve_args_t){.host = "127.0.0.1",
@@ -87,6 +241,7 @@ static int parse_args(int argc, char **argv, serve_args_t *a) {
                         .shutdown_grace = 30,
                         .header_timeout = 10,
                         .idle_timeout = 75,
+                        .parse_special = 1,
                         .log_level = "info"};
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -94,79 +249,23 @@ static int parse_args(int argc, char **argv, serve_args_t *a) {
             usage(stdout);
             return 1;
         }
-        static const char *const known[] = {
-            "--model",         "--backend",          "--host",           "--port",
-            "--null-delay-us", "--threads",          "--max-body",       "--max-conns",
-            "--max-seqs",      "--max-batch-tokens", "--shutdown-grace", "--header-timeout",
-            "--idle-timeout",  "--log-level",        "--null-ctx",       "--kv-type"};
         int k = -1;
-        for (int j = 0; j < (int)(sizeof known / sizeof *known); j++)
-            if (!strcmp(o, known[j])) k = j;
+        for (int j = 0; j < O_COUNT; j++)
+            if (!strcmp(o, g_opts[j])) k = j;
         if (k < 0) {
             fprintf(stderr, "uvllm serve: unknown option '%s' (see 'uvllm serve --help')\n", o);
             return 2;
+        }
+        if (k == O_TRUNCATE || k == O_NO_PARSE_SPECIAL) {
+            if (k == O_TRUNCATE) a->truncate_max_tokens = 1;
+            if (k == O_NO_PARSE_SPECIAL) a->parse_special = 0;
+            continue;
         }
         if (!v) {
             fprintf(stderr, "uvllm serve: option '%s' needs a value\n", o);
             return 2;
         }
-        int bad = 0;
-        switch (k) {
-        case 0:
-            a->model = v;
-            break;
-        case 1:
-            a->backend = v;
-            bad = strcmp(v, "cpu") && strcmp(v, "null");
-            break;
-        case 2:
-            a->host = v;
-            break;
-        case 3:
-            bad = parse_int(v, 0, 65535, &a->port);
-            break;
-        case 4:
-            bad = parse_i64(v, 0, 60000000, &a->null_delay_us);
-            break;
-        case 5:
-            bad = parse_int(v, 1, 1024, &a->threads);
-            break;
-        case 6:
-            bad = parse_i64(v, 1, (int64_t)1 << 34, &a->max_body);
-            break;
-        case 7:
-            bad = parse_int(v, 1, 1 << 20, &a->max_conns);
-            break;
-        case 8:
-            bad = parse_int(v, 1, 1 << 20, &a->max_seqs);
-            break;
-        case 9:
-            bad = parse_int(v, 1, 1 << 20, &a->max_batch_tokens);
-            break;
-        case 10:
-            bad = parse_sec(v, 86400, &a->shutdown_grace);
-            break;
-        case 11:
-            bad = parse_sec(v, 86400, &a->header_timeout) || a->header_timeout <= 0;
-            break;
-        case 12:
-            bad = parse_sec(v, 86400, &a->idle_timeout) || a->idle_timeout <= 0;
-            break;
-        case 14:
-            bad = parse_int(v, 2, 1 << 20, &a->null_ctx);
-            break;
-        case 15:
-            a->kv_type = !strcmp(v, "f16") ? UL_TYPE_F16 : !strcmp(v, "f32") ? UL_TYPE_F32 : -1;
-            bad = a->kv_type < 0;
-            break;
-        case 13: {
-            ul_log_level_t l;
-            a->log_level = v;
-            bad = ul_log_parse_level(v, &l) != 0;
-            break;
-        }
-        }
-        if (bad) {
+        if (apply_opt(a, k, v)) {
             fprintf(stderr, "uvllm serve: bad value '%s' for %s (see 'uvllm serve --help')\n", v,
                     o);
             return 2;
@@ -196,6 +295,8 @@ typedef struct server_s {
     uv_signal_t sigterm, sigint;
     uint64_t grace_ms;
     int signals, http_up, sched_up;
+    int bad_config;    /* setup failed on the flags' values: exit 2, like a usage error */
+    char kv_note[192]; /* how the KV pool was sized, for the start-up line */
 } server_t;
 
 static void on_sched_closed(ul_sched_t *s) { UL_LOG_INFO("scheduler stopped"); }
@@ -217,11 +318,72 @@ static void on_signal(uv_signal_t *h, int signum) {
     ul_http_server_shutdown(&sv->http, grace, on_http_closed);
 }
 
-static int make_backend(const serve_args_t *a, server_t *sv) {
-    if (!strcmp(a->backend, "null")) {
-        ul_null_config_t nc = {.delay_us = a->null_delay_us, .n_ctx = a->null_ctx};
-        return ul_null_backend_create(&nc, &sv->backend);
+/* MemAvailable now, or -1. A start-up read: the loop is not running yet. */
+static int64_t mem_available(void) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) return -1;
+    char text[4096];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    int64_t v;
+    return ul_size_meminfo_available(text, &v) ? -1 : v;
+}
+
+/* The KV budget in bytes for a pool of pages of page_bytes holding page_size tokens each:
+ * --kv-mem, else a quarter of MemAvailable kept between one and max_seqs full-context
+ * sequences. Says how it was chosen in sv->kv_note; 0 with a message when --kv-mem cannot
+ * hold one sequence. */
+static int64_t kv_budget(const serve_args_t *a, server_t *sv, int32_t n_ctx, int64_t page_bytes) {
+    int64_t one = (int64_t)((n_ctx + PAGE_SIZE - 1) / PAGE_SIZE) * page_bytes;
+    char b1[32], b2[32];
+    if (a->kv_mem) {
+        if (a->kv_mem < one) {
+            fprintf(stderr,
+                    "uvllm serve: --kv-mem %s holds less than one sequence of %d tokens (%s); "
+                    "raise --kv-mem or lower --ctx-size\n",
+                    ul_size_format(a->kv_mem, b1, sizeof b1), n_ctx,
+                    ul_size_format(one, b2, sizeof b2));
+            sv->bad_config = 1;
+            return 0;
+        }
+        snprintf(sv->kv_note, sizeof sv->kv_note, "--kv-mem");
+        return a->kv_mem;
     }
+    int64_t avail = mem_available(), most = one * a->max_seqs;
+    int64_t want = avail > 0 ? avail / 4 : 4 * one;
+    if (want > most) want = most;
+    if (want < one) want = one;
+    if (avail > 0)
+        snprintf(sv->kv_note, sizeof sv->kv_note,
+                 "default: a quarter of %s available, within 1..%d sequences",
+                 ul_size_format(avail, b1, sizeof b1), a->max_seqs);
+    else
+        snprintf(sv->kv_note, sizeof sv->kv_note, "default: 4 sequences, MemAvailable unknown");
+    return want;
+}
+
+static int make_null(const serve_args_t *a, server_t *sv) {
+    ul_null_config_t nc = {.delay_us = a->null_delay_us,
+                           .n_ctx = a->ctx_size ? a->ctx_size : a->null_ctx,
+                           .page_size = PAGE_SIZE};
+    if (a->kv_mem) {
+        int32_t n_ctx = nc.n_ctx ? nc.n_ctx : 4096;
+        int64_t b = kv_budget(a, sv, n_ctx, (int64_t)PAGE_SIZE * NULL_KV_BYTES_PER_TOKEN);
+        if (!b) return UL_EINVAL;
+        int64_t pages = b / ((int64_t)PAGE_SIZE * NULL_KV_BYTES_PER_TOKEN);
+        int64_t most = ((int64_t)1 << 31) / PAGE_SIZE - 1;
+        nc.n_pages = (int32_t)(pages < most ? pages : most);
+    } else {
+        snprintf(sv->kv_note, sizeof sv->kv_note, "null backend default");
+    }
+    int rc = ul_null_backend_create(&nc, &sv->backend);
+    if (rc) fprintf(stderr, "uvllm serve: cannot start the null backend: %s\n", ul_strerror(rc));
+    return rc;
+}
+
+static int make_backend(const serve_args_t *a, server_t *sv) {
+    if (!strcmp(a->backend, "null")) return make_null(a, sv);
     char err[256] = "";
     int rc = ul_model_load(a->model, 0, &sv->model, err, sizeof err);
     if (rc) {
@@ -229,16 +391,84 @@ static int make_backend(const serve_args_t *a, server_t *sv) {
                 err[0] ? err : ul_strerror(rc));
         return rc;
     }
-    ul_cpu_config_t cc = {
-        .n_threads = a->threads, .kv_type = a->kv_type, .max_batch_tokens = a->max_batch_tokens};
+    const ul_hparams_t *hp = &sv->model->hp;
+    if (a->ctx_size > hp->n_ctx_train) {
+        fprintf(stderr,
+                "uvllm serve: --ctx-size %d is over the model's training context (%d tokens)\n",
+                a->ctx_size, hp->n_ctx_train);
+        sv->bad_config = 1;
+        return UL_EINVAL;
+    }
+    int32_t n_ctx = a->ctx_size ? a->ctx_size : hp->n_ctx_train;
+    int64_t page =
+        (int64_t)ul_kv_page_bytes(a->kv_type, hp->n_layer, hp->n_head_kv, hp->head_dim, PAGE_SIZE);
+    ul_cpu_config_t cc = {.n_threads = a->threads,
+                          .kv_type = a->kv_type,
+                          .n_ctx = n_ctx,
+                          .page_size = PAGE_SIZE,
+                          .kv_bytes = kv_budget(a, sv, n_ctx, page),
+                          .max_batch_tokens = a->max_batch_tokens};
+    if (!cc.kv_bytes) return UL_EINVAL;
     rc = ul_cpu_backend_create(sv->model, &cc, &sv->backend);
     if (rc) fprintf(stderr, "uvllm serve: cannot start the cpu backend: %s\n", ul_strerror(rc));
     return rc;
 }
 
+/* Reads a whole text file (at most CHAT_TEMPLATE_MAX bytes) into a malloc'ed string;
+ * on failure *why says what went wrong. */
+static int read_file(const char *path, char **out, const char **why) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        *why = strerror(errno);
+        return UL_EIO;
+    }
+    char *buf = malloc(CHAT_TEMPLATE_MAX + 1);
+    size_t n = buf ? fread(buf, 1, CHAT_TEMPLATE_MAX + 1, f) : 0;
+    int err = ferror(f) ? errno : 0;
+    fclose(f);
+    if (!buf) return *why = "out of memory", UL_ENOMEM;
+    if (err || n > CHAT_TEMPLATE_MAX) {
+        free(buf);
+        *why = err ? strerror(err) : "larger than 1 MiB";
+        return err ? UL_EIO : UL_E2BIG;
+    }
+    buf[n] = '\0';
+    *out = buf;
+    return 0;
+}
+
 static const char *base_name(const char *path) {
     const char *s = strrchr(path, '/');
     return s ? s + 1 : path;
+}
+
+/* The api's settings from the flags; the chat template file is read here, once. */
+static int setup_api(const serve_args_t *a, server_t *sv) {
+    ul_api_t *api = &sv->api;
+    api->model_path = a->model;
+    if (a->max_tokens_default) api->default_max_tokens = a->max_tokens_default;
+    api->truncate_max_tokens = a->truncate_max_tokens;
+    api->parse_special = a->parse_special;
+    for (int i = 0; i < a->n_aliases; i++) {
+        int rc = ul_api_add_alias(api, a->aliases[i]);
+        if (rc) {
+            fprintf(stderr, "uvllm serve: --model-alias '%s': %s\n", a->aliases[i],
+                    rc == UL_EBUSY ? "already a name of the model" : ul_strerror(rc));
+            sv->bad_config = 1;
+            return rc;
+        }
+    }
+    if (a->chat_template) {
+        const char *why = "";
+        int rc = read_file(a->chat_template, &api->chat_template_override, &why);
+        if (rc) {
+            fprintf(stderr, "uvllm serve: cannot read --chat-template '%s': %s\n", a->chat_template,
+                    why);
+            sv->bad_config = 1;
+            return rc;
+        }
+    }
+    return 0;
 }
 
 static int setup(const serve_args_t *a, server_t *sv) {
@@ -260,6 +490,7 @@ static int setup(const serve_args_t *a, server_t *sv) {
     }
     sv->sched_up = 1;
     ul_api_init(&sv->api, &sv->sched, &codec, sv->model ? base_name(a->model) : "null");
+    if ((rc = setup_api(a, sv)) != 0) return rc;
     ul_router_init(&sv->router);
     if ((rc = ul_api_register(&sv->api, &sv->router)) != 0) return rc;
     ul_http_config_t hc;
@@ -270,6 +501,8 @@ static int setup(const serve_args_t *a, server_t *sv) {
     hc.max_conns = (unsigned)a->max_conns;
     hc.header_timeout_ms = (uint64_t)(a->header_timeout * 1000);
     hc.idle_timeout_ms = (uint64_t)(a->idle_timeout * 1000);
+    hc.cors_origins = a->cors;
+    hc.n_cors_origins = (size_t)a->n_cors;
     if ((rc = ul_http_server_init(&sv->loop, &sv->http, &hc, &sv->router)) != 0) return rc;
     sv->http_up = 1;
     sv->http.data = sv;
@@ -288,6 +521,24 @@ static void teardown_failed(server_t *sv) {
     if (sv->http_up) ul_http_server_shutdown(&sv->http, 0, NULL);
     if (sv->sched_up) ul_sched_close(&sv->sched, NULL);
     uv_run(&sv->loop, UV_RUN_DEFAULT);
+}
+
+static void log_kv(const serve_args_t *a, const server_t *sv) {
+    const ul_backend_t *b = sv->backend;
+    int64_t tokens = (int64_t)b->n_pages * b->page_size, bytes;
+    if (sv->model) {
+        const ul_hparams_t *hp = &sv->model->hp;
+        bytes =
+            (int64_t)b->n_pages * (int64_t)ul_kv_page_bytes(a->kv_type, hp->n_layer, hp->n_head_kv,
+                                                            hp->head_dim, b->page_size);
+    } else {
+        bytes = tokens * NULL_KV_BYTES_PER_TOKEN;
+    }
+    char sz[32];
+    UL_LOG_INFO("kv cache: %s in %d pages of %d tokens = %lld tokens, %lld full-context "
+                "sequences (%s)",
+                ul_size_format(bytes, sz, sizeof sz), b->n_pages, b->page_size, (long long)tokens,
+                (long long)(tokens / (b->n_ctx ? b->n_ctx : 1)), sv->kv_note);
 }
 
 int ul_cmd_serve(int argc, char **argv) {
@@ -315,6 +566,7 @@ int ul_cmd_serve(int argc, char **argv) {
         UL_LOG_INFO("serving model '%s' on the %s backend (n_ctx %d, %d KV pages of %d)",
                     sv->api.model_id, sv->backend->vt->name, sv->backend->n_ctx,
                     sv->backend->n_pages, sv->backend->page_size);
+        log_kv(&a, sv);
         uv_run(&sv->loop, UV_RUN_DEFAULT);
         UL_LOG_INFO("stopped: %llu requests, %llu tokens generated",
                     (unsigned long long)sv->http.stats.requests_total,
@@ -322,11 +574,13 @@ int ul_cmd_serve(int argc, char **argv) {
     } else {
         teardown_failed(sv);
     }
+    ul_api_free(&sv->api);
     if (sv->sched_up) ul_sched_free(&sv->sched);
     if (sv->backend) ul_backend_destroy(sv->backend);
     if (sv->model) ul_model_free(sv->model);
     int lrc = uv_loop_close(&sv->loop);
     if (lrc) UL_LOG_WARN("event loop closed with handles open: %s", uv_strerror(lrc));
+    int bad_config = sv->bad_config;
     free(sv);
-    return rc ? 1 : 0;
+    return rc ? (bad_config ? 2 : 1) : 0;
 }

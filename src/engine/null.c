@@ -6,8 +6,9 @@
  *
  * It also behaves like a KV cache as far as bookkeeping goes: every position computed is
  * recorded (owner sequence and token) in its page slot, and each step checks that the
- * slot of position pos0-1 still holds what the sequence's history says. A scheduler that
- * hands one page to two sequences, or forgets a page, gets status UL_ESTATE instead of
+ * slot of position pos0-1 still holds what the sequence's history says (for a sequence
+ * sharing another's prompt pages: that every shared position holds its token). A scheduler
+ * that hands one page to two sequences, or forgets a page, gets status UL_ESTATE instead of
  * silently wrong output. */
 #include <pthread.h>
 #include <stdlib.h>
@@ -71,6 +72,20 @@ static int64_t slot_of(const null_backend_t *nb, const ul_step_seq_t *s, int32_t
     return (int64_t)page * ps + pos % ps;
 }
 
+/* A sequence whose KV so far was written by another one: the full pages of a prompt it
+ * shares (ul_sched_add_shared). Then they end on a page boundary (it writes its own pages
+ * only) and every position holds the token its history has. Once per shared admission, so
+ * the full walk is cheap. */
+static int check_shared(const null_backend_t *nb, const ul_step_seq_t *s) {
+    if (s->pos0 % nb->base.page_size != 0 || !s->history || s->n_history < s->pos0)
+        return UL_ESTATE;
+    for (int32_t p = 0; p < s->pos0; p++) {
+        int64_t slot = slot_of(nb, s, p);
+        if (nb->kv_owner[slot] == 0 || nb->kv_token[slot] != s->history[p]) return UL_ESTATE;
+    }
+    return 0;
+}
+
 static int check_seq(const null_backend_t *nb, const ul_step_t *step, const ul_step_seq_t *s) {
     const ul_backend_t *b = &nb->base;
     if (s->n_tokens < 1 || s->pos0 < 0 || s->tok_offset < 0 ||
@@ -83,7 +98,7 @@ static int check_seq(const null_backend_t *nb, const ul_step_t *step, const ul_s
     if (s->pos0 > 0) {
         /* The previous position must still be this sequence's, with the token it had. */
         int64_t slot = slot_of(nb, s, s->pos0 - 1);
-        if (nb->kv_owner[slot] != s->seq_id + 1) return UL_ESTATE;
+        if (nb->kv_owner[slot] != s->seq_id + 1) return check_shared(nb, s);
         if (s->history && s->n_history >= s->pos0 && nb->kv_token[slot] != s->history[s->pos0 - 1])
             return UL_ESTATE;
     }

@@ -92,9 +92,31 @@ static void unlink_seq(ul_sched_t *s, ul_seq_t *q) {
         s->n_running--;
 }
 
+/* Whether q may take share_with's prompt pages later; UL_EINVAL for a caller's mistake.
+ * A share_with that is ending, cancelled or finished has (or soon has) no pages to give. */
+static int check_share(const ul_seq_t *q, const int32_t *prompt, int32_t n_prompt,
+                       const ul_seq_t *w, int *share) {
+    *share = 0;
+    if (!w) return 0;
+    if (w == q || w->state == UL_SEQ_NEW) return UL_EINVAL;
+    if (w->state == UL_SEQ_FINISHED) return 0;
+    if (w->n_prompt != n_prompt || memcmp(w->tokens, prompt, (size_t)n_prompt * sizeof *prompt))
+        return UL_EINVAL;
+    *share = !w->ending && !w->cancelled;
+    return 0;
+}
+
 int ul_sched_add(ul_sched_t *s, ul_seq_t *q, const int32_t *prompt, int32_t n_prompt) {
+    return ul_sched_add_shared(s, q, prompt, n_prompt, NULL);
+}
+
+int ul_sched_add_shared(ul_sched_t *s, ul_seq_t *q, const int32_t *prompt, int32_t n_prompt,
+                        ul_seq_t *share_with) {
     const ul_backend_t *b = s->backend;
     if (n_prompt < 1 || q->max_tokens < 1 || !q->on_finish) return UL_EINVAL;
+    int share;
+    int rc = check_share(q, prompt, n_prompt, share_with, &share);
+    if (rc) return rc;
     if (s->closing || ul_sched_n_active(s) >= s->cfg.max_seqs) return UL_EFULL;
     if (n_prompt >= b->n_ctx) return UL_E2BIG;
     int64_t cap = (int64_t)n_prompt + q->max_tokens;
@@ -120,6 +142,9 @@ int ul_sched_add(ul_sched_t *s, ul_seq_t *q, const int32_t *prompt, int32_t n_pr
     q->ending = UL_FINISH_NONE;
     q->ending_status = 0;
     q->n_preempted = 0;
+    q->share_with = share ? share_with : NULL;
+    q->n_sharers = q->n_shared = 0;
+    if (share) share_with->n_sharers++;
     enqueue_waiting(s, q);
     ul_sched_kick(s);
     return 0;
@@ -137,10 +162,58 @@ void ul_sched_set_paused(ul_sched_t *s, ul_seq_t *q, int paused) {
     if (!paused) ul_sched_kick(s);
 }
 
+/* Ends q's wait to share (q proceeds on its own or has taken the pages). */
+static void unlink_share(ul_seq_t *q) {
+    if (!q->share_with) return;
+    q->share_with->n_sharers--;
+    q->share_with = NULL;
+}
+
+/* q gives up its pages: whoever waits to share them computes its own prompt instead.
+ * Sharers that have not taken the pages are always waiting. */
+static void detach_sharers(ul_sched_t *s, ul_seq_t *q) {
+    ul_queue_t *it;
+    UL_QUEUE_FOREACH(it, &s->waiting) {
+        if (q->n_sharers == 0) break;
+        ul_seq_t *w = UL_QUEUE_DATA(it, ul_seq_t, node);
+        if (w->share_with == q) unlink_share(w);
+    }
+    UL_ASSERT(q->n_sharers == 0);
+}
+
 static void release_pages(ul_sched_t *s, ul_seq_t *q) {
+    unlink_share(q);
+    if (q->n_sharers) detach_sharers(s, q);
     ul_kv_page_release(&s->pool, q->pages, q->n_pages);
     q->n_pages = 0;
     q->n_computed = 0;
+    q->n_shared = 0;
+}
+
+/* Pages q can take from the sequence it shares with: the prompt's full pages before its
+ * last token, which q must compute itself for its own logits. */
+static int32_t shareable_pages(const ul_sched_t *s, const ul_seq_t *q) {
+    return (q->n_prompt - 1) / s->pool.page_size;
+}
+
+/* Waits for the sequence it shares with to compute the pages it will take. */
+static int share_blocked(const ul_sched_t *s, const ul_seq_t *q) {
+    return q->share_with && q->share_with->n_computed < shareable_pages(s, q) * s->pool.page_size;
+}
+
+/* Takes a reference on the shared prompt pages: q's KV now covers them. */
+static void take_shared(ul_sched_t *s, ul_seq_t *q) {
+    ul_seq_t *w = q->share_with;
+    int32_t n = shareable_pages(s, q);
+    UL_ASSERT(q->n_pages == 0 && q->n_tokens == q->n_prompt && w->n_pages >= n);
+    unlink_share(q);
+    if (n == 0) return;
+    ul_kv_page_ref(&s->pool, w->pages, n);
+    memcpy(q->pages, w->pages, (size_t)n * sizeof *q->pages);
+    q->n_pages = q->n_shared = n;
+    q->n_computed = n * s->pool.page_size;
+    UL_LOG_DEBUG("seq=%llu shares %d pages of seq=%llu", (unsigned long long)q->id, n,
+                 (unsigned long long)w->id);
 }
 
 /* Removes the sequence from the scheduler and tells its owner; q may be freed after. */
@@ -224,6 +297,10 @@ static void add_to_step(ul_sched_t *s, ul_seq_t *q, int32_t n) {
     ss->n_history = q->n_tokens;
     ss->out_token = -1;
     memcpy(st->tokens + st->n_tokens, q->tokens + q->n_computed, (size_t)n * sizeof(int32_t));
+    /* Never write a page another sequence reads: shared pages lie before pos0. */
+    for (int32_t p = q->n_computed / s->pool.page_size;
+         p < ul_kv_pages_for(&s->pool, q->n_computed + n); p++)
+        UL_ASSERT(s->pool.refs[q->pages[p]] == 1);
     s->step_owner[st->n_seqs] = q;
     st->n_tokens += n;
     st->n_seqs++;
@@ -231,8 +308,8 @@ static void add_to_step(ul_sched_t *s, ul_seq_t *q, int32_t n) {
     q->step_samples = ss->sample;
 }
 
-static int runnable(const ul_seq_t *q) {
-    return !q->paused && !q->cancelled && !q->in_step && !q->ending;
+static int runnable(const ul_sched_t *s, const ul_seq_t *q) {
+    return !q->paused && !q->cancelled && !q->in_step && !q->ending && !share_blocked(s, q);
 }
 
 /* Decides q's end without calling back: its pages go back to the pool at once (no step
@@ -277,7 +354,7 @@ static void add_decoders(ul_sched_t *s) {
     ul_queue_t *it;
     UL_QUEUE_FOREACH(it, &s->running) {
         ul_seq_t *q = UL_QUEUE_DATA(it, ul_seq_t, node);
-        if (runnable(q) && q->n_tokens - q->n_computed == 1 && n < s->cfg.max_seqs)
+        if (runnable(s, q) && q->n_tokens - q->n_computed == 1 && n < s->cfg.max_seqs)
             s->scratch[n++] = q;
     }
     for (int32_t i = 0; i < n && s->step.n_tokens < s->cfg.max_batch_tokens; i++) {
@@ -340,12 +417,12 @@ static void add_prefills(ul_sched_t *s) {
     ul_queue_t *it;
     UL_QUEUE_FOREACH(it, &s->running) {
         ul_seq_t *q = UL_QUEUE_DATA(it, ul_seq_t, node);
-        if (runnable(q) && q->n_tokens - q->n_computed > 1 && n < s->cfg.max_seqs)
+        if (runnable(s, q) && q->n_tokens - q->n_computed > 1 && n < s->cfg.max_seqs)
             s->scratch[n++] = q;
     }
     UL_QUEUE_FOREACH(it, &s->waiting) {
         ul_seq_t *q = UL_QUEUE_DATA(it, ul_seq_t, node);
-        if (runnable(q) && n < s->cfg.max_seqs) s->scratch[n++] = q;
+        if (runnable(s, q) && n < s->cfg.max_seqs) s->scratch[n++] = q;
     }
     qsort(s->scratch, (size_t)n, sizeof *s->scratch, by_arrival);
     for (int32_t i = 0; i < n; i++) {
@@ -355,6 +432,10 @@ static void add_prefills(ul_sched_t *s) {
         /* Pages just taken from a preempted sequence are for the decoders: admitting
          * waiting work into them now would only be preempted again next step. */
         if (q->state == UL_SEQ_WAITING && s->preempted_for_decode) break;
+        if (q->share_with) {
+            if (s->pool.n_free == 0) break; /* not even the page past the shared ones */
+            take_shared(s, q);
+        }
         int32_t c = admit_chunk(s, q, budget);
         if (c == 0) break;
         if (q->state == UL_SEQ_WAITING) {
@@ -388,7 +469,7 @@ int ul_sched_step_build(ul_sched_t *s) {
             ul_queue_t *it;
             UL_QUEUE_FOREACH(it, lists[l]) {
                 ul_seq_t *q = UL_QUEUE_DATA(it, ul_seq_t, node);
-                if (runnable(q) && q != victim) any_runnable = 1;
+                if (runnable(s, q) && q != victim) any_runnable = 1;
             }
         }
         if (!any_runnable) break; /* only paused sequences (or the victim alone) */

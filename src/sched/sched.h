@@ -25,7 +25,8 @@
  *      page is free the newest sequence holding pages is preempted (pages freed,
  *      requeued, recomputed from its prompt + generated tokens later);
  *   2. the rest of the token budget goes to prefill chunks, oldest sequence first,
- *      admitted only as far as pages can be allocated.
+ *      admitted only as far as pages can be allocated (a sequence that shares another's
+ *      prompt pages needs only its own: see ul_sched_add_shared).
  * Paused sequences (their client's SSE buffer is full) are skipped until resumed.
  *
  * Sequence lifecycle and ownership: the caller allocates a ul_seq_t (usually embedded in
@@ -110,6 +111,13 @@ struct ul_seq_s {
     ul_finish_t ending; /* decided end, on_finish not run yet (waits for callbacks/step) */
     int ending_status;
     int32_t n_preempted;
+    /* KV sharing (ul_sched_add_shared): while waiting to share, the sequence whose prompt
+     * pages it will take (NULL once it took them or proceeds on its own); n_sharers counts
+     * the sequences waiting on this one; n_shared is how many pages at the front of the
+     * page table were taken from another sequence (read-only for both). */
+    ul_seq_t *share_with;
+    int32_t n_sharers;
+    int32_t n_shared;
     ul_queue_t node; /* in the waiting or running list */
 };
 
@@ -193,6 +201,20 @@ void ul_sched_free(ul_sched_t *s);
  * callback will run): UL_EINVAL empty prompt or bad max_tokens; UL_E2BIG prompt does not
  * fit the context length or the KV pool; UL_EFULL max_seqs reached or closing; UL_ENOMEM. */
 int ul_sched_add(ul_sched_t *s, ul_seq_t *seq, const int32_t *prompt, int32_t n_prompt);
+/* ul_sched_add for one of several choices of the same prompt (a request's n > 1): seq
+ * shares the KV of share_with's prompt instead of computing it again. share_with was added
+ * earlier, with the same prompt, and has not finished (NULL: plain ul_sched_add). seq
+ * waits until share_with has computed the prompt's full pages that lie entirely before
+ * position n_prompt-1, then takes a reference on them and prefills only the rest (at most
+ * one page of tokens: it must compute its last prompt token to get its own logits). If
+ * share_with ends, is cancelled or is preempted first, seq computes its prompt on its own
+ * (while share_with is paused before computing them, seq waits with it).
+ * Shared pages are full and read-only: each sequence writes only pages past its shared
+ * prefix. Each choice samples with its own sampling (seed) and RNG. Preemption, cancel and
+ * finish of any of them release only its own references. Errors as ul_sched_add, and
+ * UL_EINVAL when share_with is seq, was never added, or has another prompt. */
+int ul_sched_add_shared(ul_sched_t *s, ul_seq_t *seq, const int32_t *prompt, int32_t n_prompt,
+                        ul_seq_t *share_with);
 /* Asks for the sequence to end; on_finish(UL_FINISH_CANCELLED) follows at the next safe
  * point (within one step). Idempotent; no-op once finished. */
 void ul_sched_cancel(ul_sched_t *s, ul_seq_t *seq);

@@ -111,6 +111,34 @@ Test(null, detects_page_reused_by_another_sequence) {
     ul_backend_destroy(b);
 }
 
+/* A sequence may start on pages another one wrote (the shared pages of a prompt) when they
+ * end on a page boundary and hold its own history's tokens; otherwise the step fails. */
+Test(null, shared_prompt_pages_must_hold_the_history) {
+    ul_backend_t *b;
+    ul_null_config_t cfg = {.n_vocab = 100, .page_size = 4, .n_pages = 8};
+    cr_assert_eq(ul_null_backend_create(&cfg, &b), 0);
+    int32_t hist[6] = {1, 2, 3, 4, 5, 6}, other[6] = {1, 2, 9, 4, 5, 6};
+    int32_t pa[2] = {3, 5}, pb[2] = {3, 6};
+    ul_step_t st;
+    ul_step_seq_t ss;
+    one_seq_step(&st, &ss, hist, 1, 0, 6, pa, 2); /* seq 1 writes pages 3 and 5 */
+    cr_assert_eq(ul_backend_run(b, &st), 0);
+    one_seq_step(&st, &ss, hist + 4, 2, 4, 2, pb, 2); /* seq 2 shares page 3 */
+    ss.history = hist;
+    ss.n_history = 6;
+    cr_assert_eq(ul_backend_run(b, &st), 0);
+    one_seq_step(&st, &ss, other + 4, 3, 4, 2, pb, 2); /* another prompt on page 3 */
+    ss.history = other;
+    ss.n_history = 6;
+    cr_assert_eq(ul_backend_run(b, &st), UL_ESTATE);
+    int32_t pc[2] = {3, 6}; /* starting mid-page on another's page: never a shared prefix */
+    one_seq_step(&st, &ss, hist + 5, 4, 5, 1, pc, 2);
+    ss.history = hist;
+    ss.n_history = 6;
+    cr_assert_eq(ul_backend_run(b, &st), UL_ESTATE);
+    ul_backend_destroy(b);
+}
+
 typedef struct {
     ul_bridge_t bridge;
     int done;
