@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "api/api.h"
+#include "chat/chat.h"
 #include "uvllm/err.h"
 #include "uvllm/log.h"
 
@@ -25,6 +26,9 @@ void ul_api_init(ul_api_t *a, ul_sched_t *sched, const ul_codec_t *codec, const 
 void ul_api_free(ul_api_t *a) {
     free(a->chat_template_override);
     a->chat_template_override = NULL;
+    ul_chat_tmpl_free(a->chat_tmpl);
+    ul_chat_tmpl_free(a->chat_tmpl_tool);
+    a->chat_tmpl = a->chat_tmpl_tool = NULL;
 }
 
 int ul_api_refuse_draining(ul_api_t *a, ul_http_req_t *req) {
@@ -40,6 +44,9 @@ int ul_api_register(ul_api_t *a, ul_router_t *r) {
     if (!rc) rc = ul_router_add(r, UL_HTTP_GET, "/metrics", ul_api_metrics, a);
     if (!rc) rc = ul_router_add(r, UL_HTTP_GET, "/v1/models", ul_api_models, a);
     if (!rc) rc = ul_router_add(r, UL_HTTP_POST, "/v1/completions", ul_api_completions, a);
+    if (!rc)
+        rc = ul_router_add(r, UL_HTTP_POST, "/v1/chat/completions", ul_api_chat_completions, a);
+    if (!rc) rc = ul_router_add(r, UL_HTTP_POST, "/apply-template", ul_api_apply_template, a);
     if (!rc) rc = ul_router_add(r, UL_HTTP_POST, "/tokenize", ul_api_tokenize, a);
     if (!rc) rc = ul_router_add(r, UL_HTTP_POST, "/detokenize", ul_api_detokenize, a);
     return rc;

@@ -126,6 +126,6 @@ int ul_api_apply_template(ul_http_req_t *req, void *data);
 int ul_api_refuse_draining(ul_api_t *a, ul_http_req_t *req);
 /* Tokenizes with the codec into a malloc'ed array (*n ids), or NULL with *n = UL_E*. */
 int32_t *ul_api_tokenize_text(const ul_codec_t *codec, const char *text, size_t len,
-                         const uint8_t *plain, int parse_special, int *n);
+                              const uint8_t *plain, int parse_special, int *n);
 
 #endif

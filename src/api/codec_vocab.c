@@ -13,7 +13,6 @@ static int vocab_tokenize(const ul_codec_t *c, const char *text, size_t len, con
     return ul_tokenize_plain(c->vocab, text, len, plain, add_special, parse_special, out, cap);
 }
 
-
 static int vocab_piece(const ul_codec_t *c, ul_detok_t *d, int32_t id, char *out, int cap) {
     return ul_detok_push(d, c->vocab, id, out, cap);
 }

@@ -100,7 +100,8 @@ static void on_logprob(ul_choice_t *ch, int32_t tok, const ul_token_lp_t *lp) {
 
 /* best_of: the n choices of each prompt with the highest mean log-probability per token. */
 static int better(const ul_choice_t *a, const ul_choice_t *b) {
-    double ma = a->n_gen ? a->sum_logprob / a->n_gen : 0, mb = b->n_gen ? b->sum_logprob / b->n_gen : 0;
+    double ma = a->n_gen ? a->sum_logprob / a->n_gen : 0,
+           mb = b->n_gen ? b->sum_logprob / b->n_gen : 0;
     return ma > mb;
 }
 
@@ -189,7 +190,9 @@ static int parse_prompts(ul_api_t *a, const cJSON *root, ul_arena_t *ar, creq_t 
                          ul_api_bad_t *bad) {
     const cJSON *pr = cJSON_GetObjectItemCaseSensitive(root, "prompt");
     if (!pr || cJSON_IsNull(pr)) return ul_api_bad(bad, "prompt", "'prompt' is required");
-    int n = cJSON_IsString(pr) || is_id_array(pr) ? 1 : cJSON_IsArray(pr) ? cJSON_GetArraySize(pr) : 0;
+    int n = cJSON_IsString(pr) || is_id_array(pr) ? 1
+            : cJSON_IsArray(pr)                   ? cJSON_GetArraySize(pr)
+                                                  : 0;
     if (n < 1)
         return ul_api_bad(bad, "prompt",
                           "'prompt' must be a string, an array of strings, an array of token ids "
@@ -207,14 +210,14 @@ static int parse_prompts(ul_api_t *a, const cJSON *root, ul_arena_t *ar, creq_t 
         return 0;
     }
     if (is_id_array(pr)) return copy_ids(a, pr, &c->prompts[0], bad);
-    int i = 0;
+    int i = 0, strings = cJSON_IsString(pr->child);
     const cJSON *it;
     cJSON_ArrayForEach(it, pr) {
         cprompt_t *p = &c->prompts[i++];
-        if (cJSON_IsString(it)) {
+        if (strings && cJSON_IsString(it)) {
             p->text = it->valuestring;
             p->len = strlen(it->valuestring);
-        } else if (is_id_array(it)) {
+        } else if (!strings && is_id_array(it)) {
             int rc = copy_ids(a, it, p, bad);
             if (rc) return rc;
         } else {
@@ -227,7 +230,8 @@ static int parse_prompts(ul_api_t *a, const cJSON *root, ul_arena_t *ar, creq_t 
 
 static int parse_own(const cJSON *root, ul_api_params_t *p, creq_t *c, ul_api_bad_t *bad) {
     const cJSON *e = cJSON_GetObjectItemCaseSensitive(root, "echo");
-    if (e && !cJSON_IsNull(e) && !cJSON_IsBool(e)) return ul_api_bad(bad, "echo", "'echo' must be a boolean");
+    if (e && !cJSON_IsNull(e) && !cJSON_IsBool(e))
+        return ul_api_bad(bad, "echo", "'echo' must be a boolean");
     c->echo = e && cJSON_IsTrue(e);
     if (c->echo && p->logprobs >= 0)
         return ul_api_bad(bad, "echo",
@@ -243,7 +247,9 @@ static int parse_own(const cJSON *root, ul_api_params_t *p, creq_t *c, ul_api_ba
 static void tokenize_all(ul_api_t *a, creq_t *c) {
     for (int i = 0; i < c->n; i++) {
         cprompt_t *p = &c->prompts[i];
-        if (p->text) p->ids = ul_api_tokenize_text(&a->codec, p->text, p->len, NULL, a->parse_special, &p->n_ids);
+        if (p->text)
+            p->ids =
+                ul_api_tokenize_text(&a->codec, p->text, p->len, NULL, a->parse_special, &p->n_ids);
     }
 }
 

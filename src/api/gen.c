@@ -56,7 +56,7 @@ void ul_gen_json_usage(ul_gen_t *g, ul_buf_t *b) {
 }
 
 int32_t *ul_api_tokenize_text(const ul_codec_t *codec, const char *text, size_t len,
-                         const uint8_t *plain, int parse_special, int *n) {
+                              const uint8_t *plain, int parse_special, int *n) {
     int cap = len + 8 < (1u << 30) ? (int)len + 8 : 1 << 30;
     for (int tries = 0; tries < 2; tries++) {
         int32_t *ids = malloc((size_t)cap * sizeof *ids);
@@ -198,8 +198,8 @@ static void finish_all(ul_gen_t *g) {
         if (g->p.include_usage) {
             ul_buf_t *f = &g->frame;
             f->len = 0;
-            ul_gen_json_head(g, f, g->kind == UL_GEN_CHAT ? "chat.completion.chunk"
-                                                          : "text_completion");
+            ul_gen_json_head(g, f,
+                             g->kind == UL_GEN_CHAT ? "chat.completion.chunk" : "text_completion");
             ul_gen_add(f, "],", 2);
             ul_gen_json_usage(g, f);
             ul_gen_add(f, "}", 1);
@@ -356,14 +356,16 @@ static int32_t max_tokens_for(ul_gen_t *g, int32_t n, ul_api_bad_t *bad) {
     int32_t want = g->p.max_tokens;
     if (want && want > room && !a->truncate_max_tokens) {
         bad->code = "context_length_exceeded";
-        ul_api_bad(bad, g->kind == UL_GEN_CHAT ? "max_completion_tokens" : "max_tokens",
+        ul_api_bad(bad, g->p.max_tokens_name,
                    "this model's context holds %d tokens; the prompt is %d and %d more were "
                    "asked for (at most %d)",
                    (int)ctx, (int)n, (int)want, (int)room);
         return 0;
     }
-    if (!want) want = a->default_max_tokens ? a->default_max_tokens
-                      : g->kind == UL_GEN_COMPLETION ? 16 : room;
+    if (!want)
+        want = a->default_max_tokens          ? a->default_max_tokens
+               : g->kind == UL_GEN_COMPLETION ? 16
+                                              : room;
     return want < room ? want : room;
 }
 
@@ -375,7 +377,7 @@ static int add_prompt(ul_gen_t *g, int k, const ul_gen_prompt_t *pr, int32_t max
         ul_choice_t *ch = first + i;
         ch->seq.max_tokens = max_tokens;
         int rc = i == 0 ? ul_sched_add(s, &ch->seq, pr->ids, pr->n_ids)
-                        : ul_sched_add(s, &ch->seq, pr->ids, pr->n_ids); /* WIP: shared */
+                        : ul_sched_add_shared(s, &ch->seq, pr->ids, pr->n_ids, &first->seq);
         if (rc) return rc;
         ch->added = 1;
         g->n_live++;

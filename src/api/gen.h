@@ -44,7 +44,8 @@ typedef enum { UL_GEN_COMPLETION, UL_GEN_CHAT } ul_gen_kind_t;
 
 typedef struct ul_api_params_s {
     ul_gen_kind_t kind;
-    int32_t max_tokens; /* 0: not given */
+    int32_t max_tokens;          /* 0: not given */
+    const char *max_tokens_name; /* the field that gave it, for error.param */
     int stream, include_usage;
     int n, best_of;
     ul_sampling_t sampling;
@@ -52,9 +53,9 @@ typedef struct ul_api_params_s {
     int ignore_eos;
     const char *stop[UL_STOP_MAX];
     int n_stop;
-    int logprobs;     /* completions: candidates per token (0..20), -1 when absent;
-                         chat: 1 when logprobs is true */
-    int top_logprobs; /* chat: candidates per token */
+    int logprobs;          /* completions: candidates per token (0..20), -1 when absent;
+                              chat: 1 when logprobs is true */
+    int top_logprobs;      /* chat: candidates per token */
     ul_logit_bias_t *bias; /* [n_bias], in the request's arena */
     int32_t n_bias;
     const char *user;
@@ -94,12 +95,12 @@ struct ul_choice_s {
     double sum_logprob;
     ul_detok_t detok;
     ul_stop_t stop;
-    size_t text_off;  /* bytes of text so far (for completions' text_offset) */
-    ul_buf_t out;     /* the endpoint's: non-stream text / chat content */
-    ul_buf_t lp;      /* log-probability entries as JSON, since the last chunk */
-    int n_lp;         /* entries in lp */
+    size_t text_off;    /* bytes of text so far (for completions' text_offset) */
+    ul_buf_t out;       /* the endpoint's: non-stream text / chat content */
+    ul_buf_t lp;        /* log-probability entries as JSON, since the last chunk */
+    int n_lp;           /* entries in lp */
     ul_buf_t lp_aux[3]; /* completions: token_logprobs, top_logprobs, text_offset arrays */
-    void *ep;         /* the endpoint's per-choice state */
+    void *ep;           /* the endpoint's per-choice state */
 };
 
 struct ul_gen_s {
@@ -113,7 +114,7 @@ struct ul_gen_s {
     char id[80];
     int64_t created;
     int n_choices, n_live, n_prompts;
-    int n_answer; /* choices in the response (n per prompt; best_of keeps the best n) */
+    int n_answer;         /* choices in the response (n per prompt; best_of keeps the best n) */
     ul_choice_t *choices; /* [n_choices] */
     int32_t n_prompt_tokens;
     int failed; /* an error ended some choice: answered at the end */

@@ -99,7 +99,8 @@ static int parse_bias(ul_api_t *a, const cJSON *root, ul_arena_t *arena, ul_api_
                               "(0..%d)",
                               it->string, (int)a->codec.n_vocab - 1);
         if (!cJSON_IsNumber(it) || !(it->valuedouble >= -100 && it->valuedouble <= 100))
-            return ul_api_bad(bad, "logit_bias", "'logit_bias' values must be between -100 and 100");
+            return ul_api_bad(bad, "logit_bias",
+                              "'logit_bias' values must be between -100 and 100");
         p->bias[p->n_bias++] = (ul_logit_bias_t){.id = (int32_t)id, .bias = (float)it->valuedouble};
     }
     return 0;
@@ -167,7 +168,7 @@ static int parse_counts(const cJSON *root, ul_api_params_t *p, ul_api_bad_t *bad
     static const char *const mt[] = {"max_tokens", "max_completion_tokens"};
     for (int i = 0; i < (p->kind == UL_GEN_CHAT ? 2 : 1); i++) {
         if ((rc = number(root, mt[i], 1, 1 << 30, 1, &v, bad)) < 0) return rc;
-        if (rc) p->max_tokens = (int32_t)v; /* max_completion_tokens wins: it comes last */
+        if (rc) p->max_tokens = (int32_t)v, p->max_tokens_name = mt[i]; /* the later wins */
     }
     return 0;
 }
@@ -197,7 +198,8 @@ static int parse_ids(const cJSON *root, ul_api_params_t *p, ul_api_bad_t *bad) {
     static const char *const ids[] = {"user", "safety_identifier", "prompt_cache_key"};
     for (int i = 0; i < 3; i++) {
         const cJSON *it = field(root, ids[i]);
-        if (it && !cJSON_IsString(it)) return ul_api_bad(bad, ids[i], "'%s' must be a string", ids[i]);
+        if (it && !cJSON_IsString(it))
+            return ul_api_bad(bad, ids[i], "'%s' must be a string", ids[i]);
         if (it && !p->user) p->user = it->valuestring;
     }
     const cJSON *md = field(root, "metadata");
@@ -208,12 +210,11 @@ static int parse_ids(const cJSON *root, ul_api_params_t *p, ul_api_bad_t *bad) {
 
 /* Fields of OpenAI's chat schema this server does not do: a 400 naming each. */
 static int refuse_chat_fields(const cJSON *root, ul_api_bad_t *bad) {
-    static const char *const no[] = {"audio",      "prediction",         "functions",
+    static const char *const no[] = {"audio",         "prediction",       "functions",
                                      "function_call", "reasoning_effort", "web_search_options",
                                      "verbosity"};
     for (size_t i = 0; i < sizeof no / sizeof *no; i++)
-        if (field(root, no[i]))
-            return ul_api_bad(bad, no[i], "'%s' is not supported yet", no[i]);
+        if (field(root, no[i])) return ul_api_bad(bad, no[i], "'%s' is not supported yet", no[i]);
     const cJSON *it = field(root, "store");
     if (it && !cJSON_IsFalse(it))
         return ul_api_bad(bad, "store", "'store' is not supported: completions are not stored");
@@ -234,26 +235,52 @@ static int parse_response_format(const cJSON *root, ul_api_bad_t *bad) {
     if (!rf) return 0;
     const cJSON *t = cJSON_GetObjectItemCaseSensitive(rf, "type");
     if (!cJSON_IsObject(rf) || !cJSON_IsString(t))
-        return ul_api_bad(bad, "response_format", "'response_format' must be an object with a type");
+        return ul_api_bad(bad, "response_format",
+                          "'response_format' must be an object with a type");
     if (strcmp(t->valuestring, "text"))
-        return ul_api_bad(bad, "response_format", "'response_format' type '%.40s' is not supported yet",
-                          t->valuestring);
+        return ul_api_bad(bad, "response_format",
+                          "'response_format' type '%.40s' is not supported yet", t->valuestring);
     return 0;
 }
 
 /* Names both endpoints read here. */
-static const char *const common[] = {
-    "model",        "stream",           "stream_options",    "max_tokens",
-    "temperature",  "top_p",            "top_k",             "min_p",
-    "presence_penalty", "frequency_penalty", "repetition_penalty", "repeat_penalty",
-    "seed",         "n",                "stop",              "logit_bias",
-    "user",         "safety_identifier", "prompt_cache_key", "metadata",
-    "ignore_eos",   "logprobs",         "response_format",   NULL};
-static const char *const chat_only[] = {
-    "max_completion_tokens", "top_logprobs", "audio",        "prediction",
-    "functions",  "function_call",      "reasoning_effort",   "web_search_options",
-    "verbosity",  "store",              "modalities",         "service_tier",
-    NULL};
+static const char *const common[] = {"model",
+                                     "stream",
+                                     "stream_options",
+                                     "max_tokens",
+                                     "temperature",
+                                     "top_p",
+                                     "top_k",
+                                     "min_p",
+                                     "presence_penalty",
+                                     "frequency_penalty",
+                                     "repetition_penalty",
+                                     "repeat_penalty",
+                                     "seed",
+                                     "n",
+                                     "stop",
+                                     "logit_bias",
+                                     "user",
+                                     "safety_identifier",
+                                     "prompt_cache_key",
+                                     "metadata",
+                                     "ignore_eos",
+                                     "logprobs",
+                                     "response_format",
+                                     NULL};
+static const char *const chat_only[] = {"max_completion_tokens",
+                                        "top_logprobs",
+                                        "audio",
+                                        "prediction",
+                                        "functions",
+                                        "function_call",
+                                        "reasoning_effort",
+                                        "web_search_options",
+                                        "verbosity",
+                                        "store",
+                                        "modalities",
+                                        "service_tier",
+                                        NULL};
 static const char *const completion_only[] = {"best_of", NULL};
 
 static int listed(const char *const *names, const char *s) {
@@ -289,7 +316,8 @@ int ul_api_params_parse(ul_api_t *a, const cJSON *root, ul_gen_kind_t kind, ul_a
     if (m && !ul_api_model_known(a, m->valuestring)) {
         bad->status = 404;
         bad->code = "model_not_found";
-        return ul_api_bad(bad, "model", "The model '%.100s' does not exist; this server serves '%s'",
+        return ul_api_bad(bad, "model",
+                          "The model '%.100s' does not exist; this server serves '%s'",
                           m->valuestring, a->model_id);
     }
     int rc = parse_stream(root, p, bad);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "api/api.h"
+#include "chat/chat.h"
 #include "base/size.h"
 #include "cmd/cmd.h"
 #include "cpu/kv.h"
@@ -471,6 +472,46 @@ static int setup_api(const serve_args_t *a, server_t *sv) {
     return 0;
 }
 
+/* The chat template: --chat-template's file, else the model's tokenizer.chat_template (and
+ * its tool_use variant for requests with tools), else ChatML. A template that does not
+ * compile is a start-up error: every chat request would fail. */
+static int setup_chat(const serve_args_t *a, server_t *sv) {
+    ul_api_t *api = &sv->api;
+    const char *src = api->chat_template_override, *tool_src = NULL;
+    size_t len = src ? strlen(src) : 0, tool_len = 0;
+    ul_str_t s;
+    if (!src && sv->model && !ul_gguf_get_str(&sv->model->gguf, "tokenizer.chat_template", &s))
+        src = s.ptr, len = s.len;
+    if (!api->chat_template_override && sv->model &&
+        !ul_gguf_get_str(&sv->model->gguf, "tokenizer.chat_template.tool_use", &s))
+        tool_src = s.ptr, tool_len = s.len;
+    if (!src) src = ul_chat_chatml_template, len = strlen(src);
+    char err[256];
+    int rc = ul_chat_tmpl_new(src, len, &api->chat_tmpl, err, sizeof err);
+    if (!rc && tool_src)
+        rc = ul_chat_tmpl_new(tool_src, tool_len, &api->chat_tmpl_tool, err, sizeof err);
+    if (rc) {
+        fprintf(stderr, "uvllm serve: the chat template does not compile: %s\n", err);
+        sv->bad_config = 1;
+        return rc;
+    }
+    if (sv->model) {
+        const ul_vocab_t *v = sv->model->vocab;
+        int32_t ids[2] = {ul_vocab_bos(v), ul_vocab_eos(v)};
+        char *dst[2] = {api->bos_text, api->eos_text};
+        for (int i = 0; i < 2; i++) {
+            int n = ids[i] >= 0 ? ul_token_to_piece(v, ids[i], 1, dst[i], 63) : 0;
+            dst[i][n > 0 ? n : 0] = 0;
+        }
+    }
+    UL_LOG_INFO("chat template: %s%s",
+                api->chat_template_override      ? "--chat-template"
+                : src == ul_chat_chatml_template ? "ChatML (the model has none)"
+                                                 : "the model's",
+                api->chat_tmpl_tool ? " (+ tool_use variant)" : "");
+    return 0;
+}
+
 static int setup(const serve_args_t *a, server_t *sv) {
     int rc = make_backend(a, sv);
     if (rc) return rc;
@@ -491,6 +532,7 @@ static int setup(const serve_args_t *a, server_t *sv) {
     sv->sched_up = 1;
     ul_api_init(&sv->api, &sv->sched, &codec, sv->model ? base_name(a->model) : "null");
     if ((rc = setup_api(a, sv)) != 0) return rc;
+    if ((rc = setup_chat(a, sv)) != 0) return rc;
     ul_router_init(&sv->router);
     if ((rc = ul_api_register(&sv->api, &sv->router)) != 0) return rc;
     ul_http_config_t hc;

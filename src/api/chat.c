@@ -1,0 +1,548 @@
+/* POST /v1/chat/completions and POST /apply-template.
+ *
+ * A chat request is validated as OpenAI does (each violation a 400 whose error.param names
+ * the field), rendered with the model's own chat template (src/chat: a Jinja interpreter
+ * that follows Python Jinja2 as Hugging Face configures it), tokenized with control tokens
+ * only where the template wrote them (message text is marked plain, so a user who types
+ * "<|im_end|>" cannot end the turn), and generated through api/gen.c. The output text goes
+ * through the chat output parser (src/chat/toolcall.h): thinking -> reasoning_content,
+ * tool-call syntax -> tool_calls, the rest -> content, streamed as chat.completion.chunk
+ * deltas (the first carries the role) or answered as one chat.completion. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/gen.h"
+#include "chat/chat.h"
+#include "chat/toolcall.h"
+#include "uvllm/err.h"
+#include "uvllm/log.h"
+
+/* Per request. */
+typedef struct creq_s {
+    ul_chat_syntax_t syn;
+    int starts_in_reasoning, parse_tools, parallel_tools;
+    uv_work_t work;
+} creq_t;
+
+/* Per choice. */
+typedef struct cch_s {
+    ul_chat_parser_t parser;
+    ul_buf_t reasoning, calls; /* non-stream: reasoning text; tool calls as JSON */
+    int n_calls;
+} cch_t;
+
+/* ---- validation -------------------------------------------------------------------- */
+
+/* A 400 whose param is "list[i].rest" ("messages[2].content"). */
+static int bad_at(ul_api_bad_t *bad, ul_arena_t *ar, const char *list, int i, const char *rest,
+                  const char *msg) {
+    char p[96];
+    snprintf(p, sizeof p, "%s[%d]%s%s", list, i, *rest ? "." : "", rest);
+    bad->param = ul_arena_strndup(ar, p, strlen(p));
+    snprintf(bad->msg, sizeof bad->msg, "%s", msg);
+    return UL_EINVAL;
+}
+
+static int check_content(const cJSON *m, int i, int required, ul_arena_t *ar, ul_api_bad_t *bad) {
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(m, "content");
+    if (!c || cJSON_IsNull(c))
+        return required
+                   ? bad_at(bad, ar, "messages", i, "content", "this message needs a 'content'")
+                   : 0;
+    if (cJSON_IsString(c)) return 0;
+    if (!cJSON_IsArray(c))
+        return bad_at(bad, ar, "messages", i, "content",
+                      "'content' must be a string or an array of content parts");
+    int j = 0;
+    const cJSON *part;
+    cJSON_ArrayForEach(part, c) {
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(part, "type");
+        char where[48];
+        snprintf(where, sizeof where, "content[%d].type", j++);
+        if (!cJSON_IsObject(part) || !cJSON_IsString(t))
+            return bad_at(bad, ar, "messages", i, where,
+                          "content parts must be objects with a 'type'");
+        if (!strcmp(t->valuestring, "text")) {
+            if (!cJSON_IsString(cJSON_GetObjectItemCaseSensitive(part, "text")))
+                return bad_at(bad, ar, "messages", i, where, "a text part needs a string 'text'");
+        } else if (!strcmp(t->valuestring, "image_url") || !strcmp(t->valuestring, "input_audio") ||
+                   !strcmp(t->valuestring, "image") || !strcmp(t->valuestring, "file") ||
+                   !strcmp(t->valuestring, "audio")) {
+            return bad_at(bad, ar, "messages", i, where,
+                          "this model takes text only: image, audio and file parts are not "
+                          "supported");
+        } else if (strcmp(t->valuestring, "refusal")) {
+            return bad_at(bad, ar, "messages", i, where,
+                          "unknown content part type (expected 'text')");
+        }
+    }
+    return 0;
+}
+
+static int check_tool_calls(const cJSON *m, int i, ul_arena_t *ar, ul_api_bad_t *bad) {
+    const cJSON *tc = cJSON_GetObjectItemCaseSensitive(m, "tool_calls");
+    if (!tc || cJSON_IsNull(tc)) return 0;
+    if (!cJSON_IsArray(tc))
+        return bad_at(bad, ar, "messages", i, "tool_calls", "'tool_calls' must be an array");
+    const cJSON *c;
+    cJSON_ArrayForEach(c, tc) {
+        const cJSON *f = cJSON_GetObjectItemCaseSensitive(c, "function");
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(f, "name");
+        const cJSON *args = cJSON_GetObjectItemCaseSensitive(f, "arguments");
+        if (!cJSON_IsObject(c) || !cJSON_IsObject(f) || !cJSON_IsString(name) ||
+            !(cJSON_IsString(args) || cJSON_IsObject(args)))
+            return bad_at(bad, ar, "messages", i, "tool_calls",
+                          "each tool call needs a function with a string 'name' and "
+                          "'arguments'");
+    }
+    return 0;
+}
+
+static int check_message(const cJSON *m, int i, ul_arena_t *ar, ul_api_bad_t *bad) {
+    if (!cJSON_IsObject(m))
+        return bad_at(bad, ar, "messages", i, "", "each message must be an object");
+    const cJSON *r = cJSON_GetObjectItemCaseSensitive(m, "role");
+    if (!cJSON_IsString(r))
+        return bad_at(bad, ar, "messages", i, "role", "each message needs a string 'role'");
+    const char *role = r->valuestring;
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(m, "name");
+    if (name && !cJSON_IsNull(name) && !cJSON_IsString(name))
+        return bad_at(bad, ar, "messages", i, "name", "'name' must be a string");
+    if (!strcmp(role, "system") || !strcmp(role, "developer") || !strcmp(role, "user"))
+        return check_content(m, i, 1, ar, bad);
+    if (!strcmp(role, "assistant")) {
+        int rc = check_content(m, i, 0, ar, bad);
+        return rc ? rc : check_tool_calls(m, i, ar, bad);
+    }
+    if (!strcmp(role, "tool")) {
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(m, "tool_call_id");
+        if (!cJSON_IsString(id))
+            return bad_at(bad, ar, "messages", i, "tool_call_id",
+                          "a tool message needs a string 'tool_call_id'");
+        return check_content(m, i, 1, ar, bad);
+    }
+    return bad_at(bad, ar, "messages", i, "role",
+                  "'role' must be one of system, developer, user, assistant, tool");
+}
+
+static int check_tools(const cJSON *root, ul_arena_t *ar, int *n_tools, ul_api_bad_t *bad) {
+    const cJSON *tools = cJSON_GetObjectItemCaseSensitive(root, "tools");
+    *n_tools = 0;
+    if (!tools || cJSON_IsNull(tools)) return 0;
+    if (!cJSON_IsArray(tools)) return ul_api_bad(bad, "tools", "'tools' must be an array");
+    int i = 0;
+    const cJSON *t;
+    cJSON_ArrayForEach(t, tools) {
+        const cJSON *ty = cJSON_GetObjectItemCaseSensitive(t, "type");
+        const cJSON *f = cJSON_GetObjectItemCaseSensitive(t, "function");
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(f, "name");
+        const cJSON *params = cJSON_GetObjectItemCaseSensitive(f, "parameters");
+        if (!cJSON_IsObject(t) || !cJSON_IsString(ty) || strcmp(ty->valuestring, "function"))
+            return bad_at(bad, ar, "tools", i, "type", "only 'function' tools exist");
+        if (!cJSON_IsObject(f) || !cJSON_IsString(name) || !name->valuestring[0])
+            return bad_at(bad, ar, "tools", i, "function.name",
+                          "each tool needs a function with a non-empty 'name'");
+        if (params && !cJSON_IsNull(params) && !cJSON_IsObject(params))
+            return bad_at(bad, ar, "tools", i, "function.parameters",
+                          "'parameters' must be a JSON Schema object");
+        i++;
+    }
+    *n_tools = i;
+    return 0;
+}
+
+static int tool_named(const cJSON *root, const char *name) {
+    const cJSON *t;
+    cJSON_ArrayForEach(t, cJSON_GetObjectItemCaseSensitive(root, "tools")) {
+        const cJSON *n = cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetObjectItemCaseSensitive(t, "function"), "name");
+        if (cJSON_IsString(n) && !strcmp(n->valuestring, name)) return 1;
+    }
+    return 0;
+}
+
+/* tool_choice: "none" | "auto" | "required" | {"type":"function","function":{"name":N}}.
+ * *parse: whether tool calls are parsed from the output. */
+static int check_tool_choice(const cJSON *root, int n_tools, int *parse, ul_api_bad_t *bad) {
+    const cJSON *tc = cJSON_GetObjectItemCaseSensitive(root, "tool_choice");
+    *parse = n_tools > 0;
+    if (!tc || cJSON_IsNull(tc)) return 0;
+    if (cJSON_IsString(tc)) {
+        const char *s = tc->valuestring;
+        if (!strcmp(s, "none")) return *parse = 0, 0;
+        if (!strcmp(s, "auto")) return 0;
+        if (!strcmp(s, "required"))
+            return n_tools ? 0 : ul_api_bad(bad, "tool_choice", "'required' needs 'tools'");
+        return ul_api_bad(bad, "tool_choice",
+                          "'tool_choice' must be none, auto, required or a named function");
+    }
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(tc, "function");
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(f, "name");
+    if (!cJSON_IsObject(tc) || !cJSON_IsString(name))
+        return ul_api_bad(bad, "tool_choice",
+                          "'tool_choice' must be none, auto, required or a named function");
+    if (!tool_named(root, name->valuestring))
+        return ul_api_bad(bad, "tool_choice", "'tool_choice' names a function not in 'tools'");
+    return 0;
+}
+
+/* The fields this endpoint reads itself (params.c reads the shared ones). */
+static const char *const known[] = {"messages",
+                                    "tools",
+                                    "tool_choice",
+                                    "parallel_tool_calls",
+                                    "chat_template_kwargs",
+                                    "add_generation_prompt",
+                                    NULL};
+
+static int check_request(ul_api_t *a, const cJSON *root, ul_arena_t *ar, creq_t *c,
+                         ul_api_bad_t *bad) {
+    const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(root, "messages");
+    if (!msgs || cJSON_IsNull(msgs)) return ul_api_bad(bad, "messages", "'messages' is required");
+    if (!cJSON_IsArray(msgs) || !cJSON_GetArraySize(msgs))
+        return ul_api_bad(bad, "messages", "'messages' must be a non-empty array");
+    int i = 0, rc;
+    const cJSON *m;
+    cJSON_ArrayForEach(m, msgs) if ((rc = check_message(m, i++, ar, bad))) return rc;
+    int n_tools;
+    if ((rc = check_tools(root, ar, &n_tools, bad))) return rc;
+    if ((rc = check_tool_choice(root, n_tools, &c->parse_tools, bad))) return rc;
+    const cJSON *ptc = cJSON_GetObjectItemCaseSensitive(root, "parallel_tool_calls");
+    if (ptc && !cJSON_IsNull(ptc) && !cJSON_IsBool(ptc))
+        return ul_api_bad(bad, "parallel_tool_calls", "'parallel_tool_calls' must be a boolean");
+    c->parallel_tools = !ptc || !cJSON_IsFalse(ptc);
+    const cJSON *kw = cJSON_GetObjectItemCaseSensitive(root, "chat_template_kwargs");
+    if (kw && !cJSON_IsNull(kw) && !cJSON_IsObject(kw))
+        return ul_api_bad(bad, "chat_template_kwargs", "'chat_template_kwargs' must be an object");
+    const cJSON *agp = cJSON_GetObjectItemCaseSensitive(root, "add_generation_prompt");
+    if (agp && !cJSON_IsNull(agp) && !cJSON_IsBool(agp))
+        return ul_api_bad(bad, "add_generation_prompt",
+                          "'add_generation_prompt' must be a boolean");
+    (void)a;
+    return 0;
+}
+
+/* ---- rendering --------------------------------------------------------------------- */
+
+static const ul_chat_tmpl_t *pick_template(const ul_api_t *a, const cJSON *root) {
+    const cJSON *tools = cJSON_GetObjectItemCaseSensitive(root, "tools");
+    if (a->chat_tmpl_tool && cJSON_GetArraySize(tools) > 0) return a->chat_tmpl_tool;
+    return a->chat_tmpl;
+}
+
+/* Renders root's messages into text (and its plain mask); a template that raises is a 400
+ * carrying its message. The leading BOS text is dropped when tokenizing adds BOS. */
+static int render(ul_api_t *a, const cJSON *root, ul_buf_t *text, ul_buf_t *plain,
+                  ul_api_bad_t *bad) {
+    const ul_chat_tmpl_t *t = pick_template(a, root);
+    if (!t) return ul_api_bad(bad, NULL, "this server has no chat template");
+    const cJSON *agp = cJSON_GetObjectItemCaseSensitive(root, "add_generation_prompt");
+    ul_chat_opts_t o = {.bos_token = a->bos_text,
+                        .eos_token = a->eos_text,
+                        .add_generation_prompt = !cJSON_IsFalse(agp)};
+    char msg[200] = "";
+    int rc = ul_chat_render(t, root, &o, text, plain, msg, sizeof msg);
+    if (rc == UL_ENOMEM) {
+        bad->status = 503, bad->type = "server_error";
+        return ul_api_bad(bad, NULL, "out of memory");
+    }
+    if (rc) return ul_api_bad(bad, "messages", "the chat template refused the request: %s", msg);
+    size_t nb = strlen(a->bos_text);
+    if (a->codec.vocab && nb && ul_vocab_adds_bos(a->codec.vocab) && text->len >= nb &&
+        !memcmp(text->p, a->bos_text, nb)) {
+        ul_buf_consume(text, nb);
+        ul_buf_consume(plain, nb);
+    }
+    return 0;
+}
+
+/* ---- output ------------------------------------------------------------------------ */
+
+static void chunk_head(ul_choice_t *ch) {
+    ul_gen_t *g = ch->g;
+    g->frame.len = 0;
+    ul_gen_json_head(g, &g->frame, "chat.completion.chunk");
+    ul_gen_printf(&g->frame, "{\"index\":%d,\"delta\":{", ch->index);
+}
+
+/* Closes a chunk: pending logprobs ride on it. */
+static void chunk_tail(ul_choice_t *ch, const char *finish_reason) {
+    ul_gen_t *g = ch->g;
+    ul_buf_t *f = &g->frame;
+    ul_gen_add(f, "},\"logprobs\":", 13);
+    if (g->p.logprobs == 1 && ch->n_lp) {
+        ul_gen_add(f, "{\"content\":[", 12);
+        ul_gen_add(f, ch->lp.p, ch->lp.len);
+        ul_gen_add(f, "]}", 2);
+        ch->lp.len = 0;
+        ch->n_lp = 0;
+    } else {
+        ul_gen_add(f, "null", 4);
+    }
+    if (finish_reason)
+        ul_gen_printf(f, ",\"finish_reason\":\"%s\"}]", finish_reason);
+    else
+        ul_gen_add(f, ",\"finish_reason\":null}]", 23);
+    if (g->p.include_usage) ul_gen_add(f, ",\"usage\":null", 13);
+    ul_gen_add(f, "}", 1);
+    ul_gen_send(g, finish_reason ? NULL : ch);
+}
+
+static void send_delta(ul_choice_t *ch, const char *key, const char *s, size_t n) {
+    chunk_head(ch);
+    ul_gen_printf(&ch->g->frame, "\"%s\":", key);
+    ul_gen_json_str(&ch->g->frame, s, n);
+    chunk_tail(ch, NULL);
+}
+
+static void tool_call_json(ul_buf_t *b, const ul_chat_ev_t *ev, int with_index) {
+    if (with_index)
+        ul_gen_printf(b, "{\"index\":%d,", ev->index);
+    else
+        ul_gen_add(b, "{", 1);
+    ul_gen_add(b, "\"id\":", 5);
+    ul_gen_json_str(b, ev->id, strlen(ev->id));
+    ul_gen_add(b, ",\"type\":\"function\",\"function\":{\"name\":", 38);
+    ul_gen_json_str(b, ev->name, strlen(ev->name));
+    ul_gen_add(b, ",\"arguments\":", 13);
+    ul_gen_json_str(b, ev->arguments, strlen(ev->arguments));
+    ul_gen_add(b, "}}", 2);
+}
+
+static void on_event(void *ud, const ul_chat_ev_t *ev) {
+    ul_choice_t *ch = ud;
+    cch_t *cc = ch->ep;
+    creq_t *c = ch->g->ep;
+    int stream = ch->g->p.stream;
+    switch (ev->kind) {
+    case UL_CHAT_EV_CONTENT:
+        if (stream)
+            send_delta(ch, "content", ev->text, ev->len);
+        else
+            ul_gen_add(&ch->out, ev->text, ev->len);
+        break;
+    case UL_CHAT_EV_REASONING:
+        if (stream)
+            send_delta(ch, "reasoning_content", ev->text, ev->len);
+        else
+            ul_gen_add(&cc->reasoning, ev->text, ev->len);
+        break;
+    case UL_CHAT_EV_TOOL_CALL:
+        if (cc->n_calls && !c->parallel_tools) break; /* parallel_tool_calls: false */
+        if (stream) {
+            chunk_head(ch);
+            ul_gen_add(&ch->g->frame, "\"tool_calls\":[", 14);
+            tool_call_json(&ch->g->frame, ev, 1);
+            ul_gen_add(&ch->g->frame, "]", 1);
+            chunk_tail(ch, NULL);
+        } else {
+            if (cc->n_calls) ul_gen_add(&cc->calls, ",", 1);
+            tool_call_json(&cc->calls, ev, 0);
+        }
+        cc->n_calls++;
+        break;
+    }
+}
+
+static void on_text(ul_choice_t *ch, const char *s, size_t n) {
+    cch_t *cc = ch->ep;
+    UL_ASSERT(ul_chat_parser_push(&cc->parser, s, n, on_event, ch) == 0);
+}
+
+static void on_end(ul_choice_t *ch, const char *finish_reason) {
+    cch_t *cc = ch->ep;
+    UL_ASSERT(ul_chat_parser_finish(&cc->parser, on_event, ch) == 0);
+    if (cc->n_calls && !strcmp(finish_reason, "stop")) ch->finish_reason = "tool_calls";
+    if (!ch->g->p.stream) return;
+    chunk_head(ch);
+    chunk_tail(ch, ch->finish_reason);
+}
+
+/* {"token","logprob","bytes":[...],"top_logprobs":[{"token","logprob","bytes"}]} */
+static void lp_entry(ul_buf_t *b, const char *t, int n, float lp) {
+    ul_gen_add(b, "{\"token\":", 9);
+    ul_gen_json_str(b, t, (size_t)n);
+    ul_gen_printf(b, ",\"logprob\":%.9g,\"bytes\":[", lp);
+    for (int i = 0; i < n; i++) ul_gen_printf(b, "%s%d", i ? "," : "", (unsigned char)t[i]);
+    ul_gen_add(b, "]", 1);
+}
+
+static void on_logprob(ul_choice_t *ch, int32_t tok, const ul_token_lp_t *lp) {
+    ul_gen_t *g = ch->g;
+    char t[256];
+    int n = ul_gen_token_text(g, tok, t, sizeof t);
+    if (ch->n_lp) ul_gen_add(&ch->lp, ",", 1);
+    lp_entry(&ch->lp, t, n > 0 ? n : 0, lp->logprob);
+    ul_gen_add(&ch->lp, ",\"top_logprobs\":[", 17);
+    for (int i = 0; i < lp->n_top && i < g->p.top_logprobs; i++) {
+        char tt[256];
+        int m = ul_gen_token_text(g, lp->top_ids[i], tt, sizeof tt);
+        if (i) ul_gen_add(&ch->lp, ",", 1);
+        lp_entry(&ch->lp, tt, m > 0 ? m : 0, lp->top_logprobs[i]);
+        ul_gen_add(&ch->lp, "}", 1);
+    }
+    ul_gen_add(&ch->lp, "]}", 2);
+    ch->n_lp++;
+}
+
+static void on_answer(ul_gen_t *g) {
+    ul_buf_t b = {0};
+    ul_gen_json_head(g, &b, "chat.completion");
+    for (int i = 0; i < g->n_choices; i++) {
+        ul_choice_t *ch = &g->choices[i];
+        cch_t *cc = ch->ep;
+        if (i) ul_gen_add(&b, ",", 1);
+        ul_gen_printf(&b, "{\"index\":%d,\"message\":{\"role\":\"assistant\",\"content\":", i);
+        if (!ch->out.len && cc->n_calls)
+            ul_gen_add(&b, "null", 4);
+        else
+            ul_gen_json_str(&b, ch->out.p ? ch->out.p : "", ch->out.len);
+        if (cc->reasoning.len) {
+            ul_gen_add(&b, ",\"reasoning_content\":", 21);
+            ul_gen_json_str(&b, cc->reasoning.p, cc->reasoning.len);
+        }
+        if (cc->n_calls) {
+            ul_gen_add(&b, ",\"tool_calls\":[", 15);
+            ul_gen_add(&b, cc->calls.p, cc->calls.len);
+            ul_gen_add(&b, "]", 1);
+        }
+        ul_gen_add(&b, "},\"logprobs\":", 13);
+        if (g->p.logprobs == 1) {
+            ul_gen_add(&b, "{\"content\":[", 12);
+            ul_gen_add(&b, ch->lp.p, ch->lp.len);
+            ul_gen_add(&b, "]}", 2);
+        } else {
+            ul_gen_add(&b, "null", 4);
+        }
+        ul_gen_printf(&b, ",\"finish_reason\":\"%s\"}", ch->finish_reason);
+    }
+    ul_gen_add(&b, "],", 2);
+    ul_gen_json_usage(g, &b);
+    ul_gen_add(&b, "}", 1);
+    ul_http_respond(g->req, 200, NULL, b.p, b.len);
+    ul_buf_free(&b);
+}
+
+static void free_choice(ul_choice_t *ch) {
+    cch_t *cc = ch->ep;
+    if (!cc) return;
+    ul_chat_parser_free(&cc->parser);
+    ul_buf_free(&cc->reasoning);
+    ul_buf_free(&cc->calls);
+}
+
+static const ul_gen_ops_t ops = {.text = on_text,
+                                 .end = on_end,
+                                 .answer = on_answer,
+                                 .logprob = on_logprob,
+                                 .free_choice = free_choice};
+
+/* ---- handlers ---------------------------------------------------------------------- */
+
+/* Parses and validates the body; renders it. On failure answers and returns non-zero. */
+static cJSON *parse_body(ul_api_t *a, ul_http_req_t *req) {
+    cJSON *root = cJSON_ParseWithLength(req->body, req->body_len);
+    if (!root) {
+        a->stats.completions_rejected++;
+        ul_api_error(req, 400, "invalid_request_error", NULL, "invalid_json",
+                     "the request body is not valid JSON");
+    }
+    return root;
+}
+
+/* The role chunk every streamed choice starts with. */
+static void send_roles(ul_gen_t *g) {
+    for (int i = 0; i < g->n_choices && g->sse; i++) {
+        ul_choice_t *ch = &g->choices[i];
+        chunk_head(ch);
+        ul_gen_add(&g->frame, "\"role\":\"assistant\",\"content\":\"\"", 31);
+        chunk_tail(ch, NULL);
+    }
+}
+
+static int setup_choices(ul_gen_t *g, const creq_t *c) {
+    creq_t *gc = ul_arena_alloc(&g->arena, sizeof *gc);
+    if (!gc) return UL_ENOMEM;
+    *gc = *c;
+    g->ep = gc;
+    for (int i = 0; i < g->n_choices; i++) {
+        ul_choice_t *ch = &g->choices[i];
+        cch_t *cc = ul_arena_alloc(&g->arena, sizeof *cc);
+        if (!cc) return UL_ENOMEM;
+        memset(cc, 0, sizeof *cc);
+        ul_chat_parser_init(&cc->parser, &gc->syn, gc->starts_in_reasoning, gc->parse_tools,
+                            ch->seq.sampling.seed ^ (uint64_t)(uintptr_t)g);
+        ch->ep = cc;
+    }
+    return 0;
+}
+
+int ul_api_chat_completions(ul_http_req_t *req, void *data) {
+    ul_api_t *a = data;
+    if (ul_api_refuse_draining(a, req)) return 0;
+    cJSON *root = parse_body(a, req);
+    if (!root) return 0;
+    ul_arena_t ar;
+    ul_arena_init(&ar, 1024);
+    ul_api_params_t p;
+    creq_t c = {0};
+    ul_api_bad_t bad = {0};
+    ul_buf_t text = {0}, plain = {0};
+    int rc = ul_api_params_parse(a, root, UL_GEN_CHAT, &ar, known, &p, &bad);
+    if (!rc) rc = check_request(a, root, &ar, &c, &bad);
+    if (!rc) rc = render(a, root, &text, &plain, &bad);
+    if (rc) {
+        ul_api_reject(a, req, &bad);
+        goto out;
+    }
+    const ul_chat_tmpl_t *t = pick_template(a, root);
+    ul_chat_syntax_detect(ul_chat_tmpl_src(t), strlen(ul_chat_tmpl_src(t)), &c.syn);
+    c.starts_in_reasoning = ul_chat_syntax_prompt_opens_reasoning(&c.syn, text.p, text.len);
+    ul_gen_t *g = ul_gen_new(a, req, &p, &ops, 1, "chatcmpl-");
+    if (!g || setup_choices(g, &c)) {
+        if (g) ul_gen_discard(g);
+        ul_api_error(req, 503, "server_error", NULL, NULL, "out of memory");
+        goto out;
+    }
+    ul_gen_prompt_t pr = {0};
+    pr.ids =
+        ul_api_tokenize_text(&a->codec, text.p, text.len, (const uint8_t *)plain.p, 1, &pr.n_ids);
+    if (ul_gen_start(g, &pr) == 0) send_roles(g);
+    free(pr.ids);
+out:
+    ul_buf_free(&text);
+    ul_buf_free(&plain);
+    ul_arena_free(&ar);
+    cJSON_Delete(root);
+    return 0;
+}
+
+/* POST /apply-template: the prompt a chat request renders to, as llama-server answers. */
+int ul_api_apply_template(ul_http_req_t *req, void *data) {
+    ul_api_t *a = data;
+    cJSON *root = parse_body(a, req);
+    if (!root) return 0;
+    ul_arena_t ar;
+    ul_arena_init(&ar, 1024);
+    creq_t c = {0};
+    ul_api_bad_t bad = {0};
+    ul_buf_t text = {0}, plain = {0}, out = {0};
+    int rc = cJSON_IsObject(root) ? check_request(a, root, &ar, &c, &bad)
+                                  : ul_api_bad(&bad, NULL, "the body must be a JSON object");
+    if (!rc) rc = render(a, root, &text, &plain, &bad);
+    if (rc) {
+        ul_api_reject(a, req, &bad);
+    } else {
+        ul_gen_add(&out, "{\"prompt\":", 10);
+        ul_gen_json_str(&out, text.p ? text.p : "", text.len);
+        ul_gen_add(&out, "}", 1);
+        ul_http_respond(req, 200, NULL, out.p, out.len);
+    }
+    ul_buf_free(&text);
+    ul_buf_free(&plain);
+    ul_buf_free(&out);
+    ul_arena_free(&ar);
+    cJSON_Delete(root);
+    return 0;
+}

@@ -1,0 +1,248 @@
+"""/v1/chat/completions and /apply-template: OpenAI's shapes (streamed and not), the chat
+template applied as Python Jinja2 renders it, validation with error.param for every
+violation (a table of invalid requests, the server healthy after each), and special tokens
+only where the template wrote them."""
+
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from uvllm_harness import Server, run, sse_events, test  # noqa: E402
+
+
+def shared():
+    return os.environ.get("UVLLM_SHARED") or os.path.join(
+        os.environ.get("UVLLM_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", "..")),
+        "..", "shared")
+
+
+TEMPLATES = os.path.join(shared(), "chat-templates", "templates")
+MODEL = os.path.join(shared(), "models", "aidreams260K.gguf")
+QWEN = os.path.join(TEMPLATES, "Qwen-Qwen2.5-7B-Instruct.jinja")
+NULL = None
+CPU = None
+QNULL = None
+
+
+def null():
+    global NULL
+    if NULL is None:
+        NULL = Server()
+    return NULL
+
+
+def cpu():
+    """aidreams260K has no template (ChatML then) and a 128-token context."""
+    global CPU
+    if CPU is None:
+        CPU = Server("--model", MODEL, "--threads", "2", backend="cpu")
+    return CPU
+
+
+def qwen():
+    global QNULL
+    if QNULL is None:
+        QNULL = Server("--chat-template", QWEN)
+    return QNULL
+
+
+def chat(s, **body):
+    return s.request("POST", "/v1/chat/completions", body=json.dumps(body))
+
+
+U = [{"role": "user", "content": "Tell me about the sea."}]
+TOOL = {"type": "function", "function": {"name": "get_weather", "description": "Weather",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}
+
+# (body, status, error.param)
+INVALID = [
+    ({}, 400, "messages"),
+    ({"messages": None}, 400, "messages"),
+    ({"messages": []}, 400, "messages"),
+    ({"messages": "hi"}, 400, "messages"),
+    ({"messages": {"role": "user"}}, 400, "messages"),
+    ({"messages": [5]}, 400, "messages[0]"),
+    ({"messages": ["hi"]}, 400, "messages[0]"),
+    ({"messages": [{}]}, 400, "messages[0].role"),
+    ({"messages": [{"role": 3, "content": "x"}]}, 400, "messages[0].role"),
+    ({"messages": [{"role": "wizard", "content": "x"}]}, 400, "messages[0].role"),
+    ({"messages": [{"role": "user"}]}, 400, "messages[0].content"),
+    ({"messages": [{"role": "system"}]}, 400, "messages[0].content"),
+    ({"messages": [{"role": "user", "content": 5}]}, 400, "messages[0].content"),
+    ({"messages": [{"role": "user", "content": {"text": "x"}}]}, 400, "messages[0].content"),
+    ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]},
+     400, "messages[0].content[0].type"),
+    ({"messages": [{"role": "user", "content": [{"type": "input_audio", "input_audio": {}}]}]},
+     400, "messages[0].content[0].type"),
+    ({"messages": [{"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "file"}]}]},
+     400, "messages[0].content[1].type"),
+    ({"messages": [{"role": "user", "content": [{"type": "text"}]}]}, 400,
+     "messages[0].content[0].type"),
+    ({"messages": [{"role": "user", "content": [{"type": "video"}]}]}, 400,
+     "messages[0].content[0].type"),
+    ({"messages": [{"role": "user", "content": ["x"]}]}, 400, "messages[0].content[0].type"),
+    ({"messages": U + [{"role": "tool", "content": "r"}]}, 400, "messages[1].tool_call_id"),
+    ({"messages": U + [{"role": "assistant", "tool_calls": "x"}]}, 400, "messages[1].tool_calls"),
+    ({"messages": U + [{"role": "assistant", "tool_calls": [{"function": {"name": "f"}}]}]}, 400,
+     "messages[1].tool_calls"),
+    ({"messages": [{"role": "user", "content": "x", "name": 5}]}, 400, "messages[0].name"),
+    ({"messages": U, "tools": {}}, 400, "tools"),
+    ({"messages": U, "tools": [{"type": "retrieval"}]}, 400, "tools[0].type"),
+    ({"messages": U, "tools": [{"type": "function", "function": {}}]}, 400,
+     "tools[0].function.name"),
+    ({"messages": U, "tools": [{"type": "function", "function": {"name": "f", "parameters": 3}}]},
+     400, "tools[0].function.parameters"),
+    ({"messages": U, "tool_choice": "required"}, 400, "tool_choice"),
+    ({"messages": U, "tools": [TOOL], "tool_choice": "sometimes"}, 400, "tool_choice"),
+    ({"messages": U, "tools": [TOOL], "tool_choice": {"type": "function", "function": {"name": "x"}}},
+     400, "tool_choice"),
+    ({"messages": U, "parallel_tool_calls": "yes"}, 400, "parallel_tool_calls"),
+    ({"messages": U, "chat_template_kwargs": []}, 400, "chat_template_kwargs"),
+    ({"messages": U, "temperature": -1}, 400, "temperature"),
+    ({"messages": U, "top_p": 1.5}, 400, "top_p"),
+    ({"messages": U, "n": 0}, 400, "n"),
+    ({"messages": U, "max_tokens": 0}, 400, "max_tokens"),
+    ({"messages": U, "max_completion_tokens": -5}, 400, "max_completion_tokens"),
+    ({"messages": U, "logprobs": 1}, 400, "logprobs"),
+    ({"messages": U, "top_logprobs": 3}, 400, "top_logprobs"),
+    ({"messages": U, "logprobs": True, "top_logprobs": 25}, 400, "top_logprobs"),
+    ({"messages": U, "stop": [1]}, 400, "stop"),
+    ({"messages": U, "stop": ["a", "b", "c", "d", "e"]}, 400, "stop"),
+    ({"messages": U, "stream": "yes"}, 400, "stream"),
+    ({"messages": U, "stream_options": {"include_usage": True}}, 400, "stream_options"),
+    ({"messages": U, "response_format": {"type": "json_schema"}}, 400, "response_format"),
+    ({"messages": U, "audio": {"voice": "x"}}, 400, "audio"),
+    ({"messages": U, "modalities": ["text", "audio"]}, 400, "modalities"),
+    ({"messages": U, "functions": [{"name": "f"}]}, 400, "functions"),
+    ({"messages": U, "function_call": "auto"}, 400, "function_call"),
+    ({"messages": U, "prediction": {"type": "content"}}, 400, "prediction"),
+    ({"messages": U, "store": True}, 400, "store"),
+    ({"messages": U, "reasoning_effort": "high"}, 400, "reasoning_effort"),
+    ({"messages": U, "logit_bias": {"abc": 1}}, 400, "logit_bias"),
+    ({"messages": U, "seed": "1"}, 400, "seed"),
+    ({"messages": U, "model": "gpt-4o"}, 404, "model"),
+    ({"messages": U, "max_tokens": 5000}, 400, "max_tokens"),
+]
+
+
+@test
+def invalid_requests_name_their_param_and_leave_the_server_healthy():
+    s = null()
+    assert len(INVALID) >= 40
+    for body, status, param in INVALID:
+        r = chat(s, **body)
+        assert r.status == status, (body, r.status, r.body)
+        err = r.json()["error"]
+        assert err["param"] == param, (body, err)
+        assert err["message"] and err["type"], err
+        assert s.health()[0] == 200
+    r = s.request("POST", "/v1/chat/completions", body="{not json")
+    assert r.status == 400 and r.json()["error"]["code"] == "invalid_json"
+
+
+@test
+def non_stream_shape_and_usage():
+    r = chat(null(), messages=U, max_tokens=5)
+    assert r.status == 200, r.body
+    j = r.json()
+    assert j["object"] == "chat.completion" and j["id"].startswith("chatcmpl-")
+    ch = j["choices"][0]
+    assert ch["message"]["role"] == "assistant" and ch["finish_reason"] == "length"
+    assert ch["message"]["content"].count("tok") == 5
+    assert j["usage"]["completion_tokens"] == 5 and j["usage"]["prompt_tokens"] > 5
+
+
+@test
+def stream_role_first_then_content_then_finish_and_usage():
+    r = chat(null(), messages=U, max_tokens=4, stream=True, n=2,
+             stream_options={"include_usage": True})
+    ev = sse_events(r.body)
+    assert ev[-1] == "[DONE]"
+    chunks = [json.loads(e) for e in ev[:-1]]
+    assert all(c["object"] == "chat.completion.chunk" for c in chunks)
+    for i in (0, 1):
+        mine = [c["choices"][0] for c in chunks if c["choices"] and c["choices"][0]["index"] == i]
+        assert mine[0]["delta"] == {"role": "assistant", "content": ""}, mine[0]
+        assert mine[-1]["finish_reason"] == "length" and mine[-1]["delta"] == {}
+        assert "".join(m["delta"].get("content", "") for m in mine).count("tok") == 4
+    assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["completion_tokens"] == 8
+
+
+@test
+def streamed_text_equals_non_streamed_greedy_text():
+    body = dict(messages=U, max_tokens=24, temperature=0)
+    j = chat(cpu(), **body).json()
+    full = j["choices"][0]["message"]["content"]
+    ev = sse_events(chat(cpu(), stream=True, **body).body)
+    text = "".join(json.loads(e)["choices"][0]["delta"].get("content", "")
+                   for e in ev[:-1] if json.loads(e)["choices"])
+    assert text == full and len(full) > 0, (text, full)
+    j3 = chat(cpu(), n=3, **body).json()
+    assert [c["message"]["content"] for c in j3["choices"]] == [full] * 3
+
+
+@test
+def logprobs_in_chat_shape():
+    j = chat(cpu(), messages=U, max_tokens=3, temperature=0, logprobs=True, top_logprobs=2).json()
+    lp = j["choices"][0]["logprobs"]["content"]
+    assert len(lp) == 3
+    for e in lp:
+        assert e["logprob"] <= 0 and bytes(e["bytes"]).decode("utf-8", "replace") == e["token"]
+        assert len(e["top_logprobs"]) == 2 and e["top_logprobs"][0]["logprob"] == e["logprob"]
+
+
+@test
+def apply_template_renders_as_python_jinja2():
+    sys.path.insert(0, os.path.join(shared(), "chat-templates"))
+    import oracle  # noqa: E402
+    src = open(QWEN).read()
+    msgs = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"},
+            {"role": "assistant", "content": "Hello!"}, {"role": "user", "content": "A joke?"}]
+    r = qwen().request("POST", "/apply-template", body=json.dumps({"messages": msgs, "tools": [TOOL]}))
+    assert r.status == 200, r.body
+    ok, want = oracle.render(src, oracle.llamacpp_context(src, msgs, tools=[TOOL]))
+    assert ok and r.json()["prompt"] == want, (r.json()["prompt"], want)
+
+
+@test
+def a_template_that_raises_is_a_400_with_its_message():
+    gemma = os.path.join(TEMPLATES, "google-gemma-2-2b-it.jinja")
+    with Server("--chat-template", gemma) as s:
+        r = chat(s, messages=[{"role": "user", "content": "a"}, {"role": "user", "content": "b"}])
+        assert r.status == 400, r.body
+        err = r.json()["error"]
+        assert "alternate" in err["message"] and err["param"] == "messages", err
+        assert s.health()[0] == 200
+
+
+@test
+def tool_round_trip_is_accepted_and_rendered():
+    msgs = U + [{"role": "assistant", "content": None, "tool_calls": [
+        {"id": "call_1", "type": "function",
+         "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "18 C"}]
+    r = qwen().request("POST", "/apply-template", body=json.dumps({"messages": msgs, "tools": [TOOL]}))
+    p = r.json()["prompt"]
+    assert '{"name": "get_weather", "arguments": {"city": "Paris"}}' in p, p
+    assert "<tool_response>\n18 C\n</tool_response>" in p, p
+    j = chat(qwen(), messages=msgs, tools=[TOOL], max_tokens=4, temperature=0).json()
+    assert j["choices"][0]["finish_reason"] in ("length", "stop", "tool_calls"), j
+
+
+@test
+def kwargs_reach_the_template():
+    qwen3 = os.path.join(TEMPLATES, "Qwen-Qwen3-0.6B.jinja")
+    with Server("--chat-template", qwen3) as s:
+        on = s.request("POST", "/apply-template", body=json.dumps({"messages": U})).json()["prompt"]
+        off = s.request("POST", "/apply-template", body=json.dumps(
+            {"messages": U, "chat_template_kwargs": {"enable_thinking": False}})).json()["prompt"]
+        assert off.endswith("<think>\n\n</think>\n\n") and not on.endswith("</think>\n\n"), (on, off)
+
+
+if __name__ == "__main__":
+    rc = run()
+    for s in (NULL, CPU, QNULL):
+        if s:
+            s.stop()
+    sys.exit(rc)
