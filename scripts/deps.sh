@@ -15,8 +15,16 @@ if command -v node >/dev/null && command -v npm >/dev/null; then
     missing=("${tmp[@]+"${tmp[@]}"}")
 fi
 command -v python3 >/dev/null && { tmp=(); for p in "${missing[@]+"${missing[@]}"}"; do [ "$p" = python3 ] || tmp+=("$p"); done; missing=("${tmp[@]+"${tmp[@]}"}"); }
-[ ${#missing[@]} -eq 0 ] && exit 0
-echo "deps: installing ${missing[*]}" >&2
-SUDO=; [ "$(id -u)" -ne 0 ] && SUDO=sudo
-$SUDO apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# Python Jinja2 is the chat-template oracle of the tests: Debian's when python3 lacks it.
+python3 -c 'import jinja2' 2>/dev/null || missing+=(python3-jinja2)
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "deps: installing ${missing[*]}" >&2
+    SUDO=; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+# The official OpenAI SDK for the end-to-end tests, exactly as the lock file pins it.
+e2e="$(dirname "$0")/../tests/e2e"
+if [ ! -d "$e2e/node_modules/openai" ] || [ "$e2e/package-lock.json" -nt "$e2e/node_modules/.package-lock.json" ]; then
+    (cd "$e2e" && npm ci --no-audit --no-fund --loglevel=error)
+fi

@@ -1,0 +1,137 @@
+// uvllm through the official OpenAI client SDK (node), as a user's application talks to it:
+// chat and completions, streamed and not, include_usage, n, logprobs, a tool-call round
+// trip, and the SDK's typed errors. The server is the real binary on 127.0.0.1 with the
+// trained aidreams260K model (no chat template of its own: ChatML), so greedy output is
+// deterministic and streamed text must equal non-streamed text.
+import { spawn } from "node:child_process";
+import { after, before, test } from "node:test";
+import assert from "node:assert/strict";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import OpenAI from "openai";
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const src = process.env.UVLLM_SOURCE_DIR ?? path.join(here, "..", "..");
+const shared = process.env.UVLLM_SHARED ?? path.join(src, "..", "shared");
+const bin = process.env.UVLLM_BIN ?? path.join(src, "build", "uvllm");
+const model = path.join(shared, "models", "aidreams260K.gguf");
+
+let server;
+let client;
+
+before(async () => {
+  server = spawn(bin, ["serve", "--model", model, "--port", "0", "--threads", "2"], {
+    stdio: ["ignore", "ignore", "pipe"],
+  });
+  const port = await new Promise((resolve, reject) => {
+    let log = "";
+    const timer = setTimeout(() => reject(new Error(`no 'listening on' in 15 s:\n${log}`)), 15000);
+    server.stderr.on("data", (d) => {
+      log += d;
+      const m = log.match(/listening on http:\/\/[^:\s]+:(\d+)/);
+      if (m) {
+        clearTimeout(timer);
+        resolve(Number(m[1]));
+      }
+    });
+    server.on("exit", (code) => reject(new Error(`server exited ${code}:\n${log}`)));
+  });
+  client = new OpenAI({ baseURL: `http://127.0.0.1:${port}/v1`, apiKey: "unused", maxRetries: 0 });
+});
+
+after(() => server?.kill("SIGTERM"));
+
+const MODEL = "aidreams260K.gguf";
+const messages = [{ role: "user", content: "Tell me about a dream." }];
+
+async function collect(stream) {
+  const chunks = [];
+  for await (const c of stream) chunks.push(c);
+  return chunks;
+}
+
+test("chat: streamed text equals non-streamed greedy text", async () => {
+  const full = await client.chat.completions.create({ model: MODEL, messages, max_tokens: 24, temperature: 0 });
+  assert.equal(full.object, "chat.completion");
+  assert.equal(full.choices[0].message.role, "assistant");
+  const text = full.choices[0].message.content;
+  assert.ok(text.length > 0);
+  const chunks = await collect(
+    await client.chat.completions.create({
+      model: MODEL, messages, max_tokens: 24, temperature: 0, stream: true,
+      stream_options: { include_usage: true },
+    }),
+  );
+  assert.equal(chunks[0].choices[0].delta.role, "assistant");
+  const streamed = chunks.map((c) => c.choices[0]?.delta?.content ?? "").join("");
+  assert.equal(streamed, text);
+  const usage = chunks.at(-1).usage;
+  assert.equal(usage.completion_tokens, full.usage.completion_tokens);
+  assert.equal(usage.prompt_tokens, full.usage.prompt_tokens);
+});
+
+test("chat: n choices and logprobs", async () => {
+  const r = await client.chat.completions.create({
+    model: MODEL, messages, max_tokens: 6, temperature: 0, n: 3, logprobs: true, top_logprobs: 3,
+  });
+  assert.equal(r.choices.length, 3);
+  assert.deepEqual(r.choices.map((c) => c.index), [0, 1, 2]);
+  assert.equal(new Set(r.choices.map((c) => c.message.content)).size, 1, "greedy: all equal");
+  const lp = r.choices[0].logprobs.content;
+  assert.equal(lp.length, 6);
+  for (const e of lp) {
+    assert.ok(e.logprob <= 0);
+    assert.equal(e.top_logprobs.length, 3);
+    assert.equal(e.top_logprobs[0].logprob, e.logprob);
+  }
+});
+
+test("chat: a tool-call round trip is accepted", async () => {
+  const tools = [{
+    type: "function",
+    function: { name: "get_weather", description: "Weather", parameters: { type: "object", properties: { city: { type: "string" } } } },
+  }];
+  const r = await client.chat.completions.create({
+    model: MODEL, max_tokens: 4, temperature: 0, tools,
+    messages: [
+      ...messages,
+      { role: "assistant", content: null, tool_calls: [{ id: "call_1", type: "function", function: { name: "get_weather", arguments: '{"city":"Paris"}' } }] },
+      { role: "tool", tool_call_id: "call_1", content: "18 C" },
+    ],
+  });
+  assert.ok(["stop", "length", "tool_calls"].includes(r.choices[0].finish_reason));
+});
+
+test("completions: streamed equals non-streamed, n and logprobs", async () => {
+  const full = await client.completions.create({ model: MODEL, prompt: "Once upon a time", max_tokens: 20, temperature: 0 });
+  assert.equal(full.object, "text_completion");
+  const chunks = await collect(
+    await client.completions.create({ model: MODEL, prompt: "Once upon a time", max_tokens: 20, temperature: 0, stream: true }),
+  );
+  assert.equal(chunks.map((c) => c.choices[0]?.text ?? "").join(""), full.choices[0].text);
+  const r = await client.completions.create({ model: MODEL, prompt: ["Once upon a time", "I dreamed"], max_tokens: 3, temperature: 0, n: 2, logprobs: 2 });
+  assert.equal(r.choices.length, 4);
+  assert.equal(r.choices[0].text, full.choices[0].text.slice(0, r.choices[0].text.length));
+  assert.equal(r.choices[0].logprobs.tokens.length, 3);
+  assert.equal(r.choices[0].logprobs.top_logprobs[0] && Object.keys(r.choices[0].logprobs.top_logprobs[0]).length > 0, true);
+});
+
+test("errors arrive as the SDK's typed errors with param", async () => {
+  await assert.rejects(
+    client.chat.completions.create({ model: MODEL, messages: [] }),
+    (e) => e instanceof OpenAI.BadRequestError && e.param === "messages",
+  );
+  await assert.rejects(
+    client.chat.completions.create({ model: "gpt-4o", messages }),
+    (e) => e instanceof OpenAI.NotFoundError && e.code === "model_not_found",
+  );
+  await assert.rejects(
+    client.chat.completions.create({ model: MODEL, messages: [{ role: "user", content: [{ type: "image_url", image_url: { url: "http://x/y.png" } }] }] }),
+    (e) => e instanceof OpenAI.BadRequestError && /text only/.test(e.message),
+  );
+});
+
+test("models lists the served model", async () => {
+  const list = await client.models.list();
+  assert.ok(list.data.some((m) => m.id === MODEL));
+});
