@@ -11,7 +11,7 @@ bash "$BENCH_DIR/peer.sh" || die "the peer (llama.cpp) could not be built"
 sec="$WORK/header.md"
 {
     echo "Written by \`bench/run.sh\` (\`make bench\`); each benchmark can be run alone"
-    echo "(\`bench/http.sh\`, \`bench/sse.sh\`, \`bench/tokenizer.sh\`, \`bench/engine.sh\`) and"
+    echo "(\`bench/http.sh\`, \`bench/sse.sh\`, \`bench/chat.sh\`, \`bench/tokenizer.sh\`, \`bench/engine.sh\`) and"
     echo "rewrites only its own section. Ratios compare uvllm and the peer measured"
     echo "in the same run, interleaved, on a shared and noisy 2-core machine."
     echo
@@ -22,7 +22,7 @@ sec="$WORK/header.md"
 results_section header "$sec"
 
 rc=0
-for b in http sse tokenizer tokenizer-distinct engine decode_bw; do
+for b in http sse chat tokenizer tokenizer-distinct engine decode_bw; do
     echo "bench: === $b ===" >&2
     case $b in
     tokenizer-distinct) TOK_CORPUS=distinct bash "$BENCH_DIR/tokenizer.sh" ;;

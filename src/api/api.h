@@ -18,6 +18,7 @@
 
 #include <stdint.h>
 
+#include "chat/toolcall.h"
 #include "model/vocab.h"
 #include "net/http.h"
 #include "sched/sched.h"
@@ -77,6 +78,10 @@ typedef struct ul_api_s {
     struct ul_chat_tmpl_s *chat_tmpl;      /* the model's chat template (or ChatML) */
     struct ul_chat_tmpl_s *chat_tmpl_tool; /* tokenizer.chat_template.tool_use, or NULL */
     char bos_text[64], eos_text[64];       /* the vocabulary's BOS/EOS texts, for templates */
+    /* The output syntax of each template (tool-call format, thinking markers), found from
+     * its source on first use: scanning the source per request cost 5% of a chat request. */
+    ul_chat_syntax_t chat_syn, chat_syn_tool;
+    int chat_syn_ready; /* reset when the templates change */
     ul_api_stats_t stats;
     uint64_t next_cmpl;
     /* Set by `uvllm serve` after ul_api_init; read by the request handlers. */

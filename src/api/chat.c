@@ -478,6 +478,43 @@ static int setup_choices(ul_gen_t *g, const creq_t *c) {
     return 0;
 }
 
+/* Everything before generation: the shared fields, the chat checks, the rendering. */
+static int prepare(ul_api_t *a, cJSON *root, ul_arena_t *ar, ul_api_params_t *p, creq_t *c,
+                   ul_buf_t *text, ul_buf_t *plain, ul_api_bad_t *bad) {
+    int rc = ul_api_params_parse(a, root, UL_GEN_CHAT, ar, known, p, bad);
+    if (!rc) rc = check_request(a, root, ar, c, bad);
+    if (!rc) rc = render(a, root, text, plain, bad);
+    if (rc) return rc;
+    const ul_chat_tmpl_t *t = pick_template(a, root);
+    if (!a->chat_syn_ready) {
+        const char *s = ul_chat_tmpl_src(a->chat_tmpl);
+        ul_chat_syntax_detect(s, strlen(s), &a->chat_syn);
+        if (a->chat_tmpl_tool) {
+            s = ul_chat_tmpl_src(a->chat_tmpl_tool);
+            ul_chat_syntax_detect(s, strlen(s), &a->chat_syn_tool);
+        }
+        a->chat_syn_ready = 1;
+    }
+    c->syn = t == a->chat_tmpl ? a->chat_syn : a->chat_syn_tool;
+    c->starts_in_reasoning = ul_chat_syntax_prompt_opens_reasoning(&c->syn, text->p, text->len);
+    return 0;
+}
+
+int ul_api_chat_prepare_body(ul_api_t *a, const char *body, size_t len, ul_buf_t *text,
+                             ul_buf_t *plain, ul_api_bad_t *bad) {
+    cJSON *root = cJSON_ParseWithLength(body, len);
+    if (!root) return ul_api_bad(bad, NULL, "the request body is not valid JSON");
+    ul_arena_t ar;
+    ul_arena_init(&ar, 1024);
+    ul_api_params_t p;
+    creq_t c = {0};
+    int rc = prepare(a, root, &ar, &p, &c, text, plain, bad);
+    if (bad->param) bad->param = NULL; /* points into ar */
+    ul_arena_free(&ar);
+    cJSON_Delete(root);
+    return rc;
+}
+
 int ul_api_chat_completions(ul_http_req_t *req, void *data) {
     ul_api_t *a = data;
     if (ul_api_refuse_draining(a, req)) return 0;
@@ -489,16 +526,10 @@ int ul_api_chat_completions(ul_http_req_t *req, void *data) {
     creq_t c = {0};
     ul_api_bad_t bad = {0};
     ul_buf_t text = {0}, plain = {0};
-    int rc = ul_api_params_parse(a, root, UL_GEN_CHAT, &ar, known, &p, &bad);
-    if (!rc) rc = check_request(a, root, &ar, &c, &bad);
-    if (!rc) rc = render(a, root, &text, &plain, &bad);
-    if (rc) {
+    if (prepare(a, root, &ar, &p, &c, &text, &plain, &bad)) {
         ul_api_reject(a, req, &bad);
         goto out;
     }
-    const ul_chat_tmpl_t *t = pick_template(a, root);
-    ul_chat_syntax_detect(ul_chat_tmpl_src(t), strlen(ul_chat_tmpl_src(t)), &c.syn);
-    c.starts_in_reasoning = ul_chat_syntax_prompt_opens_reasoning(&c.syn, text.p, text.len);
     ul_gen_t *g = ul_gen_new(a, req, &p, &ops, 1, "chatcmpl-");
     if (!g || setup_choices(g, &c)) {
         if (g) ul_gen_discard(g);

@@ -67,6 +67,12 @@ typedef struct ul_api_params_s {
 int ul_api_params_parse(ul_api_t *a, const cJSON *root, ul_gen_kind_t kind, ul_arena_t *arena,
                         const char *const *known, ul_api_params_t *p, ul_api_bad_t *bad);
 
+/* The chat endpoint up to generation, without HTTP (for the request-body fuzzer): parses,
+ * validates and renders body into text and its plain mask. Returns 0 or UL_EINVAL/
+ * UL_ENOMEM with bad's message set (bad->param is not kept). */
+int ul_api_chat_prepare_body(ul_api_t *a, const char *body, size_t len, ul_buf_t *text,
+                             ul_buf_t *plain, ul_api_bad_t *bad);
+
 typedef struct ul_gen_s ul_gen_t;
 typedef struct ul_choice_s ul_choice_t;
 
