@@ -203,7 +203,8 @@ void ul_sched_free(ul_sched_t *s);
 int ul_sched_add(ul_sched_t *s, ul_seq_t *seq, const int32_t *prompt, int32_t n_prompt);
 /* ul_sched_add for one of several choices of the same prompt (a request's n > 1): seq
  * shares the KV of share_with's prompt instead of computing it again. share_with was added
- * earlier, with the same prompt, and has not finished (NULL: plain ul_sched_add). seq
+ * earlier with the same prompt and not yet freed by its owner (NULL: plain ul_sched_add;
+ * already finished, ending or cancelled: seq simply computes on its own). seq
  * waits until share_with has computed the prompt's full pages that lie entirely before
  * position n_prompt-1, then takes a reference on them and prefills only the rest (at most
  * one page of tokens: it must compute its last prompt token to get its own logits). If
