@@ -222,7 +222,7 @@ static int apply_opt(serve_args_t *a, int k, const char *v) {
     case O_CORS:
         if (a->n_cors == MAX_CORS) return 1;
         a->cors[a->n_cors++] = v;
-        return !*v;
+        return !*v || strpbrk(v, "\r\n\t ") != NULL;
     case O_CHAT_TEMPLATE:
         a->chat_template = v;
         return !*v;

@@ -86,6 +86,10 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     hc.idle_timeout_ms = 20;
     hc.linger_ms = 20;
     hc.access_log = 0;
+    /* CORS on, so preflights and the Origin/X-Request-Id paths are fuzzed too */
+    static const char *const cors[] = {"https://ui.example"};
+    hc.cors_origins = cors;
+    hc.n_cors_origins = 1;
     if (ul_http_server_init(&g.loop, &g.http, &hc, &g.router)) die("http init failed");
     g.api.server = &g.http;
     if (ul_http_server_listen(&g.http)) die("listen failed");

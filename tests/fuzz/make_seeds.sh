@@ -48,6 +48,11 @@ printf 'POST /v1/completions HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nCont
 printf 'POST /v1/completions HTTP/1.1\r\nHost: x\r\nExpect: something-else\r\nContent-Length: 2\r\n\r\n{}' | seed post-expect-bad 00
 printf 'POST /v1/completions HTTP/1.0\r\nContent-Length: %d\r\n\r\n%s' ${#sbody} "$sbody" | seed post-http10-stream 01
 printf 'GET /health HTTP/1.0\r\nConnection: keep-alive\r\n\r\n' | seed get-http10-keepalive 00
+tbody='{"content":"a b </s>","add_special":true,"with_pieces":true}'
+printf 'POST /tokenize HTTP/1.1\r\nHost: x\r\nX-Request-Id: seed-1\r\nContent-Length: %d\r\n\r\n%s' ${#tbody} "$tbody" | seed post-tokenize 00
+dbody='{"tokens":[1,2,31999]}'
+printf 'POST /detokenize HTTP/1.1\r\nHost: x\r\nOrigin: https://ui.example\r\nContent-Length: %d\r\n\r\n%s' ${#dbody} "$dbody" | seed post-detokenize 00
+printf 'OPTIONS /v1/completions HTTP/1.1\r\nHost: x\r\nOrigin: https://ui.example\r\nAccess-Control-Request-Method: POST\r\nAccess-Control-Request-Headers: content-type\r\n\r\n' | seed options-preflight 00
 printf 'GET /health HTTP/1.1\r\nHost: x\r\n\r\nPOST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%sGET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n' ${#body} "$body" | seed pipelined 31
 printf 'POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%sPOST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s' ${#sbody} "$sbody" ${#body} "$body" | seed pipelined-stream ff
 printf 'POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n' | seed smuggle-cl-te 00
