@@ -80,6 +80,22 @@ Test(jinja, error_messages_name_the_python_exception) {
     ul_buf_free(&out);
 }
 
+/* Chains built by loops in the parser (a+b+..., x|f|f...) must not recurse without bound. */
+Test(jinja, deep_expression_chains_are_refused) {
+    const char *parts[] = {"+1", "|string", ".a", "[0]", "(1)"};
+    for (size_t k = 0; k < sizeof parts / sizeof parts[0]; k++) {
+        ul_buf_t src = {0};
+        ul_buf_puts(&src, "{{ x");
+        for (int i = 0; i < 50000; i++) ul_buf_puts(&src, parts[k]);
+        ul_buf_puts(&src, " }}");
+        ul_jinja_t *t;
+        char err[256];
+        cr_assert_eq(ul_jinja_new(src.p, src.len, &t, err, sizeof err), UL_EFORMAT, "%s", parts[k]);
+        cr_assert(strstr(err, "too deeply"), "%s", err);
+        ul_buf_free(&src);
+    }
+}
+
 Test(jinja, syntax_errors_name_the_line) {
     ul_jinja_t *t;
     char err[256];
@@ -168,6 +184,12 @@ Test(jinja, limits_fail_fast) {
     expect_limit("{{ 'x' * 100000000 }}", d);
     expect_limit("{% set ns = namespace(s='ab') %}{% for i in range(40) %}"
                  "{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s | length }}",
+                 d);
+    expect_limit("{% set ns = namespace(l=[]) %}{% for i in range(5000) %}"
+                 "{% set ns.l = [ns.l] %}{% endfor %}{{ ns.l < ns.l }}",
+                 d);
+    expect_limit("{% set ns = namespace(l=[]) %}{% for i in range(5000) %}"
+                 "{% set ns.l = [ns.l] %}{% endfor %}{{ ns.l }}",
                  d);
     ul_jinja_limits_t small = *d;
     small.max_memory = 1 << 20;
