@@ -546,9 +546,19 @@ static int eval_neg(jstate *st, jframe *f, const jnode *n, jv *out) {
     return 0;
 }
 
+static int eval_node(jstate *st, jframe *f, const jnode *n, jv *out);
+
 int jj_eval(jstate *st, jframe *f, const jnode *n, jv *out) {
-    jv a, b;
     TRY(jj_step(st));
+    if (++st->rdepth > JJ_MAX_RDEPTH)
+        return jj_fail(st, UL_E2BIG, "LimitError: evaluation nested deeper than %d", JJ_MAX_RDEPTH);
+    int rc = eval_node(st, f, n, out);
+    st->rdepth--;
+    return rc;
+}
+
+static int eval_node(jstate *st, jframe *f, const jnode *n, jv *out) {
+    jv a, b;
     switch (n->kind) {
     case N_LIT:
         *out = n->lit;

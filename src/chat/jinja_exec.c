@@ -185,9 +185,19 @@ static int exec_call_block(jstate *st, jframe *f, const jnode *n) {
     return jj_str(st, st->out, out);
 }
 
+static int exec_node(jstate *st, jframe *f, const jnode *n);
+
 int jj_exec(jstate *st, jframe *f, const jnode *n) {
-    jv v;
     TRY(jj_step(st));
+    if (++st->rdepth > JJ_MAX_RDEPTH)
+        return jj_fail(st, UL_E2BIG, "LimitError: evaluation nested deeper than %d", JJ_MAX_RDEPTH);
+    int rc = exec_node(st, f, n);
+    st->rdepth--;
+    return rc;
+}
+
+static int exec_node(jstate *st, jframe *f, const jnode *n) {
+    jv v;
     switch (n->kind) {
     case N_DATA:
         return jsink_put(st, st->out, n->lit.u.s->p, n->lit.u.s->len, NULL);

@@ -223,8 +223,8 @@ static int f_round(jstate *st, jv v, const jfargs *a, jv *out) {
     jv prec, method;
     arg_or(a, 0, "precision", jv_int(0), &prec);
     arg_or(a, 1, "method", jv_none(), &method);
-    if (v.t == JV_INT || v.t == JV_BOOL) {
-        *out = jv_float((double)(v.t == JV_INT ? v.u.i : v.u.b));
+    if (v.t == JV_INT || v.t == JV_BOOL) { /* Python's round() keeps an int an int */
+        *out = v.t == JV_INT ? v : jv_int(v.u.b);
         return 0;
     }
     if (v.t != JV_FLOAT) return fail_type(st, "round", v);
@@ -382,6 +382,10 @@ static int f_abs(jstate *st, jv v, jv *out) {
 static int f_attr(jstate *st, jv v, const jfargs *a, jv *out) {
     jv name;
     if (!jj_arg(a, 0, "name", &name) || name.t != JV_STR) return fail_type(st, "attr", name);
+    if (v.t == JV_DICT && !jj_has_method(v, name.u.s->p)) { /* getattr only, no item lookup */
+        *out = jv_undef("'dict object' has no attribute");
+        return 0;
+    }
     return jj_getattr(st, v, name.u.s->p, out);
 }
 

@@ -24,6 +24,12 @@
 /* Positive codes: loop control, passed up from statements to the enclosing for. */
 enum { JJ_BREAK = 1, JJ_CONTINUE = 2 };
 
+/* Nested evaluation (expressions inside macros inside loops ...) recurses in C; this bounds
+ * the stack a render may use (a few hundred bytes per level) whatever the limits say. */
+#define JJ_MAX_RDEPTH 1500
+/* Nesting of values that equality, ordering and printing walk recursively. */
+#define JJ_MAX_VDEPTH 200
+
 typedef enum {
     JV_UNDEF,
     JV_NONE,
@@ -135,6 +141,7 @@ typedef enum {
 
 struct jnode {
     uint8_t kind, op, nnames;
+    uint16_t depth; /* expressions: height of the subtree */
     int line;
     jnode *a, *b, *c, *d;
     jnode **kids, **kids2;
@@ -195,6 +202,7 @@ typedef struct jstate {
     uint64_t steps, max_steps;
     size_t max_out, max_mem, max_range;
     int depth, max_depth;
+    int rdepth; /* C recursion through jj_eval/jj_exec, bounded by JJ_MAX_RDEPTH */
     int64_t now;
     char *msg;
     size_t msgcap;

@@ -23,6 +23,7 @@ typedef struct lexer {
     size_t errcap;
 } lexer;
 
+static int lfail(lexer *lx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int lfail(lexer *lx, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);

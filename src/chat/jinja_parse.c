@@ -12,6 +12,10 @@
 #include "chat/jinja_lex.h"
 
 #define MAX_NEST 200
+/* Left-leaning chains (a+b+c..., x|f|g..., a.b.c...) are built by loops, not recursion, so
+ * the parser's nesting count does not see them; their depth is bounded separately because
+ * evaluation recurses along it. */
+#define MAX_EXPR_DEPTH 256
 
 typedef struct parser {
     ul_arena_t *arena;
@@ -69,6 +73,23 @@ static jnode *nn(parser *p, int kind) {
     n->kind = (uint8_t)kind;
     n->line = cur(p)->line;
     return n;
+}
+
+static int depth_of(const jnode *n) { return n ? n->depth : 0; }
+
+/* Sets n's depth from its children; fails when an expression is too deep to evaluate. */
+static int seal(parser *p, jnode *n) {
+    int d = depth_of(n->a);
+    const jnode *c[] = {n->b, n->c, n->d};
+    for (int i = 0; i < 3; i++)
+        if (depth_of(c[i]) > d) d = depth_of(c[i]);
+    for (int i = 0; i < n->nkids; i++)
+        if (depth_of(n->kids[i]) > d) d = depth_of(n->kids[i]);
+    for (int i = 0; i < n->nkids2; i++)
+        if (depth_of(n->kids2[i]) > d) d = depth_of(n->kids2[i]);
+    if (d + 1 > MAX_EXPR_DEPTH) return pfail(p, "expression nested too deeply");
+    n->depth = (uint16_t)(d + 1);
+    return 0;
 }
 
 static int vpush(parser *p, vec *v, jnode *n, const char *s) {
@@ -142,7 +163,7 @@ static int parse_filter(parser *p, jnode *operand, jnode **out) {
     TRY(parse_dotted_name(p, &n->name));
     if (is_op(cur(p), "(")) TRY(parse_call_args(p, n));
     *out = n;
-    return 0;
+    return seal(p, n);
 }
 
 static int parse_test(parser *p, jnode *operand, jnode **out) {
@@ -169,7 +190,7 @@ static int parse_test(parser *p, jnode *operand, jnode **out) {
         n->nkids = 1;
     }
     *out = n;
-    return 0;
+    return seal(p, n);
 }
 
 static int parse_list_like(parser *p, const char *close, int is_dict, jnode *n) {
@@ -192,7 +213,7 @@ static int parse_list_like(parser *p, const char *close, int is_dict, jnode *n) 
     n->nkids = k.n;
     n->kids2 = v.v;
     n->nkids2 = v.n;
-    return 0;
+    return seal(p, n);
 }
 
 static int parse_primary(parser *p, jnode **out) {
@@ -282,6 +303,7 @@ static int parse_subscribed(parser *p, jnode *obj, jnode **out) {
         n->b = parts[0];
     }
     *out = n;
+    TRY(seal(p, n));
     return expect_op(p, "]");
 }
 
@@ -296,6 +318,7 @@ static int parse_postfix(parser *p, jnode **node) {
                 n->a = *node;
                 n->name = t->s;
                 adv(p);
+                TRY(seal(p, n));
                 *node = n;
             } else if (t->type == T_INT) {
                 NEW(n, N_ITEM);
@@ -304,6 +327,7 @@ static int parse_postfix(parser *p, jnode **node) {
                 n->a = *node;
                 n->b = k;
                 adv(p);
+                TRY(seal(p, n));
                 *node = n;
             } else {
                 return pfail(p, "expected name or number");
@@ -315,6 +339,7 @@ static int parse_postfix(parser *p, jnode **node) {
             NEW(n, N_CALL);
             n->a = *node;
             TRY(parse_call_args(p, n));
+            TRY(seal(p, n));
             *node = n;
         } else {
             return 0;
@@ -332,6 +357,7 @@ static int parse_filter_expr(parser *p, jnode **node) {
             NEW(n, N_CALL);
             n->a = *node;
             TRY(parse_call_args(p, n));
+            TRY(seal(p, n));
             *node = n;
         } else {
             return 0;
@@ -347,6 +373,7 @@ static int parse_unary(parser *p, int with_filter, jnode **out) {
         n->op = (uint8_t)t->op[0];
         adv(p);
         TRY(parse_unary(p, 0, &n->a));
+        TRY(seal(p, n));
         *out = n;
     } else {
         TRY(parse_primary(p, out));
@@ -363,7 +390,7 @@ static int bin(parser *p, int kind, int op, jnode *a, jnode *b, jnode **out) {
     n->a = a;
     n->b = b;
     *out = n;
-    return 0;
+    return seal(p, n);
 }
 
 static int parse_pow(parser *p, jnode **out) {
@@ -463,7 +490,7 @@ static int parse_compare(parser *p, jnode **out) {
     n->nkids = v.n;
     n->ops = ops;
     *out = n;
-    return 0;
+    return seal(p, n);
 }
 
 static int parse_not(parser *p, jnode **out) {
@@ -472,6 +499,7 @@ static int parse_not(parser *p, jnode **out) {
         NEW(n, N_NOT);
         adv(p);
         TRY(parse_not(p, &n->a));
+        TRY(seal(p, n));
         p->depth--;
         *out = n;
         return 0;
@@ -513,6 +541,7 @@ static int parse_cond(parser *p, int with_cond, jnode **out) {
             adv(p);
             TRY(parse_cond(p, 1, &n->c));
         }
+        TRY(seal(p, n));
         *out = n;
     }
     p->depth--;
@@ -551,7 +580,7 @@ static int parse_tuple(parser *p, int with_cond, int explicit_paren, jnode **out
     n->kids = v.v;
     n->nkids = v.n;
     *out = n;
-    return 0;
+    return seal(p, n);
 }
 
 /* ---- statements ---- */

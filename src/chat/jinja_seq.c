@@ -135,8 +135,9 @@ static int f_select(jstate *st, const char *name, jv v, const jfargs *a, jv *out
     int by_attr = strstr(name, "attr") != NULL, reject = name[0] == 'r';
     int first_test = by_attr ? 1 : 0;
     jlist *l;
-    TRY(jv_iter(st, v, &l));
     TRY(jv_newlist(st, 0, out));
+    if (!jv_truthy(v)) return 0; /* Jinja2 checks `if value:` before iterating */
+    TRY(jv_iter(st, v, &l));
     if (by_attr && a->n < 1) return jj_fail(st, UL_EFORMAT, "TypeError: missing attribute");
     for (size_t i = 0; i < l->n; i++) {
         jv item = l->v[i], x = item;
@@ -158,6 +159,7 @@ static int f_select(jstate *st, const char *name, jv v, const jfargs *a, jv *out
 static int f_map(jstate *st, jv v, const jfargs *a, jv *out) {
     jlist *l;
     jv attr, def;
+    if (!jv_truthy(v)) return jv_newlist(st, 0, out); /* `if value:` as in Jinja2 */
     TRY(jv_iter(st, v, &l));
     TRY(jv_newlist(st, l->n, out));
     int by_attr = 0;

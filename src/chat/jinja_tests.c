@@ -113,7 +113,7 @@ int jj_test(jstate *st, jframe *f, const char *name, jv v, const jv *args, int n
     else if (!strcmp(name, "sequence"))
         *out = v.t == JV_STR || v.t == JV_LIST || v.t == JV_DICT || v.t == JV_UNDEF;
     else if (!strcmp(name, "callable"))
-        *out = v.t == JV_FUNC;
+        *out = v.t == JV_FUNC || v.t == JV_UNDEF; /* Undefined has __call__ */
     else if (!strcmp(name, "sameas")) {
         if (nargs < 1) return jj_fail(st, UL_EFORMAT, "TypeError: sameas needs an argument");
         jv b = args[0];

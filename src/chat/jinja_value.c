@@ -176,7 +176,14 @@ static double num(jv v) {
 }
 static int64_t inum(jv v) { return v.t == JV_INT ? v.u.i : v.u.b; }
 
-int jv_eq(jv a, jv b) {
+static int eq_depth(jv a, jv b, int depth);
+
+/* Values nested deeper than JJ_MAX_VDEPTH (only a hostile template builds them) compare
+ * unequal instead of exhausting the stack. */
+int jv_eq(jv a, jv b) { return eq_depth(a, b, 0); }
+
+static int eq_depth(jv a, jv b, int depth) {
+    if (depth > JJ_MAX_VDEPTH) return 0;
     if (is_num(a) && is_num(b)) {
         if (a.t != JV_FLOAT && b.t != JV_FLOAT) return inum(a) == inum(b);
         return num(a) == num(b);
@@ -191,13 +198,13 @@ int jv_eq(jv a, jv b) {
     case JV_LIST:
         if (a.u.l->n != b.u.l->n || a.tuple != b.tuple) return 0;
         for (size_t i = 0; i < a.u.l->n; i++)
-            if (!jv_eq(a.u.l->v[i], b.u.l->v[i])) return 0;
+            if (!eq_depth(a.u.l->v[i], b.u.l->v[i], depth + 1)) return 0;
         return 1;
     case JV_DICT:
         if (a.u.d->n != b.u.d->n) return 0;
         for (size_t i = 0; i < a.u.d->n; i++) {
             jv *o = jd_get(b.u.d, a.u.d->k[i]);
-            if (!o || !jv_eq(a.u.d->v[i], *o)) return 0;
+            if (!o || !eq_depth(a.u.d->v[i], *o, depth + 1)) return 0;
         }
         return 1;
     case JV_NS:
@@ -219,7 +226,13 @@ const char *jv_typename(jv v) {
     return v.t <= JV_LOOP ? names[v.t] : "object";
 }
 
-int jv_cmp(jstate *st, jv a, jv b, int *r) {
+static int cmp_depth(jstate *st, jv a, jv b, int *r, int depth);
+
+int jv_cmp(jstate *st, jv a, jv b, int *r) { return cmp_depth(st, a, b, r, 0); }
+
+static int cmp_depth(jstate *st, jv a, jv b, int *r, int depth) {
+    if (depth > JJ_MAX_VDEPTH)
+        return jj_fail(st, UL_E2BIG, "LimitError: values nested too deeply to compare");
     if (is_num(a) && is_num(b)) {
         if (a.t != JV_FLOAT && b.t != JV_FLOAT)
             *r = (inum(a) > inum(b)) - (inum(a) < inum(b));
@@ -237,7 +250,7 @@ int jv_cmp(jstate *st, jv a, jv b, int *r) {
         size_t n = a.u.l->n < b.u.l->n ? a.u.l->n : b.u.l->n;
         for (size_t i = 0; i < n; i++) {
             if (jv_eq(a.u.l->v[i], b.u.l->v[i])) continue;
-            return jv_cmp(st, a.u.l->v[i], b.u.l->v[i], r);
+            return cmp_depth(st, a.u.l->v[i], b.u.l->v[i], r, depth + 1);
         }
         *r = (a.u.l->n > b.u.l->n) - (a.u.l->n < b.u.l->n);
         return 0;

@@ -8,6 +8,8 @@
 # control byte: bit 0 set = the client keeps its write side open (so answers to complete
 # requests are read before the server's idle timeout closes), bits 1-7 choose where the
 # input is split into two writes.
+# OUT_DIR/jinja: the shared chat templates (../shared/chat-templates/templates) and the
+# hand-written ones in seeds/jinja for fuzz_jinja.
 # usage: make_seeds.sh OUT_DIR        (shared data: $UVLLM_SHARED, else <repo>/../shared)
 set -euo pipefail
 out=${1:?usage: make_seeds.sh OUT_DIR}
@@ -61,3 +63,10 @@ printf 'POST /v1/completions HTTP/1.1\r\nContent-Length: 2\r\nContent-Length: 3\
 printf 'GET /health HTTP/1.1\r\nHost: x\r\n' | seed incomplete-header 00
 printf 'GARBAGE\r\n\r\n' | seed garbage 00
 echo "make_seeds.sh: $(ls "$out/http" | wc -l) HTTP seeds in $out/http" >&2
+
+mkdir -p "$out/jinja"
+cp "$here"/seeds/jinja/*.jinja "$out/jinja/"
+for f in "$shared"/chat-templates/templates/*.jinja; do
+    [ -f "$f" ] && cp "$f" "$out/jinja/shared-$(basename "$f")"
+done
+echo "make_seeds.sh: $(ls "$out/jinja" | wc -l) Jinja seeds in $out/jinja" >&2
