@@ -4,6 +4,7 @@
 # metadata and tensor infos, where the parser's work is) and the small complete
 # aidreams260K.gguf (a whole valid file, so mutations also reach tensor placement and the
 # model loader).
+# OUT_DIR/chat_output: copied from seeds/chat_output (see the end).
 # OUT_DIR/http: valid and edge-case HTTP requests for fuzz_http. Each file starts with one
 # control byte: bit 0 set = the client keeps its write side open (so answers to complete
 # requests are read before the server's idle timeout closes), bits 1-7 choose where the
@@ -56,3 +57,9 @@ printf 'POST /v1/completions HTTP/1.1\r\nContent-Length: 2\r\nContent-Length: 3\
 printf 'GET /health HTTP/1.1\r\nHost: x\r\n' | seed incomplete-header 00
 printf 'GARBAGE\r\n\r\n' | seed garbage 00
 echo "make_seeds.sh: $(ls "$out/http" | wc -l) HTTP seeds in $out/http" >&2
+
+# OUT_DIR/chat_output: model outputs in every tool-call format (fuzz_chat_output's layout:
+# syntax byte, flags byte, split-seed byte, text), kept in the repository.
+mkdir -p "$out/chat_output"
+cp "$here"/seeds/chat_output/* "$out/chat_output/"
+echo "make_seeds.sh: $(ls "$out/chat_output" | wc -l) chat output seeds in $out/chat_output" >&2
