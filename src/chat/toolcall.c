@@ -24,6 +24,7 @@ enum { A_THINK, A_CLOSE, A_DROP, A_TOOL, A_HEADER };
 #define MAX_TRIG 16
 #define HEADER_MAX 512 /* a harmony header longer than this is not one */
 #define NAME_MAX_JSON 256
+#define ANCHOR_WS_MAX 256 /* whitespace allowed before an anchored marker */
 
 typedef struct {
     const char *s;
@@ -141,15 +142,18 @@ static int match_at(const ul_chat_parser_t *p, const trig_t *t, int nt, size_t i
     return *hit ? 1 : 0;
 }
 
-static size_t trim_end(const char *s, size_t n) {
-    while (n && is_ws(s[n - 1])) n--;
-    return n;
+/* Length of buf[0..n) without its trailing whitespace. In the text modes buf[0..scan) is
+ * only whitespace (what was held back), so the search stops there: a long run of spaces
+ * arriving one by one is not rescanned on every push. */
+static size_t trim_end(const ul_chat_parser_t *p, size_t n) {
+    while (n > p->scan && is_ws(p->buf.p[n - 1])) n--;
+    return n > p->scan ? n : 0;
 }
 
 /* Acts on a marker found at buf[i]. */
 static int on_marker(ul_chat_parser_t *p, const trig_t *t, size_t i, ul_chat_ev_cb cb, void *ud) {
     int kind = p->mode == M_REASON ? UL_CHAT_EV_REASONING : UL_CHAT_EV_CONTENT;
-    size_t keep = trim_end(p->buf.p, i);
+    size_t keep = trim_end(p, i);
     emit_text(p, kind, p->buf.p, keep, cb, ud);
     p->fresh = 0;
     p->scan = 0;
@@ -189,7 +193,7 @@ static int text_step(ul_chat_parser_t *p, int final, ul_chat_ev_cb cb, void *ud)
     trig_t t[MAX_TRIG];
     int nt = p->mode == M_REASON ? reason_trigs(p, t) : content_trigs(p, t);
     size_t len = p->buf.len, fnw = 0, hold = len, i;
-    while (fnw < len && is_ws(p->buf.p[fnw])) fnw++;
+    while (p->fresh && fnw < len && fnw < ANCHOR_WS_MAX && is_ws(p->buf.p[fnw])) fnw++;
     for (i = p->scan; i < len; i++) {
         const trig_t *hit;
         int m = match_at(p, t, nt, i, fnw, final, &hit);
@@ -202,8 +206,8 @@ static int text_step(ul_chat_parser_t *p, int final, ul_chat_ev_cb cb, void *ud)
             break;
         }
     }
-    size_t cut = final ? len : trim_end(p->buf.p, hold);
-    while (cut < len && cut && (p->buf.p[cut] & 0xC0) == 0x80) cut--; /* whole characters */
+    /* Pieces are whole characters and markers start with one, so cut is between two. */
+    size_t cut = final ? len : trim_end(p, hold);
     emit_text(p, p->mode == M_REASON ? UL_CHAT_EV_REASONING : UL_CHAT_EV_CONTENT, p->buf.p, cut, cb,
               ud);
     ul_buf_consume(&p->buf, cut);

@@ -545,3 +545,22 @@ Test(toolcall, long_content_is_linear) {
     t_res_free(&r);
     free(txt);
 }
+
+/* Held-back whitespace arriving one byte at a time is not rescanned per byte (1 MiB of
+ * spaces would take minutes if it were). */
+Test(toolcall, long_whitespace_run_is_linear, .timeout = 20) {
+    ul_chat_syntax_t s;
+    t_detect("meta-llama-Llama-3.1-8B-Instruct.jinja", &s); /* anchored "{" looks at the start */
+    for (int sir = 0; sir < 2; sir++) {
+        t_res_t r = {0};
+        ul_chat_parser_t p;
+        ul_chat_parser_init(&p, &s, sir, 1, 7);
+        size_t n = 1u << 20;
+        for (size_t i = 0; i < n; i++)
+            ul_chat_parser_push(&p, i == n / 2 ? "x" : " ", 1, t_on_ev, &r);
+        ul_chat_parser_finish(&p, t_on_ev, &r);
+        ul_chat_parser_free(&p);
+        cr_assert_eq(r.content.len, n);
+        t_res_free(&r);
+    }
+}
