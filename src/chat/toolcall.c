@@ -210,7 +210,7 @@ static int text_step(ul_chat_parser_t *p, int final, ul_chat_ev_cb cb, void *ud)
     size_t cut = final ? len : trim_end(p, hold);
     emit_text(p, p->mode == M_REASON ? UL_CHAT_EV_REASONING : UL_CHAT_EV_CONTENT, p->buf.p, cut, cb,
               ud);
-    ul_buf_consume(&p->buf, cut);
+    if (cut) ul_buf_consume(&p->buf, cut); /* no memmove while everything is held */
     p->scan = hold - cut;
     return 0;
 }

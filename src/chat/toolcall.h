@@ -48,6 +48,7 @@ typedef enum {
     UL_CHAT_TOOLS_APERTUS,         /* <|tools_prefix|>[{"NAME": {...}}]<|tools_suffix|> */
     UL_CHAT_TOOLS_GIGACHAT3,       /* function call<|role_sep|>\n{"name","arguments"} */
     UL_CHAT_TOOLS_SOLAR_OPEN,      /* <|tool_calls|><|tool_call:begin|>id<|tool_call:name|>N... */
+    UL_CHAT_TOOLS_GEMMA4,          /* <|tool_call>call:N{k:<|"|>v<|"|>}<tool_call|> */
     UL_CHAT_TOOLS_COUNT
 } ul_chat_tool_fmt_t;
 

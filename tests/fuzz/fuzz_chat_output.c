@@ -42,7 +42,8 @@ static const char *const g_snippets[] = {"",
                                          "<|tools_prefix|><|inner_prefix|>",
                                          "function call<|role_sep|>",
                                          "<|tool_call:begin|>",
-                                         "<|channel>"};
+                                         "<|channel>",
+                                         "<|channel> <|tool_call>call:"};
 #define N_SNIPPETS (sizeof g_snippets / sizeof g_snippets[0])
 
 #define MAX_CALLS 64

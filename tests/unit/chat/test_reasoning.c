@@ -39,7 +39,7 @@ static const det_t g_det[] = {
     {"deepseek-ai-DeepSeek-V4.jinja", UL_CHAT_TOOLS_DEEPSEEK_DSML, "<think>", "</think>", 1},
     {"fireworks-ai-llama-3-firefunction-v2.jinja", UL_CHAT_TOOLS_FIREFUNCTION_V2, NULL, NULL, 0},
     {"google-gemma-2-2b-it.jinja", UL_CHAT_TOOLS_NONE, NULL, NULL, 0},
-    {"google-gemma-4-31B-it.jinja", UL_CHAT_TOOLS_NONE, "<|channel>thought", "<channel|>", 0},
+    {"google-gemma-4-31B-it.jinja", UL_CHAT_TOOLS_GEMMA4, "<|channel>thought", "<channel|>", 0},
     {"ibm-granite-granite-3.3-2B-Instruct.jinja", UL_CHAT_TOOLS_GRANITE, "<think>", "</think>", 0},
     {"ibm-granite-granite-4.0.jinja", UL_CHAT_TOOLS_HERMES, NULL, NULL, 0},
     {"llama-cpp-deepseek-r1.jinja", UL_CHAT_TOOLS_DEEPSEEK_R1, "<think>", "</think>", 1},

@@ -393,6 +393,17 @@ static const case_t g_cases[] = {
      2,
      {"get_weather", "get_time"},
      {WJ, T}},
+    /* Gemma 4 */
+    {"google-gemma-4-31B-it.jinja",
+     0,
+     "<|channel>thought\nWeather.<channel|>Checking.<|tool_call>call:get_weather{location:<|\"|>"
+     "Paris<|\"|>}<tool_call|><|tool_call>call:get_time{n:2,opts:{<|\"|>a b<|\"|>:[true,None,"
+     "1.5]},tz:<|\"|>CET, \"x\"<|\"|>}<tool_call|>",
+     "Checking.",
+     "Weather.",
+     2,
+     {"get_weather", "get_time"},
+     {WJ, "{\"n\":2,\"opts\":{\"a b\":[true,null,1.5]},\"tz\":\"CET, \\\"x\\\"\"}"}},
 };
 
 static void check_case(size_t k, const case_t *c) {
@@ -489,6 +500,8 @@ static const bad_t g_bad[] = {
     {"fireworks-ai-llama-3-firefunction-v2.jinja", "functools are great"},
     {"ibm-granite-granite-3.3-2B-Instruct.jinja", "<|tool_call|>[{\"name\": \"f\"]"},
     {"upstage-Solar-Open-100B.jinja", "<|tool_calls|><|tool_call:begin|>x<|calls|>"},
+    {"google-gemma-4-31B-it.jinja", "<|tool_call>call:f{a:<|\"|>x}<tool_call|>"},
+    {"google-gemma-4-31B-it.jinja", "<|tool_call>f{}<tool_call|>"},
 };
 
 Test(toolcall, malformed_stays_content) {
