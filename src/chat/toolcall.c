@@ -49,7 +49,7 @@ void ul_chat_parser_init(ul_chat_parser_t *p, const ul_chat_syntax_t *s, int sta
 
 void ul_chat_parser_free(ul_chat_parser_t *p) {
     ul_buf_free(&p->buf);
-    ul_buf_free(&p->name);
+    ul_buf_free(&p->aux);
     ul_buf_free(&p->out);
 }
 
@@ -164,8 +164,8 @@ static int on_marker(ul_chat_parser_t *p, const trig_t *t, size_t i, ul_chat_ev_
         return 0;
     }
     if (t->act == A_TOOL) { /* the whitespace before it returns if the section fails */
-        p->name.len = 0;
-        int rc = ul_buf_append(&p->name, p->buf.p + keep, i - keep);
+        p->aux.len = 0;
+        int rc = ul_buf_append(&p->aux, p->buf.p + keep, i - keep);
         const ul_tc_section_t *sec = &ul_tc_format(p->syn.tool_fmt)->sec[t->arg];
         ul_buf_consume(&p->buf, i + (sec->flags & UL_TC_KEEP_OPEN ? 0 : t->n));
         p->mode = M_SECTION;
@@ -224,7 +224,7 @@ static const ul_tc_section_t *cur_sec(const ul_chat_parser_t *p) {
 static int section_fallback(ul_chat_parser_t *p, size_t n, ul_chat_ev_cb cb, void *ud) {
     const ul_tc_section_t *sec = cur_sec(p);
     p->out.len = 0;
-    int rc = ul_buf_append(&p->out, p->name.p, p->name.len);
+    int rc = ul_buf_append(&p->out, p->aux.p, p->aux.len);
     if (!rc && !(sec->flags & UL_TC_KEEP_OPEN)) rc = ul_buf_puts(&p->out, sec->open);
     if (!rc) rc = ul_buf_append(&p->out, p->buf.p, n);
     if (rc) return rc;
@@ -358,8 +358,8 @@ static int header_step(ul_chat_parser_t *p, int final, ul_chat_ev_cb cb, void *u
     const char *to = word_after(p->buf.p, hn, "to=functions.", &rn);
     p->mode = ch && cn == 8 && !memcmp(ch, "analysis", 8) ? M_REASON : M_CONTENT;
     if (to && rn && p->parse_tools) {
-        p->name.len = 0;
-        if (ul_buf_append(&p->name, to, rn) || !ul_buf_cstr(&p->name)) return UL_ENOMEM;
+        p->aux.len = 0;
+        if (ul_buf_append(&p->aux, to, rn) || !ul_buf_cstr(&p->aux)) return UL_ENOMEM;
         p->mode = M_HTOOL;
     }
     ul_buf_consume(&p->buf, hn + mn);
@@ -380,7 +380,7 @@ static int htool_step(ul_chat_parser_t *p, int final, ul_chat_ev_cb cb, void *ud
     }
     size_t body = e ? (size_t)(e - p->buf.p) : len, used = e ? body + cn : len;
     ul_tc_calls_t calls = {0};
-    int rc = ul_tc_calls_add_json(&calls, p->name.p, p->name.len, p->buf.p, body);
+    int rc = ul_tc_calls_add_json(&calls, p->aux.p, p->aux.len, p->buf.p, body);
     if (!rc)
         emit_calls(p, &calls, cb, ud);
     else if (rc == UL_EFORMAT)

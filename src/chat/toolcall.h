@@ -96,7 +96,8 @@ typedef struct ul_chat_parser_s {
     ul_chat_syntax_t syn;
     int parse_tools;
     int mode;      /* internal: content, reasoning, tool section, harmony header */
-    int trig;      /* trigger that opened the current section */
+    int trig;      /* tool section: its index in the format; harmony header: the length
+                    * of the marker that opened it */
     int fresh;     /* nothing emitted and no marker seen yet */
     int seg_start; /* drop leading whitespace (just after a marker) */
     int n_calls;
@@ -106,8 +107,9 @@ typedef struct ul_chat_parser_s {
     size_t scan;  /* bytes of buf already searched */
     int js_phase; /* JSON-ended sections: 0 before the value, 1 inside, 2 done */
     int js_depth, js_str, js_esc;
-    ul_buf_t name; /* harmony: recipient function of the current message */
-    ul_buf_t out;  /* scratch for the events' strings */
+    ul_buf_t aux; /* tool section: the whitespace before it (returned if it fails);
+                   * harmony tool message: the recipient function's name */
+    ul_buf_t out; /* scratch for the events' strings */
 } ul_chat_parser_t;
 
 /* starts_in_reasoning: from ul_chat_syntax_prompt_opens_reasoning. parse_tools: 0 when the
