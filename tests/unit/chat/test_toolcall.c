@@ -393,6 +393,71 @@ static const case_t g_cases[] = {
      2,
      {"get_weather", "get_time"},
      {WJ, T}},
+    /* second calls for the formats above that had one */
+    {"CohereForAI-c4ai-command-r-plus-tool_use.jinja",
+     0,
+     "I will check both.\nAction: ```json\n[{\"tool_name\": \"get_weather\", \"parameters\": " W
+     "}, {\"tool_name\": \"get_time\", \"parameters\": " T "}]\n```",
+     "I will check both.",
+     "",
+     2,
+     {"get_weather", "get_time"},
+     {WJ, T}},
+    {"ByteDance-Seed-OSS.jinja",
+     0,
+     "Both.<seed:tool_call>\n<function=get_weather>\n<parameter=location>Paris</parameter>\n"
+     "</function>\n<function=get_time>\n<parameter=tz>CET</parameter>\n<parameter=n>2</parameter>"
+     "\n</function>\n</seed:tool_call>",
+     "Both.",
+     "",
+     2,
+     {"get_weather", "get_time"},
+     {WJ, T}},
+    {"Apriel-1.6-15b-Thinker-fixed.jinja",
+     1,
+     "Two.\n[BEGIN FINAL RESPONSE]\nSure.\n<tool_calls>[{\"name\": \"get_weather\", "
+     "\"arguments\": " W "}, {\"name\": \"get_time\", \"arguments\": " T
+     "}]</tool_calls>\n[END FINAL RESPONSE]",
+     "Sure.",
+     "Two.",
+     2,
+     {"get_weather", "get_time"},
+     {WJ, T}},
+    {"openai-gpt-oss-120b.jinja",
+     0,
+     "<|channel|>analysis<|message|>Both.<|end|><|start|>assistant<|channel|>commentary<|message|>"
+     "Checking.<|end|><|start|>assistant to=functions.get_weather<|channel|>commentary json"
+     "<|message|>" W "<|call|><|start|>assistant<|channel|>commentary to=functions.get_time "
+     "<|constrain|>json<|message|>" T "<|call|>",
+     "Checking.",
+     "Both.",
+     2,
+     {"get_weather", "get_time"},
+     {WJ, T}},
+    {"GigaChat3-10B-A1.8B.jinja",
+     0,
+     "function call<|role_sep|>\n{\"name\": \"get_weather\", \"arguments\": " W
+     "}<|message_sep|>\n\nfunction call<|role_sep|>\n{\"name\": \"get_time\", \"arguments\": " T
+     "}",
+     "",
+     "",
+     2,
+     {"get_weather", "get_time"},
+     {WJ, T}},
+    {"deepseek-ai-DeepSeek-V4.jinja",
+     1,
+     "Hm.</think>Ok.<｜DSML｜tool_calls>\n<｜DSML｜invoke "
+     "name=\"get_weather\">\n<｜DSML｜parameter "
+     "name=\"location\" "
+     "string=\"true\">Paris</｜DSML｜parameter>\n</｜DSML｜invoke>\n<｜DSML｜invoke "
+     "name=\"get_time\">\n<｜DSML｜parameter name=\"tz\" string=\"true\">CET</｜DSML｜parameter>\n"
+     "<｜DSML｜parameter name=\"n\" string=\"false\">2</｜DSML｜parameter>\n</｜DSML｜invoke>\n"
+     "</｜DSML｜tool_calls>",
+     "Ok.",
+     "Hm.",
+     2,
+     {"get_weather", "get_time"},
+     {WJ, T}},
     /* Gemma 4 */
     {"google-gemma-4-31B-it.jinja",
      0,
