@@ -343,7 +343,7 @@ static int header_step(ul_chat_parser_t *p, int final, ul_chat_ev_cb cb, void *u
     size_t len = p->buf.len, mn = sizeof msg - 1;
     const char *e = len > p->scan ? memmem(p->buf.p + p->scan, len - p->scan, msg, mn) : NULL;
     if (!e || (size_t)(e - p->buf.p) > HEADER_MAX) {
-        if (!e && !final && len <= HEADER_MAX) {
+        if (!e && !final && len < HEADER_MAX + mn) { /* a marker within the bound may follow */
             p->scan = len >= mn ? len - mn + 1 : 0;
             return 0;
         }

@@ -173,6 +173,25 @@ static const split_t g_split[] = {
     {"llama-cpp-rwkv-world.jinja", 1, "</think>Only content.", "Only content.", ""},
 };
 
+/* A harmony header is at most 512 bytes: one ending right at the bound is still a header,
+ * a longer one is content, whatever the pieces. */
+Test(reasoning, harmony_header_bound_is_exact) {
+    ul_chat_syntax_t s;
+    t_detect("openai-gpt-oss-120b.jinja", &s);
+    static char txt[1024];
+    for (int pad = 505; pad <= 515; pad++) {
+        size_t n = (size_t)snprintf(txt, sizeof txt, "<|channel|>analysis");
+        memset(txt + n, ' ', (size_t)pad - n);
+        snprintf(txt + pad, sizeof txt - (size_t)pad, "<|message|>why<|end|>ok");
+        t_res_t r;
+        t_parse(&s, 0, 1, txt, &r);
+        int header = pad <= 512;
+        cr_assert_str_eq(r.reasoning.p, header ? "why" : "", "pad %d", pad);
+        cr_assert_eq(r.content.len, header ? 2 : strlen(txt) - 7, "pad %d", pad);
+        t_res_free(&r);
+    }
+}
+
 Test(reasoning, split_whole_and_streamed_agree) {
     for (size_t k = 0; k < sizeof g_split / sizeof g_split[0]; k++) {
         const split_t *c = &g_split[k];
