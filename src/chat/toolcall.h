@@ -105,7 +105,8 @@ typedef struct ul_chat_parser_s {
     uint64_t rng;
     ul_buf_t buf; /* text not yet decided */
     size_t scan;  /* bytes of buf already searched */
-    int js_phase; /* JSON-ended sections: 0 before the value, 1 inside, 2 done */
+    int js_phase; /* JSON-ended sections: 0 before the value, 3 in a name before
+                   * json_after, 4 after it, 1 inside the value */
     int js_depth, js_str, js_esc;
     ul_buf_t aux; /* tool section: the whitespace before it (returned if it fails);
                    * harmony tool message: the recipient function's name */
