@@ -24,6 +24,7 @@ enum { A_THINK, A_CLOSE, A_DROP, A_TOOL, A_HEADER };
 #define MAX_TRIG 16
 #define HEADER_MAX 512 /* a harmony header longer than this is not one */
 #define NAME_MAX_JSON 256
+#define ANCHOR_WS_MAX 256 /* whitespace allowed before an anchored marker */
 
 typedef struct {
     const char *s;
@@ -48,7 +49,7 @@ void ul_chat_parser_init(ul_chat_parser_t *p, const ul_chat_syntax_t *s, int sta
 
 void ul_chat_parser_free(ul_chat_parser_t *p) {
     ul_buf_free(&p->buf);
-    ul_buf_free(&p->name);
+    ul_buf_free(&p->aux);
     ul_buf_free(&p->out);
 }
 
@@ -141,15 +142,18 @@ static int match_at(const ul_chat_parser_t *p, const trig_t *t, int nt, size_t i
     return *hit ? 1 : 0;
 }
 
-static size_t trim_end(const char *s, size_t n) {
-    while (n && is_ws(s[n - 1])) n--;
-    return n;
+/* Length of buf[0..n) without its trailing whitespace. In the text modes buf[0..scan) is
+ * only whitespace (what was held back), so the search stops there: a long run of spaces
+ * arriving one by one is not rescanned on every push. */
+static size_t trim_end(const ul_chat_parser_t *p, size_t n) {
+    while (n > p->scan && is_ws(p->buf.p[n - 1])) n--;
+    return n > p->scan ? n : 0;
 }
 
 /* Acts on a marker found at buf[i]. */
 static int on_marker(ul_chat_parser_t *p, const trig_t *t, size_t i, ul_chat_ev_cb cb, void *ud) {
     int kind = p->mode == M_REASON ? UL_CHAT_EV_REASONING : UL_CHAT_EV_CONTENT;
-    size_t keep = trim_end(p->buf.p, i);
+    size_t keep = trim_end(p, i);
     emit_text(p, kind, p->buf.p, keep, cb, ud);
     p->fresh = 0;
     p->scan = 0;
@@ -160,8 +164,8 @@ static int on_marker(ul_chat_parser_t *p, const trig_t *t, size_t i, ul_chat_ev_
         return 0;
     }
     if (t->act == A_TOOL) { /* the whitespace before it returns if the section fails */
-        p->name.len = 0;
-        int rc = ul_buf_append(&p->name, p->buf.p + keep, i - keep);
+        p->aux.len = 0;
+        int rc = ul_buf_append(&p->aux, p->buf.p + keep, i - keep);
         const ul_tc_section_t *sec = &ul_tc_format(p->syn.tool_fmt)->sec[t->arg];
         ul_buf_consume(&p->buf, i + (sec->flags & UL_TC_KEEP_OPEN ? 0 : t->n));
         p->mode = M_SECTION;
@@ -189,7 +193,7 @@ static int text_step(ul_chat_parser_t *p, int final, ul_chat_ev_cb cb, void *ud)
     trig_t t[MAX_TRIG];
     int nt = p->mode == M_REASON ? reason_trigs(p, t) : content_trigs(p, t);
     size_t len = p->buf.len, fnw = 0, hold = len, i;
-    while (fnw < len && is_ws(p->buf.p[fnw])) fnw++;
+    while (p->fresh && fnw < len && fnw < ANCHOR_WS_MAX && is_ws(p->buf.p[fnw])) fnw++;
     for (i = p->scan; i < len; i++) {
         const trig_t *hit;
         int m = match_at(p, t, nt, i, fnw, final, &hit);
@@ -202,11 +206,11 @@ static int text_step(ul_chat_parser_t *p, int final, ul_chat_ev_cb cb, void *ud)
             break;
         }
     }
-    size_t cut = final ? len : trim_end(p->buf.p, hold);
-    while (cut < len && cut && (p->buf.p[cut] & 0xC0) == 0x80) cut--; /* whole characters */
+    /* Pieces are whole characters and markers start with one, so cut is between two. */
+    size_t cut = final ? len : trim_end(p, hold);
     emit_text(p, p->mode == M_REASON ? UL_CHAT_EV_REASONING : UL_CHAT_EV_CONTENT, p->buf.p, cut, cb,
               ud);
-    ul_buf_consume(&p->buf, cut);
+    if (cut) ul_buf_consume(&p->buf, cut); /* no memmove while everything is held */
     p->scan = hold - cut;
     return 0;
 }
@@ -220,7 +224,7 @@ static const ul_tc_section_t *cur_sec(const ul_chat_parser_t *p) {
 static int section_fallback(ul_chat_parser_t *p, size_t n, ul_chat_ev_cb cb, void *ud) {
     const ul_tc_section_t *sec = cur_sec(p);
     p->out.len = 0;
-    int rc = ul_buf_append(&p->out, p->name.p, p->name.len);
+    int rc = ul_buf_append(&p->out, p->aux.p, p->aux.len);
     if (!rc && !(sec->flags & UL_TC_KEEP_OPEN)) rc = ul_buf_puts(&p->out, sec->open);
     if (!rc) rc = ul_buf_append(&p->out, p->buf.p, n);
     if (rc) return rc;
@@ -339,7 +343,7 @@ static int header_step(ul_chat_parser_t *p, int final, ul_chat_ev_cb cb, void *u
     size_t len = p->buf.len, mn = sizeof msg - 1;
     const char *e = len > p->scan ? memmem(p->buf.p + p->scan, len - p->scan, msg, mn) : NULL;
     if (!e || (size_t)(e - p->buf.p) > HEADER_MAX) {
-        if (!e && !final && len <= HEADER_MAX) {
+        if (!e && !final && len < HEADER_MAX + mn) { /* a marker within the bound may follow */
             p->scan = len >= mn ? len - mn + 1 : 0;
             return 0;
         }
@@ -354,8 +358,8 @@ static int header_step(ul_chat_parser_t *p, int final, ul_chat_ev_cb cb, void *u
     const char *to = word_after(p->buf.p, hn, "to=functions.", &rn);
     p->mode = ch && cn == 8 && !memcmp(ch, "analysis", 8) ? M_REASON : M_CONTENT;
     if (to && rn && p->parse_tools) {
-        p->name.len = 0;
-        if (ul_buf_append(&p->name, to, rn) || !ul_buf_cstr(&p->name)) return UL_ENOMEM;
+        p->aux.len = 0;
+        if (ul_buf_append(&p->aux, to, rn) || !ul_buf_cstr(&p->aux)) return UL_ENOMEM;
         p->mode = M_HTOOL;
     }
     ul_buf_consume(&p->buf, hn + mn);
@@ -376,7 +380,7 @@ static int htool_step(ul_chat_parser_t *p, int final, ul_chat_ev_cb cb, void *ud
     }
     size_t body = e ? (size_t)(e - p->buf.p) : len, used = e ? body + cn : len;
     ul_tc_calls_t calls = {0};
-    int rc = ul_tc_calls_add_json(&calls, p->name.p, p->name.len, p->buf.p, body);
+    int rc = ul_tc_calls_add_json(&calls, p->aux.p, p->aux.len, p->buf.p, body);
     if (!rc)
         emit_calls(p, &calls, cb, ud);
     else if (rc == UL_EFORMAT)

@@ -48,6 +48,7 @@ typedef enum {
     UL_CHAT_TOOLS_APERTUS,         /* <|tools_prefix|>[{"NAME": {...}}]<|tools_suffix|> */
     UL_CHAT_TOOLS_GIGACHAT3,       /* function call<|role_sep|>\n{"name","arguments"} */
     UL_CHAT_TOOLS_SOLAR_OPEN,      /* <|tool_calls|><|tool_call:begin|>id<|tool_call:name|>N... */
+    UL_CHAT_TOOLS_GEMMA4,          /* <|tool_call>call:N{k:<|"|>v<|"|>}<tool_call|> */
     UL_CHAT_TOOLS_COUNT
 } ul_chat_tool_fmt_t;
 
@@ -95,7 +96,8 @@ typedef struct ul_chat_parser_s {
     ul_chat_syntax_t syn;
     int parse_tools;
     int mode;      /* internal: content, reasoning, tool section, harmony header */
-    int trig;      /* trigger that opened the current section */
+    int trig;      /* tool section: its index in the format; harmony header: the length
+                    * of the marker that opened it */
     int fresh;     /* nothing emitted and no marker seen yet */
     int seg_start; /* drop leading whitespace (just after a marker) */
     int n_calls;
@@ -103,10 +105,12 @@ typedef struct ul_chat_parser_s {
     uint64_t rng;
     ul_buf_t buf; /* text not yet decided */
     size_t scan;  /* bytes of buf already searched */
-    int js_phase; /* JSON-ended sections: 0 before the value, 1 inside, 2 done */
+    int js_phase; /* JSON-ended sections: 0 before the value, 3 in a name before
+                   * json_after, 4 after it, 1 inside the value */
     int js_depth, js_str, js_esc;
-    ul_buf_t name; /* harmony: recipient function of the current message */
-    ul_buf_t out;  /* scratch for the events' strings */
+    ul_buf_t aux; /* tool section: the whitespace before it (returned if it fails);
+                   * harmony tool message: the recipient function's name */
+    ul_buf_t out; /* scratch for the events' strings */
 } ul_chat_parser_t;
 
 /* starts_in_reasoning: from ul_chat_syntax_prompt_opens_reasoning. parse_tools: 0 when the

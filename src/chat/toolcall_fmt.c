@@ -67,6 +67,7 @@ static const ul_tc_format_t g_formats[UL_CHAT_TOOLS_COUNT] = {
                                  {JSON("function call<|role_sep|>", NULL, ul_tc_parse_json_calls)}},
     [UL_CHAT_TOOLS_SOLAR_OPEN] = {"solar_open",
                                   {MARK("<|tool_calls|>", "<|calls|>", ul_tc_parse_solar)}},
+    [UL_CHAT_TOOLS_GEMMA4] = {"gemma4", {MARK("<|tool_call>", "<tool_call|>", ul_tc_parse_gemma)}},
 };
 
 const ul_tc_format_t *ul_tc_format(int fmt) {
@@ -111,6 +112,7 @@ static const tool_rule_t g_tool_rules[] = {
     {UL_CHAT_TOOLS_APERTUS, {"<|tools_prefix|>"}},
     {UL_CHAT_TOOLS_GIGACHAT3, {"function call", "<|role_sep|>"}},
     {UL_CHAT_TOOLS_SOLAR_OPEN, {"<|tool_call:begin|>"}},
+    {UL_CHAT_TOOLS_GEMMA4, {"<|tool_call>call:"}},
 };
 
 /* Reasoning rules: the first whose marker the template contains. */

@@ -1,8 +1,9 @@
 /* Internals of the tool-call parser shared by its files: the per-format section table the
  * streaming machine (toolcall.c) drives, the list of parsed calls, and the body parsers
  * (toolcall_json.c: JSON-shaped formats; toolcall_xml.c: tag-shaped formats;
- * toolcall_py.c: pythonic calls). A body parser sees one complete section and either
- * returns every call in it or UL_EFORMAT, in which case the section stays content. */
+ * toolcall_py.c: pythonic calls; toolcall_gemma.c: Gemma 4's). A body parser sees one complete
+ * section and either returns every call in it or UL_EFORMAT, in which case the section stays
+ * content. */
 #ifndef UL_CHAT_TOOLCALL_IMPL_H
 #define UL_CHAT_TOOLCALL_IMPL_H
 
@@ -84,5 +85,6 @@ int ul_tc_parse_deepseek(const char *body, size_t n, ul_tc_calls_t *out);
 int ul_tc_parse_kimi(const char *body, size_t n, ul_tc_calls_t *out);
 int ul_tc_parse_solar(const char *body, size_t n, ul_tc_calls_t *out);
 int ul_tc_parse_pythonic(const char *body, size_t n, ul_tc_calls_t *out);
+int ul_tc_parse_gemma(const char *body, size_t n, ul_tc_calls_t *out);
 
 #endif

@@ -64,12 +64,19 @@ int ul_tc_json_valid(const char *s, size_t n) {
     return v != NULL;
 }
 
+/* Copies valid JSON without the whitespace between tokens; raw control bytes inside strings
+ * (cJSON accepts them, strict parsers do not) become \u00XX escapes. */
 static int minify_valid(const char *s, size_t n, ul_buf_t *out) {
-    int rc = ul_buf_reserve(out, n);
-    if (rc) return rc;
-    int in_str = 0, esc = 0;
-    for (size_t i = 0; i < n; i++) {
-        char c = s[i];
+    static const char hex[] = "0123456789abcdef";
+    int in_str = 0, esc = 0, rc = ul_buf_reserve(out, n);
+    for (size_t i = 0; i < n && !rc; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (in_str && c < 0x20) {
+            char e[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
+            esc = 0;
+            if (!(rc = ul_buf_append(out, e, 6))) rc = ul_buf_reserve(out, n - i);
+            continue;
+        }
         if (in_str) {
             if (esc)
                 esc = 0;
@@ -79,12 +86,12 @@ static int minify_valid(const char *s, size_t n, ul_buf_t *out) {
                 in_str = 0;
         } else if (c == '"') {
             in_str = 1;
-        } else if (is_ws(c)) {
+        } else if (c <= 0x20) { /* cJSON skips every control byte as whitespace */
             continue;
         }
-        out->p[out->len++] = c;
+        out->p[out->len++] = (char)c;
     }
-    return 0;
+    return rc;
 }
 
 int ul_tc_json_minify(const char *s, size_t n, ul_buf_t *out) {

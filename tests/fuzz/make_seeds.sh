@@ -4,6 +4,7 @@
 # metadata and tensor infos, where the parser's work is) and the small complete
 # aidreams260K.gguf (a whole valid file, so mutations also reach tensor placement and the
 # model loader).
+# OUT_DIR/chat_output: copied from seeds/chat_output (see the end).
 # OUT_DIR/http: valid and edge-case HTTP requests for fuzz_http. Each file starts with one
 # control byte: bit 0 set = the client keeps its write side open (so answers to complete
 # requests are read before the server's idle timeout closes), bits 1-7 choose where the
@@ -70,3 +71,20 @@ for f in "$shared"/chat-templates/templates/*.jinja; do
     [ -f "$f" ] && cp "$f" "$out/jinja/shared-$(basename "$f")"
 done
 echo "make_seeds.sh: $(ls "$out/jinja" | wc -l) Jinja seeds in $out/jinja" >&2
+
+# OUT_DIR/chat_output: model outputs in every tool-call format (fuzz_chat_output's layout:
+# syntax byte, flags byte, split-seed byte, text), kept in the repository.
+mkdir -p "$out/chat_output"
+cp "$here"/seeds/chat_output/* "$out/chat_output/"
+echo "make_seeds.sh: $(ls "$out/chat_output" | wc -l) chat output seeds in $out/chat_output" >&2
+
+# OUT_DIR/chat_req: chat request bodies for fuzz_chat_req (first byte: which template).
+mkdir -p "$out/chat_req"
+creq() { { printf "\\x$1"; cat; } >"$out/chat_req/$2"; }
+echo '{"messages":[{"role":"user","content":"Hi"}]}' | creq 00 user
+echo '{"messages":[{"role":"system","content":"S"},{"role":"user","content":"Hi"},{"role":"assistant","content":"Yo"},{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}],"n":2,"logprobs":true,"top_logprobs":2}' | creq 01 multi
+echo '{"messages":[{"role":"user","content":"Weather?"},{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"get_weather","arguments":"{\"city\": \"Paris\"}"}}]},{"role":"tool","tool_call_id":"c1","content":"18 C"}],"tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}}],"tool_choice":"auto"}' | creq 02 tools
+echo '{"messages":[{"role":"user","content":"x"}],"chat_template_kwargs":{"enable_thinking":false},"stop":["a"],"logit_bias":{"5":-100}}' | creq 04 kwargs
+echo '{"messages":[{"role":"user","content":"a"},{"role":"user","content":"b"}]}' | creq 05 raises
+echo '{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]}' | creq 03 image
+echo "make_seeds.sh: $(ls "$out/chat_req" | wc -l) chat request seeds in $out/chat_req" >&2

@@ -39,7 +39,7 @@ static const det_t g_det[] = {
     {"deepseek-ai-DeepSeek-V4.jinja", UL_CHAT_TOOLS_DEEPSEEK_DSML, "<think>", "</think>", 1},
     {"fireworks-ai-llama-3-firefunction-v2.jinja", UL_CHAT_TOOLS_FIREFUNCTION_V2, NULL, NULL, 0},
     {"google-gemma-2-2b-it.jinja", UL_CHAT_TOOLS_NONE, NULL, NULL, 0},
-    {"google-gemma-4-31B-it.jinja", UL_CHAT_TOOLS_NONE, "<|channel>thought", "<channel|>", 0},
+    {"google-gemma-4-31B-it.jinja", UL_CHAT_TOOLS_GEMMA4, "<|channel>thought", "<channel|>", 0},
     {"ibm-granite-granite-3.3-2B-Instruct.jinja", UL_CHAT_TOOLS_GRANITE, "<think>", "</think>", 0},
     {"ibm-granite-granite-4.0.jinja", UL_CHAT_TOOLS_HERMES, NULL, NULL, 0},
     {"llama-cpp-deepseek-r1.jinja", UL_CHAT_TOOLS_DEEPSEEK_R1, "<think>", "</think>", 1},
@@ -172,6 +172,25 @@ static const split_t g_split[] = {
      "<|channel|>final no message marker", ""},
     {"llama-cpp-rwkv-world.jinja", 1, "</think>Only content.", "Only content.", ""},
 };
+
+/* A harmony header is at most 512 bytes: one ending right at the bound is still a header,
+ * a longer one is content, whatever the pieces. */
+Test(reasoning, harmony_header_bound_is_exact) {
+    ul_chat_syntax_t s;
+    t_detect("openai-gpt-oss-120b.jinja", &s);
+    static char txt[1024];
+    for (int pad = 505; pad <= 515; pad++) {
+        size_t n = (size_t)snprintf(txt, sizeof txt, "<|channel|>analysis");
+        memset(txt + n, ' ', (size_t)pad - n);
+        snprintf(txt + pad, sizeof txt - (size_t)pad, "<|message|>why<|end|>ok");
+        t_res_t r;
+        t_parse(&s, 0, 1, txt, &r);
+        int header = pad <= 512;
+        cr_assert_str_eq(r.reasoning.p, header ? "why" : "", "pad %d", pad);
+        cr_assert_eq(r.content.len, header ? 2 : strlen(txt) - 7, "pad %d", pad);
+        t_res_free(&r);
+    }
+}
 
 Test(reasoning, split_whole_and_streamed_agree) {
     for (size_t k = 0; k < sizeof g_split / sizeof g_split[0]; k++) {

@@ -54,6 +54,14 @@ static const case_t g_cases[] = {
      2,
      {"a", "b"},
      {"{}", "{\"x\":[1,2.50,null]}"}},
+    {"Qwen-Qwen2.5-7B-Instruct.jinja",
+     0,
+     "<tool_call>\n{\"name\": \"w\",\x01\"arguments\": {\"s\": \"a\tb\n\"}}\n</tool_call>",
+     "",
+     "",
+     1,
+     {"w"},
+     {"{\"s\":\"a\\tb\\n\"}"}},
     /* Qwen3.5 / Qwen3-Coder / Nemotron XML */
     {"Qwen3.5-4B.jinja",
      1,
@@ -385,6 +393,82 @@ static const case_t g_cases[] = {
      2,
      {"get_weather", "get_time"},
      {WJ, T}},
+    /* second calls for the formats above that had one */
+    {"CohereForAI-c4ai-command-r-plus-tool_use.jinja",
+     0,
+     "I will check both.\nAction: ```json\n[{\"tool_name\": \"get_weather\", \"parameters\": " W
+     "}, {\"tool_name\": \"get_time\", \"parameters\": " T "}]\n```",
+     "I will check both.",
+     "",
+     2,
+     {"get_weather", "get_time"},
+     {WJ, T}},
+    {"ByteDance-Seed-OSS.jinja",
+     0,
+     "Both.<seed:tool_call>\n<function=get_weather>\n<parameter=location>Paris</parameter>\n"
+     "</function>\n<function=get_time>\n<parameter=tz>CET</parameter>\n<parameter=n>2</parameter>"
+     "\n</function>\n</seed:tool_call>",
+     "Both.",
+     "",
+     2,
+     {"get_weather", "get_time"},
+     {WJ, T}},
+    {"Apriel-1.6-15b-Thinker-fixed.jinja",
+     1,
+     "Two.\n[BEGIN FINAL RESPONSE]\nSure.\n<tool_calls>[{\"name\": \"get_weather\", "
+     "\"arguments\": " W "}, {\"name\": \"get_time\", \"arguments\": " T
+     "}]</tool_calls>\n[END FINAL RESPONSE]",
+     "Sure.",
+     "Two.",
+     2,
+     {"get_weather", "get_time"},
+     {WJ, T}},
+    {"openai-gpt-oss-120b.jinja",
+     0,
+     "<|channel|>analysis<|message|>Both.<|end|><|start|>assistant<|channel|>commentary<|message|>"
+     "Checking.<|end|><|start|>assistant to=functions.get_weather<|channel|>commentary json"
+     "<|message|>" W "<|call|><|start|>assistant<|channel|>commentary to=functions.get_time "
+     "<|constrain|>json<|message|>" T "<|call|>",
+     "Checking.",
+     "Both.",
+     2,
+     {"get_weather", "get_time"},
+     {WJ, T}},
+    {"GigaChat3-10B-A1.8B.jinja",
+     0,
+     "function call<|role_sep|>\n{\"name\": \"get_weather\", \"arguments\": " W
+     "}<|message_sep|>\n\nfunction call<|role_sep|>\n{\"name\": \"get_time\", \"arguments\": " T
+     "}",
+     "",
+     "",
+     2,
+     {"get_weather", "get_time"},
+     {WJ, T}},
+    {"deepseek-ai-DeepSeek-V4.jinja",
+     1,
+     "Hm.</think>Ok.<｜DSML｜tool_calls>\n<｜DSML｜invoke "
+     "name=\"get_weather\">\n<｜DSML｜parameter "
+     "name=\"location\" "
+     "string=\"true\">Paris</｜DSML｜parameter>\n</｜DSML｜invoke>\n<｜DSML｜invoke "
+     "name=\"get_time\">\n<｜DSML｜parameter name=\"tz\" string=\"true\">CET</｜DSML｜parameter>\n"
+     "<｜DSML｜parameter name=\"n\" string=\"false\">2</｜DSML｜parameter>\n</｜DSML｜invoke>\n"
+     "</｜DSML｜tool_calls>",
+     "Ok.",
+     "Hm.",
+     2,
+     {"get_weather", "get_time"},
+     {WJ, T}},
+    /* Gemma 4 */
+    {"google-gemma-4-31B-it.jinja",
+     0,
+     "<|channel>thought\nWeather.<channel|>Checking.<|tool_call>call:get_weather{location:<|\"|>"
+     "Paris<|\"|>}<tool_call|><|tool_call>call:get_time{n:2,opts:{<|\"|>a b<|\"|>:[true,None,"
+     "1.5]},tz:<|\"|>CET, \"x\"<|\"|>}<tool_call|>",
+     "Checking.",
+     "Weather.",
+     2,
+     {"get_weather", "get_time"},
+     {WJ, "{\"n\":2,\"opts\":{\"a b\":[true,null,1.5]},\"tz\":\"CET, \\\"x\\\"\"}"}},
 };
 
 static void check_case(size_t k, const case_t *c) {
@@ -481,6 +565,8 @@ static const bad_t g_bad[] = {
     {"fireworks-ai-llama-3-firefunction-v2.jinja", "functools are great"},
     {"ibm-granite-granite-3.3-2B-Instruct.jinja", "<|tool_call|>[{\"name\": \"f\"]"},
     {"upstage-Solar-Open-100B.jinja", "<|tool_calls|><|tool_call:begin|>x<|calls|>"},
+    {"google-gemma-4-31B-it.jinja", "<|tool_call>call:f{a:<|\"|>x}<tool_call|>"},
+    {"google-gemma-4-31B-it.jinja", "<|tool_call>f{}<tool_call|>"},
 };
 
 Test(toolcall, malformed_stays_content) {
@@ -536,4 +622,23 @@ Test(toolcall, long_content_is_linear) {
     cr_assert_eq(memcmp(r.content.p, txt, n), 0);
     t_res_free(&r);
     free(txt);
+}
+
+/* Held-back whitespace arriving one byte at a time is not rescanned per byte (1 MiB of
+ * spaces would take minutes if it were). */
+Test(toolcall, long_whitespace_run_is_linear, .timeout = 20) {
+    ul_chat_syntax_t s;
+    t_detect("meta-llama-Llama-3.1-8B-Instruct.jinja", &s); /* anchored "{" looks at the start */
+    for (int sir = 0; sir < 2; sir++) {
+        t_res_t r = {0};
+        ul_chat_parser_t p;
+        ul_chat_parser_init(&p, &s, sir, 1, 7);
+        size_t n = 1u << 20;
+        for (size_t i = 0; i < n; i++)
+            ul_chat_parser_push(&p, i == n / 2 ? "x" : " ", 1, t_on_ev, &r);
+        ul_chat_parser_finish(&p, t_on_ev, &r);
+        ul_chat_parser_free(&p);
+        cr_assert_eq(r.content.len, n);
+        t_res_free(&r);
+    }
 }

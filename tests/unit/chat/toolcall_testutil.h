@@ -42,6 +42,8 @@ static inline void t_on_ev(void *ud, const ul_chat_ev_t *ev) {
     if (ev->kind == UL_CHAT_EV_TOOL_CALL) {
         cr_assert_lt(r->n, T_MAX_CALLS);
         if (ev->index != r->n) r->order_err = 1;
+        for (const char *a = ev->arguments; *a; a++) /* strict JSON: no raw control bytes */
+            cr_assert_geq((unsigned char)*a, 0x20, "raw control byte in %s", ev->arguments);
         snprintf(r->name[r->n], sizeof r->name[0], "%s", ev->name);
         snprintf(r->args[r->n], sizeof r->args[0], "%s", ev->arguments);
         snprintf(r->id[r->n], sizeof r->id[0], "%s", ev->id);
