@@ -251,7 +251,8 @@ static int from_json(jstate *st, const cJSON *j, int plain, int depth, jv *out) 
         *out = jv_bool(cJSON_IsTrue(j));
     else if (cJSON_IsNumber(j)) {
         double d = j->valuedouble;
-        if (d == (double)(int64_t)d && d > -9.2e18 && d < 9.2e18)
+        /* range first: converting a double outside int64's range is undefined */
+        if (d > -9.2e18 && d < 9.2e18 && d == (double)(int64_t)d)
             *out = jv_int((int64_t)d);
         else
             *out = jv_float(d);
