@@ -187,6 +187,24 @@ static int check_tool_choice(const cJSON *root, int n_tools, int *parse, ul_api_
     return 0;
 }
 
+/* tool_choice naming a function: the template sees only that tool. */
+static void keep_named_tool(cJSON *root) {
+    const cJSON *tc = cJSON_GetObjectItemCaseSensitive(root, "tool_choice");
+    const cJSON *name =
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(tc, "function"), "name");
+    cJSON *tools = cJSON_GetObjectItemCaseSensitive(root, "tools");
+    if (!cJSON_IsObject(tc) || !cJSON_IsString(name) || !cJSON_IsArray(tools)) return;
+    cJSON *t = tools->child;
+    while (t) {
+        cJSON *next = t->next;
+        const cJSON *n = cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetObjectItemCaseSensitive(t, "function"), "name");
+        if (!cJSON_IsString(n) || strcmp(n->valuestring, name->valuestring))
+            cJSON_Delete(cJSON_DetachItemViaPointer(tools, t));
+        t = next;
+    }
+}
+
 /* The fields this endpoint reads itself (params.c reads the shared ones). */
 static const char *const known[] = {"messages",
                                     "tools",
@@ -196,8 +214,7 @@ static const char *const known[] = {"messages",
                                     "add_generation_prompt",
                                     NULL};
 
-static int check_request(ul_api_t *a, const cJSON *root, ul_arena_t *ar, creq_t *c,
-                         ul_api_bad_t *bad) {
+static int check_request(ul_api_t *a, cJSON *root, ul_arena_t *ar, creq_t *c, ul_api_bad_t *bad) {
     const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(root, "messages");
     if (!msgs || cJSON_IsNull(msgs)) return ul_api_bad(bad, "messages", "'messages' is required");
     if (!cJSON_IsArray(msgs) || !cJSON_GetArraySize(msgs))
@@ -208,6 +225,7 @@ static int check_request(ul_api_t *a, const cJSON *root, ul_arena_t *ar, creq_t 
     int n_tools;
     if ((rc = check_tools(root, ar, &n_tools, bad))) return rc;
     if ((rc = check_tool_choice(root, n_tools, &c->parse_tools, bad))) return rc;
+    keep_named_tool(root);
     const cJSON *ptc = cJSON_GetObjectItemCaseSensitive(root, "parallel_tool_calls");
     if (ptc && !cJSON_IsNull(ptc) && !cJSON_IsBool(ptc))
         return ul_api_bad(bad, "parallel_tool_calls", "'parallel_tool_calls' must be a boolean");

@@ -244,6 +244,48 @@ def kwargs_reach_the_template():
         assert off.endswith("<think>\n\n</think>\n\n") and not on.endswith("</think>\n\n"), (on, off)
 
 
+THINK = """{% for m in messages %}<|im_start|>{{ m.role }}
+{{ m.content }}<|im_end|>
+{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant
+<think>
+{% endif %}"""
+
+
+@test
+def thinking_output_is_reasoning_content_streamed_and_not():
+    """A template whose generation prompt opens <think> (as DeepSeek-R1's does): the model's
+    text is reasoning_content, and equals what /v1/completions makes of the same prompt."""
+    import tempfile
+    with tempfile.NamedTemporaryFile("w", suffix=".jinja", delete=False) as f:
+        f.write(THINK)
+    try:
+        with Server("--model", MODEL, "--threads", "2", "--chat-template", f.name,
+                    backend="cpu") as s:
+            body = dict(messages=[{"role": "user", "content": "Hi"}], max_tokens=40,
+                        temperature=0.8, seed=3)
+            m = chat(s, **body).json()["choices"][0]["message"]
+            prompt = s.request("POST", "/apply-template", body=json.dumps(body)).json()["prompt"]
+            raw = s.complete(prompt=prompt, max_tokens=40, temperature=0.8, seed=3).json()
+            assert m["content"] == "" and m["reasoning_content"] == raw["choices"][0]["text"].strip(), (m, raw)
+            ev = [json.loads(e) for e in sse_events(chat(s, stream=True, **body).body)[:-1]]
+            deltas = [e["choices"][0]["delta"] for e in ev]
+            assert "".join(d.get("reasoning_content", "") for d in deltas) == m["reasoning_content"]
+            assert not any(d.get("content") for d in deltas)
+    finally:
+        os.unlink(f.name)
+
+
+@test
+def a_named_tool_choice_offers_only_that_tool():
+    other = {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object"}}}
+    body = {"messages": U, "tools": [TOOL, other]}
+    both = qwen().request("POST", "/apply-template", body=json.dumps(body)).json()["prompt"]
+    assert "get_time" in both and "get_weather" in both
+    body["tool_choice"] = {"type": "function", "function": {"name": "get_time"}}
+    one = qwen().request("POST", "/apply-template", body=json.dumps(body)).json()["prompt"]
+    assert "get_time" in one and "get_weather" not in one, one
+
+
 if __name__ == "__main__":
     rc = run()
     for s in (NULL, CPU, QNULL):
