@@ -40,7 +40,10 @@ void ul_gen_printf(ul_buf_t *b, const char *fmt, ...) {
 }
 
 void ul_gen_json_head(ul_gen_t *g, ul_buf_t *b, const char *object) {
-    ul_gen_printf(b, "{\"id\":\"%s\",\"object\":\"%s\",\"created\":%lld,\"model\":", g->id, object,
+    /* the id carries the client's X-Request-Id: any printable ASCII, so escaped */
+    ul_gen_add(b, "{\"id\":", 6);
+    ul_gen_json_str(b, g->id, strlen(g->id));
+    ul_gen_printf(b, ",\"object\":\"%s\",\"created\":%lld,\"model\":", object,
                   (long long)g->created);
     ul_gen_json_str(b, g->api->model_id, strlen(g->api->model_id));
     ul_gen_add(b, ",\"choices\":[", 12);

@@ -117,7 +117,7 @@ struct ul_gen_s {
     ul_gen_kind_t kind;
     ul_arena_t arena;
     ul_api_params_t p;
-    char id[80];
+    char id[16 + UL_HTTP_REQUEST_ID_MAX]; /* prefix + the request id */
     int64_t created;
     int n_choices, n_live, n_prompts;
     int n_answer;         /* choices in the response (n per prompt; best_of keeps the best n) */

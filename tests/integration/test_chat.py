@@ -244,6 +244,20 @@ def kwargs_reach_the_template():
         assert off.endswith("<think>\n\n</think>\n\n") and not on.endswith("</think>\n\n"), (on, off)
 
 
+@test
+def the_request_id_names_the_completion_and_is_escaped():
+    rid = 'my "id" \\ 42'
+    for path, body in (("/v1/chat/completions", {"messages": U, "max_tokens": 2}),
+                       ("/v1/completions", {"prompt": "a", "max_tokens": 2})):
+        r = null().request("POST", path, body=json.dumps(body), headers={"X-Request-Id": rid})
+        assert r.status == 200 and r.header("x-request-id") == rid, r.headers
+        j = r.json()  # valid JSON although the id holds a quote and a backslash
+        assert j["id"].endswith(rid) and j["id"].split("-")[0] in ("chatcmpl", "cmpl"), j["id"]
+        ev = sse_events(null().request("POST", path, body=json.dumps(dict(body, stream=True)),
+                                       headers={"X-Request-Id": rid}).body)
+        assert all(json.loads(e)["id"].endswith(rid) for e in ev[:-1])
+
+
 THINK = """{% for m in messages %}<|im_start|>{{ m.role }}
 {{ m.content }}<|im_end|>
 {% endfor %}{% if add_generation_prompt %}<|im_start|>assistant
