@@ -121,6 +121,13 @@ typedef struct ul_null_config_s {
     int32_t page_size; /* default 16 */
     int32_t n_pages;   /* default 65536 */
     int32_t eos_every; /* default 0 */
+    int32_t eos_id;    /* 0 = n_vocab - 1; used with eos_every or reply */
+    /* Optional scripted reply: a sequence whose history ends with reply[0..k) samples
+     * reply[k] (reply[0] when no such k > 0), then eos once the reply is complete, so the
+     * serving layer's handling of a known output (tool calls, reasoning) can be tested
+     * exactly. Copied at create. */
+    const int32_t *reply;
+    int32_t n_reply;
 } ul_null_config_t;
 
 int ul_null_backend_create(const ul_null_config_t *cfg, ul_backend_t **out);

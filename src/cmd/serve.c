@@ -26,7 +26,7 @@
 #define CHAT_TEMPLATE_MAX (1 << 20)
 
 typedef struct serve_args_s {
-    const char *model, *backend, *host, *log_level, *chat_template;
+    const char *model, *backend, *host, *log_level, *chat_template, *null_reply;
     int port, threads, max_batch_tokens, max_conns, max_seqs, null_ctx, kv_type;
     int ctx_size, max_tokens_default, truncate_max_tokens, parse_special;
     int64_t null_delay_us, max_body, kv_mem;
@@ -55,6 +55,9 @@ static void usage(FILE *f) {
                "  --port P               TCP port, 0 picks a free one (default 8080)\n"
                "  --null-delay-us N      null backend: time per step (default 0)\n"
                "  --null-ctx N           null backend: context length (default 4096)\n"
+               "  --null-reply TEXT      null backend: every request gets TEXT (tokenized with\n"
+               "                         --model's vocabulary, special tokens parsed), then\n"
+               "                         eos: a known output for testing the serving layer\n"
                "  --threads N            cpu backend threads (default: all cores)\n"
                "  --kv-type f16|f32      cpu backend KV cache element type (default f16)\n"
                "  --ctx-size N           context per sequence (default: the model's training\n"
@@ -135,6 +138,7 @@ enum {
     O_MODEL_ALIAS,
     O_CORS,
     O_CHAT_TEMPLATE,
+    O_NULL_REPLY,
     O_TRUNCATE, /* flags without a value from here on */
     O_NO_PARSE_SPECIAL,
     O_COUNT
@@ -162,6 +166,7 @@ static const char *const g_opts[O_COUNT] = {"--model",
                                             "--model-alias",
                                             "--cors-origin",
                                             "--chat-template",
+                                            "--null-reply",
                                             "--truncate-max-tokens",
                                             "--no-parse-special"};
 
@@ -226,6 +231,9 @@ static int apply_opt(serve_args_t *a, int k, const char *v) {
     case O_CHAT_TEMPLATE:
         a->chat_template = v;
         return !*v;
+    case O_NULL_REPLY:
+        a->null_reply = v;
+        return !*v;
     }
     return 1;
 }
@@ -278,8 +286,9 @@ static int parse_args(int argc, char **argv, serve_args_t *a) {
         fprintf(stderr, "uvllm serve: --backend cpu needs --model PATH\n");
         return 2;
     }
-    if (!strcmp(a->backend, "null") && a->model) {
-        fprintf(stderr, "uvllm serve: --model cannot be used with --backend null\n");
+    if (!strcmp(a->backend, "null") && !a->null_reply != !a->model) {
+        fprintf(stderr, "uvllm serve: with --backend null, --model (its vocabulary only) and "
+                        "--null-reply TEXT go together\n");
         return 2;
     }
     return 0;
@@ -364,10 +373,42 @@ static int64_t kv_budget(const serve_args_t *a, server_t *sv, int32_t n_ctx, int
     return want;
 }
 
+/* --null-reply: the model's vocabulary only, and TEXT as token ids. */
+static int null_reply(const serve_args_t *a, server_t *sv, ul_null_config_t *nc, int32_t **ids) {
+    char err[256] = "";
+    int rc = ul_model_load(a->model, 1, &sv->model, err, sizeof err);
+    if (rc) {
+        fprintf(stderr, "uvllm serve: cannot load '%s': %s\n", a->model,
+                err[0] ? err : ul_strerror(rc));
+        return rc;
+    }
+    const ul_vocab_t *v = sv->model->vocab;
+    size_t len = strlen(a->null_reply);
+    *ids = malloc((len + 8) * sizeof **ids);
+    int n = *ids ? ul_tokenize(v, a->null_reply, len, 0, 1, *ids, (int)len + 8) : UL_ENOMEM;
+    if (n <= 0 || ul_vocab_eos(v) < 1) {
+        fprintf(stderr, "uvllm serve: --null-reply: cannot tokenize it (or no eos)\n");
+        return n < 0 ? n : UL_EINVAL;
+    }
+    nc->n_vocab = ul_vocab_n_tokens(v);
+    nc->eos_id = ul_vocab_eos(v);
+    nc->reply = *ids;
+    nc->n_reply = n;
+    return 0;
+}
+
 static int make_null(const serve_args_t *a, server_t *sv) {
     ul_null_config_t nc = {.delay_us = a->null_delay_us,
                            .n_ctx = a->ctx_size ? a->ctx_size : a->null_ctx,
                            .page_size = PAGE_SIZE};
+    int32_t *ids = NULL;
+    if (a->null_reply) {
+        int rc = null_reply(a, sv, &nc, &ids);
+        if (rc) {
+            free(ids);
+            return rc;
+        }
+    }
     if (a->kv_mem) {
         int32_t n_ctx = nc.n_ctx ? nc.n_ctx : 4096;
         int64_t b = kv_budget(a, sv, n_ctx, (int64_t)PAGE_SIZE * NULL_KV_BYTES_PER_TOKEN);
@@ -379,6 +420,7 @@ static int make_null(const serve_args_t *a, server_t *sv) {
         snprintf(sv->kv_note, sizeof sv->kv_note, "null backend default");
     }
     int rc = ul_null_backend_create(&nc, &sv->backend);
+    free(ids); /* copied by the backend */
     if (rc) fprintf(stderr, "uvllm serve: cannot start the null backend: %s\n", ul_strerror(rc));
     return rc;
 }

@@ -24,6 +24,8 @@ typedef struct null_backend_s {
     ul_backend_t base;
     int64_t delay_us;
     int32_t eos_every;
+    int32_t *reply; /* [n_reply] scripted reply, or NULL */
+    int32_t n_reply;
     uint64_t *kv_owner; /* [n_pages * page_size]: seq_id + 1 of the position stored, 0 = empty */
     int32_t *kv_token;  /* [n_pages * page_size] */
     pthread_t thread;
@@ -105,6 +107,16 @@ static int check_seq(const null_backend_t *nb, const ul_step_t *step, const ul_s
     return 0;
 }
 
+/* Scripted reply: the longest k with history ending in reply[0..k) says where the sequence
+ * is (position-free, so preemption and recompute continue it alike). */
+static int32_t scripted_token(const null_backend_t *nb, const ul_step_seq_t *s) {
+    int32_t n = s->history ? s->n_history : 0;
+    for (int32_t k = nb->n_reply < n ? nb->n_reply : n; k > 0; k--)
+        if (!memcmp(s->history + n - k, nb->reply, (size_t)k * sizeof *nb->reply))
+            return k == nb->n_reply ? nb->base.eos_id : nb->reply[k];
+    return nb->reply[0];
+}
+
 static void compute(null_backend_t *nb, ul_step_t *step) {
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -125,7 +137,8 @@ static void compute(null_backend_t *nb, ul_step_t *step) {
             nb->kv_token[slot] = step->tokens[s->tok_offset + k];
         }
         if (s->sample) {
-            s->out_token = pseudo_token(nb, s->seq_id, s->pos0 + s->n_tokens);
+            s->out_token = nb->reply ? scripted_token(nb, s)
+                                     : pseudo_token(nb, s->seq_id, s->pos0 + s->n_tokens);
             fill_logprobs(nb, s);
             s->rng[0] = mix64(s->rng[0] + 1);
         }
@@ -181,6 +194,7 @@ static void null_destroy(ul_backend_t *b) {
     pthread_mutex_destroy(&nb->mu);
     free(nb->kv_owner);
     free(nb->kv_token);
+    free(nb->reply);
     free(nb);
 }
 
@@ -200,27 +214,36 @@ int ul_null_backend_create(const ul_null_config_t *cfg, ul_backend_t **out) {
         if (cfg->page_size) c.page_size = cfg->page_size;
         if (cfg->n_pages) c.n_pages = cfg->n_pages;
         c.eos_every = cfg->eos_every;
+        c.eos_id = cfg->eos_id;
+        c.reply = cfg->reply;
+        c.n_reply = cfg->n_reply;
     }
+    if (!c.eos_id) c.eos_id = c.n_vocab - 1;
     if (c.delay_us < 0 || c.n_vocab < 2 || c.n_ctx < 1 || c.page_size < 1 || c.n_pages < 1 ||
-        c.eos_every < 0 || (int64_t)c.n_pages * c.page_size > ((int64_t)1 << 31))
+        c.eos_every < 0 || (int64_t)c.n_pages * c.page_size > ((int64_t)1 << 31) || c.eos_id < 0 ||
+        c.eos_id >= c.n_vocab || c.n_reply < 0 || (c.n_reply && !c.reply))
         return UL_EINVAL;
     null_backend_t *nb = calloc(1, sizeof *nb);
     if (!nb) return UL_ENOMEM;
     size_t slots = (size_t)c.n_pages * (size_t)c.page_size;
     nb->kv_owner = calloc(slots, sizeof *nb->kv_owner);
     nb->kv_token = calloc(slots, sizeof *nb->kv_token);
-    if (!nb->kv_owner || !nb->kv_token) {
+    nb->reply = c.n_reply ? malloc((size_t)c.n_reply * sizeof *nb->reply) : NULL;
+    if (!nb->kv_owner || !nb->kv_token || (c.n_reply && !nb->reply)) {
         free(nb->kv_owner);
         free(nb->kv_token);
+        free(nb->reply);
         free(nb);
         return UL_ENOMEM;
     }
+    if (c.n_reply) memcpy(nb->reply, c.reply, (size_t)c.n_reply * sizeof *nb->reply);
+    nb->n_reply = c.n_reply;
     nb->base = (ul_backend_t){.vt = &null_vtbl,
                               .n_vocab = c.n_vocab,
                               .n_ctx = c.n_ctx,
                               .page_size = c.page_size,
                               .n_pages = c.n_pages,
-                              .eos_id = c.eos_every > 0 ? c.n_vocab - 1 : -1};
+                              .eos_id = c.eos_every > 0 || c.n_reply ? c.eos_id : -1};
     nb->delay_us = c.delay_us;
     nb->eos_every = c.eos_every;
     ul_queue_init(&nb->queue);
@@ -232,6 +255,7 @@ int ul_null_backend_create(const ul_null_config_t *cfg, ul_backend_t **out) {
         pthread_mutex_destroy(&nb->mu);
         free(nb->kv_owner);
         free(nb->kv_token);
+        free(nb->reply);
         free(nb);
         return UL_ENOMEM;
     }

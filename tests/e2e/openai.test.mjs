@@ -18,15 +18,15 @@ const model = path.join(shared, "models", "aidreams260K.gguf");
 
 let server;
 let client;
+let scripted;
+let tools;
 
-before(async () => {
-  server = spawn(bin, ["serve", "--model", model, "--port", "0", "--threads", "2"], {
-    stdio: ["ignore", "ignore", "pipe"],
-  });
-  const port = await new Promise((resolve, reject) => {
+function start(args) {
+  const proc = spawn(bin, ["serve", "--port", "0", ...args], { stdio: ["ignore", "ignore", "pipe"] });
+  const port = new Promise((resolve, reject) => {
     let log = "";
     const timer = setTimeout(() => reject(new Error(`no 'listening on' in 15 s:\n${log}`)), 15000);
-    server.stderr.on("data", (d) => {
+    proc.stderr.on("data", (d) => {
       log += d;
       const m = log.match(/listening on http:\/\/[^:\s]+:(\d+)/);
       if (m) {
@@ -34,12 +34,29 @@ before(async () => {
         resolve(Number(m[1]));
       }
     });
-    server.on("exit", (code) => reject(new Error(`server exited ${code}:\n${log}`)));
+    proc.on("exit", (code) => reject(new Error(`server exited ${code}:\n${log}`)));
   });
-  client = new OpenAI({ baseURL: `http://127.0.0.1:${port}/v1`, apiKey: "unused", maxRetries: 0 });
+  return { proc, port };
+}
+
+const clientOf = (port) => new OpenAI({ baseURL: `http://127.0.0.1:${port}/v1`, apiKey: "unused", maxRetries: 0 });
+
+before(async () => {
+  const a = start(["--model", model, "--threads", "2"]);
+  // The null backend answering with a Hermes tool call, through Qwen2.5's template.
+  const b = start(["--backend", "null", "--model", model, "--chat-template",
+    path.join(shared, "chat-templates", "templates", "Qwen-Qwen2.5-7B-Instruct.jinja"),
+    "--null-reply", '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>']);
+  server = a.proc;
+  scripted = b.proc;
+  client = clientOf(await a.port);
+  tools = clientOf(await b.port);
 });
 
-after(() => server?.kill("SIGTERM"));
+after(() => {
+  server?.kill("SIGTERM");
+  scripted?.kill("SIGTERM");
+});
 
 const MODEL = "aidreams260K.gguf";
 const messages = [{ role: "user", content: "Tell me about a dream." }];
@@ -100,6 +117,22 @@ test("chat: a tool-call round trip is accepted", async () => {
     ],
   });
   assert.ok(["stop", "length", "tool_calls"].includes(r.choices[0].finish_reason));
+});
+
+test("chat: the model's tool call arrives as tool_calls, streamed and not", async () => {
+  const defs = [{ type: "function", function: { name: "get_weather", parameters: { type: "object", properties: { city: { type: "string" } } } } }];
+  const r = await tools.chat.completions.create({ model: MODEL, messages, tools: defs });
+  assert.equal(r.choices[0].finish_reason, "tool_calls");
+  const call = r.choices[0].message.tool_calls[0];
+  assert.equal(call.function.name, "get_weather");
+  assert.deepEqual(JSON.parse(call.function.arguments), { city: "Paris" });
+  // the SDK's own accumulation of streamed tool_call deltas
+  const stream = tools.chat.completions.stream({ model: MODEL, messages, tools: defs });
+  const final = await stream.finalChatCompletion();
+  const sc = final.choices[0].message.tool_calls[0];
+  assert.equal(sc.function.name, "get_weather");
+  assert.deepEqual(JSON.parse(sc.function.arguments), { city: "Paris" });
+  assert.equal(final.choices[0].finish_reason, "tool_calls");
 });
 
 test("completions: streamed equals non-streamed, n and logprobs", async () => {

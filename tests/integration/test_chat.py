@@ -258,6 +258,69 @@ def the_request_id_names_the_completion_and_is_escaped():
         assert all(json.loads(e)["id"].endswith(rid) for e in ev[:-1])
 
 
+TWO_CALLS = ('Sure.<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
+             '\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Rome"}}\n</tool_call>')
+
+
+def scripted(reply, template=QWEN):
+    """The null backend answering every request with `reply` (aidreams260K's vocabulary)."""
+    return Server("--model", MODEL, "--null-reply", reply, "--chat-template", template)
+
+
+def stream_deltas(s, body):
+    ev = sse_events(chat(s, stream=True, **body).body)
+    assert ev[-1] == "[DONE]"
+    return [json.loads(e)["choices"][0] for e in ev[:-1]]
+
+
+@test
+def tool_calls_parsed_streamed_and_not():
+    with scripted(TWO_CALLS) as s:
+        body = {"messages": U, "tools": [TOOL]}
+        j = chat(s, **body).json()["choices"][0]
+        assert j["finish_reason"] == "tool_calls", j
+        calls = j["message"]["tool_calls"]
+        assert [c["function"]["name"] for c in calls] == ["get_weather", "get_weather"]
+        assert [json.loads(c["function"]["arguments"]) for c in calls] == [{"city": "Paris"},
+                                                                          {"city": "Rome"}]
+        assert all(c["id"].startswith("call_") and c["type"] == "function" for c in calls)
+        assert j["message"]["content"].strip() == "Sure."
+        d = stream_deltas(s, body)
+        sc = [t for x in d for t in x["delta"].get("tool_calls", [])]
+        assert [t["index"] for t in sc] == [0, 1]
+        assert [json.loads(t["function"]["arguments"]) for t in sc] == [{"city": "Paris"},
+                                                                       {"city": "Rome"}]
+        assert "".join(x["delta"].get("content", "") for x in d).strip() == "Sure."
+        assert d[-1]["finish_reason"] == "tool_calls"
+        one = chat(s, parallel_tool_calls=False, **body).json()["choices"][0]["message"]
+        assert len(one["tool_calls"]) == 1, one
+        none = chat(s, tool_choice="none", **body).json()["choices"][0]
+        assert "tool_calls" not in none["message"] and "<tool_call>" in none["message"]["content"]
+        assert none["finish_reason"] == "stop"
+        plain = chat(s, messages=U).json()["choices"][0]  # no tools offered: stays text
+        assert "tool_calls" not in plain["message"], plain
+
+
+@test
+def malformed_tool_call_output_stays_content():
+    bad = 'x<tool_call>\n{"name": "get_weather", "arguments": {"city": </tool_call>'
+    with scripted(bad) as s:
+        j = chat(s, messages=U, tools=[TOOL]).json()["choices"][0]
+        assert "tool_calls" not in j["message"] and j["finish_reason"] == "stop", j
+        assert "<tool_call>" in j["message"]["content"]
+
+
+@test
+def qwen3_thinking_is_reasoning_content():
+    qwen3 = os.path.join(TEMPLATES, "Qwen-Qwen3-0.6B.jinja")
+    with scripted("<think>\nhmm, the sea\n</think>\n\nIt is blue.", qwen3) as s:
+        m = chat(s, messages=U).json()["choices"][0]["message"]
+        assert m["reasoning_content"] == "hmm, the sea" and m["content"] == "It is blue.", m
+        d = stream_deltas(s, {"messages": U})
+        assert "".join(x["delta"].get("reasoning_content", "") for x in d) == "hmm, the sea"
+        assert "".join(x["delta"].get("content", "") for x in d) == "It is blue."
+
+
 THINK = """{% for m in messages %}<|im_start|>{{ m.role }}
 {{ m.content }}<|im_end|>
 {% endfor %}{% if add_generation_prompt %}<|im_start|>assistant
