@@ -435,11 +435,7 @@ static void on_answer(ul_gen_t *g) {
         }
         ul_gen_printf(&b, ",\"finish_reason\":\"%s\"}", ch->finish_reason);
     }
-    ul_gen_add(&b, "],", 2);
-    ul_gen_json_usage(g, &b);
-    ul_gen_add(&b, "}", 1);
-    ul_http_respond(g->req, 200, NULL, b.p, b.len);
-    ul_buf_free(&b);
+    ul_gen_respond(g, &b);
 }
 
 static void free_choice(ul_choice_t *ch) {

@@ -33,6 +33,22 @@ typedef struct creq_s {
 
 /* ---- output ------------------------------------------------------------------------ */
 
+/* The choice's logprobs object (the tokens since the last chunk), or null. */
+static void logprobs_json(const ul_choice_t *ch, ul_buf_t *b) {
+    if (ch->g->p.logprobs < 0) {
+        ul_gen_add(b, "null", 4);
+        return;
+    }
+    static const char *const keys[4] = {"{\"tokens\":[", "],\"token_logprobs\":[",
+                                        "],\"top_logprobs\":[", "],\"text_offset\":["};
+    const ul_buf_t *arrays[4] = {&ch->lp, &ch->lp_aux[0], &ch->lp_aux[1], &ch->lp_aux[2]};
+    for (int i = 0; i < 4; i++) {
+        ul_gen_add(b, keys[i], strlen(keys[i]));
+        ul_gen_add(b, arrays[i]->p, arrays[i]->len);
+    }
+    ul_gen_add(b, "]}", 2);
+}
+
 static void chunk(ul_choice_t *ch, const char *text, size_t len, const char *finish_reason) {
     ul_gen_t *g = ch->g;
     ul_buf_t *f = &g->frame;
@@ -41,21 +57,9 @@ static void chunk(ul_choice_t *ch, const char *text, size_t len, const char *fin
     ul_gen_add(f, "{\"text\":", 8);
     ul_gen_json_str(f, text, len);
     ul_gen_printf(f, ",\"index\":%d,\"logprobs\":", ch->index);
-    if (g->p.logprobs >= 0) {
-        ul_gen_add(f, "{\"tokens\":[", 11);
-        ul_gen_add(f, ch->lp.p, ch->lp.len);
-        ul_gen_add(f, "],\"token_logprobs\":[", 20);
-        ul_gen_add(f, ch->lp_aux[0].p, ch->lp_aux[0].len);
-        ul_gen_add(f, "],\"top_logprobs\":[", 18);
-        ul_gen_add(f, ch->lp_aux[1].p, ch->lp_aux[1].len);
-        ul_gen_add(f, "],\"text_offset\":[", 17);
-        ul_gen_add(f, ch->lp_aux[2].p, ch->lp_aux[2].len);
-        ul_gen_add(f, "]}", 2);
-        ch->lp.len = ch->lp_aux[0].len = ch->lp_aux[1].len = ch->lp_aux[2].len = 0;
-        ch->n_lp = 0;
-    } else {
-        ul_gen_add(f, "null", 4);
-    }
+    logprobs_json(ch, f);
+    ch->lp.len = ch->lp_aux[0].len = ch->lp_aux[1].len = ch->lp_aux[2].len = 0;
+    ch->n_lp = 0;
     if (finish_reason)
         ul_gen_printf(f, ",\"finish_reason\":\"%s\"}]}", finish_reason);
     else
@@ -133,27 +137,11 @@ static void on_answer(ul_gen_t *g) {
             ul_gen_add(&b, "{\"text\":", 8);
             ul_gen_json_str(&b, ch->out.p ? ch->out.p : "", ch->out.len);
             ul_gen_printf(&b, ",\"index\":%d,\"logprobs\":", k * g->p.n + i);
-            if (g->p.logprobs >= 0) {
-                ul_gen_add(&b, "{\"tokens\":[", 11);
-                ul_gen_add(&b, ch->lp.p, ch->lp.len);
-                ul_gen_add(&b, "],\"token_logprobs\":[", 20);
-                ul_gen_add(&b, ch->lp_aux[0].p, ch->lp_aux[0].len);
-                ul_gen_add(&b, "],\"top_logprobs\":[", 18);
-                ul_gen_add(&b, ch->lp_aux[1].p, ch->lp_aux[1].len);
-                ul_gen_add(&b, "],\"text_offset\":[", 17);
-                ul_gen_add(&b, ch->lp_aux[2].p, ch->lp_aux[2].len);
-                ul_gen_add(&b, "]}", 2);
-            } else {
-                ul_gen_add(&b, "null", 4);
-            }
+            logprobs_json(ch, &b);
             ul_gen_printf(&b, ",\"finish_reason\":\"%s\"}", ch->finish_reason);
         }
     }
-    ul_gen_add(&b, "],", 2);
-    ul_gen_json_usage(g, &b);
-    ul_gen_add(&b, "}", 1);
-    ul_http_respond(g->req, 200, NULL, b.p, b.len);
-    ul_buf_free(&b);
+    ul_gen_respond(g, &b);
 }
 
 static const ul_gen_ops_t ops = {

@@ -58,6 +58,14 @@ void ul_gen_json_usage(ul_gen_t *g, ul_buf_t *b) {
                   (int)g->n_prompt_tokens, (int)gen, (int)(g->n_prompt_tokens + gen));
 }
 
+void ul_gen_respond(ul_gen_t *g, ul_buf_t *b) {
+    ul_gen_add(b, "],", 2);
+    ul_gen_json_usage(g, b);
+    ul_gen_add(b, "}", 1);
+    ul_http_respond(g->req, 200, NULL, b->p, b->len);
+    ul_buf_free(b);
+}
+
 int32_t *ul_api_tokenize_text(const ul_codec_t *codec, const char *text, size_t len,
                               const uint8_t *plain, int parse_special, int *n) {
     int cap = len + 8 < (1u << 30) ? (int)len + 8 : 1 << 30;

@@ -153,6 +153,9 @@ void ul_gen_discard(ul_gen_t *g);
 int ul_gen_send(ul_gen_t *g, ul_choice_t *ch);
 /* Appends the common head {"id":..,"object":OBJ,"created":..,"model":..,"choices":[ to b. */
 void ul_gen_json_head(ul_gen_t *g, ul_buf_t *b, const char *object);
+/* Not streaming: closes the choices array of b (begun with ul_gen_json_head), adds usage,
+ * answers 200 with it and frees b. */
+void ul_gen_respond(ul_gen_t *g, ul_buf_t *b);
 /* Appends "usage":{...} (no comma). */
 void ul_gen_json_usage(ul_gen_t *g, ul_buf_t *b);
 /* Appends a JSON string (with quotes). */

@@ -8,13 +8,8 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from uvllm_harness import Server, run, sse_events, test  # noqa: E402
+from uvllm_harness import Server, run, shared, sse_events, test  # noqa: E402
 
-
-def shared():
-    return os.environ.get("UVLLM_SHARED") or os.path.join(
-        os.environ.get("UVLLM_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", "..")),
-        "..", "shared")
 
 
 TEMPLATES = os.path.join(shared(), "chat-templates", "templates")

@@ -9,13 +9,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from uvllm_harness import Server, run, sse_events, test  # noqa: E402
+from uvllm_harness import Server, run, shared, sse_events, test  # noqa: E402
 
-
-def shared():
-    return os.environ.get("UVLLM_SHARED") or os.path.join(
-        os.environ.get("UVLLM_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", "..")),
-        "..", "shared")
 
 
 MODEL = os.path.join(shared(), "models", "aidreams260K.gguf")

@@ -45,6 +45,13 @@ def run():
     return 1 if failed or not passed else 0
 
 
+def shared():
+    """The shared test data: $UVLLM_SHARED, else ../shared beside the source tree."""
+    return os.environ.get("UVLLM_SHARED") or os.path.join(
+        os.environ.get("UVLLM_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", "..")),
+        "..", "shared")
+
+
 def binary():
     b = os.environ.get("UVLLM_BIN")
     if not b:
