@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from uvllm_harness import Server, binary, null_text, run, test  # noqa: E402
+from uvllm_harness import Server, binary, null_text, run, test, wait_for  # noqa: E402
 
 
 def shared():
@@ -70,10 +70,10 @@ def start_fails(*args):
 
 
 def kv_line(srv):
-    for line in srv.log:
-        if "kv cache:" in line:
-            return line
-    raise AssertionError("no 'kv cache:' start-up line in:\n" + "".join(srv.log))
+    # logged just after 'listening on', which is all Server() waits for
+    line = wait_for(lambda: next((ln for ln in list(srv.log) if "kv cache:" in ln), None), 10)
+    assert line, "no 'kv cache:' start-up line in:\n" + "".join(srv.log)
+    return line
 
 
 def kv_totals(srv):
@@ -214,7 +214,9 @@ def request_id_echoed_or_made():
         assert HEX32.match(r.header("x-request-id"))
         r = post(s, "/v1/completions", {"prompt": 5}, headers={"X-Request-Id": "bad-1"})
         assert r.status == 400 and r.header("x-request-id") == "bad-1"
-        assert any("request_id=sse-7" in ln for ln in s.log), "id in the access log"
+        # stderr is read by a thread: the line may land a moment after the response
+        assert wait_for(lambda: any("request_id=sse-7" in ln for ln in list(s.log)), 10), \
+            "id in the access log"
 
 
 # ---- CORS -------------------------------------------------------------------------------
