@@ -15,7 +15,8 @@
 #include <stdint.h>
 
 typedef struct ul_kv_s {
-    uint8_t *data; /* [n_pages][page_bytes] */
+    uint8_t *data; /* [n_pages][page_bytes], an anonymous mapping */
+    size_t bytes;  /* of the mapping */
     int32_t type;  /* UL_TYPE_F16 or UL_TYPE_F32 */
     int32_t esize; /* bytes per element */
     int32_t n_layer, n_head_kv, head_dim, page_size;
