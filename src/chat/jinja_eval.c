@@ -123,7 +123,7 @@ int jj_getitem(jstate *st, jv obj, jv key, jv *out) {
             *out = *v;
             return 0;
         }
-    } else if (obj.t == JV_LIST && (key.t == JV_INT || key.t == JV_BOOL)) {
+    } else if (obj.t == JV_LIST && !obj.gen && (key.t == JV_INT || key.t == JV_BOOL)) {
         if (!norm_index(key.t == JV_INT ? key.u.i : key.u.b, (int64_t)obj.u.l->n, &i)) {
             *out = obj.u.l->v[i];
             return 0;
@@ -171,7 +171,7 @@ static int slice_positions(jstate *st, int64_t n, const jv *sv, int64_t **pos, i
 static int do_slice(jstate *st, jv obj, const jv *sv, jv *out) {
     int64_t n, *pos, c;
     if (obj.t == JV_UNDEF) return undef_err(st, obj);
-    if (obj.t != JV_LIST && obj.t != JV_STR) {
+    if ((obj.t != JV_LIST && obj.t != JV_STR) || obj.gen) {
         *out = jv_undef("object is not subscriptable");
         return 0;
     }
@@ -339,7 +339,16 @@ int jj_binop(jstate *st, int op, jv a, jv b, jv *out) {
             return int_op(st, op, ival(a), ival(b), out);
         return float_op(st, op, fval(a), fval(b), out);
     }
-    if (op == OP_ADD && a.t == b.t && (a.t == JV_STR || a.t == JV_LIST))
+    if (op == OP_ADD && a.t == JV_STR && b.t == JV_STR && (a.markup || b.markup)) {
+        /* Markup + str escapes the str (functionary's "..."|safe + x|tojson relies on it) */
+        jv x = a, y = b;
+        if (!x.markup) TRY(jj_escape(st, x, &x));
+        if (!y.markup) TRY(jj_escape(st, y, &y));
+        TRY(concat(st, x, y, out));
+        out->markup = 1;
+        return 0;
+    }
+    if (op == OP_ADD && a.t == b.t && (a.t == JV_STR || (a.t == JV_LIST && !a.gen && !b.gen)))
         return concat(st, a, b, out);
     if (op == OP_MUL && (a.t == JV_STR || a.t == JV_LIST) && is_intlike(b))
         return repeat(st, a, ival(b), out);

@@ -142,7 +142,7 @@ static int f_indent(jstate *st, jv v, const jfargs *a, jv *out) {
     return jsink_str(st, &k, out);
 }
 
-static int f_escape(jstate *st, jv v, jv *out) {
+int jj_escape(jstate *st, jv v, jv *out) {
     jv s;
     TRY(to_str(st, v, &s));
     const jstr *str = s.u.s;
@@ -174,7 +174,9 @@ static int f_escape(jstate *st, jv v, jv *out) {
         else
             TRY(jsink_put(st, &k, str->p + i, 1, str->plain ? str->plain + i : NULL));
     }
-    return jsink_str(st, &k, out);
+    TRY(jsink_str(st, &k, out));
+    out->markup = 1;
+    return 0;
 }
 
 static int f_int(jstate *st, jv v, const jfargs *a, jv *out) {
@@ -251,7 +253,9 @@ static int f_items(jstate *st, jv v, jv *out) {
         return jj_fail(st, UL_EFORMAT, "TypeError: Can only get item pairs from a mapping.");
     jv self = v;
     self.t = JV_DICT;
-    return jj_method(st, self, "items", NULL, 0, NULL, NULL, 0, out);
+    TRY(jj_method(st, self, "items", NULL, 0, NULL, NULL, 0, out));
+    out->gen = 1; /* an iterator in Jinja2 3.1 */
+    return 0;
 }
 
 static int f_list(jstate *st, jv v, jv *out) {
@@ -277,6 +281,7 @@ static int f_reverse(jstate *st, jv v, jv *out) {
     TRY(jv_iter(st, v, &l));
     TRY(jv_newlist(st, l->n, out));
     for (size_t i = l->n; i > 0; i--) out->u.l->v[out->u.l->n++] = l->v[i - 1];
+    out->gen = v.t == JV_LIST && !v.gen; /* reversed(list) is an iterator */
     return 0;
 }
 
@@ -410,11 +415,9 @@ int jj_filter(jstate *st, jframe *f, const char *name, jv v, const jv *args, int
     if (!strcmp(name, "default") || !strcmp(name, "d")) return f_default(st, v, &a, out);
     if (!strcmp(name, "string")) return to_str(st, v, out);
     if (!strcmp(name, "safe")) {
-        if (v.t == JV_STR) {
-            *out = v;
-            return 0;
-        }
-        return to_str(st, v, out);
+        TRY(to_str(st, v, out));
+        out->markup = 1;
+        return 0;
     }
     if (!strcmp(name, "join")) return f_join(st, v, &a, out);
     if (!strcmp(name, "items")) return f_items(st, v, out);
@@ -436,8 +439,12 @@ int jj_filter(jstate *st, jframe *f, const char *name, jv v, const jv *args, int
     if (!strcmp(name, "abs")) return f_abs(st, v, out);
     if (!strcmp(name, "round")) return f_round(st, v, &a, out);
     if (!strcmp(name, "reverse")) return f_reverse(st, v, out);
+    if ((!strcmp(name, "e") || !strcmp(name, "escape")) && v.t == JV_STR && v.markup) {
+        *out = v; /* already safe */
+        return 0;
+    }
     if (!strcmp(name, "e") || !strcmp(name, "escape") || !strcmp(name, "forceescape"))
-        return f_escape(st, v, out);
+        return jj_escape(st, v, out);
     if (!strcmp(name, "center")) return f_center(st, v, &a, out);
     if (!strcmp(name, "truncate")) return f_truncate(st, v, &a, out);
     if (!strcmp(name, "wordcount")) return f_wordcount(st, v, out);

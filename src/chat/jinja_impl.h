@@ -60,7 +60,11 @@ typedef struct jloop jloop;
 
 struct jv {
     uint8_t t;
-    uint8_t tuple; /* JV_LIST that Python would print as a tuple */
+    uint8_t tuple;  /* JV_LIST that Python would print as a tuple */
+    uint8_t gen;    /* JV_LIST standing for a Python generator (|map, |select ...): no len(),
+                       always true, not JSON serializable, not subscriptable */
+    uint8_t markup; /* JV_STR that is a markupsafe.Markup (|safe, |escape): `+` escapes the
+                       other operand */
     union {
         int b;
         int64_t i;
@@ -290,6 +294,10 @@ int jj_builtin(jstate *st, const char *name, const jv *args, int nargs, const ch
 int jj_is_builtin(const char *name);
 /* Python str methods used by filters too */
 int jj_strip(jstate *st, jv s, const jv *chars, int left, int right, jv *out);
+/* markupsafe.escape: & < > " ' as entities; the result is Markup. */
+int jj_escape(jstate *st, jv v, jv *out);
+/* markupsafe.escape: & < > " ' as entities; the result is Markup. */
+int jj_escape(jstate *st, jv v, jv *out);
 int jj_slice_str(jstate *st, const jstr *s, size_t cb, size_t ce, jv *out);
 
 #endif

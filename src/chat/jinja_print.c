@@ -141,6 +141,7 @@ static int repr_depth(jstate *st, jsink *s, jv v, int depth);
 static int repr_container(jstate *st, jsink *s, jv v, int depth) {
     if (depth > MAX_PRINT_DEPTH)
         return jj_fail(st, UL_E2BIG, "LimitError: value nested too deeply to print");
+    if (v.t == JV_LIST && v.gen) return put(st, s, "<generator object>");
     if (v.t == JV_LIST) {
         TRY(put(st, s, v.tuple ? "(" : "["));
         for (size_t i = 0; i < v.u.l->n; i++) {
@@ -330,13 +331,15 @@ static int json_val(jstate *st, jsink *s, jv v, const jsonfmt *f, int level) {
     case JV_STR:
         return json_str(st, s, v.u.s->p, v.u.s->len, v.u.s->plain);
     case JV_LIST:
+        if (v.gen) break;
         return json_list(st, s, v.u.l, f, level);
     case JV_DICT:
         return json_dict(st, s, v.u.d, f, level);
     default:
-        return jj_fail(st, UL_EFORMAT, "TypeError: Object of type %s is not JSON serializable",
-                       jv_typename(v));
+        break;
     }
+    return jj_fail(st, UL_EFORMAT, "TypeError: Object of type %s is not JSON serializable",
+                   jv_typename(v));
 }
 
 int jj_tojson(jstate *st, jsink *s, jv v, const char *indent, const char *isep, const char *ksep,

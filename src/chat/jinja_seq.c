@@ -277,18 +277,24 @@ static int f_batch(jstate *st, jv v, const jfargs *a, int is_slice, jv *out) {
     return 0;
 }
 
+/* The filters that return a generator in Jinja2. */
+static int as_gen(int rc, jv *out) {
+    if (!rc) out->gen = 1;
+    return rc;
+}
+
 int jj_filter_seq(jstate *st, const char *name, jv v, const jfargs *a, jv *out) {
     if (!strcmp(name, "select") || !strcmp(name, "reject") || !strcmp(name, "selectattr") ||
         !strcmp(name, "rejectattr"))
-        return f_select(st, name, v, a, out);
-    if (!strcmp(name, "map")) return f_map(st, v, a, out);
+        return as_gen(f_select(st, name, v, a, out), out);
+    if (!strcmp(name, "map")) return as_gen(f_map(st, v, a, out), out);
     if (!strcmp(name, "sort")) return f_sort(st, v, a, out);
     if (!strcmp(name, "dictsort")) return f_dictsort(st, v, a, out);
-    if (!strcmp(name, "unique")) return f_unique(st, v, a, out);
+    if (!strcmp(name, "unique")) return as_gen(f_unique(st, v, a, out), out);
     if (!strcmp(name, "min") || !strcmp(name, "max"))
         return f_minmax(st, v, a, name[1] == 'a', out);
     if (!strcmp(name, "sum")) return f_sum(st, v, a, out);
     if (!strcmp(name, "batch") || !strcmp(name, "slice"))
-        return f_batch(st, v, a, name[0] == 's', out);
+        return as_gen(f_batch(st, v, a, name[0] == 's', out), out);
     return jj_fail(st, UL_EFORMAT, "TemplateRuntimeError: No filter named '%s' found.", name);
 }

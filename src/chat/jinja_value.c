@@ -162,7 +162,7 @@ int jv_truthy(jv v) {
     case JV_STR:
         return v.u.s->len != 0;
     case JV_LIST:
-        return v.u.l->n != 0;
+        return v.gen || v.u.l->n != 0;
     case JV_DICT:
         return v.u.d->n != 0;
     default:
@@ -196,6 +196,7 @@ static int eq_depth(jv a, jv b, int depth) {
     case JV_STR:
         return a.u.s->len == b.u.s->len && !memcmp(a.u.s->p, b.u.s->p, a.u.s->len);
     case JV_LIST:
+        if (a.gen || b.gen) return a.u.l == b.u.l;
         if (a.u.l->n != b.u.l->n || a.tuple != b.tuple) return 0;
         for (size_t i = 0; i < a.u.l->n; i++)
             if (!eq_depth(a.u.l->v[i], b.u.l->v[i], depth + 1)) return 0;
@@ -222,6 +223,7 @@ const char *jv_typename(jv v) {
     static const char *names[] = {"Undefined", "NoneType", "bool",       "int",
                                   "float",     "str",      "list",       "dict",
                                   "Namespace", "function", "LoopContext"};
+    if (v.t == JV_LIST && v.gen) return "generator";
     if (v.t == JV_LIST && v.tuple) return "tuple";
     return v.t <= JV_LOOP ? names[v.t] : "object";
 }
@@ -329,6 +331,7 @@ int jv_len(jstate *st, jv v, int64_t *n) {
         *n = (int64_t)utf8_count(v.u.s->p, v.u.s->len);
         return 0;
     case JV_LIST:
+        if (v.gen) break;
         *n = (int64_t)v.u.l->n;
         return 0;
     case JV_DICT:
@@ -336,9 +339,9 @@ int jv_len(jstate *st, jv v, int64_t *n) {
         *n = (int64_t)v.u.d->n;
         return 0;
     default:
-        return jj_fail(st, UL_EFORMAT, "TypeError: object of type '%s' has no len()",
-                       jv_typename(v));
+        break;
     }
+    return jj_fail(st, UL_EFORMAT, "TypeError: object of type '%s' has no len()", jv_typename(v));
 }
 
 int jf_new(jstate *st, jframe *parent, jframe **out) {

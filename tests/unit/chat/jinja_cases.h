@@ -180,6 +180,16 @@ static const struct jcase {
     {"[{{ zz }}][{{ zz | length }}][{% for x in zz %}x{% endfor %}][{{ zz | upper }}][{{ zz is "
      "none }}][{% if zz %}t{% else %}f{% endif %}]",
      "[][0][][][False][f]", NULL},
+    {"{% if e | select %}gen-true{% endif %}|{{ (l | map('upper') | list)[0] }}|{{ (l | "
+     "map('upper'))[0] }}|{{ l | reverse | join }}",
+     "gen-true|A||cba", NULL},
+    {"{{ 'a' | safe + '<b>' }}|{{ '<' + 'x' | safe }}|{{ ('<' | e) + '>' }}|{{ '<x>' | e | e }}|{{ "
+     "'\"q\"' | forceescape }}",
+     "a&lt;b&gt;|&lt;x|&lt;&gt;|&lt;x&gt;|&#34;q&#34;", NULL},
+    {"{{ l | map('upper') | tojson }}", NULL,
+     "TypeError: Object of type generator is not JSON serializable"},
+    {"{{ l | select | length }}", NULL, "TypeError: object of type 'generator' has no len()"},
+    {"{{ d | items | length }}", NULL, "TypeError: object of type 'generator' has no len()"},
     {"{{ strftime_now('%Y-%m-%d %d %b %B %A %H') }}", "2026-11-24 24 Nov November Tuesday 12",
      NULL},
     {"{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}",

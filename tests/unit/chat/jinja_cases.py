@@ -94,6 +94,12 @@ CASES = [
     "{{ dict(a=1, b='x') }}|{{ namespace(a=1).a }}|{{ {'a': 1}.a }}|{{ d.missing }}|{{ none.attr }}|{{ s.nope }}",
     # undefined behaviour
     "[{{ zz }}][{{ zz | length }}][{% for x in zz %}x{% endfor %}][{{ zz | upper }}][{{ zz is none }}][{% if zz %}t{% else %}f{% endif %}]",
+    # generators (|map, |select ...) and Markup (|safe, |e) as Python has them
+    "{% if e | select %}gen-true{% endif %}|{{ (l | map('upper') | list)[0] }}|{{ (l | map('upper'))[0] }}|{{ l | reverse | join }}",
+    "{{ 'a' | safe + '<b>' }}|{{ '<' + 'x' | safe }}|{{ ('<' | e) + '>' }}|{{ '<x>' | e | e }}|{{ '\"q\"' | forceescape }}",
+    "{{ l | map('upper') | tojson }}",
+    "{{ l | select | length }}",
+    "{{ d | items | length }}",
     # date
     "{{ strftime_now('%Y-%m-%d %d %b %B %A %H') }}",
     # raising
