@@ -339,6 +339,7 @@ int jj_binop(jstate *st, int op, jv a, jv b, jv *out) {
             return int_op(st, op, ival(a), ival(b), out);
         return float_op(st, op, fval(a), fval(b), out);
     }
+    if (op == OP_MOD && a.t == JV_STR) return jj_percent(st, a, b, out);
     if (op == OP_ADD && a.t == JV_STR && b.t == JV_STR && (a.markup || b.markup)) {
         /* Markup + str escapes the str (functionary's "..."|safe + x|tojson relies on it) */
         jv x = a, y = b;

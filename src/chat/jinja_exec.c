@@ -136,6 +136,13 @@ int jj_call_macro(jstate *st, jfunc *fn, const jv *args, int nargs, const char *
     if (++st->depth > st->max_depth)
         return jj_fail(st, UL_E2BIG, "LimitError: macro calls nested deeper than %d",
                        st->max_depth);
+    for (int k = 0; k < nkw; k++) {
+        int known = 0;
+        for (int i = 0; i < m->nnames; i++) known |= !strcmp(kwn[k], m->names[i]);
+        if (!known)
+            return jj_fail(st, UL_EFORMAT, "TypeError: macro '%s' takes no keyword argument '%s'",
+                           fn->name ? fn->name : "caller", kwn[k]);
+    }
     TRY(jf_new(st, fn->closure, &g));
     for (int i = 0; i < m->nnames; i++) {
         jv v = jv_undef(NULL);
@@ -152,9 +159,7 @@ int jj_call_macro(jstate *st, jfunc *fn, const jv *args, int nargs, const char *
         if (!given && m->kids2[i]) TRY(jj_eval(st, g, m->kids2[i], &v));
         TRY(jf_set(st, g, m->names[i], v));
     }
-    if (fn->caller_body) {
-        /* caller(): the {% call %} block's body, a macro without parameters */
-    }
+
     if (fn->closure && fn->macro && fn->self.t == JV_FUNC) TRY(jf_set(st, g, "caller", fn->self));
     TRY(capture(st, g, m->b, out));
     st->depth--;

@@ -112,6 +112,23 @@ static int f_first_last(jstate *st, jv v, int last, jv *out) {
     return 0;
 }
 
+/* Jinja's |title (not str.title): a letter after - whitespace ( { [ < or at the start is
+ * upper-cased, every other letter lower-cased ("they're" -> "They're"). */
+static int f_title(jstate *st, jv v, jv *out) {
+    jv s;
+    TRY(to_str(st, v, &s));
+    TRY(jv_str(st, s.u.s->p, s.u.s->len, s.u.s->plain, out));
+    char *p = (char *)out->u.s->p;
+    int start = 1;
+    for (size_t i = 0; i < out->u.s->len; i++) {
+        unsigned char c = (unsigned char)p[i];
+        p[i] = (char)(start ? toupper(c) : tolower(c));
+        start = c == '-' || c == ' ' || (c >= '\t' && c <= '\r') || c == '(' || c == '{' ||
+                c == '[' || c == '<';
+    }
+    return 0;
+}
+
 static int f_indent(jstate *st, jv v, const jfargs *a, jv *out) {
     jv w, first, blank, s;
     arg_or(a, 0, "width", jv_int(4), &w);
@@ -423,8 +440,8 @@ int jj_filter(jstate *st, jframe *f, const char *name, jv v, const jv *args, int
     if (!strcmp(name, "items")) return f_items(st, v, out);
     if (!strcmp(name, "first")) return f_first_last(st, v, 0, out);
     if (!strcmp(name, "last")) return f_first_last(st, v, 1, out);
-    if (!strcmp(name, "upper") || !strcmp(name, "lower") || !strcmp(name, "title") ||
-        !strcmp(name, "capitalize")) {
+    if (!strcmp(name, "title")) return f_title(st, v, out);
+    if (!strcmp(name, "upper") || !strcmp(name, "lower") || !strcmp(name, "capitalize")) {
         TRY(to_str(st, v, &s));
         return jj_method(st, s, name, NULL, 0, NULL, NULL, 0, out);
     }

@@ -98,8 +98,7 @@ struct jfunc {
     const char *name; /* built-in or method name */
     jv self;          /* JF_METHOD: the object; JF_CYCLE: the loop */
     const jnode *macro;
-    jframe *closure;          /* JF_MACRO: the frame the macro was defined in */
-    const jnode *caller_body; /* a caller() made by {% call %} */
+    jframe *closure; /* JF_MACRO: the frame the macro was defined in */
 };
 
 struct jloop {
@@ -294,8 +293,10 @@ int jj_builtin(jstate *st, const char *name, const jv *args, int nargs, const ch
 int jj_is_builtin(const char *name);
 /* Python str methods used by filters too */
 int jj_strip(jstate *st, jv s, const jv *chars, int left, int right, jv *out);
-/* markupsafe.escape: & < > " ' as entities; the result is Markup. */
-int jj_escape(jstate *st, jv v, jv *out);
+/* ---- jinja_format.c ---- */
+int jj_percent(jstate *st, jv fmt, jv args, jv *out);
+int jj_str_format(jstate *st, jv fmt, const jv *args, int nargs, const char **kwn, const jv *kwv,
+                  int nkw, jv *out);
 /* markupsafe.escape: & < > " ' as entities; the result is Markup. */
 int jj_escape(jstate *st, jv v, jv *out);
 int jj_slice_str(jstate *st, const jstr *s, size_t cb, size_t ce, jv *out);

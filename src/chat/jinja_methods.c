@@ -299,7 +299,8 @@ static int str_pred(const jstr *s, const char *m) {
     return strcmp(m, "isupper") && strcmp(m, "islower") ? 1 : has_cased;
 }
 
-static int str_method(jstate *st, jv self, const char *m, const jv *args, int nargs, jv *out) {
+static int str_method(jstate *st, jv self, const char *m, const jv *args, int nargs,
+                      const char **kwn, const jv *kwv, int nkw, jv *out) {
     const jv *chars = nargs > 0 && args[0].t != JV_NONE ? &args[0] : NULL;
     if (chars && chars->t != JV_STR &&
         (!strcmp(m, "strip") || !strcmp(m, "lstrip") || !strcmp(m, "rstrip")))
@@ -318,6 +319,7 @@ static int str_method(jstate *st, jv self, const char *m, const jv *args, int na
     if (!strcmp(m, "find") || !strcmp(m, "rfind") || !strcmp(m, "count") || !strcmp(m, "index"))
         return str_find(st, self, args, nargs, m, out);
     if (!strcmp(m, "join")) return str_join(st, self, args, nargs, out);
+    if (!strcmp(m, "format")) return jj_str_format(st, self, args, nargs, kwn, kwv, nkw, out);
     if (!strncmp(m, "is", 2)) {
         *out = jv_bool(str_pred(self.u.s, m));
         return 0;
@@ -363,14 +365,12 @@ static int dict_method(jstate *st, jv self, const char *m, const jv *args, int n
 
 int jj_method(jstate *st, jv self, const char *name, const jv *args, int nargs, const char **kwn,
               const jv *kwv, int nkw, jv *out) {
-    (void)kwn;
-    (void)kwv;
-    (void)nkw;
+
     if (self.t != JV_STR && in_set(unsafe, name))
         return jj_fail(st, UL_EFORMAT,
                        "SecurityError: access to attribute '%s' of '%s' object is unsafe.", name,
                        jv_typename(self));
-    if (self.t == JV_STR) return str_method(st, self, name, args, nargs, out);
+    if (self.t == JV_STR) return str_method(st, self, name, args, nargs, kwn, kwv, nkw, out);
     if (self.t == JV_DICT) return dict_method(st, self, name, args, nargs, out);
     if (self.t == JV_LIST && !strcmp(name, "copy")) {
         TRY(jv_newlist(st, self.u.l->n, out));

@@ -190,6 +190,22 @@ static const struct jcase {
      "TypeError: Object of type generator is not JSON serializable"},
     {"{{ l | select | length }}", NULL, "TypeError: object of type 'generator' has no len()"},
     {"{{ d | items | length }}", NULL, "TypeError: object of type 'generator' has no len()"},
+    {"a\n  {% raw %}\n  {{ x }} {% if %}\n  {% endraw %}\nb", "a\n\n  {{ x }} {% if %}\nb", NULL},
+    {"a {%- raw -%}  x  {%- endraw -%} b|{% raw %}{{ y }}{% endraw %}z", "axb|{{ y }}z", NULL},
+    {"{{ '%s=%d %5.2f|%-4s|%04d %r %%' % ('a', 3.9, 2.345, 'b', 7, 'q') }}|{{ '%s!' % 'x' }}{{ "
+     "'%s' % [1] }}",
+     "a=3  2.35|b   |0007 'q' %|x![1]", NULL},
+    {"{{ '%x %X %o %e %g %+d %.3s' % (255, 255, 8, 1234.5, 0.0001, 5, 'abcdef') }}|{{ "
+     "'%(a)s-%(b)d' % {'a': 1, 'b': 2} }}",
+     "ff FF 10 1.234500e+03 0.0001 +5 abc|1-2", NULL},
+    {"{{ '{} {}'.format(1, 'a') }}|{{ '{1}{0}{{}}'.format('x', 'y') }}|{{ "
+     "'{name}!r={name!r}'.format(name='n') }}",
+     "1 a|yx{}|n!r='n'", NULL},
+    {"{{ 'hello-world they\\'re (x y' | title }}|{{ \"they're\".title() }}",
+     "Hello-World They're (X Y|They'Re", NULL},
+    {"{{ '%s %s' % ('a',) }}", NULL, "TypeError: not enough arguments for format string"},
+    {"{% macro m(a) %}{{ a }}{% endmacro %}{{ m(b=1) }}", NULL,
+     "TypeError: macro 'm' takes no keyword argument 'b'"},
     {"{{ strftime_now('%Y-%m-%d %d %b %B %A %H') }}", "2026-11-24 24 Nov November Tuesday 12",
      NULL},
     {"{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}",

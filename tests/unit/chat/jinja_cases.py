@@ -100,6 +100,15 @@ CASES = [
     "{{ l | map('upper') | tojson }}",
     "{{ l | select | length }}",
     "{{ d | items | length }}",
+    # raw blocks, % and str.format, |title
+    "a\n  {% raw %}\n  {{ x }} {% if %}\n  {% endraw %}\nb",
+    "a {%- raw -%}  x  {%- endraw -%} b|{% raw %}{{ y }}{% endraw %}z",
+    "{{ '%s=%d %5.2f|%-4s|%04d %r %%' % ('a', 3.9, 2.345, 'b', 7, 'q') }}|{{ '%s!' % 'x' }}{{ '%s' % [1] }}",
+    "{{ '%x %X %o %e %g %+d %.3s' % (255, 255, 8, 1234.5, 0.0001, 5, 'abcdef') }}|{{ '%(a)s-%(b)d' % {'a': 1, 'b': 2} }}",
+    "{{ '{} {}'.format(1, 'a') }}|{{ '{1}{0}{{}}'.format('x', 'y') }}|{{ '{name}!r={name!r}'.format(name='n') }}",
+    "{{ 'hello-world they\\'re (x y' | title }}|{{ \"they're\".title() }}",
+    "{{ '%s %s' % ('a',) }}",
+    "{% macro m(a) %}{{ a }}{% endmacro %}{{ m(b=1) }}",
     # date
     "{{ strftime_now('%Y-%m-%d %d %b %B %A %H') }}",
     # raising
