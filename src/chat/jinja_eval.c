@@ -136,10 +136,10 @@ int jj_getitem(jstate *st, jv obj, jv key, jv *out) {
             return jj_slice_str(st, s, b, e, out);
         }
     }
-    if (key.t == JV_STR && obj.t != JV_DICT) return jj_getattr(st, obj, key.u.s->p, out);
-    if (key.t == JV_STR && jj_has_method(obj, key.u.s->p))
-        return jj_getattr(st, obj, key.u.s->p, out);
-    *out = missing(st, obj, key.t == JV_STR ? key.u.s->p : "[]", 0);
+    if (key.t == JV_STR && obj.t != JV_DICT) return jj_getattr(st, obj, jv_cstr(st, key), out);
+    if (key.t == JV_STR && jj_has_method(obj, jv_cstr(st, key)))
+        return jj_getattr(st, obj, jv_cstr(st, key), out);
+    *out = missing(st, obj, key.t == JV_STR ? jv_cstr(st, key) : "[]", 0);
     return 0;
 }
 
@@ -232,13 +232,7 @@ static int repeat(jstate *st, jv seq, int64_t times, jv *out) {
 }
 
 static int concat(jstate *st, jv a, jv b, jv *out) {
-    if (a.t == JV_STR) {
-        jsink s;
-        jsink_init(&s);
-        TRY(jsink_put(st, &s, a.u.s->p, a.u.s->len, a.u.s->plain));
-        TRY(jsink_put(st, &s, b.u.s->p, b.u.s->len, b.u.s->plain));
-        return jsink_str(st, &s, out);
-    }
+    if (a.t == JV_STR) return jv_concat(st, a.u.s, b.u.s, out);
     TRY(jv_newlist(st, a.u.l->n + b.u.l->n, out));
     for (size_t i = 0; i < a.u.l->n; i++) out->u.l->v[out->u.l->n++] = a.u.l->v[i];
     for (size_t i = 0; i < b.u.l->n; i++) out->u.l->v[out->u.l->n++] = b.u.l->v[i];

@@ -13,7 +13,7 @@
 const ul_jinja_limits_t ul_jinja_default_limits = {
     .max_steps = 10000000,
     .max_output = 4u << 20,
-    .max_memory = 256u << 20,
+    .max_memory = 64u << 20,
     .max_range = 100000,
     .max_depth = 64,
 };
@@ -84,11 +84,12 @@ static int exec_for(jstate *st, jframe *f, const jnode *n) {
     TRY(jv_iter(st, it, &items));
     if (n->c) { /* loop filter: loop.* counts the kept items only */
         jv kept;
+        jframe *g;
         TRY(jv_newlist(st, 0, &kept));
+        TRY(jf_new(st, f, &g));
         for (size_t i = 0; i < items->n; i++) {
-            jframe *g;
             jv c;
-            TRY(jf_new(st, f, &g));
+            g->n = 0;
             TRY(assign(st, g, n, items->v[i]));
             TRY(jj_eval(st, g, n->c, &c));
             if (jv_truthy(c)) TRY(jl_push(st, kept.u.l, items->v[i]));
@@ -100,10 +101,14 @@ static int exec_for(jstate *st, jframe *f, const jnode *n) {
     jloop *lp = jj_alloc(st, sizeof *lp);
     if (!lp) return jj_fail(st, UL_E2BIG, "LimitError: out of memory");
     lp->items = items;
+    /* One scope reused by every iteration (emptied each time): a loop of a million
+     * iterations must not allocate a million scopes. */
+    jframe *g;
+    TRY(jf_new(st, f, &g));
     for (size_t i = 0; i < items->n; i++) {
-        jframe *g;
+        TRY(jj_step(st)); /* an empty body still costs a step per iteration */
         lp->i = i;
-        TRY(jf_new(st, f, &g));
+        g->n = 0;
         TRY(jf_set(st, g, "loop", (jv){.t = JV_LOOP, .u.loop = lp}));
         TRY(assign(st, g, n, items->v[i]));
         int rc = exec_body(st, g, n->b);

@@ -52,7 +52,7 @@ static int f_join(jstate *st, jv v, const jfargs *a, jv *out) {
     jsink_init(&k);
     for (size_t i = 0; i < l->n; i++) {
         jv e = l->v[i];
-        if (by_attr) TRY(jj_getattr(st, e, attr.t == JV_STR ? attr.u.s->p : "", &e));
+        if (by_attr) TRY(jj_getattr(st, e, attr.t == JV_STR ? jv_cstr(st, attr) : "", &e));
         if (i && sep.t == JV_STR) TRY(jsink_put(st, &k, sep.u.s->p, sep.u.s->len, sep.u.s->plain));
         TRY(jj_str(st, &k, e));
     }
@@ -70,13 +70,13 @@ static int f_tojson(jstate *st, jv v, const jfargs *a, jv *out) {
             ibuf[n] = 0;
             indent = ibuf;
         } else if (ind.t == JV_STR) {
-            indent = ind.u.s->p;
+            indent = jv_cstr(st, ind);
         }
     }
     if (jj_arg(a, 2, "separators", &seps) && seps.t == JV_LIST && seps.u.l->n == 2 &&
         seps.u.l->v[0].t == JV_STR && seps.u.l->v[1].t == JV_STR) {
-        isep = seps.u.l->v[0].u.s->p;
-        ksep = seps.u.l->v[1].u.s->p;
+        isep = jv_cstr(st, seps.u.l->v[0]);
+        ksep = jv_cstr(st, seps.u.l->v[1]);
     }
     arg_or(a, 3, "sort_keys", jv_bool(0), &sk);
     jsink k;
@@ -139,7 +139,7 @@ static int f_indent(jstate *st, jv v, const jfargs *a, jv *out) {
     const char *ind = ibuf;
     size_t il;
     if (w.t == JV_STR) {
-        ind = w.u.s->p;
+        ind = jv_cstr(st, w);
         il = w.u.s->len;
     } else {
         il = w.t == JV_INT && w.u.i > 0 ? (size_t)(w.u.i > 255 ? 255 : w.u.i) : 0;
@@ -208,11 +208,12 @@ static int f_int(jstate *st, jv v, const jfargs *a, jv *out) {
     else if (v.t == JV_STR) {
         char *end;
         errno = 0;
-        long long x = strtoll(v.u.s->p, &end, 10);
+        const char *cs = jv_cstr(st, v);
+        long long x = strtoll(cs, &end, 10);
         while (*end == ' ' || *end == '\n' || *end == '\t') end++;
-        if (errno || end == v.u.s->p || *end) {
-            double d = strtod(v.u.s->p, &end);
-            *out = (end != v.u.s->p && !*end && fabs(d) < 9.2e18) ? jv_int((int64_t)d) : def;
+        if (errno || end == cs || *end) {
+            double d = strtod(cs, &end);
+            *out = (end != cs && !*end && fabs(d) < 9.2e18) ? jv_int((int64_t)d) : def;
         } else {
             *out = jv_int(x);
         }
@@ -230,8 +231,9 @@ static int f_float(jstate *st, jv v, const jfargs *a, jv *out) {
         *out = jv_float(v.t == JV_INT ? (double)v.u.i : v.u.b);
     else if (v.t == JV_STR) {
         char *end;
-        double d = strtod(v.u.s->p, &end);
-        *out = end != v.u.s->p && !*end ? jv_float(d) : def;
+        const char *cs = jv_cstr(st, v);
+        double d = strtod(cs, &end);
+        *out = end != cs && !*end ? jv_float(d) : def;
     } else
         *out = def;
     (void)st;
@@ -248,7 +250,7 @@ static int f_round(jstate *st, jv v, const jfargs *a, jv *out) {
     }
     if (v.t != JV_FLOAT) return fail_type(st, "round", v);
     double p = pow(10, prec.t == JV_INT ? (double)prec.u.i : 0), x = v.u.f * p;
-    const char *m = method.t == JV_STR ? method.u.s->p : "common";
+    const char *m = method.t == JV_STR ? jv_cstr(st, method) : "common";
     if (!strcmp(m, "ceil"))
         x = ceil(x);
     else if (!strcmp(m, "floor"))
@@ -404,11 +406,11 @@ static int f_abs(jstate *st, jv v, jv *out) {
 static int f_attr(jstate *st, jv v, const jfargs *a, jv *out) {
     jv name;
     if (!jj_arg(a, 0, "name", &name) || name.t != JV_STR) return fail_type(st, "attr", name);
-    if (v.t == JV_DICT && !jj_has_method(v, name.u.s->p)) { /* getattr only, no item lookup */
+    if (v.t == JV_DICT && !jj_has_method(v, jv_cstr(st, name))) { /* getattr only, no item lookup */
         *out = jv_undef("'dict object' has no attribute");
         return 0;
     }
-    return jj_getattr(st, v, name.u.s->p, out);
+    return jj_getattr(st, v, jv_cstr(st, name), out);
 }
 
 int jj_filter(jstate *st, jframe *f, const char *name, jv v, const jv *args, int nargs,

@@ -46,11 +46,24 @@ typedef enum {
 
 /* An immutable string; plain[i] != 0 when byte i came from the request data.
  * plain == NULL: no byte did. */
+typedef struct jgrow jgrow;
 typedef struct jstr {
     size_t len;
     const char *p;
     const uint8_t *plain;
+    jgrow *grow; /* non-NULL: p is the start of a growable buffer (see jv_concat) */
 } jstr;
+
+/* The buffer behind strings made by concatenation. A string s built on it owns bytes
+ * [0, s->len); appending to s writes in place when nobody has appended past s->len yet,
+ * so `{% set ns.s = ns.s ~ x %}` in a loop is linear, not quadratic. The shorter views
+ * stay valid (their bytes never change) but are not NUL-terminated: use jv_cstr. */
+struct jgrow {
+    size_t used, cap;
+    char *p;
+    uint8_t *m;
+    int any_plain;
+};
 
 typedef struct jv jv;
 typedef struct jlist jlist;
@@ -249,6 +262,10 @@ int jsink_put_plain(jstate *st, jsink *s, const char *p, size_t n, int plain);
 int jsink_str(jstate *st, jsink *s, jv *out);
 size_t utf8_count(const char *p, size_t n);
 size_t utf8_offset(const char *p, size_t n, size_t cp);
+/* s's bytes NUL-terminated (a copy when s is a view into a longer buffer). */
+const char *jv_cstr(jstate *st, jv s);
+/* a + b for two strings. */
+int jv_concat(jstate *st, const jstr *a, const jstr *b, jv *out);
 int jv_from_bytes_any_plain(jstate *st, const char *p, size_t n, int plain, jv *out);
 
 /* ---- jinja_print.c ---- */

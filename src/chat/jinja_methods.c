@@ -448,7 +448,7 @@ static int do_strftime(jstate *st, const jv *args, int nargs, jv *out) {
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wformat-nonliteral"
     /* the format is the template's (Python's strftime takes any string too) */
-    size_t n = args[0].u.s->len ? strftime(buf, sizeof buf, args[0].u.s->p, &tm) : 0;
+    size_t n = args[0].u.s->len ? strftime(buf, sizeof buf, jv_cstr(st, args[0]), &tm) : 0;
 #pragma GCC diagnostic pop
     return jv_str(st, buf, n, NULL, out);
 }

@@ -120,7 +120,7 @@ static int f_dictsort(jstate *st, jv v, const jfargs *a, jv *out) {
     if (v.t != JV_DICT && v.t != JV_NS)
         return jj_fail(st, UL_EFORMAT, "TypeError: dictsort needs a mapping, not %s",
                        jv_typename(v));
-    int pos = by.t == JV_STR && !strcmp(by.u.s->p, "value");
+    int pos = by.t == JV_STR && !strcmp(jv_cstr(st, by), "value");
     jv self = v;
     self.t = JV_DICT;
     TRY(jj_method(st, self, "items", NULL, 0, NULL, NULL, 0, &items));
@@ -146,7 +146,7 @@ static int f_select(jstate *st, const char *name, jv v, const jfargs *a, jv *out
         if (a->n > first_test) {
             if (a->args[first_test].t != JV_STR)
                 return jj_fail(st, UL_EFORMAT, "TypeError: test name must be a string");
-            TRY(jj_test(st, a->f, a->args[first_test].u.s->p, x, a->args + first_test + 1,
+            TRY(jj_test(st, a->f, jv_cstr(st, a->args[first_test]), x, a->args + first_test + 1,
                         a->n - first_test - 1, &r));
         } else {
             r = jv_truthy(x);
@@ -179,8 +179,8 @@ static int f_map(jstate *st, jv v, const jfargs *a, jv *out) {
     if (a->n < 1 || a->args[0].t != JV_STR)
         return jj_fail(st, UL_EFORMAT, "TypeError: map needs a filter name or attribute=");
     for (size_t i = 0; i < l->n; i++)
-        TRY(jj_filter(st, a->f, a->args[0].u.s->p, l->v[i], a->args + 1, a->n - 1, a->kwn, a->kwv,
-                      a->nkw, &out->u.l->v[out->u.l->n++]));
+        TRY(jj_filter(st, a->f, jv_cstr(st, a->args[0]), l->v[i], a->args + 1, a->n - 1, a->kwn,
+                      a->kwv, a->nkw, &out->u.l->v[out->u.l->n++]));
     return 0;
 }
 

@@ -49,6 +49,7 @@ int jv_str(jstate *st, const char *p, size_t n, const uint8_t *plain, jv *out) {
     s->len = n;
     s->p = b;
     s->plain = NULL;
+    s->grow = NULL;
     if (plain) {
         for (size_t i = 0; i < n; i++)
             if (plain[i]) {
@@ -59,6 +60,53 @@ int jv_str(jstate *st, const char *p, size_t n, const uint8_t *plain, jv *out) {
                 break;
             }
     }
+    *out = jv_strs(s);
+    return 0;
+}
+
+const char *jv_cstr(jstate *st, jv s) {
+    if (s.t != JV_STR) return "";
+    if (!s.u.s->p[s.u.s->len]) return s.u.s->p;
+    char *c = jj_alloc(st, s.u.s->len + 1);
+    if (!c) return "";
+    memcpy(c, s.u.s->p, s.u.s->len);
+    c[s.u.s->len] = 0;
+    return c;
+}
+
+static int new_grow(jstate *st, const jstr *a, size_t need, jgrow **out) {
+    size_t cap = need < 32 ? 64 : need * 2;
+    jgrow *g = jj_alloc(st, sizeof *g);
+    char *p = jj_alloc(st, cap + 1);
+    uint8_t *m = jj_alloc(st, cap);
+    if (!g || !p || !m) return oom(st);
+    memcpy(p, a->p, a->len);
+    if (a->plain)
+        memcpy(m, a->plain, a->len);
+    else
+        memset(m, 0, a->len);
+    *g = (jgrow){a->len, cap, p, m, a->plain != NULL};
+    *out = g;
+    return 0;
+}
+
+int jv_concat(jstate *st, const jstr *a, const jstr *b, jv *out) {
+    size_t n = a->len + b->len;
+    if (n > st->max_out)
+        return jj_fail(st, UL_E2BIG, "LimitError: a string longer than %zu bytes", st->max_out);
+    jgrow *g = a->grow;
+    if (!g || g->used != a->len || g->cap - g->used < b->len) TRY(new_grow(st, a, n, &g));
+    memcpy(g->p + g->used, b->p, b->len);
+    if (b->plain)
+        memcpy(g->m + g->used, b->plain, b->len);
+    else
+        memset(g->m + g->used, 0, b->len);
+    g->any_plain |= b->plain != NULL;
+    g->used = n;
+    g->p[n] = 0;
+    jstr *s = jj_alloc(st, sizeof *s);
+    if (!s) return oom(st);
+    *s = (jstr){n, g->p, g->any_plain ? g->m : NULL, g};
     *out = jv_strs(s);
     return 0;
 }
@@ -434,7 +482,7 @@ int jsink_str(jstate *st, jsink *s, jv *out) {
     if (!js) return oom(st);
     TRY(sink_grow(st, s, 1));
     s->p[s->len] = 0;
-    *js = (jstr){s->len, s->p, s->any_plain ? s->m : NULL};
+    *js = (jstr){s->len, s->p, s->any_plain ? s->m : NULL, NULL};
     *out = jv_strs(js);
     return 0;
 }

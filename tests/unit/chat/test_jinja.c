@@ -191,6 +191,19 @@ Test(jinja, limits_fail_fast) {
     expect_limit("{% set ns = namespace(l=[]) %}{% for i in range(5000) %}"
                  "{% set ns.l = [ns.l] %}{% endfor %}{{ ns.l }}",
                  d);
+    /* appending in a loop is linear: 100k appends of 10 bytes stay far below the limits */
+    ul_buf_t out = {0};
+    char msg[256];
+    cr_assert_eq(render("{% set ns = namespace(s='') %}{% for i in range(100000) %}"
+                        "{% set ns.s = ns.s ~ 'abcdefghij' %}{% endfor %}{{ ns.s | length }}",
+                        NULL, d, &out, NULL, msg, sizeof msg),
+                 0, "%s", msg);
+    cr_assert_eq(out.len, 7);
+    cr_assert(!memcmp(out.p, "1000000", 7));
+    ul_buf_free(&out);
+    expect_limit("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}"
+                 "{% endfor %}",
+                 d); /* empty bodies cost steps too */
     ul_jinja_limits_t small = *d;
     small.max_memory = 1 << 20;
     expect_limit("{% set ns = namespace(l=[]) %}{% for i in range(50000) %}"
