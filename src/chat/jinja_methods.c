@@ -414,12 +414,15 @@ static int do_range(jstate *st, const jv *args, int nargs, jv *out) {
         a[nargs == 1 ? 1 : i] = args[i].t == JV_INT ? args[i].u.i : args[i].u.b;
     }
     if (!a[2]) return jj_fail(st, UL_EFORMAT, "ValueError: range() arg 3 must not be zero");
-    double n = ((double)a[1] - (double)a[0]) / (double)a[2];
-    if (n > (double)st->max_range)
+    __int128 span = (__int128)a[1] - a[0], step = a[2];
+    __int128 n = span / step + (span % step != 0); /* exact element count when positive */
+    if (n > (__int128)st->max_range)
         return jj_fail(st, UL_E2BIG, "LimitError: range() longer than %zu", st->max_range);
-    TRY(jv_newlist(st, n > 0 ? (size_t)n + 1 : 0, out));
-    for (int64_t x = a[0]; a[2] > 0 ? x < a[1] : x > a[1]; x += a[2])
-        out->u.l->v[out->u.l->n++] = jv_int(x);
+    TRY(jv_newlist(st, n > 0 ? (size_t)n : 0, out));
+    for (int64_t x = a[0]; a[2] > 0 ? x < a[1] : x > a[1];) {
+        TRY(jl_push(st, out->u.l, jv_int(x)));
+        if (__builtin_add_overflow(x, a[2], &x)) break; /* range(2**63 - 9, 2**63 - 1, 5) */
+    }
     return 0;
 }
 

@@ -206,6 +206,12 @@ static const struct jcase {
     {"{{ '%s %s' % ('a',) }}", NULL, "TypeError: not enough arguments for format string"},
     {"{% macro m(a) %}{{ a }}{% endmacro %}{{ m(b=1) }}", NULL,
      "TypeError: macro 'm' takes no keyword argument 'b'"},
+    {"{{ range(9223372036854775800, 9223372036854775807, 5) | list }}{{ "
+     "range(-9223372036854775807, -9223372036854775806 - 2, -5) | list }}",
+     "[9223372036854775800, 9223372036854775805][-9223372036854775807]", NULL},
+    {"{{ range(5) | list }}{{ range(1, 10, 3) | list }}{{ range(10, 1, -3) | list }}{{ range(3, 3) "
+     "| list }}{{ range(0, -7, -2) | list }}",
+     "[0, 1, 2, 3, 4][1, 4, 7][10, 7, 4][][0, -2, -4, -6]", NULL},
     {"{{ strftime_now('%Y-%m-%d %d %b %B %A %H') }}", "2026-11-24 24 Nov November Tuesday 12",
      NULL},
     {"{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}",

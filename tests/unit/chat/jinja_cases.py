@@ -109,6 +109,8 @@ CASES = [
     "{{ 'hello-world they\\'re (x y' | title }}|{{ \"they're\".title() }}",
     "{{ '%s %s' % ('a',) }}",
     "{% macro m(a) %}{{ a }}{% endmacro %}{{ m(b=1) }}",
+    "{{ range(9223372036854775800, 9223372036854775807, 5) | list }}{{ range(-9223372036854775807, -9223372036854775806 - 2, -5) | list }}",
+    "{{ range(5) | list }}{{ range(1, 10, 3) | list }}{{ range(10, 1, -3) | list }}{{ range(3, 3) | list }}{{ range(0, -7, -2) | list }}",
     # date
     "{{ strftime_now('%Y-%m-%d %d %b %B %A %H') }}",
     # raising
