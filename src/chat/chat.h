@@ -8,8 +8,11 @@
  *
  * The prompt comes with a per-byte plain mask: 1 where the byte came from the request
  * (message text, tool definitions, kwargs), 0 where the template or the vocabulary's
- * bos/eos wrote it. The tokenizer must not match special tokens in plain bytes, so a user
- * who types "<|im_end|>" cannot forge a turn boundary.
+ * bos/eos wrote it. The mask is exact per byte through concatenation, slicing, strip,
+ * split, join, replace (inserted text takes the replacement's origin), case mapping and
+ * tojson/repr (escape sequences of request text count as request text). The tokenizer
+ * must match a special token only where all of its bytes are 0, so a user who types
+ * "<|im_end|>" cannot forge a turn boundary.
  *
  * A ul_chat_tmpl_t is immutable after ul_chat_tmpl_new and may be used by several threads
  * at once; ul_chat_render allocates only for its own call and frees it before returning. */

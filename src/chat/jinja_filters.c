@@ -273,7 +273,7 @@ static int f_items(jstate *st, jv v, jv *out) {
     jv self = v;
     self.t = JV_DICT;
     TRY(jj_method(st, self, "items", NULL, 0, NULL, NULL, 0, out));
-    out->gen = 1; /* an iterator in Jinja2 3.1 */
+    out->gen = JG_GENERATOR; /* an iterator in Jinja2 3.1 */
     return 0;
 }
 
@@ -300,7 +300,7 @@ static int f_reverse(jstate *st, jv v, jv *out) {
     TRY(jv_iter(st, v, &l));
     TRY(jv_newlist(st, l->n, out));
     for (size_t i = l->n; i > 0; i--) out->u.l->v[out->u.l->n++] = l->v[i - 1];
-    out->gen = v.t == JV_LIST && !v.gen; /* reversed(list) is an iterator */
+    if (v.t == JV_LIST && !v.gen) out->gen = JG_GENERATOR; /* reversed(list): an iterator */
     return 0;
 }
 

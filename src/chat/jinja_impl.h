@@ -74,8 +74,8 @@ typedef struct jloop jloop;
 struct jv {
     uint8_t t;
     uint8_t tuple;  /* JV_LIST that Python would print as a tuple */
-    uint8_t gen;    /* JV_LIST standing for a Python generator (|map, |select ...): no len(),
-                       always true, not JSON serializable, not subscriptable */
+    uint8_t gen;    /* JV_LIST standing for a Python iterator (JG_*): not JSON serializable,
+                       not subscriptable; a generator also has no len() and is always true */
     uint8_t markup; /* JV_STR that is a markupsafe.Markup (|safe, |escape): `+` escapes the
                        other operand */
     union {
@@ -105,6 +105,9 @@ typedef struct jnode jnode;
 typedef struct jframe jframe;
 
 enum { JF_BUILTIN, JF_METHOD, JF_CYCLE, JF_MACRO };
+
+/* jv.gen: what Python object a list stands for. */
+enum { JG_LIST, JG_GENERATOR, JG_ITEMS, JG_KEYS, JG_VALUES };
 
 struct jfunc {
     int kind;

@@ -360,6 +360,7 @@ static int dict_method(jstate *st, jv self, const char *m, const jv *args, int n
         }
         out->u.l->v[out->u.l->n++] = e;
     }
+    out->gen = !strcmp(m, "items") ? JG_ITEMS : !strcmp(m, "keys") ? JG_KEYS : JG_VALUES;
     return 0;
 }
 

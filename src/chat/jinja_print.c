@@ -141,7 +141,15 @@ static int repr_depth(jstate *st, jsink *s, jv v, int depth);
 static int repr_container(jstate *st, jsink *s, jv v, int depth) {
     if (depth > MAX_PRINT_DEPTH)
         return jj_fail(st, UL_E2BIG, "LimitError: value nested too deeply to print");
-    if (v.t == JV_LIST && v.gen) return put(st, s, "<generator object>");
+    if (v.t == JV_LIST && v.gen == JG_GENERATOR) return put(st, s, "<generator object>");
+    if (v.t == JV_LIST && v.gen) { /* dict_items([('a', 1)]) */
+        jv plain = v;
+        plain.gen = JG_LIST;
+        TRY(put(st, s, jv_typename(v)));
+        TRY(put(st, s, "("));
+        TRY(repr_container(st, s, plain, depth));
+        return put(st, s, ")");
+    }
     if (v.t == JV_LIST) {
         TRY(put(st, s, v.tuple ? "(" : "["));
         for (size_t i = 0; i < v.u.l->n; i++) {

@@ -279,7 +279,7 @@ static int f_batch(jstate *st, jv v, const jfargs *a, int is_slice, jv *out) {
 
 /* The filters that return a generator in Jinja2. */
 static int as_gen(int rc, jv *out) {
-    if (!rc) out->gen = 1;
+    if (!rc) out->gen = JG_GENERATOR;
     return rc;
 }
 

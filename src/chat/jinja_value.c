@@ -210,7 +210,7 @@ int jv_truthy(jv v) {
     case JV_STR:
         return v.u.s->len != 0;
     case JV_LIST:
-        return v.gen || v.u.l->n != 0;
+        return v.gen == JG_GENERATOR || v.u.l->n != 0;
     case JV_DICT:
         return v.u.d->n != 0;
     default:
@@ -271,7 +271,8 @@ const char *jv_typename(jv v) {
     static const char *names[] = {"Undefined", "NoneType", "bool",       "int",
                                   "float",     "str",      "list",       "dict",
                                   "Namespace", "function", "LoopContext"};
-    if (v.t == JV_LIST && v.gen) return "generator";
+    static const char *gens[] = {"list", "generator", "dict_items", "dict_keys", "dict_values"};
+    if (v.t == JV_LIST && v.gen && v.gen <= JG_VALUES) return gens[v.gen];
     if (v.t == JV_LIST && v.tuple) return "tuple";
     return v.t <= JV_LOOP ? names[v.t] : "object";
 }
@@ -379,7 +380,7 @@ int jv_len(jstate *st, jv v, int64_t *n) {
         *n = (int64_t)utf8_count(v.u.s->p, v.u.s->len);
         return 0;
     case JV_LIST:
-        if (v.gen) break;
+        if (v.gen == JG_GENERATOR) break;
         *n = (int64_t)v.u.l->n;
         return 0;
     case JV_DICT:

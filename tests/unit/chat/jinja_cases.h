@@ -212,6 +212,13 @@ static const struct jcase {
     {"{{ range(5) | list }}{{ range(1, 10, 3) | list }}{{ range(10, 1, -3) | list }}{{ range(3, 3) "
      "| list }}{{ range(0, -7, -2) | list }}",
      "[0, 1, 2, 3, 4][1, 4, 7][10, 7, 4][][0, -2, -4, -6]", NULL},
+    {"{{ d.items() }}|{{ d.keys() }}|{{ d.values() }}|{{ d.keys() | length }}|{{ 'x' in d.keys() "
+     "}}|{{ d.items() | list }}",
+     "dict_items([('x', 1), ('y', 'two')])|dict_keys(['x', 'y'])|dict_values([1, "
+     "'two'])|2|True|[('x', 1), ('y', 'two')]",
+     NULL},
+    {"{{ d.items() | tojson }}", NULL,
+     "TypeError: Object of type dict_items is not JSON serializable"},
     {"{{ strftime_now('%Y-%m-%d %d %b %B %A %H') }}", "2026-11-24 24 Nov November Tuesday 12",
      NULL},
     {"{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}",

@@ -111,6 +111,8 @@ CASES = [
     "{% macro m(a) %}{{ a }}{% endmacro %}{{ m(b=1) }}",
     "{{ range(9223372036854775800, 9223372036854775807, 5) | list }}{{ range(-9223372036854775807, -9223372036854775806 - 2, -5) | list }}",
     "{{ range(5) | list }}{{ range(1, 10, 3) | list }}{{ range(10, 1, -3) | list }}{{ range(3, 3) | list }}{{ range(0, -7, -2) | list }}",
+    "{{ d.items() }}|{{ d.keys() }}|{{ d.values() }}|{{ d.keys() | length }}|{{ 'x' in d.keys() }}|{{ d.items() | list }}",
+    "{{ d.items() | tojson }}",
     # date
     "{{ strftime_now('%Y-%m-%d %d %b %B %A %H') }}",
     # raising
