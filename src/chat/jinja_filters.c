@@ -60,7 +60,7 @@ static int f_join(jstate *st, jv v, const jfargs *a, jv *out) {
 }
 
 static int f_tojson(jstate *st, jv v, const jfargs *a, jv *out) {
-    jv ind, seps, sk;
+    jv ind, seps, sk, ea;
     char ibuf[64];
     const char *indent = NULL, *isep = NULL, *ksep = NULL;
     if (jj_arg(a, 1, "indent", &ind) && ind.t != JV_NONE) {
@@ -79,9 +79,10 @@ static int f_tojson(jstate *st, jv v, const jfargs *a, jv *out) {
         ksep = jv_cstr(st, seps.u.l->v[1]);
     }
     arg_or(a, 3, "sort_keys", jv_bool(0), &sk);
+    arg_or(a, 0, "ensure_ascii", jv_bool(0), &ea);
     jsink k;
     jsink_init(&k);
-    TRY(jj_tojson(st, &k, v, indent, isep, ksep, jv_truthy(sk)));
+    TRY(jj_tojson(st, &k, v, indent, isep, ksep, jv_truthy(sk), jv_truthy(ea)));
     return jsink_str(st, &k, out);
 }
 

@@ -276,9 +276,9 @@ int jv_from_bytes_any_plain(jstate *st, const char *p, size_t n, int plain, jv *
 int jj_str(jstate *st, jsink *s, jv v);
 int jj_repr(jstate *st, jsink *s, jv v);
 int jj_str_value(jstate *st, jv v, jv *out);
-/* json.dumps(v, ensure_ascii=False, indent, separators, sort_keys); indent NULL = None. */
+/* json.dumps(v, ensure_ascii, indent, separators, sort_keys); indent NULL = None. */
 int jj_tojson(jstate *st, jsink *s, jv v, const char *indent, const char *isep, const char *ksep,
-              int sort_keys);
+              int sort_keys, int ensure_ascii);
 void jj_fmt_float(double f, char *buf, size_t cap);
 
 /* ---- jinja_lex.c / jinja_parse.c ---- */

@@ -219,6 +219,11 @@ static const struct jcase {
      NULL},
     {"{{ d.items() | tojson }}", NULL,
      "TypeError: Object of type dict_items is not JSON serializable"},
+    {"{{ u | tojson(ensure_ascii=true) }}|{{ {'\303\274': 'x\177\342\202\254'} | tojson(true) "
+     "}}|{{ u | tojson(false, 1) }}",
+     "\"Gr\\u00fc\\u00dfe \\u4f60\\u597d \\ud83d\\ude42\"|{\"\\u00fc\": "
+     "\"x\\u007f\\u20ac\"}|\"Gr\303\274\303\237e \344\275\240\345\245\275 \360\237\231\202\"",
+     NULL},
     {"{{ strftime_now('%Y-%m-%d %d %b %B %A %H') }}", "2026-11-24 24 Nov November Tuesday 12",
      NULL},
     {"{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}",

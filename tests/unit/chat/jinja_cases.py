@@ -113,6 +113,7 @@ CASES = [
     "{{ range(5) | list }}{{ range(1, 10, 3) | list }}{{ range(10, 1, -3) | list }}{{ range(3, 3) | list }}{{ range(0, -7, -2) | list }}",
     "{{ d.items() }}|{{ d.keys() }}|{{ d.values() }}|{{ d.keys() | length }}|{{ 'x' in d.keys() }}|{{ d.items() | list }}",
     "{{ d.items() | tojson }}",
+    "{{ u | tojson(ensure_ascii=true) }}|{{ {'\u00fc': 'x\x7f\u20ac'} | tojson(true) }}|{{ u | tojson(false, 1) }}",
     # date
     "{{ strftime_now('%Y-%m-%d %d %b %B %A %H') }}",
     # raising
