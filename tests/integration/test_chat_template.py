@@ -8,13 +8,16 @@ empty system message, add_generation_prompt false, enable_thinking false through
 chat_template_kwargs, text given as content parts, Jinja-looking and special-token-looking
 user text, several tool calls with nested arguments (sent as JSON strings, as OpenAI clients
 do; the oracle gets them parsed, as llama.cpp passes them). Where Python raises, the CLI
-must exit 1, with the template's own message for raise_exception. Also: --model reads the
+must exit 1, with the template's own message for raise_exception. Then the same for
+seeded random conversations (unicode, special-token-like and Jinja-like text, tool calls
+and results, generation prompt and enable_thinking on or off). Also: --model reads the
 template and bos/eos from a GGUF, ChatML when it has none; usage errors exit 2.
 """
 import copy
 import datetime
 import json
 import os
+import random
 import subprocess
 import sys
 
@@ -93,6 +96,35 @@ def oracle_render(src, name, messages, tools, extra):
     return oracle.render(src, ctx)
 
 
+WORDS = ["hi", "<|im_end|>", "{{x}}", "{% if %}", "\u00fc", "\u4f60\u597d", "\U0001f642", "\n", "\t", " ",
+         "'", '"', "\\", "a b", "</s>", "<s>", "[INST]", "0", "1.5", "true", "null", "{}", "[]",
+         "<think>x</think>", "tool", "  "]
+
+
+def random_conversation(rng):
+    def text():
+        return "".join(rng.choice(WORDS) for _ in range(rng.randint(0, 6)))
+    tools = None
+    msgs = [{"role": "system", "content": text()}] if rng.random() < 0.5 else []
+    n = rng.randint(1, 4)
+    for i in range(n):
+        msgs.append(u(text()))
+        if i == n - 1 and rng.random() >= 0.3:
+            break
+        if rng.random() < 0.3:
+            tools = TOOLS
+            msgs.append({"role": "assistant", "content": rng.choice(["", text()]),
+                         "tool_calls": [call(i, "get_weather", {"location": text(), "unit": "c"})]})
+            msgs.append({"role": "tool", "tool_call_id": "call_%d" % i, "content": text()})
+        msgs.append(a(text()))
+    extra = {}
+    if rng.random() < 0.3:
+        extra["add_generation_prompt"] = False
+    if rng.random() < 0.3:
+        extra["chat_template_kwargs"] = {"enable_thinking": rng.random() < 0.5}
+    return msgs, tools, extra
+
+
 def cli_request(name, messages, tools, extra):
     msgs = copy.deepcopy(messages)
     for m in msgs:  # clients send arguments as JSON strings
@@ -111,11 +143,11 @@ def run_cli(args, body):
     return subprocess.run([BIN, "chat-template"] + args, input=body, capture_output=True, timeout=60)
 
 
-def test_against_oracle():
+def test_against_oracle(cases):
     n = same = 0
     for name in sorted(os.listdir(TDIR)):
         src = open(os.path.join(TDIR, name), encoding="utf-8").read()
-        for case, (messages, tools, extra) in CASES.items():
+        for case, (messages, tools, extra) in cases.items():
             ok, want = oracle_render(src, name, messages, tools, extra)
             r = run_cli(["--template", os.path.join(TDIR, name), "--date", "2026-11-24",
                          "--bos", "<s>", "--eos", "</s>", "-"], cli_request(name, messages, tools, extra))
@@ -162,7 +194,9 @@ def main():
     if not BIN:
         print("UVLLM_BIN not set", file=sys.stderr)
         return 1
-    test_against_oracle()
+    test_against_oracle(CASES)
+    rng = random.Random(20261124)
+    test_against_oracle({"random_%d" % i: random_conversation(rng) for i in range(8)})
     test_model_and_usage()
     print("PASS" if not failures else f"{len(failures)} failure(s)")
     return 1 if failures else 0
