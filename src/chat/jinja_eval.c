@@ -171,10 +171,11 @@ static int slice_positions(jstate *st, int64_t n, const jv *sv, int64_t **pos, i
 static int do_slice(jstate *st, jv obj, const jv *sv, jv *out) {
     int64_t n, *pos, c;
     if (obj.t == JV_UNDEF) return undef_err(st, obj);
-    if ((obj.t != JV_LIST && obj.t != JV_STR) || obj.gen) {
-        *out = jv_undef("object is not subscriptable");
-        return 0;
-    }
+    if (obj.t == JV_DICT || obj.t == JV_NS)
+        return jj_fail(st, UL_EFORMAT, "TypeError: unhashable type: 'slice'");
+    if ((obj.t != JV_LIST && obj.t != JV_STR) || obj.gen)
+        return jj_fail(st, UL_EFORMAT, "TypeError: '%s' object is not subscriptable",
+                       jv_typename(obj));
     TRY(jv_len(st, obj, &n));
     TRY(slice_positions(st, n, sv, &pos, &c));
     if (obj.t == JV_LIST) {
@@ -283,6 +284,27 @@ static int int_op(jstate *st, int op, int64_t x, int64_t y, jv *out) {
     return 0;
 }
 
+/* CPython's float_divmod: floor division and modulo that agree (1 // 0.1 == 9.0). */
+static int float_divmod(int op, double x, double y, jv *out) {
+    double mod = fmod(x, y), div = (x - mod) / y, fd;
+    if (mod != 0) {
+        if ((y < 0) != (mod < 0)) {
+            mod += y;
+            div -= 1.0;
+        }
+    } else {
+        mod = copysign(0.0, y);
+    }
+    if (div != 0) {
+        fd = floor(div);
+        if (div - fd > 0.5) fd += 1.0;
+    } else {
+        fd = copysign(0.0, x / y);
+    }
+    *out = jv_float(op == OP_FLOORDIV ? fd : mod);
+    return 0;
+}
+
 static int float_op(jstate *st, int op, double x, double y, jv *out) {
     double r;
     switch (op) {
@@ -299,15 +321,11 @@ static int float_op(jstate *st, int op, double x, double y, jv *out) {
     case OP_FLOORDIV:
     case OP_MOD:
         if (y == 0) return jj_fail(st, UL_EFORMAT, "ZeroDivisionError: float division by zero");
-        if (op == OP_DIV)
+        if (op == OP_DIV) {
             r = x / y;
-        else if (op == OP_FLOORDIV)
-            r = floor(x / y);
-        else {
-            r = fmod(x, y);
-            if (r != 0 && ((r < 0) != (y < 0))) r += y;
+            break;
         }
-        break;
+        return float_divmod(op, x, y, out);
     case OP_POW:
         r = pow(x, y);
         break;
@@ -345,9 +363,9 @@ int jj_binop(jstate *st, int op, jv a, jv b, jv *out) {
     }
     if (op == OP_ADD && a.t == b.t && (a.t == JV_STR || (a.t == JV_LIST && !a.gen && !b.gen)))
         return concat(st, a, b, out);
-    if (op == OP_MUL && (a.t == JV_STR || a.t == JV_LIST) && is_intlike(b))
+    if (op == OP_MUL && (a.t == JV_STR || (a.t == JV_LIST && !a.gen)) && is_intlike(b))
         return repeat(st, a, ival(b), out);
-    if (op == OP_MUL && (b.t == JV_STR || b.t == JV_LIST) && is_intlike(a))
+    if (op == OP_MUL && (b.t == JV_STR || (b.t == JV_LIST && !b.gen)) && is_intlike(a))
         return repeat(st, b, ival(a), out);
     if (op == OP_ADD && a.t == JV_STR && b.t != JV_UNDEF)
         return jj_fail(st, UL_EFORMAT, "TypeError: can only concatenate str (not \"%s\") to str",

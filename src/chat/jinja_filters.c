@@ -132,6 +132,11 @@ static int f_title(jstate *st, jv v, jv *out) {
 
 static int f_indent(jstate *st, jv v, const jfargs *a, jv *out) {
     jv w, first, blank, s;
+    if (v.t == JV_UNDEF) return fail_type(st, "indent", v);
+    if (v.t != JV_STR) /* do_indent does s += "\n" */
+        return jj_fail(st, UL_EFORMAT,
+                       "TypeError: unsupported operand type(s) for +=: '%s' and 'str'",
+                       jv_typename(v));
     arg_or(a, 0, "width", jv_int(4), &w);
     arg_or(a, 1, "first", jv_bool(0), &first);
     arg_or(a, 2, "blank", jv_bool(0), &blank);
@@ -199,6 +204,7 @@ int jj_escape(jstate *st, jv v, jv *out) {
 
 static int f_int(jstate *st, jv v, const jfargs *a, jv *out) {
     jv def;
+    if (v.t == JV_UNDEF) return fail_type(st, "int", v); /* int(Undefined) raises */
     arg_or(a, 0, "default", jv_int(0), &def);
     if (v.t == JV_INT)
         *out = v;
@@ -225,6 +231,7 @@ static int f_int(jstate *st, jv v, const jfargs *a, jv *out) {
 
 static int f_float(jstate *st, jv v, const jfargs *a, jv *out) {
     jv def;
+    if (v.t == JV_UNDEF) return fail_type(st, "float", v);
     arg_or(a, 0, "default", jv_float(0), &def);
     if (v.t == JV_FLOAT)
         *out = v;

@@ -139,7 +139,10 @@ int jj_percent(jstate *st, jv fmt, jv args, jv *out) {
         }
         TRY(fmt_one(st, &s, &sp, v));
     }
-    if (tuple && argi < args.u.l->n)
+    /* like Python: an unused argument is an error unless it supports [] (mapping-like) */
+    int mapping = args.t == JV_DICT || args.t == JV_NS || args.t == JV_UNDEF ||
+                  (args.t == JV_LIST && !args.tuple && !args.gen);
+    if ((tuple && argi < args.u.l->n) || (!tuple && !argi && !mapping))
         return jj_fail(st, UL_EFORMAT,
                        "TypeError: not all arguments converted during string formatting");
     return jsink_str(st, &s, out);

@@ -224,6 +224,16 @@ static const struct jcase {
      "\"Gr\\u00fc\\u00dfe \\u4f60\\u597d \\ud83d\\ude42\"|{\"\\u00fc\": "
      "\"x\\u007f\\u20ac\"}|\"Gr\303\274\303\237e \344\275\240\345\245\275 \360\237\231\202\"",
      NULL},
+    {"{{ 1 // 0.1 }}|{{ -7.5 // 2 }}|{{ 7.5 % -2 }}|{{ 5 % 0.3 }}|{{ 1.5 is odd }}|{{ -1.0 is odd "
+     "}}|{{ 3.0 is divisibleby 1.5 }}|{{ '' % [1] }}|{{ '' % {'a': 1} }}",
+     "9.0|-4.0|-0.5|0.20000000000000018|False|True|True||", NULL},
+    {"{{ d[1:] }}", NULL, "TypeError: unhashable type: 'slice'"},
+    {"{{ n[1:] }}", NULL, "TypeError: 'int' object is not subscriptable"},
+    {"{{ 'x' % 1 }}", NULL, "TypeError: not all arguments converted during string formatting"},
+    {"{{ t | indent }}", NULL, "TypeError: unsupported operand type(s) for +=: 'bool' and 'str'"},
+    {"{{ zz | int }}", NULL, "UndefinedError: 'zz' is undefined"},
+    {"{{ true * d.keys() }}", NULL,
+     "TypeError: unsupported operand type(s) for *: 'bool' and 'dict_keys'"},
     {"{{ strftime_now('%Y-%m-%d %d %b %B %A %H') }}", "2026-11-24 24 Nov November Tuesday 12",
      NULL},
     {"{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}",

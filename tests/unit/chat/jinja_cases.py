@@ -114,6 +114,14 @@ CASES = [
     "{{ d.items() }}|{{ d.keys() }}|{{ d.values() }}|{{ d.keys() | length }}|{{ 'x' in d.keys() }}|{{ d.items() | list }}",
     "{{ d.items() | tojson }}",
     "{{ u | tojson(ensure_ascii=true) }}|{{ {'\u00fc': 'x\x7f\u20ac'} | tojson(true) }}|{{ u | tojson(false, 1) }}",
+    # found by comparing random expressions with Python
+    "{{ 1 // 0.1 }}|{{ -7.5 // 2 }}|{{ 7.5 % -2 }}|{{ 5 % 0.3 }}|{{ 1.5 is odd }}|{{ -1.0 is odd }}|{{ 3.0 is divisibleby 1.5 }}|{{ '' % [1] }}|{{ '' % {'a': 1} }}",
+    "{{ d[1:] }}",
+    "{{ n[1:] }}",
+    "{{ 'x' % 1 }}",
+    "{{ t | indent }}",
+    "{{ zz | int }}",
+    "{{ true * d.keys() }}",
     # date
     "{{ strftime_now('%Y-%m-%d %d %b %B %A %H') }}",
     # raising
