@@ -116,9 +116,11 @@ int jj_test(jstate *st, jframe *f, const char *name, jv v, const jv *args, int n
                 (v.t == JV_STR && v.u.s == b.u.s) || (v.t == JV_LIST && v.u.l == b.u.l) ||
                 ((v.t == JV_DICT || v.t == JV_NS) && v.u.d == b.u.d) ||
                 (v.t == JV_FUNC && v.u.fn == b.u.fn));
-    } else if (!strcmp(name, "lower") || !strcmp(name, "upper"))
-        *out = case_test(v, name[0] == 'u');
-    else if (!strcmp(name, "odd") || !strcmp(name, "even") || !strcmp(name, "divisibleby"))
+    } else if (!strcmp(name, "lower") || !strcmp(name, "upper")) {
+        jv s; /* str(value).islower() */
+        TRY(jj_str_value(st, v, &s));
+        *out = case_test(s, name[0] == 'u');
+    } else if (!strcmp(name, "odd") || !strcmp(name, "even") || !strcmp(name, "divisibleby"))
         return int_test(st, name, v, args, nargs, out);
     else if (!strcmp(name, "escaped"))
         *out = 0;
