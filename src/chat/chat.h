@@ -57,6 +57,13 @@ void ul_chat_opts_init(ul_chat_opts_t *o);
 int ul_chat_render(const ul_chat_tmpl_t *t, const cJSON *req, const ul_chat_opts_t *o,
                    ul_buf_t *out, ul_buf_t *plain, char *msg, size_t msgcap);
 
+/* Marks the number items of root (parsed from text) that were written as floats ("1.0",
+ * "2e3") with UL_CHAT_JSON_FLOAT, so the template sees 1.0 as a float like Python's json
+ * would; unmarked integral numbers are ints. Call it on the request body after cJSON
+ * parsed it. UL_EINVAL when text is not what root was parsed from. */
+#define UL_CHAT_JSON_FLOAT (1 << 12)
+int ul_chat_json_mark_floats(cJSON *root, const char *text, size_t len);
+
 /* The ChatML template used when a model has none. */
 extern const char ul_chat_chatml_template[];
 

@@ -169,7 +169,9 @@ static void parse_arguments(cJSON *m) {
         cJSON *args = cJSON_GetObjectItemCaseSensitive(fn, "arguments");
         if (!cJSON_IsString(args)) continue;
         cJSON *parsed = cJSON_Parse(args->valuestring);
-        if (parsed) cJSON_ReplaceItemInObjectCaseSensitive(fn, "arguments", parsed);
+        if (!parsed) continue;
+        ul_chat_json_mark_floats(parsed, args->valuestring, strlen(args->valuestring));
+        cJSON_ReplaceItemInObjectCaseSensitive(fn, "arguments", parsed);
     }
 }
 

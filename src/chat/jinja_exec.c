@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "chat/chat.h"
 #include "chat/jinja_impl.h"
 
 const ul_jinja_limits_t ul_jinja_default_limits = {
@@ -261,7 +262,7 @@ static int from_json(jstate *st, const cJSON *j, int plain, int depth, jv *out) 
         *out = jv_bool(cJSON_IsTrue(j));
     else if (cJSON_IsNumber(j)) {
         double d = j->valuedouble;
-        if (d == (double)(int64_t)d && d > -9.2e18 && d < 9.2e18)
+        if (!(j->type & UL_CHAT_JSON_FLOAT) && d > -9.2e18 && d < 9.2e18 && d == (double)(int64_t)d)
             *out = jv_int((int64_t)d);
         else
             *out = jv_float(d);

@@ -50,6 +50,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     cJSON *req = cJSON_ParseWithLength((const char *)data, size);
     if (!req) return 0;
+    ul_chat_json_mark_floats(req, (const char *)data, size);
     check(tmpl[0], req);
     check(tmpl[1], req);
     cJSON_Delete(req);

@@ -48,7 +48,8 @@ TOOLS = [
                                           "required": ["location"]}}},
     {"type": "function", "function": {"name": "search", "description": "Web search",
                                       "parameters": {"type": "object", "properties": {
-                                          "q": {"type": "string"}, "n": {"type": "integer"}}}}},
+                                          "q": {"type": "string"}, "n": {"type": "integer"},
+                                          "t": {"type": "number", "minimum": 0.0, "default": 1.0}}}}},
 ]
 
 
@@ -79,7 +80,7 @@ CASES = {
     "two_tool_calls": ([u("Weather in Paris and news?"),
                         {"role": "assistant", "content": "",
                          "tool_calls": [call(1, "get_weather", {"location": "Paris", "unit": "c"}),
-                                        call(2, "search", {"q": "news \"today\"", "n": 3})]},
+                                        call(2, "search", {"q": "news \"today\"", "n": 3, "t": 1.0})]},
                         {"role": "tool", "tool_call_id": "call_1", "content": "18 C"},
                         {"role": "tool", "tool_call_id": "call_2", "content": "[]"},
                         a("It is 18 C; no news.")], TOOLS, {}),
