@@ -8,8 +8,11 @@
  *
  * The prompt comes with a per-byte plain mask: 1 where the byte came from the request
  * (message text, tool definitions, kwargs), 0 where the template or the vocabulary's
- * bos/eos wrote it. The tokenizer must not match special tokens in plain bytes, so a user
- * who types "<|im_end|>" cannot forge a turn boundary.
+ * bos/eos wrote it. The mask is exact per byte through concatenation, slicing, strip,
+ * split, join, replace (inserted text takes the replacement's origin), case mapping and
+ * tojson/repr (escape sequences of request text count as request text). The tokenizer
+ * must match a special token only where all of its bytes are 0, so a user who types
+ * "<|im_end|>" cannot forge a turn boundary.
  *
  * A ul_chat_tmpl_t is immutable after ul_chat_tmpl_new and may be used by several threads
  * at once; ul_chat_render allocates only for its own call and frees it before returning. */
@@ -53,6 +56,13 @@ void ul_chat_opts_init(ul_chat_opts_t *o);
  * UL_ENOMEM. */
 int ul_chat_render(const ul_chat_tmpl_t *t, const cJSON *req, const ul_chat_opts_t *o,
                    ul_buf_t *out, ul_buf_t *plain, char *msg, size_t msgcap);
+
+/* Marks the number items of root (parsed from text) that were written as floats ("1.0",
+ * "2e3") with UL_CHAT_JSON_FLOAT, so the template sees 1.0 as a float like Python's json
+ * would; unmarked integral numbers are ints. Call it on the request body after cJSON
+ * parsed it. UL_EINVAL when text is not what root was parsed from. */
+#define UL_CHAT_JSON_FLOAT (1 << 12)
+int ul_chat_json_mark_floats(cJSON *root, const char *text, size_t len);
 
 /* The ChatML template used when a model has none. */
 extern const char ul_chat_chatml_template[];

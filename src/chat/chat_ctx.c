@@ -50,8 +50,13 @@ static int probe_render(const ul_jinja_t *j, cJSON *msgs, int thinking, ul_buf_t
                              {"enable_thinking", th, 0}};
     char msg[256];
     int rc = UL_ENOMEM;
+    /* A probe of a real template takes thousands of steps; these limits keep the three
+     * probes of a hostile one from costing more than the render itself. */
+    ul_jinja_limits_t lim = ul_jinja_default_limits;
+    lim.max_steps = 1000000;
+    lim.max_memory = 16u << 20;
     if (msgs && agp && bos && eos && th)
-        rc = ul_jinja_render(j, vars, thinking < 0 ? 4 : 5, 0, NULL, out, NULL, msg, sizeof msg);
+        rc = ul_jinja_render(j, vars, thinking < 0 ? 4 : 5, 0, &lim, out, NULL, msg, sizeof msg);
     cJSON_Delete(agp);
     cJSON_Delete(bos);
     cJSON_Delete(eos);
@@ -164,7 +169,9 @@ static void parse_arguments(cJSON *m) {
         cJSON *args = cJSON_GetObjectItemCaseSensitive(fn, "arguments");
         if (!cJSON_IsString(args)) continue;
         cJSON *parsed = cJSON_Parse(args->valuestring);
-        if (parsed) cJSON_ReplaceItemInObjectCaseSensitive(fn, "arguments", parsed);
+        if (!parsed) continue;
+        ul_chat_json_mark_floats(parsed, args->valuestring, strlen(args->valuestring));
+        cJSON_ReplaceItemInObjectCaseSensitive(fn, "arguments", parsed);
     }
 }
 

@@ -38,7 +38,7 @@ typedef struct ul_jinja_limits_s {
     int max_depth;      /* macro calls and nested loops */
 } ul_jinja_limits_t;
 
-/* The defaults: 10M steps, 4 MiB output, 256 MiB memory, range 100k, depth 64. */
+/* The defaults: 10M steps, 4 MiB output, 64 MiB memory, range 100k, depth 64. */
 extern const ul_jinja_limits_t ul_jinja_default_limits;
 
 /* Compiles src. On a syntax error returns UL_EFORMAT with "line N: message" in err. */

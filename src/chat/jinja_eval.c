@@ -123,7 +123,7 @@ int jj_getitem(jstate *st, jv obj, jv key, jv *out) {
             *out = *v;
             return 0;
         }
-    } else if (obj.t == JV_LIST && (key.t == JV_INT || key.t == JV_BOOL)) {
+    } else if (obj.t == JV_LIST && !obj.gen && (key.t == JV_INT || key.t == JV_BOOL)) {
         if (!norm_index(key.t == JV_INT ? key.u.i : key.u.b, (int64_t)obj.u.l->n, &i)) {
             *out = obj.u.l->v[i];
             return 0;
@@ -136,10 +136,10 @@ int jj_getitem(jstate *st, jv obj, jv key, jv *out) {
             return jj_slice_str(st, s, b, e, out);
         }
     }
-    if (key.t == JV_STR && obj.t != JV_DICT) return jj_getattr(st, obj, key.u.s->p, out);
-    if (key.t == JV_STR && jj_has_method(obj, key.u.s->p))
-        return jj_getattr(st, obj, key.u.s->p, out);
-    *out = missing(st, obj, key.t == JV_STR ? key.u.s->p : "[]", 0);
+    if (key.t == JV_STR && obj.t != JV_DICT) return jj_getattr(st, obj, jv_cstr(st, key), out);
+    if (key.t == JV_STR && jj_has_method(obj, jv_cstr(st, key)))
+        return jj_getattr(st, obj, jv_cstr(st, key), out);
+    *out = missing(st, obj, key.t == JV_STR ? jv_cstr(st, key) : "[]", 0);
     return 0;
 }
 
@@ -171,10 +171,11 @@ static int slice_positions(jstate *st, int64_t n, const jv *sv, int64_t **pos, i
 static int do_slice(jstate *st, jv obj, const jv *sv, jv *out) {
     int64_t n, *pos, c;
     if (obj.t == JV_UNDEF) return undef_err(st, obj);
-    if (obj.t != JV_LIST && obj.t != JV_STR) {
-        *out = jv_undef("object is not subscriptable");
-        return 0;
-    }
+    if (obj.t == JV_DICT || obj.t == JV_NS)
+        return jj_fail(st, UL_EFORMAT, "TypeError: unhashable type: 'slice'");
+    if ((obj.t != JV_LIST && obj.t != JV_STR) || obj.gen)
+        return jj_fail(st, UL_EFORMAT, "TypeError: '%s' object is not subscriptable",
+                       jv_typename(obj));
     TRY(jv_len(st, obj, &n));
     TRY(slice_positions(st, n, sv, &pos, &c));
     if (obj.t == JV_LIST) {
@@ -232,13 +233,7 @@ static int repeat(jstate *st, jv seq, int64_t times, jv *out) {
 }
 
 static int concat(jstate *st, jv a, jv b, jv *out) {
-    if (a.t == JV_STR) {
-        jsink s;
-        jsink_init(&s);
-        TRY(jsink_put(st, &s, a.u.s->p, a.u.s->len, a.u.s->plain));
-        TRY(jsink_put(st, &s, b.u.s->p, b.u.s->len, b.u.s->plain));
-        return jsink_str(st, &s, out);
-    }
+    if (a.t == JV_STR) return jv_concat(st, a.u.s, b.u.s, out);
     TRY(jv_newlist(st, a.u.l->n + b.u.l->n, out));
     for (size_t i = 0; i < a.u.l->n; i++) out->u.l->v[out->u.l->n++] = a.u.l->v[i];
     for (size_t i = 0; i < b.u.l->n; i++) out->u.l->v[out->u.l->n++] = b.u.l->v[i];
@@ -289,6 +284,27 @@ static int int_op(jstate *st, int op, int64_t x, int64_t y, jv *out) {
     return 0;
 }
 
+/* CPython's float_divmod: floor division and modulo that agree (1 // 0.1 == 9.0). */
+static int float_divmod(int op, double x, double y, jv *out) {
+    double mod = fmod(x, y), div = (x - mod) / y, fd;
+    if (mod != 0) {
+        if ((y < 0) != (mod < 0)) {
+            mod += y;
+            div -= 1.0;
+        }
+    } else {
+        mod = copysign(0.0, y);
+    }
+    if (div != 0) {
+        fd = floor(div);
+        if (div - fd > 0.5) fd += 1.0;
+    } else {
+        fd = copysign(0.0, x / y);
+    }
+    *out = jv_float(op == OP_FLOORDIV ? fd : mod);
+    return 0;
+}
+
 static int float_op(jstate *st, int op, double x, double y, jv *out) {
     double r;
     switch (op) {
@@ -305,15 +321,11 @@ static int float_op(jstate *st, int op, double x, double y, jv *out) {
     case OP_FLOORDIV:
     case OP_MOD:
         if (y == 0) return jj_fail(st, UL_EFORMAT, "ZeroDivisionError: float division by zero");
-        if (op == OP_DIV)
+        if (op == OP_DIV) {
             r = x / y;
-        else if (op == OP_FLOORDIV)
-            r = floor(x / y);
-        else {
-            r = fmod(x, y);
-            if (r != 0 && ((r < 0) != (y < 0))) r += y;
+            break;
         }
-        break;
+        return float_divmod(op, x, y, out);
     case OP_POW:
         r = pow(x, y);
         break;
@@ -339,11 +351,21 @@ int jj_binop(jstate *st, int op, jv a, jv b, jv *out) {
             return int_op(st, op, ival(a), ival(b), out);
         return float_op(st, op, fval(a), fval(b), out);
     }
-    if (op == OP_ADD && a.t == b.t && (a.t == JV_STR || a.t == JV_LIST))
+    if (op == OP_MOD && a.t == JV_STR) return jj_percent(st, a, b, out);
+    if (op == OP_ADD && a.t == JV_STR && b.t == JV_STR && (a.markup || b.markup)) {
+        /* Markup + str escapes the str (functionary's "..."|safe + x|tojson relies on it) */
+        jv x = a, y = b;
+        if (!x.markup) TRY(jj_escape(st, x, &x));
+        if (!y.markup) TRY(jj_escape(st, y, &y));
+        TRY(concat(st, x, y, out));
+        out->markup = 1;
+        return 0;
+    }
+    if (op == OP_ADD && a.t == b.t && (a.t == JV_STR || (a.t == JV_LIST && !a.gen && !b.gen)))
         return concat(st, a, b, out);
-    if (op == OP_MUL && (a.t == JV_STR || a.t == JV_LIST) && is_intlike(b))
+    if (op == OP_MUL && (a.t == JV_STR || (a.t == JV_LIST && !a.gen)) && is_intlike(b))
         return repeat(st, a, ival(b), out);
-    if (op == OP_MUL && (b.t == JV_STR || b.t == JV_LIST) && is_intlike(a))
+    if (op == OP_MUL && (b.t == JV_STR || (b.t == JV_LIST && !b.gen)) && is_intlike(a))
         return repeat(st, b, ival(a), out);
     if (op == OP_ADD && a.t == JV_STR && b.t != JV_UNDEF)
         return jj_fail(st, UL_EFORMAT, "TypeError: can only concatenate str (not \"%s\") to str",

@@ -8,12 +8,13 @@
 #include <string.h>
 #include <time.h>
 
+#include "chat/chat.h"
 #include "chat/jinja_impl.h"
 
 const ul_jinja_limits_t ul_jinja_default_limits = {
     .max_steps = 10000000,
     .max_output = 4u << 20,
-    .max_memory = 256u << 20,
+    .max_memory = 64u << 20,
     .max_range = 100000,
     .max_depth = 64,
 };
@@ -84,11 +85,12 @@ static int exec_for(jstate *st, jframe *f, const jnode *n) {
     TRY(jv_iter(st, it, &items));
     if (n->c) { /* loop filter: loop.* counts the kept items only */
         jv kept;
+        jframe *g;
         TRY(jv_newlist(st, 0, &kept));
+        TRY(jf_new(st, f, &g));
         for (size_t i = 0; i < items->n; i++) {
-            jframe *g;
             jv c;
-            TRY(jf_new(st, f, &g));
+            g->n = 0;
             TRY(assign(st, g, n, items->v[i]));
             TRY(jj_eval(st, g, n->c, &c));
             if (jv_truthy(c)) TRY(jl_push(st, kept.u.l, items->v[i]));
@@ -100,10 +102,14 @@ static int exec_for(jstate *st, jframe *f, const jnode *n) {
     jloop *lp = jj_alloc(st, sizeof *lp);
     if (!lp) return jj_fail(st, UL_E2BIG, "LimitError: out of memory");
     lp->items = items;
+    /* One scope reused by every iteration (emptied each time): a loop of a million
+     * iterations must not allocate a million scopes. */
+    jframe *g;
+    TRY(jf_new(st, f, &g));
     for (size_t i = 0; i < items->n; i++) {
-        jframe *g;
+        TRY(jj_step(st)); /* an empty body still costs a step per iteration */
         lp->i = i;
-        TRY(jf_new(st, f, &g));
+        g->n = 0;
         TRY(jf_set(st, g, "loop", (jv){.t = JV_LOOP, .u.loop = lp}));
         TRY(assign(st, g, n, items->v[i]));
         int rc = exec_body(st, g, n->b);
@@ -136,6 +142,13 @@ int jj_call_macro(jstate *st, jfunc *fn, const jv *args, int nargs, const char *
     if (++st->depth > st->max_depth)
         return jj_fail(st, UL_E2BIG, "LimitError: macro calls nested deeper than %d",
                        st->max_depth);
+    for (int k = 0; k < nkw; k++) {
+        int known = 0;
+        for (int i = 0; i < m->nnames; i++) known |= !strcmp(kwn[k], m->names[i]);
+        if (!known)
+            return jj_fail(st, UL_EFORMAT, "TypeError: macro '%s' takes no keyword argument '%s'",
+                           fn->name ? fn->name : "caller", kwn[k]);
+    }
     TRY(jf_new(st, fn->closure, &g));
     for (int i = 0; i < m->nnames; i++) {
         jv v = jv_undef(NULL);
@@ -152,9 +165,7 @@ int jj_call_macro(jstate *st, jfunc *fn, const jv *args, int nargs, const char *
         if (!given && m->kids2[i]) TRY(jj_eval(st, g, m->kids2[i], &v));
         TRY(jf_set(st, g, m->names[i], v));
     }
-    if (fn->caller_body) {
-        /* caller(): the {% call %} block's body, a macro without parameters */
-    }
+
     if (fn->closure && fn->macro && fn->self.t == JV_FUNC) TRY(jf_set(st, g, "caller", fn->self));
     TRY(capture(st, g, m->b, out));
     st->depth--;
@@ -252,7 +263,8 @@ static int from_json(jstate *st, const cJSON *j, int plain, int depth, jv *out) 
     else if (cJSON_IsNumber(j)) {
         double d = j->valuedouble;
         /* range first: converting a double outside int64's range is undefined */
-        if (d > -9.2e18 && d < 9.2e18 && d == (double)(int64_t)d)
+        if (!(j->type & UL_CHAT_JSON_FLOAT) && d > -9.2e18 && d < 9.2e18 &&
+            d == (double)(int64_t)d)
             *out = jv_int((int64_t)d);
         else
             *out = jv_float(d);

@@ -52,7 +52,7 @@ static int f_join(jstate *st, jv v, const jfargs *a, jv *out) {
     jsink_init(&k);
     for (size_t i = 0; i < l->n; i++) {
         jv e = l->v[i];
-        if (by_attr) TRY(jj_getattr(st, e, attr.t == JV_STR ? attr.u.s->p : "", &e));
+        if (by_attr) TRY(jj_getattr(st, e, attr.t == JV_STR ? jv_cstr(st, attr) : "", &e));
         if (i && sep.t == JV_STR) TRY(jsink_put(st, &k, sep.u.s->p, sep.u.s->len, sep.u.s->plain));
         TRY(jj_str(st, &k, e));
     }
@@ -60,7 +60,7 @@ static int f_join(jstate *st, jv v, const jfargs *a, jv *out) {
 }
 
 static int f_tojson(jstate *st, jv v, const jfargs *a, jv *out) {
-    jv ind, seps, sk;
+    jv ind, seps, sk, ea;
     char ibuf[64];
     const char *indent = NULL, *isep = NULL, *ksep = NULL;
     if (jj_arg(a, 1, "indent", &ind) && ind.t != JV_NONE) {
@@ -70,18 +70,19 @@ static int f_tojson(jstate *st, jv v, const jfargs *a, jv *out) {
             ibuf[n] = 0;
             indent = ibuf;
         } else if (ind.t == JV_STR) {
-            indent = ind.u.s->p;
+            indent = jv_cstr(st, ind);
         }
     }
     if (jj_arg(a, 2, "separators", &seps) && seps.t == JV_LIST && seps.u.l->n == 2 &&
         seps.u.l->v[0].t == JV_STR && seps.u.l->v[1].t == JV_STR) {
-        isep = seps.u.l->v[0].u.s->p;
-        ksep = seps.u.l->v[1].u.s->p;
+        isep = jv_cstr(st, seps.u.l->v[0]);
+        ksep = jv_cstr(st, seps.u.l->v[1]);
     }
     arg_or(a, 3, "sort_keys", jv_bool(0), &sk);
+    arg_or(a, 0, "ensure_ascii", jv_bool(0), &ea);
     jsink k;
     jsink_init(&k);
-    TRY(jj_tojson(st, &k, v, indent, isep, ksep, jv_truthy(sk)));
+    TRY(jj_tojson(st, &k, v, indent, isep, ksep, jv_truthy(sk), jv_truthy(ea)));
     return jsink_str(st, &k, out);
 }
 
@@ -112,8 +113,30 @@ static int f_first_last(jstate *st, jv v, int last, jv *out) {
     return 0;
 }
 
+/* Jinja's |title (not str.title): a letter after - whitespace ( { [ < or at the start is
+ * upper-cased, every other letter lower-cased ("they're" -> "They're"). */
+static int f_title(jstate *st, jv v, jv *out) {
+    jv s;
+    TRY(to_str(st, v, &s));
+    TRY(jv_str(st, s.u.s->p, s.u.s->len, s.u.s->plain, out));
+    char *p = (char *)out->u.s->p;
+    int start = 1;
+    for (size_t i = 0; i < out->u.s->len; i++) {
+        unsigned char c = (unsigned char)p[i];
+        p[i] = (char)(start ? toupper(c) : tolower(c));
+        start = c == '-' || c == ' ' || (c >= '\t' && c <= '\r') || c == '(' || c == '{' ||
+                c == '[' || c == '<';
+    }
+    return 0;
+}
+
 static int f_indent(jstate *st, jv v, const jfargs *a, jv *out) {
     jv w, first, blank, s;
+    if (v.t == JV_UNDEF) return fail_type(st, "indent", v);
+    if (v.t != JV_STR) /* do_indent does s += "\n" */
+        return jj_fail(st, UL_EFORMAT,
+                       "TypeError: unsupported operand type(s) for +=: '%s' and 'str'",
+                       jv_typename(v));
     arg_or(a, 0, "width", jv_int(4), &w);
     arg_or(a, 1, "first", jv_bool(0), &first);
     arg_or(a, 2, "blank", jv_bool(0), &blank);
@@ -122,7 +145,7 @@ static int f_indent(jstate *st, jv v, const jfargs *a, jv *out) {
     const char *ind = ibuf;
     size_t il;
     if (w.t == JV_STR) {
-        ind = w.u.s->p;
+        ind = jv_cstr(st, w);
         il = w.u.s->len;
     } else {
         il = w.t == JV_INT && w.u.i > 0 ? (size_t)(w.u.i > 255 ? 255 : w.u.i) : 0;
@@ -142,7 +165,7 @@ static int f_indent(jstate *st, jv v, const jfargs *a, jv *out) {
     return jsink_str(st, &k, out);
 }
 
-static int f_escape(jstate *st, jv v, jv *out) {
+int jj_escape(jstate *st, jv v, jv *out) {
     jv s;
     TRY(to_str(st, v, &s));
     const jstr *str = s.u.s;
@@ -174,11 +197,14 @@ static int f_escape(jstate *st, jv v, jv *out) {
         else
             TRY(jsink_put(st, &k, str->p + i, 1, str->plain ? str->plain + i : NULL));
     }
-    return jsink_str(st, &k, out);
+    TRY(jsink_str(st, &k, out));
+    out->markup = 1;
+    return 0;
 }
 
 static int f_int(jstate *st, jv v, const jfargs *a, jv *out) {
     jv def;
+    if (v.t == JV_UNDEF) return fail_type(st, "int", v); /* int(Undefined) raises */
     arg_or(a, 0, "default", jv_int(0), &def);
     if (v.t == JV_INT)
         *out = v;
@@ -189,11 +215,12 @@ static int f_int(jstate *st, jv v, const jfargs *a, jv *out) {
     else if (v.t == JV_STR) {
         char *end;
         errno = 0;
-        long long x = strtoll(v.u.s->p, &end, 10);
+        const char *cs = jv_cstr(st, v);
+        long long x = strtoll(cs, &end, 10);
         while (*end == ' ' || *end == '\n' || *end == '\t') end++;
-        if (errno || end == v.u.s->p || *end) {
-            double d = strtod(v.u.s->p, &end);
-            *out = (end != v.u.s->p && !*end && fabs(d) < 9.2e18) ? jv_int((int64_t)d) : def;
+        if (errno || end == cs || *end) {
+            double d = strtod(cs, &end);
+            *out = (end != cs && !*end && fabs(d) < 9.2e18) ? jv_int((int64_t)d) : def;
         } else {
             *out = jv_int(x);
         }
@@ -204,6 +231,7 @@ static int f_int(jstate *st, jv v, const jfargs *a, jv *out) {
 
 static int f_float(jstate *st, jv v, const jfargs *a, jv *out) {
     jv def;
+    if (v.t == JV_UNDEF) return fail_type(st, "float", v);
     arg_or(a, 0, "default", jv_float(0), &def);
     if (v.t == JV_FLOAT)
         *out = v;
@@ -211,8 +239,9 @@ static int f_float(jstate *st, jv v, const jfargs *a, jv *out) {
         *out = jv_float(v.t == JV_INT ? (double)v.u.i : v.u.b);
     else if (v.t == JV_STR) {
         char *end;
-        double d = strtod(v.u.s->p, &end);
-        *out = end != v.u.s->p && !*end ? jv_float(d) : def;
+        const char *cs = jv_cstr(st, v);
+        double d = strtod(cs, &end);
+        *out = end != cs && !*end ? jv_float(d) : def;
     } else
         *out = def;
     (void)st;
@@ -229,7 +258,7 @@ static int f_round(jstate *st, jv v, const jfargs *a, jv *out) {
     }
     if (v.t != JV_FLOAT) return fail_type(st, "round", v);
     double p = pow(10, prec.t == JV_INT ? (double)prec.u.i : 0), x = v.u.f * p;
-    const char *m = method.t == JV_STR ? method.u.s->p : "common";
+    const char *m = method.t == JV_STR ? jv_cstr(st, method) : "common";
     if (!strcmp(m, "ceil"))
         x = ceil(x);
     else if (!strcmp(m, "floor"))
@@ -251,7 +280,9 @@ static int f_items(jstate *st, jv v, jv *out) {
         return jj_fail(st, UL_EFORMAT, "TypeError: Can only get item pairs from a mapping.");
     jv self = v;
     self.t = JV_DICT;
-    return jj_method(st, self, "items", NULL, 0, NULL, NULL, 0, out);
+    TRY(jj_method(st, self, "items", NULL, 0, NULL, NULL, 0, out));
+    out->gen = JG_GENERATOR; /* an iterator in Jinja2 3.1 */
+    return 0;
 }
 
 static int f_list(jstate *st, jv v, jv *out) {
@@ -277,6 +308,7 @@ static int f_reverse(jstate *st, jv v, jv *out) {
     TRY(jv_iter(st, v, &l));
     TRY(jv_newlist(st, l->n, out));
     for (size_t i = l->n; i > 0; i--) out->u.l->v[out->u.l->n++] = l->v[i - 1];
+    if (v.t == JV_LIST && !v.gen) out->gen = JG_GENERATOR; /* reversed(list): an iterator */
     return 0;
 }
 
@@ -382,11 +414,11 @@ static int f_abs(jstate *st, jv v, jv *out) {
 static int f_attr(jstate *st, jv v, const jfargs *a, jv *out) {
     jv name;
     if (!jj_arg(a, 0, "name", &name) || name.t != JV_STR) return fail_type(st, "attr", name);
-    if (v.t == JV_DICT && !jj_has_method(v, name.u.s->p)) { /* getattr only, no item lookup */
+    if (v.t == JV_DICT && !jj_has_method(v, jv_cstr(st, name))) { /* getattr only, no item lookup */
         *out = jv_undef("'dict object' has no attribute");
         return 0;
     }
-    return jj_getattr(st, v, name.u.s->p, out);
+    return jj_getattr(st, v, jv_cstr(st, name), out);
 }
 
 int jj_filter(jstate *st, jframe *f, const char *name, jv v, const jv *args, int nargs,
@@ -410,18 +442,16 @@ int jj_filter(jstate *st, jframe *f, const char *name, jv v, const jv *args, int
     if (!strcmp(name, "default") || !strcmp(name, "d")) return f_default(st, v, &a, out);
     if (!strcmp(name, "string")) return to_str(st, v, out);
     if (!strcmp(name, "safe")) {
-        if (v.t == JV_STR) {
-            *out = v;
-            return 0;
-        }
-        return to_str(st, v, out);
+        TRY(to_str(st, v, out));
+        out->markup = 1;
+        return 0;
     }
     if (!strcmp(name, "join")) return f_join(st, v, &a, out);
     if (!strcmp(name, "items")) return f_items(st, v, out);
     if (!strcmp(name, "first")) return f_first_last(st, v, 0, out);
     if (!strcmp(name, "last")) return f_first_last(st, v, 1, out);
-    if (!strcmp(name, "upper") || !strcmp(name, "lower") || !strcmp(name, "title") ||
-        !strcmp(name, "capitalize")) {
+    if (!strcmp(name, "title")) return f_title(st, v, out);
+    if (!strcmp(name, "upper") || !strcmp(name, "lower") || !strcmp(name, "capitalize")) {
         TRY(to_str(st, v, &s));
         return jj_method(st, s, name, NULL, 0, NULL, NULL, 0, out);
     }
@@ -436,8 +466,12 @@ int jj_filter(jstate *st, jframe *f, const char *name, jv v, const jv *args, int
     if (!strcmp(name, "abs")) return f_abs(st, v, out);
     if (!strcmp(name, "round")) return f_round(st, v, &a, out);
     if (!strcmp(name, "reverse")) return f_reverse(st, v, out);
+    if ((!strcmp(name, "e") || !strcmp(name, "escape")) && v.t == JV_STR && v.markup) {
+        *out = v; /* already safe */
+        return 0;
+    }
     if (!strcmp(name, "e") || !strcmp(name, "escape") || !strcmp(name, "forceescape"))
-        return f_escape(st, v, out);
+        return jj_escape(st, v, out);
     if (!strcmp(name, "center")) return f_center(st, v, &a, out);
     if (!strcmp(name, "truncate")) return f_truncate(st, v, &a, out);
     if (!strcmp(name, "wordcount")) return f_wordcount(st, v, out);

@@ -46,11 +46,24 @@ typedef enum {
 
 /* An immutable string; plain[i] != 0 when byte i came from the request data.
  * plain == NULL: no byte did. */
+typedef struct jgrow jgrow;
 typedef struct jstr {
     size_t len;
     const char *p;
     const uint8_t *plain;
+    jgrow *grow; /* non-NULL: p is the start of a growable buffer (see jv_concat) */
 } jstr;
+
+/* The buffer behind strings made by concatenation. A string s built on it owns bytes
+ * [0, s->len); appending to s writes in place when nobody has appended past s->len yet,
+ * so `{% set ns.s = ns.s ~ x %}` in a loop is linear, not quadratic. The shorter views
+ * stay valid (their bytes never change) but are not NUL-terminated: use jv_cstr. */
+struct jgrow {
+    size_t used, cap;
+    char *p;
+    uint8_t *m;
+    int any_plain;
+};
 
 typedef struct jv jv;
 typedef struct jlist jlist;
@@ -60,7 +73,11 @@ typedef struct jloop jloop;
 
 struct jv {
     uint8_t t;
-    uint8_t tuple; /* JV_LIST that Python would print as a tuple */
+    uint8_t tuple;  /* JV_LIST that Python would print as a tuple */
+    uint8_t gen;    /* JV_LIST standing for a Python iterator (JG_*): not JSON serializable,
+                       not subscriptable; a generator also has no len() and is always true */
+    uint8_t markup; /* JV_STR that is a markupsafe.Markup (|safe, |escape): `+` escapes the
+                       other operand */
     union {
         int b;
         int64_t i;
@@ -89,13 +106,15 @@ typedef struct jframe jframe;
 
 enum { JF_BUILTIN, JF_METHOD, JF_CYCLE, JF_MACRO };
 
+/* jv.gen: what Python object a list stands for. */
+enum { JG_LIST, JG_GENERATOR, JG_ITEMS, JG_KEYS, JG_VALUES };
+
 struct jfunc {
     int kind;
     const char *name; /* built-in or method name */
     jv self;          /* JF_METHOD: the object; JF_CYCLE: the loop */
     const jnode *macro;
-    jframe *closure;          /* JF_MACRO: the frame the macro was defined in */
-    const jnode *caller_body; /* a caller() made by {% call %} */
+    jframe *closure; /* JF_MACRO: the frame the macro was defined in */
 };
 
 struct jloop {
@@ -246,6 +265,10 @@ int jsink_put_plain(jstate *st, jsink *s, const char *p, size_t n, int plain);
 int jsink_str(jstate *st, jsink *s, jv *out);
 size_t utf8_count(const char *p, size_t n);
 size_t utf8_offset(const char *p, size_t n, size_t cp);
+/* s's bytes NUL-terminated (a copy when s is a view into a longer buffer). */
+const char *jv_cstr(jstate *st, jv s);
+/* a + b for two strings. */
+int jv_concat(jstate *st, const jstr *a, const jstr *b, jv *out);
 int jv_from_bytes_any_plain(jstate *st, const char *p, size_t n, int plain, jv *out);
 
 /* ---- jinja_print.c ---- */
@@ -253,9 +276,9 @@ int jv_from_bytes_any_plain(jstate *st, const char *p, size_t n, int plain, jv *
 int jj_str(jstate *st, jsink *s, jv v);
 int jj_repr(jstate *st, jsink *s, jv v);
 int jj_str_value(jstate *st, jv v, jv *out);
-/* json.dumps(v, ensure_ascii=False, indent, separators, sort_keys); indent NULL = None. */
+/* json.dumps(v, ensure_ascii, indent, separators, sort_keys); indent NULL = None. */
 int jj_tojson(jstate *st, jsink *s, jv v, const char *indent, const char *isep, const char *ksep,
-              int sort_keys);
+              int sort_keys, int ensure_ascii);
 void jj_fmt_float(double f, char *buf, size_t cap);
 
 /* ---- jinja_lex.c / jinja_parse.c ---- */
@@ -290,6 +313,12 @@ int jj_builtin(jstate *st, const char *name, const jv *args, int nargs, const ch
 int jj_is_builtin(const char *name);
 /* Python str methods used by filters too */
 int jj_strip(jstate *st, jv s, const jv *chars, int left, int right, jv *out);
+/* ---- jinja_format.c ---- */
+int jj_percent(jstate *st, jv fmt, jv args, jv *out);
+int jj_str_format(jstate *st, jv fmt, const jv *args, int nargs, const char **kwn, const jv *kwv,
+                  int nkw, jv *out);
+/* markupsafe.escape: & < > " ' as entities; the result is Markup. */
+int jj_escape(jstate *st, jv v, jv *out);
 int jj_slice_str(jstate *st, const jstr *s, size_t cb, size_t ce, jv *out);
 
 #endif

@@ -261,6 +261,48 @@ static int lex_op(lexer *lx, size_t *p) {
     return 0;
 }
 
+/* At p: "[-+]? ws* word ws* [-+]? %}"; returns the position after it (0: no match), *mods
+ * the modifiers before and after. */
+static size_t match_tag(const lexer *lx, size_t p, const char *word, char mods[2]) {
+    size_t wl = strlen(word);
+    mods[0] = mods[1] = 0;
+    if (p < lx->n && (lx->s[p] == '-' || lx->s[p] == '+')) mods[0] = lx->s[p++];
+    while (p < lx->n && is_ws(lx->s[p])) p++;
+    if (p + wl > lx->n || memcmp(lx->s + p, word, wl)) return 0;
+    p += wl;
+    if (p < lx->n && (isalnum((unsigned char)lx->s[p]) || lx->s[p] == '_')) return 0;
+    while (p < lx->n && is_ws(lx->s[p])) p++;
+    if (p < lx->n && (lx->s[p] == '-' || lx->s[p] == '+')) mods[1] = lx->s[p++];
+    return p + 1 < lx->n && lx->s[p] == '%' && lx->s[p + 1] == '}' ? p + 2 : 0;
+}
+
+/* {% raw %}...{% endraw %} at tag: the body is text. As in Jinja2, no newline is trimmed
+ * after the opening tag, while the closing tag gets lstrip and trim like any block.
+ * Returns 1 when it was a raw block (*next set), 0 when not, negative on error. */
+static int lex_raw(lexer *lx, size_t tag, size_t *next) {
+    char mods[2], emods[2];
+    size_t body = match_tag(lx, tag + 2, "raw", mods), end = 0, e;
+    if (!body) return 0;
+    body = after_tag(lx, body, mods[1], 0);
+    for (e = body; e + 1 < lx->n; e++)
+        if (lx->s[e] == '{' && lx->s[e + 1] == '%' && (end = match_tag(lx, e + 2, "endraw", emods)))
+            break;
+    if (!end) return lfail(lx, "missing end of raw directive");
+    size_t stop = e;
+    if (emods[0] == '-') {
+        while (stop > body && is_ws(lx->s[stop - 1])) stop--;
+    } else if (emods[0] != '+') {
+        size_t l = stop;
+        while (l > body && lx->s[l - 1] != '\n' && (lx->s[l - 1] == ' ' || lx->s[l - 1] == '\t'))
+            l--;
+        if (l == body ? (l > 0 && lx->s[l - 1] == '\n') : lx->s[l - 1] == '\n') stop = l;
+    }
+    if (emit_data(lx, lx->s + body, stop - body)) return UL_ENOMEM;
+    count_lines(lx, tag, end);
+    *next = after_tag(lx, end, emods[1], 1);
+    return 1;
+}
+
 /* Tokens inside {{ }} or {% %} up to the end marker; *next: position after the tag. */
 static int lex_tag(lexer *lx, size_t tag, size_t *next) {
     char close = lx->s[tag + 1] == '{' ? '}' : '%';
@@ -336,7 +378,12 @@ int jj_lex(ul_arena_t *arena, const char *src, size_t len, jtoks *out, char *err
         int rc = data_before(&lx, lx.pos, tag, line_starting);
         if (rc) return rc;
         count_lines(&lx, lx.pos, tag);
-        rc = lx.s[tag + 1] == '#' ? lex_comment(&lx, tag, &next) : lex_tag(&lx, tag, &next);
+        rc = lx.s[tag + 1] == '%' ? lex_raw(&lx, tag, &next) : 0;
+        if (rc < 0) return rc;
+        if (rc == 0)
+            rc = lx.s[tag + 1] == '#' ? lex_comment(&lx, tag, &next) : lex_tag(&lx, tag, &next);
+        else
+            rc = 0;
         if (rc) return rc;
         if (lx.s[tag + 1] == '#')
             count_lines(&lx, tag, next);

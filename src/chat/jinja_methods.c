@@ -299,7 +299,8 @@ static int str_pred(const jstr *s, const char *m) {
     return strcmp(m, "isupper") && strcmp(m, "islower") ? 1 : has_cased;
 }
 
-static int str_method(jstate *st, jv self, const char *m, const jv *args, int nargs, jv *out) {
+static int str_method(jstate *st, jv self, const char *m, const jv *args, int nargs,
+                      const char **kwn, const jv *kwv, int nkw, jv *out) {
     const jv *chars = nargs > 0 && args[0].t != JV_NONE ? &args[0] : NULL;
     if (chars && chars->t != JV_STR &&
         (!strcmp(m, "strip") || !strcmp(m, "lstrip") || !strcmp(m, "rstrip")))
@@ -318,6 +319,7 @@ static int str_method(jstate *st, jv self, const char *m, const jv *args, int na
     if (!strcmp(m, "find") || !strcmp(m, "rfind") || !strcmp(m, "count") || !strcmp(m, "index"))
         return str_find(st, self, args, nargs, m, out);
     if (!strcmp(m, "join")) return str_join(st, self, args, nargs, out);
+    if (!strcmp(m, "format")) return jj_str_format(st, self, args, nargs, kwn, kwv, nkw, out);
     if (!strncmp(m, "is", 2)) {
         *out = jv_bool(str_pred(self.u.s, m));
         return 0;
@@ -358,19 +360,18 @@ static int dict_method(jstate *st, jv self, const char *m, const jv *args, int n
         }
         out->u.l->v[out->u.l->n++] = e;
     }
+    out->gen = !strcmp(m, "items") ? JG_ITEMS : !strcmp(m, "keys") ? JG_KEYS : JG_VALUES;
     return 0;
 }
 
 int jj_method(jstate *st, jv self, const char *name, const jv *args, int nargs, const char **kwn,
               const jv *kwv, int nkw, jv *out) {
-    (void)kwn;
-    (void)kwv;
-    (void)nkw;
+
     if (self.t != JV_STR && in_set(unsafe, name))
         return jj_fail(st, UL_EFORMAT,
                        "SecurityError: access to attribute '%s' of '%s' object is unsafe.", name,
                        jv_typename(self));
-    if (self.t == JV_STR) return str_method(st, self, name, args, nargs, out);
+    if (self.t == JV_STR) return str_method(st, self, name, args, nargs, kwn, kwv, nkw, out);
     if (self.t == JV_DICT) return dict_method(st, self, name, args, nargs, out);
     if (self.t == JV_LIST && !strcmp(name, "copy")) {
         TRY(jv_newlist(st, self.u.l->n, out));
@@ -414,12 +415,15 @@ static int do_range(jstate *st, const jv *args, int nargs, jv *out) {
         a[nargs == 1 ? 1 : i] = args[i].t == JV_INT ? args[i].u.i : args[i].u.b;
     }
     if (!a[2]) return jj_fail(st, UL_EFORMAT, "ValueError: range() arg 3 must not be zero");
-    double n = ((double)a[1] - (double)a[0]) / (double)a[2];
-    if (n > (double)st->max_range)
+    __int128 span = (__int128)a[1] - a[0], step = a[2];
+    __int128 n = span / step + (span % step != 0); /* exact element count when positive */
+    if (n > (__int128)st->max_range)
         return jj_fail(st, UL_E2BIG, "LimitError: range() longer than %zu", st->max_range);
-    TRY(jv_newlist(st, n > 0 ? (size_t)n + 1 : 0, out));
-    for (int64_t x = a[0]; a[2] > 0 ? x < a[1] : x > a[1]; x += a[2])
-        out->u.l->v[out->u.l->n++] = jv_int(x);
+    TRY(jv_newlist(st, n > 0 ? (size_t)n : 0, out));
+    for (int64_t x = a[0]; a[2] > 0 ? x < a[1] : x > a[1];) {
+        TRY(jl_push(st, out->u.l, jv_int(x)));
+        if (__builtin_add_overflow(x, a[2], &x)) break; /* range(2**63 - 9, 2**63 - 1, 5) */
+    }
     return 0;
 }
 
@@ -448,7 +452,7 @@ static int do_strftime(jstate *st, const jv *args, int nargs, jv *out) {
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wformat-nonliteral"
     /* the format is the template's (Python's strftime takes any string too) */
-    size_t n = args[0].u.s->len ? strftime(buf, sizeof buf, args[0].u.s->p, &tm) : 0;
+    size_t n = args[0].u.s->len ? strftime(buf, sizeof buf, jv_cstr(st, args[0]), &tm) : 0;
 #pragma GCC diagnostic pop
     return jv_str(st, buf, n, NULL, out);
 }

@@ -248,7 +248,7 @@ static int parse_primary(parser *p, jnode **out) {
             adv(p);
         }
         s[len] = 0;
-        *js = (jstr){len, s, NULL};
+        *js = (jstr){len, s, NULL, NULL};
         n->lit = jv_strs(js);
         *out = n;
         return 0;
@@ -815,7 +815,7 @@ static int parse_body(parser *p, const char *const *stops, jnode **out) {
             NEW(d, N_DATA);
             jstr *js = ul_arena_alloc(p->arena, sizeof *js);
             if (!js) return UL_ENOMEM;
-            *js = (jstr){t->len, t->s, NULL};
+            *js = (jstr){t->len, t->s, NULL, NULL};
             d->lit = jv_strs(js);
             adv(p);
             n = d;

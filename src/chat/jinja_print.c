@@ -141,6 +141,15 @@ static int repr_depth(jstate *st, jsink *s, jv v, int depth);
 static int repr_container(jstate *st, jsink *s, jv v, int depth) {
     if (depth > MAX_PRINT_DEPTH)
         return jj_fail(st, UL_E2BIG, "LimitError: value nested too deeply to print");
+    if (v.t == JV_LIST && v.gen == JG_GENERATOR) return put(st, s, "<generator object>");
+    if (v.t == JV_LIST && v.gen) { /* dict_items([('a', 1)]) */
+        jv plain = v;
+        plain.gen = JG_LIST;
+        TRY(put(st, s, jv_typename(v)));
+        TRY(put(st, s, "("));
+        TRY(repr_container(st, s, plain, depth));
+        return put(st, s, ")");
+    }
     if (v.t == JV_LIST) {
         TRY(put(st, s, v.tuple ? "(" : "["));
         for (size_t i = 0; i < v.u.l->n; i++) {
@@ -197,15 +206,53 @@ int jj_str_value(jstate *st, jv v, jv *out) {
 
 typedef struct jsonfmt {
     const char *indent, *isep, *ksep;
-    int sort_keys;
+    int sort_keys, ensure_ascii;
 } jsonfmt;
 
-static int json_str(jstate *st, jsink *s, const char *p, size_t n, const uint8_t *plain) {
+/* The code point of the UTF-8 sequence at p (n bytes left) and its length; an invalid
+ * byte stands for itself. */
+static unsigned long utf8_at(const unsigned char *p, size_t n, size_t *len) {
+    int w = p[0] >= 0xF0 ? 4 : p[0] >= 0xE0 ? 3 : p[0] >= 0xC0 ? 2 : 1;
+    unsigned long cp = w == 1 ? p[0] : p[0] & (0x3F >> (w - 1));
+    if ((size_t)w > n) w = 1, cp = p[0];
+    for (int k = 1; k < w; k++) {
+        if ((p[k] & 0xC0) != 0x80) {
+            *len = 1;
+            return p[0];
+        }
+        cp = (cp << 6) | (p[k] & 0x3F);
+    }
+    *len = (size_t)w;
+    return cp;
+}
+
+/* ensure_ascii: what Python writes for a code point outside ' '..'~'. */
+static void ascii_escape(unsigned long cp, char *esc, size_t cap) {
+    if (cp >= 0x10000) {
+        cp -= 0x10000;
+        snprintf(esc, cap, "\\u%04x\\u%04x", (unsigned)(0xD800 + ((cp >> 10) & 0x3FF)),
+                 (unsigned)(0xDC00 + (cp & 0x3FF)));
+    } else {
+        snprintf(esc, cap, "\\u%04x", (unsigned)(cp & 0xFFFF));
+    }
+}
+
+static int json_str(jstate *st, jsink *s, const char *p, size_t n, const uint8_t *plain,
+                    int ensure_ascii) {
     TRY(put(st, s, "\""));
     size_t run = 0;
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)p[i];
-        char esc[8] = {0};
+        char esc[32] = {0};
+        size_t w = 1;
+        if (ensure_ascii && c >= 0x7f) {
+            ascii_escape(utf8_at((const unsigned char *)p + i, n - i, &w), esc, sizeof esc);
+            TRY(jsink_put(st, s, p + run, i - run, plain ? plain + run : NULL));
+            TRY(jsink_put_plain(st, s, esc, strlen(esc), plain != NULL));
+            run = i + w;
+            i += w - 1;
+            continue;
+        }
         if (c == '"')
             strcpy(esc, "\\\"");
         else if (c == '\\')
@@ -239,11 +286,11 @@ static int json_newline(jstate *st, jsink *s, const jsonfmt *f, int level) {
 
 static int json_val(jstate *st, jsink *s, jv v, const jsonfmt *f, int level);
 
-static int json_key(jstate *st, jsink *s, jv k) {
+static int json_key(jstate *st, jsink *s, jv k, const jsonfmt *f) {
     char buf[64];
     switch (k.t) {
     case JV_STR:
-        return json_str(st, s, k.u.s->p, k.u.s->len, k.u.s->plain);
+        return json_str(st, s, k.u.s->p, k.u.s->len, k.u.s->plain, f->ensure_ascii);
     case JV_NONE:
         return put(st, s, "\"null\"");
     case JV_BOOL:
@@ -289,7 +336,7 @@ static int json_dict(jstate *st, jsink *s, const jdict *d, const jsonfmt *f, int
     for (size_t i = 0; i < d->n; i++) {
         if (i) TRY(put(st, s, f->isep));
         if (f->indent) TRY(json_newline(st, s, f, level + 1));
-        TRY(json_key(st, s, d->k[idx[i]]));
+        TRY(json_key(st, s, d->k[idx[i]], f));
         TRY(put(st, s, f->ksep));
         TRY(json_val(st, s, d->v[idx[i]], f, level + 1));
     }
@@ -328,19 +375,25 @@ static int json_val(jstate *st, jsink *s, jv v, const jsonfmt *f, int level) {
         jj_fmt_float(v.u.f, buf, sizeof buf);
         return put(st, s, buf);
     case JV_STR:
-        return json_str(st, s, v.u.s->p, v.u.s->len, v.u.s->plain);
+        return json_str(st, s, v.u.s->p, v.u.s->len, v.u.s->plain, f->ensure_ascii);
     case JV_LIST:
+        if (v.gen) break;
         return json_list(st, s, v.u.l, f, level);
     case JV_DICT:
         return json_dict(st, s, v.u.d, f, level);
     default:
-        return jj_fail(st, UL_EFORMAT, "TypeError: Object of type %s is not JSON serializable",
-                       jv_typename(v));
+        break;
     }
+    return jj_fail(st, UL_EFORMAT, "TypeError: Object of type %s is not JSON serializable",
+                   jv_typename(v));
 }
 
 int jj_tojson(jstate *st, jsink *s, jv v, const char *indent, const char *isep, const char *ksep,
-              int sort_keys) {
-    jsonfmt f = {indent, isep ? isep : indent ? "," : ", ", ksep ? ksep : ": ", sort_keys};
+              int sort_keys, int ensure_ascii) {
+    jsonfmt f = {indent,
+                 isep     ? isep
+                 : indent ? ","
+                          : ", ",
+                 ksep ? ksep : ": ", sort_keys, ensure_ascii};
     return json_val(st, s, v, &f, 0);
 }

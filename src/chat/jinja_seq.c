@@ -120,7 +120,7 @@ static int f_dictsort(jstate *st, jv v, const jfargs *a, jv *out) {
     if (v.t != JV_DICT && v.t != JV_NS)
         return jj_fail(st, UL_EFORMAT, "TypeError: dictsort needs a mapping, not %s",
                        jv_typename(v));
-    int pos = by.t == JV_STR && !strcmp(by.u.s->p, "value");
+    int pos = by.t == JV_STR && !strcmp(jv_cstr(st, by), "value");
     jv self = v;
     self.t = JV_DICT;
     TRY(jj_method(st, self, "items", NULL, 0, NULL, NULL, 0, &items));
@@ -146,7 +146,7 @@ static int f_select(jstate *st, const char *name, jv v, const jfargs *a, jv *out
         if (a->n > first_test) {
             if (a->args[first_test].t != JV_STR)
                 return jj_fail(st, UL_EFORMAT, "TypeError: test name must be a string");
-            TRY(jj_test(st, a->f, a->args[first_test].u.s->p, x, a->args + first_test + 1,
+            TRY(jj_test(st, a->f, jv_cstr(st, a->args[first_test]), x, a->args + first_test + 1,
                         a->n - first_test - 1, &r));
         } else {
             r = jv_truthy(x);
@@ -179,8 +179,8 @@ static int f_map(jstate *st, jv v, const jfargs *a, jv *out) {
     if (a->n < 1 || a->args[0].t != JV_STR)
         return jj_fail(st, UL_EFORMAT, "TypeError: map needs a filter name or attribute=");
     for (size_t i = 0; i < l->n; i++)
-        TRY(jj_filter(st, a->f, a->args[0].u.s->p, l->v[i], a->args + 1, a->n - 1, a->kwn, a->kwv,
-                      a->nkw, &out->u.l->v[out->u.l->n++]));
+        TRY(jj_filter(st, a->f, jv_cstr(st, a->args[0]), l->v[i], a->args + 1, a->n - 1, a->kwn,
+                      a->kwv, a->nkw, &out->u.l->v[out->u.l->n++]));
     return 0;
 }
 
@@ -277,18 +277,24 @@ static int f_batch(jstate *st, jv v, const jfargs *a, int is_slice, jv *out) {
     return 0;
 }
 
+/* The filters that return a generator in Jinja2. */
+static int as_gen(int rc, jv *out) {
+    if (!rc) out->gen = JG_GENERATOR;
+    return rc;
+}
+
 int jj_filter_seq(jstate *st, const char *name, jv v, const jfargs *a, jv *out) {
     if (!strcmp(name, "select") || !strcmp(name, "reject") || !strcmp(name, "selectattr") ||
         !strcmp(name, "rejectattr"))
-        return f_select(st, name, v, a, out);
-    if (!strcmp(name, "map")) return f_map(st, v, a, out);
+        return as_gen(f_select(st, name, v, a, out), out);
+    if (!strcmp(name, "map")) return as_gen(f_map(st, v, a, out), out);
     if (!strcmp(name, "sort")) return f_sort(st, v, a, out);
     if (!strcmp(name, "dictsort")) return f_dictsort(st, v, a, out);
-    if (!strcmp(name, "unique")) return f_unique(st, v, a, out);
+    if (!strcmp(name, "unique")) return as_gen(f_unique(st, v, a, out), out);
     if (!strcmp(name, "min") || !strcmp(name, "max"))
         return f_minmax(st, v, a, name[1] == 'a', out);
     if (!strcmp(name, "sum")) return f_sum(st, v, a, out);
     if (!strcmp(name, "batch") || !strcmp(name, "slice"))
-        return f_batch(st, v, a, name[0] == 's', out);
+        return as_gen(f_batch(st, v, a, name[0] == 's', out), out);
     return jj_fail(st, UL_EFORMAT, "TemplateRuntimeError: No filter named '%s' found.", name);
 }

@@ -63,21 +63,14 @@ static int case_test(jv v, int upper) {
 }
 
 static int int_test(jstate *st, const char *name, jv v, const jv *args, int nargs, int *out) {
-    if (v.t != JV_INT && v.t != JV_BOOL && strcmp(name, "divisibleby"))
-        return jj_fail(st, UL_EFORMAT, "TypeError: test '%s' needs an integer", name);
-    int64_t x = v.t == JV_INT ? v.u.i : v.t == JV_BOOL ? v.u.b : 0;
-    if (!strcmp(name, "odd"))
-        *out = (x % 2) != 0;
-    else if (!strcmp(name, "even"))
-        *out = (x % 2) == 0;
-    else {
-        if (nargs < 1 || args[0].t != JV_INT || !args[0].u.i)
-            return jj_fail(st, UL_EFORMAT, "TypeError: divisibleby needs a non-zero integer");
-        if (v.t == JV_FLOAT)
-            *out = 0;
-        else
-            *out = x % args[0].u.i == 0;
+    /* Python: value % 2 == 1, value % 2 == 0, value % num == 0 (floats too) */
+    jv div = jv_int(2), r;
+    if (!strcmp(name, "divisibleby")) {
+        if (nargs < 1) return jj_fail(st, UL_EFORMAT, "TypeError: divisibleby needs an argument");
+        div = args[0];
     }
+    TRY(jj_binop(st, OP_MOD, v, div, &r));
+    *out = jv_eq(r, jv_int(!strcmp(name, "odd") ? 1 : 0));
     return 0;
 }
 
@@ -123,9 +116,11 @@ int jj_test(jstate *st, jframe *f, const char *name, jv v, const jv *args, int n
                 (v.t == JV_STR && v.u.s == b.u.s) || (v.t == JV_LIST && v.u.l == b.u.l) ||
                 ((v.t == JV_DICT || v.t == JV_NS) && v.u.d == b.u.d) ||
                 (v.t == JV_FUNC && v.u.fn == b.u.fn));
-    } else if (!strcmp(name, "lower") || !strcmp(name, "upper"))
-        *out = case_test(v, name[0] == 'u');
-    else if (!strcmp(name, "odd") || !strcmp(name, "even") || !strcmp(name, "divisibleby"))
+    } else if (!strcmp(name, "lower") || !strcmp(name, "upper")) {
+        jv s; /* str(value).islower() */
+        TRY(jj_str_value(st, v, &s));
+        *out = case_test(s, name[0] == 'u');
+    } else if (!strcmp(name, "odd") || !strcmp(name, "even") || !strcmp(name, "divisibleby"))
         return int_test(st, name, v, args, nargs, out);
     else if (!strcmp(name, "escaped"))
         *out = 0;

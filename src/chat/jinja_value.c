@@ -49,6 +49,7 @@ int jv_str(jstate *st, const char *p, size_t n, const uint8_t *plain, jv *out) {
     s->len = n;
     s->p = b;
     s->plain = NULL;
+    s->grow = NULL;
     if (plain) {
         for (size_t i = 0; i < n; i++)
             if (plain[i]) {
@@ -59,6 +60,53 @@ int jv_str(jstate *st, const char *p, size_t n, const uint8_t *plain, jv *out) {
                 break;
             }
     }
+    *out = jv_strs(s);
+    return 0;
+}
+
+const char *jv_cstr(jstate *st, jv s) {
+    if (s.t != JV_STR) return "";
+    if (!s.u.s->p[s.u.s->len]) return s.u.s->p;
+    char *c = jj_alloc(st, s.u.s->len + 1);
+    if (!c) return "";
+    memcpy(c, s.u.s->p, s.u.s->len);
+    c[s.u.s->len] = 0;
+    return c;
+}
+
+static int new_grow(jstate *st, const jstr *a, size_t need, jgrow **out) {
+    size_t cap = need < 32 ? 64 : need * 2;
+    jgrow *g = jj_alloc(st, sizeof *g);
+    char *p = jj_alloc(st, cap + 1);
+    uint8_t *m = jj_alloc(st, cap);
+    if (!g || !p || !m) return oom(st);
+    memcpy(p, a->p, a->len);
+    if (a->plain)
+        memcpy(m, a->plain, a->len);
+    else
+        memset(m, 0, a->len);
+    *g = (jgrow){a->len, cap, p, m, a->plain != NULL};
+    *out = g;
+    return 0;
+}
+
+int jv_concat(jstate *st, const jstr *a, const jstr *b, jv *out) {
+    size_t n = a->len + b->len;
+    if (n > st->max_out)
+        return jj_fail(st, UL_E2BIG, "LimitError: a string longer than %zu bytes", st->max_out);
+    jgrow *g = a->grow;
+    if (!g || g->used != a->len || g->cap - g->used < b->len) TRY(new_grow(st, a, n, &g));
+    memcpy(g->p + g->used, b->p, b->len);
+    if (b->plain)
+        memcpy(g->m + g->used, b->plain, b->len);
+    else
+        memset(g->m + g->used, 0, b->len);
+    g->any_plain |= b->plain != NULL;
+    g->used = n;
+    g->p[n] = 0;
+    jstr *s = jj_alloc(st, sizeof *s);
+    if (!s) return oom(st);
+    *s = (jstr){n, g->p, g->any_plain ? g->m : NULL, g};
     *out = jv_strs(s);
     return 0;
 }
@@ -162,7 +210,7 @@ int jv_truthy(jv v) {
     case JV_STR:
         return v.u.s->len != 0;
     case JV_LIST:
-        return v.u.l->n != 0;
+        return v.gen == JG_GENERATOR || v.u.l->n != 0;
     case JV_DICT:
         return v.u.d->n != 0;
     default:
@@ -196,6 +244,7 @@ static int eq_depth(jv a, jv b, int depth) {
     case JV_STR:
         return a.u.s->len == b.u.s->len && !memcmp(a.u.s->p, b.u.s->p, a.u.s->len);
     case JV_LIST:
+        if (a.gen || b.gen) return a.u.l == b.u.l;
         if (a.u.l->n != b.u.l->n || a.tuple != b.tuple) return 0;
         for (size_t i = 0; i < a.u.l->n; i++)
             if (!eq_depth(a.u.l->v[i], b.u.l->v[i], depth + 1)) return 0;
@@ -222,6 +271,8 @@ const char *jv_typename(jv v) {
     static const char *names[] = {"Undefined", "NoneType", "bool",       "int",
                                   "float",     "str",      "list",       "dict",
                                   "Namespace", "function", "LoopContext"};
+    static const char *gens[] = {"list", "generator", "dict_items", "dict_keys", "dict_values"};
+    if (v.t == JV_LIST && v.gen && v.gen <= JG_VALUES) return gens[v.gen];
     if (v.t == JV_LIST && v.tuple) return "tuple";
     return v.t <= JV_LOOP ? names[v.t] : "object";
 }
@@ -329,6 +380,7 @@ int jv_len(jstate *st, jv v, int64_t *n) {
         *n = (int64_t)utf8_count(v.u.s->p, v.u.s->len);
         return 0;
     case JV_LIST:
+        if (v.gen == JG_GENERATOR) break;
         *n = (int64_t)v.u.l->n;
         return 0;
     case JV_DICT:
@@ -336,9 +388,9 @@ int jv_len(jstate *st, jv v, int64_t *n) {
         *n = (int64_t)v.u.d->n;
         return 0;
     default:
-        return jj_fail(st, UL_EFORMAT, "TypeError: object of type '%s' has no len()",
-                       jv_typename(v));
+        break;
     }
+    return jj_fail(st, UL_EFORMAT, "TypeError: object of type '%s' has no len()", jv_typename(v));
 }
 
 int jf_new(jstate *st, jframe *parent, jframe **out) {
@@ -431,7 +483,7 @@ int jsink_str(jstate *st, jsink *s, jv *out) {
     if (!js) return oom(st);
     TRY(sink_grow(st, s, 1));
     s->p[s->len] = 0;
-    *js = (jstr){s->len, s->p, s->any_plain ? s->m : NULL};
+    *js = (jstr){s->len, s->p, s->any_plain ? s->m : NULL, NULL};
     *out = jv_strs(js);
     return 0;
 }

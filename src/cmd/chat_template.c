@@ -125,6 +125,7 @@ static int render(const char *src, size_t len, const args *a, const char *bos, c
     size_t blen;
     char *body = read_all(stdin, &blen);
     cJSON *req = body ? cJSON_ParseWithLength(body, blen) : NULL;
+    if (req) ul_chat_json_mark_floats(req, body, blen);
     free(body);
     int rc = 1;
     if (!req) {

@@ -11,6 +11,7 @@
 # input is split into two writes.
 # OUT_DIR/jinja: the shared chat templates (../shared/chat-templates/templates) and the
 # hand-written ones in seeds/jinja for fuzz_jinja.
+# OUT_DIR/chat: the chat requests in seeds/chat for fuzz_chat.
 # usage: make_seeds.sh OUT_DIR        (shared data: $UVLLM_SHARED, else <repo>/../shared)
 set -euo pipefail
 out=${1:?usage: make_seeds.sh OUT_DIR}
@@ -71,6 +72,8 @@ for f in "$shared"/chat-templates/templates/*.jinja; do
     [ -f "$f" ] && cp "$f" "$out/jinja/shared-$(basename "$f")"
 done
 echo "make_seeds.sh: $(ls "$out/jinja" | wc -l) Jinja seeds in $out/jinja" >&2
+mkdir -p "$out/chat"
+cp "$here"/seeds/chat/*.json "$out/chat/"
 
 # OUT_DIR/chat_output: model outputs in every tool-call format (fuzz_chat_output's layout:
 # syntax byte, flags byte, split-seed byte, text), kept in the repository.

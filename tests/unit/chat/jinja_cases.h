@@ -180,6 +180,60 @@ static const struct jcase {
     {"[{{ zz }}][{{ zz | length }}][{% for x in zz %}x{% endfor %}][{{ zz | upper }}][{{ zz is "
      "none }}][{% if zz %}t{% else %}f{% endif %}]",
      "[][0][][][False][f]", NULL},
+    {"{% if e | select %}gen-true{% endif %}|{{ (l | map('upper') | list)[0] }}|{{ (l | "
+     "map('upper'))[0] }}|{{ l | reverse | join }}",
+     "gen-true|A||cba", NULL},
+    {"{{ 'a' | safe + '<b>' }}|{{ '<' + 'x' | safe }}|{{ ('<' | e) + '>' }}|{{ '<x>' | e | e }}|{{ "
+     "'\"q\"' | forceescape }}",
+     "a&lt;b&gt;|&lt;x|&lt;&gt;|&lt;x&gt;|&#34;q&#34;", NULL},
+    {"{{ l | map('upper') | tojson }}", NULL,
+     "TypeError: Object of type generator is not JSON serializable"},
+    {"{{ l | select | length }}", NULL, "TypeError: object of type 'generator' has no len()"},
+    {"{{ d | items | length }}", NULL, "TypeError: object of type 'generator' has no len()"},
+    {"a\n  {% raw %}\n  {{ x }} {% if %}\n  {% endraw %}\nb", "a\n\n  {{ x }} {% if %}\nb", NULL},
+    {"a {%- raw -%}  x  {%- endraw -%} b|{% raw %}{{ y }}{% endraw %}z", "axb|{{ y }}z", NULL},
+    {"{{ '%s=%d %5.2f|%-4s|%04d %r %%' % ('a', 3.9, 2.345, 'b', 7, 'q') }}|{{ '%s!' % 'x' }}{{ "
+     "'%s' % [1] }}",
+     "a=3  2.35|b   |0007 'q' %|x![1]", NULL},
+    {"{{ '%x %X %o %e %g %+d %.3s' % (255, 255, 8, 1234.5, 0.0001, 5, 'abcdef') }}|{{ "
+     "'%(a)s-%(b)d' % {'a': 1, 'b': 2} }}",
+     "ff FF 10 1.234500e+03 0.0001 +5 abc|1-2", NULL},
+    {"{{ '{} {}'.format(1, 'a') }}|{{ '{1}{0}{{}}'.format('x', 'y') }}|{{ "
+     "'{name}!r={name!r}'.format(name='n') }}",
+     "1 a|yx{}|n!r='n'", NULL},
+    {"{{ 'hello-world they\\'re (x y' | title }}|{{ \"they're\".title() }}",
+     "Hello-World They're (X Y|They'Re", NULL},
+    {"{{ '%s %s' % ('a',) }}", NULL, "TypeError: not enough arguments for format string"},
+    {"{% macro m(a) %}{{ a }}{% endmacro %}{{ m(b=1) }}", NULL,
+     "TypeError: macro 'm' takes no keyword argument 'b'"},
+    {"{{ range(9223372036854775800, 9223372036854775807, 5) | list }}{{ "
+     "range(-9223372036854775807, -9223372036854775806 - 2, -5) | list }}",
+     "[9223372036854775800, 9223372036854775805][-9223372036854775807]", NULL},
+    {"{{ range(5) | list }}{{ range(1, 10, 3) | list }}{{ range(10, 1, -3) | list }}{{ range(3, 3) "
+     "| list }}{{ range(0, -7, -2) | list }}",
+     "[0, 1, 2, 3, 4][1, 4, 7][10, 7, 4][][0, -2, -4, -6]", NULL},
+    {"{{ d.items() }}|{{ d.keys() }}|{{ d.values() }}|{{ d.keys() | length }}|{{ 'x' in d.keys() "
+     "}}|{{ d.items() | list }}",
+     "dict_items([('x', 1), ('y', 'two')])|dict_keys(['x', 'y'])|dict_values([1, "
+     "'two'])|2|True|[('x', 1), ('y', 'two')]",
+     NULL},
+    {"{{ d.items() | tojson }}", NULL,
+     "TypeError: Object of type dict_items is not JSON serializable"},
+    {"{{ u | tojson(ensure_ascii=true) }}|{{ {'\303\274': 'x\177\342\202\254'} | tojson(true) "
+     "}}|{{ u | tojson(false, 1) }}",
+     "\"Gr\\u00fc\\u00dfe \\u4f60\\u597d \\ud83d\\ude42\"|{\"\\u00fc\": "
+     "\"x\\u007f\\u20ac\"}|\"Gr\303\274\303\237e \344\275\240\345\245\275 \360\237\231\202\"",
+     NULL},
+    {"{{ 1 // 0.1 }}|{{ -7.5 // 2 }}|{{ 7.5 % -2 }}|{{ 5 % 0.3 }}|{{ 1.5 is odd }}|{{ -1.0 is odd "
+     "}}|{{ 3.0 is divisibleby 1.5 }}|{{ '' % [1] }}|{{ '' % {'a': 1} }}",
+     "9.0|-4.0|-0.5|0.20000000000000018|False|True|True||", NULL},
+    {"{{ d[1:] }}", NULL, "TypeError: unhashable type: 'slice'"},
+    {"{{ n[1:] }}", NULL, "TypeError: 'int' object is not subscriptable"},
+    {"{{ 'x' % 1 }}", NULL, "TypeError: not all arguments converted during string formatting"},
+    {"{{ t | indent }}", NULL, "TypeError: unsupported operand type(s) for +=: 'bool' and 'str'"},
+    {"{{ zz | int }}", NULL, "UndefinedError: 'zz' is undefined"},
+    {"{{ true * d.keys() }}", NULL,
+     "TypeError: unsupported operand type(s) for *: 'bool' and 'dict_keys'"},
     {"{{ strftime_now('%Y-%m-%d %d %b %B %A %H') }}", "2026-11-24 24 Nov November Tuesday 12",
      NULL},
     {"{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}",

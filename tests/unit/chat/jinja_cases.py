@@ -94,6 +94,34 @@ CASES = [
     "{{ dict(a=1, b='x') }}|{{ namespace(a=1).a }}|{{ {'a': 1}.a }}|{{ d.missing }}|{{ none.attr }}|{{ s.nope }}",
     # undefined behaviour
     "[{{ zz }}][{{ zz | length }}][{% for x in zz %}x{% endfor %}][{{ zz | upper }}][{{ zz is none }}][{% if zz %}t{% else %}f{% endif %}]",
+    # generators (|map, |select ...) and Markup (|safe, |e) as Python has them
+    "{% if e | select %}gen-true{% endif %}|{{ (l | map('upper') | list)[0] }}|{{ (l | map('upper'))[0] }}|{{ l | reverse | join }}",
+    "{{ 'a' | safe + '<b>' }}|{{ '<' + 'x' | safe }}|{{ ('<' | e) + '>' }}|{{ '<x>' | e | e }}|{{ '\"q\"' | forceescape }}",
+    "{{ l | map('upper') | tojson }}",
+    "{{ l | select | length }}",
+    "{{ d | items | length }}",
+    # raw blocks, % and str.format, |title
+    "a\n  {% raw %}\n  {{ x }} {% if %}\n  {% endraw %}\nb",
+    "a {%- raw -%}  x  {%- endraw -%} b|{% raw %}{{ y }}{% endraw %}z",
+    "{{ '%s=%d %5.2f|%-4s|%04d %r %%' % ('a', 3.9, 2.345, 'b', 7, 'q') }}|{{ '%s!' % 'x' }}{{ '%s' % [1] }}",
+    "{{ '%x %X %o %e %g %+d %.3s' % (255, 255, 8, 1234.5, 0.0001, 5, 'abcdef') }}|{{ '%(a)s-%(b)d' % {'a': 1, 'b': 2} }}",
+    "{{ '{} {}'.format(1, 'a') }}|{{ '{1}{0}{{}}'.format('x', 'y') }}|{{ '{name}!r={name!r}'.format(name='n') }}",
+    "{{ 'hello-world they\\'re (x y' | title }}|{{ \"they're\".title() }}",
+    "{{ '%s %s' % ('a',) }}",
+    "{% macro m(a) %}{{ a }}{% endmacro %}{{ m(b=1) }}",
+    "{{ range(9223372036854775800, 9223372036854775807, 5) | list }}{{ range(-9223372036854775807, -9223372036854775806 - 2, -5) | list }}",
+    "{{ range(5) | list }}{{ range(1, 10, 3) | list }}{{ range(10, 1, -3) | list }}{{ range(3, 3) | list }}{{ range(0, -7, -2) | list }}",
+    "{{ d.items() }}|{{ d.keys() }}|{{ d.values() }}|{{ d.keys() | length }}|{{ 'x' in d.keys() }}|{{ d.items() | list }}",
+    "{{ d.items() | tojson }}",
+    "{{ u | tojson(ensure_ascii=true) }}|{{ {'\u00fc': 'x\x7f\u20ac'} | tojson(true) }}|{{ u | tojson(false, 1) }}",
+    # found by comparing random expressions with Python
+    "{{ 1 // 0.1 }}|{{ -7.5 // 2 }}|{{ 7.5 % -2 }}|{{ 5 % 0.3 }}|{{ 1.5 is odd }}|{{ -1.0 is odd }}|{{ 3.0 is divisibleby 1.5 }}|{{ '' % [1] }}|{{ '' % {'a': 1} }}",
+    "{{ d[1:] }}",
+    "{{ n[1:] }}",
+    "{{ 'x' % 1 }}",
+    "{{ t | indent }}",
+    "{{ zz | int }}",
+    "{{ true * d.keys() }}",
     # date
     "{{ strftime_now('%Y-%m-%d %d %b %B %A %H') }}",
     # raising

@@ -191,6 +191,19 @@ Test(jinja, limits_fail_fast) {
     expect_limit("{% set ns = namespace(l=[]) %}{% for i in range(5000) %}"
                  "{% set ns.l = [ns.l] %}{% endfor %}{{ ns.l }}",
                  d);
+    /* appending in a loop is linear: 100k appends of 10 bytes stay far below the limits */
+    ul_buf_t out = {0};
+    char msg[256];
+    cr_assert_eq(render("{% set ns = namespace(s='') %}{% for i in range(100000) %}"
+                        "{% set ns.s = ns.s ~ 'abcdefghij' %}{% endfor %}{{ ns.s | length }}",
+                        NULL, d, &out, NULL, msg, sizeof msg),
+                 0, "%s", msg);
+    cr_assert_eq(out.len, 7);
+    cr_assert(!memcmp(out.p, "1000000", 7));
+    ul_buf_free(&out);
+    expect_limit("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}"
+                 "{% endfor %}",
+                 d); /* empty bodies cost steps too */
     ul_jinja_limits_t small = *d;
     small.max_memory = 1 << 20;
     expect_limit("{% set ns = namespace(l=[]) %}{% for i in range(50000) %}"
@@ -221,6 +234,25 @@ Test(jinja, chat_layer_normalises_like_llama_server) {
     cr_assert(!memcmp(out.p, "user:a\nb;assistant:[P];FalseTrue", out.len), "%.*s", (int)out.len,
               out.p);
     cJSON_Delete(req);
+    /* 1.0 stays a float when the caller marks floats from the text (Python's json does) */
+    const char *body = "{\"messages\":[{\"role\":\"assistant\",\"content\":\"\",\"tool_calls\":"
+                       "[{\"function\":{\"name\":\"f\",\"arguments\":\"{\\\"city\\\": 1.0, "
+                       "\\\"n\\\": 2}\"}}]}],\"add_generation_prompt\":false,\"x\":[1.0, -0e0, 3]}";
+    const char *src2 = "{% for m in messages %}{{ m.tool_calls[0].function.arguments | tojson }}"
+                       "{% endfor %}";
+    ul_chat_tmpl_t *t2;
+    cr_assert_eq(ul_chat_tmpl_new(src2, strlen(src2), &t2, err, sizeof err), 0, "%s", err);
+    req = cJSON_Parse(body);
+    cr_assert_eq(ul_chat_json_mark_floats(req, body, strlen(body)), 0);
+    cr_assert(cJSON_GetArrayItem(cJSON_GetObjectItem(req, "x"), 0)->type & UL_CHAT_JSON_FLOAT);
+    cr_assert(cJSON_GetArrayItem(cJSON_GetObjectItem(req, "x"), 1)->type & UL_CHAT_JSON_FLOAT);
+    cr_assert(!(cJSON_GetArrayItem(cJSON_GetObjectItem(req, "x"), 2)->type & UL_CHAT_JSON_FLOAT));
+    out.len = 0;
+    cr_assert_eq(ul_chat_render(t2, req, NULL, &out, NULL, msg, sizeof msg), 0, "%s", msg);
+    cr_assert_eq(out.len, strlen("{\"city\": 1.0, \"n\": 2}"), "%.*s", (int)out.len, out.p);
+    cr_assert(!memcmp(out.p, "{\"city\": 1.0, \"n\": 2}", out.len));
+    cJSON_Delete(req);
+    ul_chat_tmpl_free(t2);
     /* odd shapes are refused with a message, never a crash */
     req = cJSON_Parse("{\"messages\":{\"role\":\"user\"}}");
     cr_assert_eq(ul_chat_render(t, req, NULL, &out, NULL, msg, sizeof msg), UL_EINVAL);

@@ -7,6 +7,7 @@
  * failure, the first differing offset. */
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -167,4 +168,62 @@ Test(chat_templates, goldens_render_byte_identical) {
     printf("chat templates: %d/%d goldens pass\n", pass, total);
     cr_assert_gt(total, 200, "too few cases read (%d)", total);
     cr_assert_eq(unexpected, 0, "%d golden case(s) fail", unexpected);
+}
+
+/* A compiled template is shared by threads that render at once: every thread must get the
+ * single-threaded result every time (run under ASan/TSan builds, this also checks that
+ * rendering writes nothing shared). */
+typedef struct shared_case {
+    const ul_chat_tmpl_t *t;
+    const char *want;
+    size_t want_len;
+    int mismatches;
+} shared_case;
+
+static void *render_many(void *arg) {
+    shared_case *c = arg;
+    cJSON *req = make_request("tools_roundtrip", "qwen");
+    ul_chat_opts_t o;
+    ul_chat_opts_init(&o);
+    o.now = NOW_2026_11_24_NOON;
+    for (int i = 0; i < 50; i++) {
+        ul_buf_t out = {0};
+        char msg[256];
+        if (ul_chat_render(c->t, req, &o, &out, NULL, msg, sizeof msg) || out.len != c->want_len ||
+            memcmp(out.p, c->want, out.len))
+            c->mismatches++;
+        ul_buf_free(&out);
+    }
+    cJSON_Delete(req);
+    return NULL;
+}
+
+Test(chat_templates, one_template_renders_on_many_threads) {
+    char path[1200], err[256], msg[256];
+    snprintf(path, sizeof path, "%s/chat-templates/templates/Qwen-Qwen3-0.6B.jinja", shared_dir());
+    size_t len;
+    char *src = slurp(path, &len);
+    ul_chat_tmpl_t *t;
+    cr_assert_eq(ul_chat_tmpl_new(src, len, &t, err, sizeof err), 0, "%s", err);
+    cJSON *req = make_request("tools_roundtrip", "qwen");
+    ul_chat_opts_t o;
+    ul_chat_opts_init(&o);
+    o.now = NOW_2026_11_24_NOON;
+    ul_buf_t want = {0};
+    cr_assert_eq(ul_chat_render(t, req, &o, &want, NULL, msg, sizeof msg), 0, "%s", msg);
+    cJSON_Delete(req);
+    pthread_t th[4];
+    shared_case cases[4];
+    for (int i = 0; i < 4; i++) {
+        cases[i] = (shared_case){t, want.p, want.len, 0};
+        cr_assert_eq(pthread_create(&th[i], NULL, render_many, &cases[i]), 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        cr_assert_eq(cases[i].mismatches, 0, "thread %d: %d renders differ", i,
+                     cases[i].mismatches);
+    }
+    ul_buf_free(&want);
+    ul_chat_tmpl_free(t);
+    free(src);
 }
