@@ -5,8 +5,13 @@ JOBS       ?= $(shell nproc)
 UVLLM_SHARED ?= ../shared
 SERVE_ARGS ?= --model $(UVLLM_SHARED)/models/aidreams260K.gguf --port 8080
 CMAKE_ARGS ?=
+# make soak: N clients on the CPU backend for a set time (tests/soak/soak.py --help)
+SOAK_CLIENTS ?= 64
+SOAK_SECONDS ?= 600
+SOAK_MODEL   ?= $(UVLLM_SHARED)/models/mini-q4_0.gguf
+SOAK_ARGS    ?=
 
-.PHONY: all deps build serve test test-asan fuzz bench format-check clean
+.PHONY: all deps build serve test test-asan test-tsan soak fuzz bench format-check clean
 all: build
 
 deps:
@@ -26,6 +31,10 @@ test-asan: deps
 	@cmake -S . -B $(BUILD_ASAN) -DCMAKE_BUILD_TYPE=Debug -DUVLLM_SANITIZE=ON $(CMAKE_ARGS) >/dev/null
 	@cmake --build $(BUILD_ASAN) -j $(JOBS)
 	cd $(BUILD_ASAN) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j 1
+
+soak: build
+	UVLLM_BIN=$(BUILD)/uvllm python3 tests/soak/soak.py --model $(SOAK_MODEL) \
+	    --clients $(SOAK_CLIENTS) --duration $(SOAK_SECONDS) $(SOAK_ARGS)
 
 fuzz: deps
 	@CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DUVLLM_FUZZ=ON -DUVLLM_TESTS=OFF -DUVLLM_WERROR=OFF >/dev/null
