@@ -1,6 +1,7 @@
 # Quick start: `make serve` (set up, build, run the server), `make test` (set up, build, run every test).
 BUILD      ?= build
 BUILD_ASAN ?= build-asan
+BUILD_TSAN ?= build-tsan
 JOBS       ?= $(shell nproc)
 UVLLM_SHARED ?= ../shared
 SERVE_ARGS ?= --model $(UVLLM_SHARED)/models/aidreams260K.gguf --port 8080
@@ -32,6 +33,13 @@ test-asan: deps
 	@cmake --build $(BUILD_ASAN) -j $(JOBS)
 	cd $(BUILD_ASAN) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j 1
 
+# Every test under ThreadSanitizer, the racy self-tests and a short load on the TSan server
+# (CMakeLists.txt, UVLLM_TSAN); any report fails the run.
+test-tsan: deps
+	@cmake -S . -B $(BUILD_TSAN) -DCMAKE_BUILD_TYPE=Debug -DUVLLM_TSAN=ON $(CMAKE_ARGS) >/dev/null
+	@cmake --build $(BUILD_TSAN) -j $(JOBS)
+	cd $(BUILD_TSAN) && ctest --output-on-failure -j 1
+
 soak: build
 	UVLLM_BIN=$(BUILD)/uvllm python3 tests/soak/soak.py --model $(SOAK_MODEL) \
 	    --clients $(SOAK_CLIENTS) --duration $(SOAK_SECONDS) $(SOAK_ARGS)
@@ -49,4 +57,4 @@ format-check:
 	@git ls-files 'src/*.[ch]' 'include/*.h' 'tests/*.[ch]' 'bench/*.c' | xargs clang-format --dry-run --Werror
 
 clean:
-	rm -rf $(BUILD) $(BUILD_ASAN) build-fuzz
+	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_TSAN) build-fuzz

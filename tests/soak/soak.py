@@ -62,6 +62,7 @@ class Soak:
         self.counts = {"requests": 0, "stream": 0, "plain": 0, "cut_fin": 0, "cut_rst": 0,
                        "errors": 0, "mismatches": 0, "drained": 0}
         self.errors = []  # first few error descriptions
+        self.start = threading.Barrier(a.clients)  # the first requests arrive as one burst
         self.stop = threading.Event()
         self.in_drain = threading.Event()
 
@@ -137,6 +138,7 @@ class Soak:
 
     def client(self, k):
         rnd = random.Random(self.a.seed * 1000 + k)
+        self.start.wait()
         while not self.stop.is_set() and not self.in_drain.is_set():
             i = rnd.randrange(len(self.prompts))
             x = rnd.random()
@@ -167,7 +169,8 @@ def health(srv):
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     shared = os.environ.get("UVLLM_SHARED", os.path.join(HERE, "..", "..", "..", "shared"))
-    p.add_argument("--model", default=os.path.join(shared, "models", "mini-q4_0.gguf"))
+    p.add_argument("--model", default="mini-q4_0.gguf",
+                   help="a GGUF path, or a file name under $UVLLM_SHARED/models")
     p.add_argument("--clients", type=int, default=64)
     p.add_argument("--duration", type=float, default=600, help="seconds of load")
     p.add_argument("--warmup", type=float, default=None,
@@ -188,6 +191,8 @@ def main():
     p.add_argument("--json", help="write the summary (with the RSS curve) here")
     p.add_argument("server_args", nargs="*", help="extra `uvllm serve` arguments (after --)")
     a = p.parse_args()
+    if os.sep not in a.model:
+        a.model = os.path.join(shared, "models", a.model)
     warm = a.warmup if a.warmup is not None else min(120, max(5, a.duration / 10))
 
     srv = Server("--model", a.model, "--threads", a.threads, "--kv-mem", a.kv_mem,
