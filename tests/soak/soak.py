@@ -123,6 +123,8 @@ class Soak:
                     rd._fill()
                 if cut == "rst":
                     s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                else:  # FIN now, even if events arrived unread (close() would then RST)
+                    s.shutdown(socket.SHUT_WR)
                 return
             ev = sse_events(rd.body(headers, "POST", status))
         finally:
