@@ -1,12 +1,18 @@
 # Quick start: `make serve` (set up, build, run the server), `make test` (set up, build, run every test).
 BUILD      ?= build
 BUILD_ASAN ?= build-asan
+BUILD_TSAN ?= build-tsan
 JOBS       ?= $(shell nproc)
 UVLLM_SHARED ?= ../shared
 SERVE_ARGS ?= --model $(UVLLM_SHARED)/models/aidreams260K.gguf --port 8080
 CMAKE_ARGS ?=
+# make soak: N clients on the CPU backend for a set time (tests/soak/soak.py --help)
+SOAK_CLIENTS ?= 64
+SOAK_SECONDS ?= 600
+SOAK_MODEL   ?= $(UVLLM_SHARED)/models/mini-q4_0.gguf
+SOAK_ARGS    ?=
 
-.PHONY: all deps build serve test test-asan fuzz bench format-check clean
+.PHONY: all deps build serve test test-asan test-tsan soak fuzz bench format-check clean
 all: build
 
 deps:
@@ -27,6 +33,17 @@ test-asan: deps
 	@cmake --build $(BUILD_ASAN) -j $(JOBS)
 	cd $(BUILD_ASAN) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j 1
 
+# Every test under ThreadSanitizer, the racy self-tests and a short load on the TSan server
+# (CMakeLists.txt, UVLLM_TSAN); any report fails the run.
+test-tsan: deps
+	@cmake -S . -B $(BUILD_TSAN) -DCMAKE_BUILD_TYPE=Debug -DUVLLM_TSAN=ON $(CMAKE_ARGS) >/dev/null
+	@cmake --build $(BUILD_TSAN) -j $(JOBS)
+	cd $(BUILD_TSAN) && ctest --output-on-failure -j 1
+
+soak: build
+	UVLLM_BIN=$(BUILD)/uvllm python3 tests/soak/soak.py --model $(SOAK_MODEL) \
+	    --clients $(SOAK_CLIENTS) --duration $(SOAK_SECONDS) $(SOAK_ARGS)
+
 fuzz: deps
 	@CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DUVLLM_FUZZ=ON -DUVLLM_TESTS=OFF -DUVLLM_WERROR=OFF >/dev/null
 	@cmake --build build-fuzz -j $(JOBS) --target fuzzers
@@ -40,4 +57,4 @@ format-check:
 	@git ls-files 'src/*.[ch]' 'include/*.h' 'tests/*.[ch]' 'bench/*.c' | xargs clang-format --dry-run --Werror
 
 clean:
-	rm -rf $(BUILD) $(BUILD_ASAN) build-fuzz
+	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_TSAN) build-fuzz

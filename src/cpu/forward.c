@@ -224,6 +224,8 @@ int ul_fwd_create(const ul_model_t *m, const ul_cpu_config_t *cfg, ul_fwd_t **ou
     f->n_gqa = f->hp.n_head / f->hp.n_head_kv;
     f->logit_rows = c.max_batch_tokens < MAX_LOGIT_ROWS ? c.max_batch_tokens : MAX_LOGIT_ROWS;
     f->isa = ul_cpu_isa();
+    /* before the pool's threads exist: they only read the sampler's choice */
+    ul_sampling_init(ul_cpu_has_avx512f());
     int32_t seq_pages = (c.n_ctx + c.page_size - 1) / c.page_size;
     int64_t budget = c.kv_bytes;
     if (budget == 0) {

@@ -7,31 +7,37 @@
 
 #include "cpu/kernels_impl.h"
 
-static ul_isa_t detect(void) {
+/* bits 0-7: the best ISA; bit 8: avx512f alone (enough for the sampler's reductions) */
+static int detect(void) {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_cpu_init();
+    int f512 = __builtin_cpu_supports("avx512f") ? 1 << 8 : 0;
     int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
                __builtin_cpu_supports("f16c");
     int avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                  __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
                  __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bf16");
-    return avx512 ? UL_ISA_AVX512 : avx2 ? UL_ISA_AVX2 : UL_ISA_SCALAR;
+    return (avx512 ? UL_ISA_AVX512 : avx2 ? UL_ISA_AVX2 : UL_ISA_SCALAR) | f512;
 #else
     return UL_ISA_SCALAR;
 #endif
 }
 
-static atomic_int g_detected = -1; /* hardware best, before the env override */
+static atomic_int g_detected = -1; /* detect()'s bits: hardware, before the env override */
 static atomic_int g_active = -1;
 
-static ul_isa_t hw_isa(void) {
+static int hw_bits(void) {
     int d = atomic_load(&g_detected);
     if (d < 0) {
-        d = (int)detect();
+        d = detect();
         atomic_store(&g_detected, d);
     }
-    return (ul_isa_t)d;
+    return d;
 }
+
+static ul_isa_t hw_isa(void) { return (ul_isa_t)(hw_bits() & 0xff); }
+
+int ul_cpu_has_avx512f(void) { return (hw_bits() >> 8) & 1; }
 
 ul_isa_t ul_cpu_isa(void) {
     int a = atomic_load(&g_active);

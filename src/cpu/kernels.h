@@ -32,6 +32,7 @@ typedef enum { UL_ISA_SCALAR = 0, UL_ISA_AVX2 = 1, UL_ISA_AVX512 = 2 } ul_isa_t;
 ul_isa_t ul_cpu_isa(void);         /* the best the CPU supports (or UVLLM_ISA env) */
 void ul_cpu_set_isa(ul_isa_t isa); /* tests force a path; must be <= the detected one */
 const char *ul_cpu_isa_name(ul_isa_t isa);
+int ul_cpu_has_avx512f(void); /* the CPU has AVX-512F (maybe not the rest of UL_ISA_AVX512) */
 
 /* 1 if matmul supports weights of this type. */
 int ul_cpu_type_supported(int type);

@@ -6,6 +6,7 @@
 
 #include <immintrin.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -62,11 +63,17 @@ float ul_sampling_rng_uniform(uint64_t rng[2]) {
 
 #define AVX512 __attribute__((target("avx512f")))
 
-static int has_avx512(void) {
-    static int v = -1;
-    if (v < 0) v = __builtin_cpu_supports("avx512f") ? 1 : 0;
-    return v;
+/* Set once at start-up by the backend from the CPU features it detected (ul_sampling_init),
+ * read by every sampling thread. Atomic (relaxed: a plain load on x86) so a second backend
+ * created while another samples is no data race; never detected lazily here, where two
+ * compute threads would race to initialise it. */
+static atomic_int g_avx512;
+
+void ul_sampling_init(int avx512f) {
+    atomic_store_explicit(&g_avx512, !!avx512f, memory_order_relaxed);
 }
+
+static int has_avx512(void) { return atomic_load_explicit(&g_avx512, memory_order_relaxed); }
 
 AVX512 static float max_avx512(const float *x, int32_t n) {
     __m512 m = _mm512_set1_ps(-INFINITY);

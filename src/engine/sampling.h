@@ -12,6 +12,12 @@
 
 #include "uvllm/backend.h"
 
+/* Chooses the code path of the vocabulary-sized reductions: AVX-512 when avx512f is non-zero
+ * (the caller has checked the CPU has it), portable C otherwise and until it is called.
+ * Called at start-up by the backend that samples, from the CPU features it detected once;
+ * the engine does no feature detection of its own. Any thread. */
+void ul_sampling_init(int avx512f);
+
 /* Bytes of scratch one sampling thread needs for a vocabulary of n_vocab tokens. The
  * scratch must be zero-filled once when allocated (calloc); ul_sample leaves it so. */
 size_t ul_sample_scratch_size(int32_t n_vocab);

@@ -70,6 +70,7 @@ class Server:
         self.proc = subprocess.Popen(args + list(extra), stdin=subprocess.DEVNULL,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         self.log = []
+        self.tsan_reports = 0  # counted as lines arrive: self.log is trimmed on long runs
         self.port = None
         # A thread drains stderr from the start (the server logs a line per request and
         # must never block on a full pipe); the port is read from the lines it collects.
@@ -95,7 +96,10 @@ class Server:
 
     def _read_log(self):
         for raw in self.proc.stderr:
-            self.log.append(raw.decode(errors="replace"))
+            line = raw.decode(errors="replace")
+            if "WARNING: ThreadSanitizer" in line:
+                self.tsan_reports += 1
+            self.log.append(line)
             if len(self.log) > 20000 and self.port is not None:
                 del self.log[:10000]
 
@@ -114,6 +118,17 @@ class Server:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(10)
+        self.check_tsan()
+
+    def check_tsan(self):
+        """A server built with -fsanitize=thread fails the test on any report, whether
+        the test stopped it cleanly or killed it."""
+        self._drain.join(2)
+        if self.tsan_reports:
+            log = "".join(self.log)
+            i = log.find("WARNING: ThreadSanitizer")
+            raise AssertionError(f"{self.tsan_reports} ThreadSanitizer report(s):\n" +
+                                 log[max(0, i - 200):i + 8000])
 
     def stop(self):
         """SIGTERM and expect a clean exit 0."""
@@ -124,7 +139,10 @@ class Server:
             except subprocess.TimeoutExpired:
                 self.kill()
                 raise AssertionError("server did not exit within 35 s of SIGTERM")
+            self.check_tsan()
             assert rc == 0, f"server exited {rc} after SIGTERM:\n" + "".join(self.log[-30:])
+        else:
+            self.check_tsan()
 
     def __enter__(self):
         return self

@@ -173,7 +173,19 @@ Test(sampling, logit_bias_bans_and_forces) {
 
 /* A realistic vocabulary size exercises the vectorised reductions and the widening top-p
  * search (the nucleus here needs more than the first 256 candidates). */
+static void large_vocabulary(void);
+
 Test(sampling, large_vocabulary_top_p_and_logprobs_match_a_full_sort) {
+    ul_sampling_init(0);
+    large_vocabulary();
+    /* the AVX-512 reductions, where the CPU has them: the backend makes the same call */
+    __builtin_cpu_init();
+    ul_sampling_init(__builtin_cpu_supports("avx512f"));
+    large_vocabulary();
+    ul_sampling_init(0);
+}
+
+static void large_vocabulary(void) {
     const int32_t V = 5000;
     float *l = malloc((size_t)V * sizeof *l);
     uint64_t r[2];
