@@ -175,8 +175,45 @@ Test(model, synthetic_tied) {
 }
 
 Test(model, refuses_other_architecture) {
+    expect_refused(fx_llama(UL_TYPE_F16, UL_TYPE_F32, "mamba", 0),
+                   "unsupported architecture 'mamba' (supported: llama, qwen2, qwen3)");
+}
+
+/* A llama-shaped file declared qwen2 / qwen3 lacks the tensors those add: the first one
+ * missing is named. */
+Test(model, refuses_qwen2_without_biases) {
     expect_refused(fx_llama(UL_TYPE_F16, UL_TYPE_F32, "qwen2", 0),
-                   "unsupported architecture 'qwen2'");
+                   "missing tensor 'blk.0.attn_q.bias'");
+}
+
+Test(model, refuses_qwen3_without_qk_norm) {
+    expect_refused(fx_llama(UL_TYPE_F16, UL_TYPE_F32, "qwen3", 0),
+                   "missing tensor 'blk.0.attn_q_norm.weight'");
+}
+
+static void expect_qwen(const char *file, int biases) {
+    ul_model_t *m = load_shared(file, 0);
+    cr_expect_eq(m->hp.rope_neox, 1, "%s: NEOX RoPE", file);
+    cr_expect_eq(m->output, m->tok_embd, "%s: tied output", file);
+    cr_expect_eq(m->hp.head_dim, 32);
+    cr_expect_eq(m->hp.rope_freq_base, 1e6f);
+    expect_layers_complete(m);
+    for (int i = 0; i < m->hp.n_layer; i++) {
+        const ul_layer_t *l = &m->layers[i];
+        cr_expect_eq(!!l->bq && !!l->bk && !!l->bv, biases, "%s layer %d biases", file, i);
+        cr_expect_eq(!!l->q_norm && !!l->k_norm, !biases, "%s layer %d q/k norms", file, i);
+        if (biases) cr_expect_eq(l->bk->ne[0], 64);
+        else cr_expect_eq(l->k_norm->ne[0], 32);
+    }
+    ul_model_free(m);
+}
+
+Test(model, qwen2_and_qwen3_tensors) {
+    expect_qwen("models/qwen2-tiny-f16.gguf", 1);
+    expect_qwen("models/qwen3-tiny-f16.gguf", 0);
+    ul_model_t *m = load_shared("models/aidreams260K.gguf", 0);
+    cr_expect_eq(m->hp.rope_neox, 0, "llama: NORM RoPE");
+    ul_model_free(m);
 }
 
 Test(model, refuses_f16_norm) {
