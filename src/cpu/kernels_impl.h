@@ -28,6 +28,12 @@ typedef struct {
     uint8_t qs[QKK / 2];
 } blk_q4_K; /* 144 B */
 typedef struct {
+    uint16_t d, dmin;
+    uint8_t scales[12]; /* as Q4_K */
+    uint8_t qh[QKK / 8]; /* bit j of byte l: the fifth bit of element 32 j + l */
+    uint8_t qs[QKK / 2]; /* low nibbles as Q4_K */
+} blk_q5_K; /* 176 B */
+typedef struct {
     uint8_t ql[QKK / 2];
     uint8_t qh[QKK / 4];
     int8_t scales[QKK / 16];
@@ -74,6 +80,12 @@ extern const ul_cpu_kern_t ul_cpu_kern_avx2;
 extern const ul_cpu_kern_t ul_cpu_kern_avx512;
 /* Kernel for (type, isa), falling back to the scalar one where an ISA lacks it. */
 ul_mm_fn ul_cpu_mm_fn(int type, ul_isa_t isa);
+
+/* Q5_K kernels in their own files (kernels_avx2_q5k.c, kernels_avx512_q5k.c) */
+void ul_cpu_mm_q5_K_avx2(int64_t n_cols, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
+                         size_t xs, int nt, float *y, int64_t ys);
+void ul_cpu_mm_q5_K_avx512(int64_t n_cols, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
+                           size_t xs, int nt, float *y, int64_t ys);
 
 ul_xfmt_t ul_cpu_xfmt(int type);
 size_t ul_cpu_xrow_bytes(ul_xfmt_t f, int64_t n);

@@ -73,6 +73,30 @@ static float dot_q4_K(int64_t n, const void *w, const void *x) {
     return s;
 }
 
+static float dot_q5_K(int64_t n, const void *w, const void *x) {
+    const blk_q5_K *a = w;
+    const blk_q8K *b = x;
+    float s = 0;
+    for (int64_t i = 0; i < n / QKK; i++) {
+        int32_t sumi = 0, summ = 0;
+        for (int j = 0; j < 8; j++) {
+            uint8_t sc, m;
+            ul_q4k_scale_min(j, a[i].scales, &sc, &m);
+            const uint8_t *q = a[i].qs + (j / 2) * 32;
+            const int8_t *y = b[i].qs + j * 32;
+            int32_t d = 0;
+            for (int l = 0; l < 32; l++) {
+                int v = ((j & 1) ? (q[l] >> 4) : (q[l] & 15)) + (((a[i].qh[l] >> j) & 1) << 4);
+                d += v * y[l];
+            }
+            sumi += sc * d;
+            summ += m * (b[i].bsums[2 * j] + b[i].bsums[2 * j + 1]);
+        }
+        s += b[i].d * (F16(a[i].d) * (float)sumi - F16(a[i].dmin) * (float)summ);
+    }
+    return s;
+}
+
 static float dot_q6_K(int64_t n, const void *w, const void *x) {
     const blk_q6_K *a = w;
     const blk_q8K *b = x;
@@ -118,6 +142,7 @@ MM(bf16)
 MM(q8_0)
 MM(q4_0)
 MM(q4_K)
+MM(q5_K)
 MM(q6_K)
 
 const ul_cpu_kern_t ul_cpu_kern_scalar = {.mm = {
@@ -127,5 +152,6 @@ const ul_cpu_kern_t ul_cpu_kern_scalar = {.mm = {
                                               [UL_TYPE_Q8_0] = mm_q8_0,
                                               [UL_TYPE_Q4_0] = mm_q4_0,
                                               [UL_TYPE_Q4_K] = mm_q4_K,
+                                              [UL_TYPE_Q5_K] = mm_q5_K,
                                               [UL_TYPE_Q6_K] = mm_q6_K,
                                           }};

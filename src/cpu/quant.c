@@ -42,6 +42,25 @@ static void dequant_q4_K(const blk_q4_K *b, float *y, int64_t nb) {
     }
 }
 
+/* dequantize_row_q5_K: Q4_K plus a fifth bit (16) per element from qh */
+static void dequant_q5_K(const blk_q5_K *b, float *y, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++) {
+        float d = F16(b[i].d), dmin = F16(b[i].dmin);
+        const uint8_t *q = b[i].qs, *qh = b[i].qh;
+        for (int j = 0, is = 0; j < QKK; j += 64, is += 2, q += 32) {
+            uint8_t sc, m;
+            ul_q4k_scale_min(is, b[i].scales, &sc, &m);
+            float d1 = d * sc, m1 = dmin * m;
+            ul_q4k_scale_min(is + 1, b[i].scales, &sc, &m);
+            float d2 = d * sc, m2 = dmin * m;
+            for (int l = 0; l < 32; l++)
+                *y++ = d1 * ((q[l] & 0xF) + (((qh[l] >> is) & 1) << 4)) - m1;
+            for (int l = 0; l < 32; l++)
+                *y++ = d2 * ((q[l] >> 4) + (((qh[l] >> (is + 1)) & 1) << 4)) - m2;
+        }
+    }
+}
+
 static void dequant_q6_K(const blk_q6_K *b, float *y, int64_t nb) {
     for (int64_t i = 0; i < nb; i++) {
         float d = F16(b[i].d);
@@ -83,6 +102,9 @@ void ul_cpu_dequant_row(int type, const void *row, float *dst, int64_t n) {
         break;
     case UL_TYPE_Q4_K:
         dequant_q4_K(row, dst, n / QKK);
+        break;
+    case UL_TYPE_Q5_K:
+        dequant_q5_K(row, dst, n / QKK);
         break;
     case UL_TYPE_Q6_K:
         dequant_q6_K(row, dst, n / QKK);
@@ -160,6 +182,7 @@ ul_xfmt_t ul_cpu_xfmt(int type) {
     case UL_TYPE_Q4_0:
         return XF_Q8A;
     case UL_TYPE_Q4_K:
+    case UL_TYPE_Q5_K:
     case UL_TYPE_Q6_K:
         return XF_Q8K;
     default:

@@ -142,9 +142,9 @@ Test(quant, dequant_matches_llama_cpp_files) {
     snprintf(path, sizeof(path), "%s/models/mini-f16.gguf", shared_dir());
     cr_assert_eq(ul_gguf_open(&ref, path), 0, "cannot open %s (set UVLLM_SHARED)", path);
     const char *names[] = {"mini-q4_k_m.gguf", "mini-q8_0.gguf", "mini-q4_0.gguf",
-                           "mini-bf16.gguf"};
+                           "mini-bf16.gguf", "mini-q5_k_m.gguf"};
     int seen[UL_TYPE_COUNT] = {0};
-    for (int f = 0; f < 4; f++) {
+    for (int f = 0; f < 5; f++) {
         ul_gguf_t g;
         snprintf(path, sizeof(path), "%s/models/%s", shared_dir(), names[f]);
         cr_assert_eq(ul_gguf_open(&g, path), 0, "cannot open %s", path);
@@ -160,11 +160,14 @@ Test(quant, dequant_matches_llama_cpp_files) {
             seen[t->type]++;
             cr_expect(e < 0.2, "%s %s (%s): relative rms %.3f", names[f], nm,
                       ul_type_name((int)t->type), e);
+            /* 5 bits: a misplaced fifth bit (an error of 16 steps) would be far above this */
+            if (t->type == UL_TYPE_Q5_K)
+                cr_expect(e < 0.05, "%s %s: q5_k relative rms %.3f", names[f], nm, e);
         }
         ul_gguf_free(&g);
     }
     ul_gguf_free(&ref);
     cr_expect(seen[UL_TYPE_Q4_K] > 0 && seen[UL_TYPE_Q6_K] > 0 && seen[UL_TYPE_Q8_0] > 0 &&
-                  seen[UL_TYPE_Q4_0] > 0 && seen[UL_TYPE_BF16] > 0,
+                  seen[UL_TYPE_Q4_0] > 0 && seen[UL_TYPE_BF16] > 0 && seen[UL_TYPE_Q5_K] > 0,
               "the shared models no longer cover every type");
 }
