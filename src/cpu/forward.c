@@ -326,12 +326,14 @@ static void rmsnorm(float *dst, const float *x, const float *w, int n, float eps
 }
 
 /* ggml's rope cache for NORM mode without YaRN: theta = pos * freq_scale * base^(-2i/n_rot),
- * the power advanced by repeated multiplication exactly as ggml_rope_cache_init does. */
-static void rope_cache(float *cs, int32_t pos, int n_rot, float base, float freq_scale) {
+ * the power advanced by repeated multiplication exactly as ggml_rope_cache_init does; with
+ * frequency factors ff (rope_freqs, [n_rot/2]) theta is divided by ff[i/2] first, as there. */
+static void rope_cache(float *cs, int32_t pos, int n_rot, float base, float freq_scale,
+                       const float *ff) {
     const float theta_scale = powf(base, -2.0f / (float)n_rot);
     float theta = (float)pos;
     for (int i = 0; i < n_rot; i += 2) {
-        float th = theta * freq_scale;
+        float th = (ff ? theta / ff[i / 2] : theta) * freq_scale;
         cs[i] = cosf(th);
         cs[i + 1] = sinf(th);
         theta *= theta_scale;
@@ -494,7 +496,7 @@ static void step_job(void *ctx, int ith, int nth) {
                            (const uint8_t *)te->data + (size_t)f->step->tokens[t] * row_bytes,
                            f->x + (size_t)t * E, E);
         rope_cache(f->rope + (size_t)t * hp->n_rot, f->tok_pos[t], hp->n_rot, hp->rope_freq_base,
-                   hp->rope_freq_scale);
+                   hp->rope_freq_scale, f->m->rope_freqs ? f->m->rope_freqs->data : NULL);
     }
     for (int il = 0; il < hp->n_layer; il++) layer(f, il, t0, t1, ith, nth);
     ul_pool_barrier(f->pool);

@@ -182,15 +182,15 @@ static int weight_type_ok(uint32_t type) {
     }
 }
 
-/* Finds a weight and checks it: a norm (is_norm 1) or bias (2) is a 1-d f32 vector of ne0,
- * a matrix is 2-d [ne0 inputs, ne1 outputs] of a supported type. */
+/* Finds a weight and checks it: a norm (is_norm 1), bias (2) or rope factor vector (3) is a
+ * 1-d f32 vector of ne0, a matrix is 2-d [ne0 inputs, ne1 outputs] of a supported type. */
 static int weight(ld_t *l, const char *name, int is_norm, int64_t ne0, int64_t ne1,
                   const ul_gguf_tensor_t **out) {
     const ul_gguf_tensor_t *t = ul_gguf_find_tensor(&l->m->gguf, name);
     if (!t) return fail(l, "missing tensor '%s'", name);
     if (is_norm && t->type != UL_TYPE_F32)
         return fail(l, "tensor '%s': type %s, %s must be f32", name, ul_type_name((int)t->type),
-                    is_norm == 2 ? "biases" : "norms");
+                    is_norm == 3 ? "rope factors" : is_norm == 2 ? "biases" : "norms");
     if (!weight_type_ok(t->type))
         return fail(l, "tensor '%s': unsupported type %s", name, ul_type_name((int)t->type));
     if (t->ne[0] != ne0 || t->ne[1] != ne1 || t->ne[2] != 1 || t->ne[3] != 1)
@@ -271,8 +271,14 @@ static int load_weights(ld_t *l) {
     if (!m->layers) return UL_ENOMEM;
     for (int i = 0; i < hp->n_layer; i++)
         if ((rc = layer_weights(l, i, &m->layers[i]))) return rc;
-    if (ul_gguf_find_tensor(&m->gguf, "rope_freqs.weight"))
-        UL_LOG_WARN("model: tensor 'rope_freqs.weight' (llama3 rope scaling) is ignored");
+    /* Llama 3.x rope scaling: the converter bakes it into per-frequency divisors, which
+     * llama.cpp's llama graph applies (its qwen2/qwen3 graphs pass none) */
+    if (ul_gguf_find_tensor(&m->gguf, "rope_freqs.weight")) {
+        if (strcmp(hp->arch, "llama"))
+            UL_LOG_WARN("model: tensor 'rope_freqs.weight' is ignored for %s", hp->arch);
+        else if ((rc = weight(l, "rope_freqs.weight", 3, hp->n_rot / 2, 1, &m->rope_freqs)))
+            return rc;
+    }
     return 0;
 }
 

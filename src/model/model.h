@@ -35,6 +35,8 @@ struct ul_model_s {
     const ul_gguf_tensor_t *tok_embd;    /* [n_vocab][n_embd] */
     const ul_gguf_tensor_t *output_norm; /* [n_embd] */
     const ul_gguf_tensor_t *output;      /* [n_vocab][n_embd]; == tok_embd when tied */
+    const ul_gguf_tensor_t *rope_freqs;  /* [n_rot/2] f32: RoPE frequency i is divided by
+                                          * element i (Llama 3.x rope scaling), or NULL */
     ul_layer_t *layers;                  /* [n_layer] */
     ul_vocab_t *vocab;
 };

@@ -319,6 +319,36 @@ Test(model, rope_scaling) {
     fx_llama_hook = NULL;
 }
 
+/* rope_freqs.weight (Llama 3.x rope scaling): [n_rot/2] f32, loaded for llama */
+static float g_ff[16] = {1, 1, 2, 2, 4, 4, 8, 8, 1, 1, 1, 1, 1, 1, 1, 1};
+static void hook_rope_freqs8(struct ul_gguf_writer_s *w) {
+    cr_assert_eq(ul_gguf_w_tensor(w, "rope_freqs.weight", UL_TYPE_F32, 1, (int64_t[]){8}, g_ff), 0);
+}
+static void hook_rope_freqs16(struct ul_gguf_writer_s *w) {
+    cr_assert_eq(ul_gguf_w_tensor(w, "rope_freqs.weight", UL_TYPE_F32, 1, (int64_t[]){16}, g_ff),
+                 0);
+}
+
+Test(model, rope_freqs) {
+    fx_llama_hook = hook_rope_freqs8; /* head_dim 16: 8 frequencies */
+    img_t im = fx_llama(UL_TYPE_F16, UL_TYPE_F32, "llama", 0);
+    ul_model_t *m;
+    expect_loads(im, &m);
+    cr_assert_not_null(m->rope_freqs);
+    cr_expect_eq(((const float *)m->rope_freqs->data)[6], 8.0f);
+    ul_model_free(m);
+    free(im.buf);
+    fx_llama_hook = hook_rope_freqs16;
+    expect_refused(fx_llama(UL_TYPE_F16, UL_TYPE_F32, "llama", 0),
+                   "tensor 'rope_freqs.weight': shape [16, 1, 1, 1], expected [8, 1]");
+    fx_llama_hook = NULL;
+    im = fx_llama(UL_TYPE_F16, UL_TYPE_F32, "llama", 0);
+    expect_loads(im, &m);
+    cr_expect_null(m->rope_freqs);
+    ul_model_free(m);
+    free(im.buf);
+}
+
 Test(model, refuses_odd_rope_dims) {
     fx_llama_hook = hook_odd_rot;
     expect_refused(fx_llama(UL_TYPE_F16, UL_TYPE_F32, "llama", 0), "rope.dimension_count 7 is odd");
