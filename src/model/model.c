@@ -173,6 +173,9 @@ static int weight_type_ok(uint32_t type) {
     case UL_TYPE_BF16:
     case UL_TYPE_Q8_0:
     case UL_TYPE_Q4_0:
+    case UL_TYPE_Q4_1:
+    case UL_TYPE_Q5_0:
+    case UL_TYPE_Q5_1:
     case UL_TYPE_Q4_K:
     case UL_TYPE_Q5_K:
     case UL_TYPE_Q6_K:

@@ -111,6 +111,44 @@ Test(quant, round_trip_bounds) {
     for (int j = 0; j < 32; j++) cr_expect_eq(y[j], 0.0f);
 }
 
+/* Round trip of the types with a min or a fifth bit. Q4_1 / Q5_1: d = (max - min) / 15
+ * (31), rounding error d/2 plus the f16 storage of d (15 or 31 steps of it) and of the min.
+ * Q5_0: d = amax / 16, error d/2 except the clamped positive extreme (d); allow d
+ * everywhere. A misplaced nibble or fifth bit is off by several d. */
+Test(quant, round_trip_q4_1_q5) {
+    uint64_t s = 5;
+    float x[1024], y[1024];
+    uint8_t buf[1024];
+    const int types[] = {UL_TYPE_Q4_1, UL_TYPE_Q5_0, UL_TYPE_Q5_1}, steps[] = {15, 16, 31};
+    for (int rep = 0; rep < 30; rep++) {
+        float scale = rep < 15 ? 1.0f : 1e-3f * (float)rep, shift = rep % 3 ? 0.3f * scale : 0;
+        for (int i = 0; i < 1024; i++) x[i] = tk_unif(&s) * scale + shift;
+        for (int ti = 0; ti < 3; ti++) {
+            cr_assert_eq(ul_cpu_quant_row(types[ti], x, buf, 1024),
+                         ul_type_row_bytes(types[ti], 1024));
+            ul_cpu_dequant_row(types[ti], buf, y, 1024);
+            for (int b = 0; b < 32; b++) {
+                float mn = x[b * 32], mx = x[b * 32], amax = 0;
+                for (int j = 0; j < 32; j++) {
+                    float v = x[b * 32 + j];
+                    mn = fminf(mn, v), mx = fmaxf(mx, v), amax = fmaxf(amax, fabsf(v));
+                }
+                float lim;
+                if (types[ti] == UL_TYPE_Q5_0) {
+                    float d = amax / 16;
+                    lim = d * (1 + 31 * 0x1p-11f) * 1.0001f;
+                } else {
+                    float d = (mx - mn) / steps[ti];
+                    lim = (d * (0.5f + steps[ti] * 0x1p-11f) + fabsf(mn) * 0x1p-11f) * 1.0001f;
+                }
+                for (int j = 0; j < 32; j++)
+                    cr_assert(fabsf(x[b * 32 + j] - y[b * 32 + j]) <= lim, "%s %g -> %g (lim %g)",
+                              ul_type_name(types[ti]), x[b * 32 + j], y[b * 32 + j], lim);
+            }
+        }
+    }
+}
+
 /* Layout check against llama.cpp-quantised files: the same tensor of the f16 model and
  * the q4_k_m / q8_0 / q4_0 models must dequantise to nearly the same values. A wrong
  * nibble order, scale unpacking or field offset gives errors of the order of the weights

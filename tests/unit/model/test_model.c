@@ -149,7 +149,8 @@ static void expect_loads(img_t im, ul_model_t **out) {
 }
 
 Test(model, synthetic_loads_every_supported_type) {
-    const uint32_t types[] = {UL_TYPE_F32, UL_TYPE_F16, UL_TYPE_BF16, UL_TYPE_Q8_0, UL_TYPE_Q4_0};
+    const uint32_t types[] = {UL_TYPE_F32,  UL_TYPE_F16,  UL_TYPE_BF16, UL_TYPE_Q8_0,
+                              UL_TYPE_Q4_0, UL_TYPE_Q4_1, UL_TYPE_Q5_0, UL_TYPE_Q5_1};
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
         img_t im = fx_llama(types[i], UL_TYPE_F32, "llama", 0);
         ul_model_t *m;
@@ -222,8 +223,8 @@ Test(model, refuses_f16_norm) {
 }
 
 Test(model, refuses_unsupported_weight_type) {
-    expect_refused(fx_llama(UL_TYPE_Q4_1, UL_TYPE_F32, "llama", 0),
-                   "tensor 'token_embd.weight': unsupported type q4_1");
+    expect_refused(fx_llama(UL_TYPE_Q8_1, UL_TYPE_F32, "llama", 0),
+                   "tensor 'token_embd.weight': unsupported type q8_1");
 }
 
 static void patch_key(img_t *im, const char *key, const char *repl) {
