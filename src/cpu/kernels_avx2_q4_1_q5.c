@@ -55,8 +55,10 @@ AI void tile_lin(const int KIND, const int NR, const int NT, int64_t n_cols, con
             }
             __m128i v = _mm_loadu_si128((const __m128i *)qs);
             W[r] = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m4), _mm_and_si128(v, m4));
-            if (KIND == K_Q5_0) W[r] = _mm256_or_si256(W[r], fifth_bits(((const blk_q5_0 *)blk)->qh));
-            if (KIND == K_Q5_1) W[r] = _mm256_or_si256(W[r], fifth_bits(((const blk_q5_1 *)blk)->qh));
+            if (KIND == K_Q5_0)
+                W[r] = _mm256_or_si256(W[r], fifth_bits(((const blk_q5_0 *)blk)->qh));
+            if (KIND == K_Q5_1)
+                W[r] = _mm256_or_si256(W[r], fifth_bits(((const blk_q5_1 *)blk)->qh));
         }
         _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
             const blk_q8a *p = (const blk_q8a *)(x + (size_t)t * xs) + b;

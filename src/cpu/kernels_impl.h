@@ -43,10 +43,10 @@ typedef struct {
 } blk_q5_1; /* 24 B: w = d * q + m */
 typedef struct {
     uint16_t d, dmin;
-    uint8_t scales[12]; /* as Q4_K */
+    uint8_t scales[12];  /* as Q4_K */
     uint8_t qh[QKK / 8]; /* bit j of byte l: the fifth bit of element 32 j + l */
     uint8_t qs[QKK / 2]; /* low nibbles as Q4_K */
-} blk_q5_K; /* 176 B */
+} blk_q5_K;              /* 176 B */
 typedef struct {
     uint8_t ql[QKK / 2];
     uint8_t qh[QKK / 4];

@@ -1,7 +1,8 @@
 /* Model loader: turns a validated GGUF into hyper-parameters and the weight table of a
- * `llama`, `qwen2` (q/k/v biases) or `qwen3` (per-head q/k RMSNorm) model. Every hyper-parameter is range-checked and every weight's presence, type and
- * shape is compared with them here, once, so the forward pass can index tensors without
- * re-checking and a bad file fails at load with a sentence naming the tensor or key. */
+ * `llama`, `qwen2` (q/k/v biases) or `qwen3` (per-head q/k RMSNorm) model. Every hyper-parameter is
+ * range-checked and every weight's presence, type and shape is compared with them here, once, so
+ * the forward pass can index tensors without re-checking and a bad file fails at load with a
+ * sentence naming the tensor or key. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -193,7 +194,9 @@ static int weight(ld_t *l, const char *name, int is_norm, int64_t ne0, int64_t n
     if (!t) return fail(l, "missing tensor '%s'", name);
     if (is_norm && t->type != UL_TYPE_F32)
         return fail(l, "tensor '%s': type %s, %s must be f32", name, ul_type_name((int)t->type),
-                    is_norm == 3 ? "rope factors" : is_norm == 2 ? "biases" : "norms");
+                    is_norm == 3   ? "rope factors"
+                    : is_norm == 2 ? "biases"
+                                   : "norms");
     if (!weight_type_ok(t->type))
         return fail(l, "tensor '%s': unsupported type %s", name, ul_type_name((int)t->type));
     if (t->ne[0] != ne0 || t->ne[1] != ne1 || t->ne[2] != 1 || t->ne[3] != 1)
@@ -208,7 +211,8 @@ static int weight(ld_t *l, const char *name, int is_norm, int64_t ne0, int64_t n
  * requires them): qwen2's q/k/v biases, qwen3's per-head q/k norms. */
 static int arch_layer_weights(ld_t *l, int i, ul_layer_t *ly) {
     const ul_hparams_t *hp = &l->m->hp;
-    const int64_t q = (int64_t)hp->n_head * hp->head_dim, kv = (int64_t)hp->n_head_kv * hp->head_dim;
+    const int64_t q = (int64_t)hp->n_head * hp->head_dim,
+                  kv = (int64_t)hp->n_head_kv * hp->head_dim;
     const int qwen2 = !strcmp(hp->arch, "qwen2"), qwen3 = !strcmp(hp->arch, "qwen3");
     const struct {
         int on;

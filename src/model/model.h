@@ -1,6 +1,6 @@
 /* A loaded model: the validated GGUF, hyper-parameters and the weight table of the
- * `llama`, `qwen2` or `qwen3` architecture, plus its vocabulary. Read-only after ul_model_load; shared by
- * every thread. */
+ * `llama`, `qwen2` or `qwen3` architecture, plus its vocabulary. Read-only after ul_model_load;
+ * shared by every thread. */
 #ifndef UL_MODEL_MODEL_H
 #define UL_MODEL_MODEL_H
 
@@ -24,7 +24,7 @@ typedef struct ul_layer_s {
     const ul_gguf_tensor_t *wq, *wk, *wv, *wo; /* rows of ne[0] inputs */
     const ul_gguf_tensor_t *ffn_norm;          /* [n_embd] f32 */
     const ul_gguf_tensor_t *ffn_gate, *ffn_up, *ffn_down;
-    const ul_gguf_tensor_t *bq, *bk, *bv; /* [q_dim], [kv_dim], [kv_dim] f32 (qwen2), or NULL */
+    const ul_gguf_tensor_t *bq, *bk, *bv;    /* [q_dim], [kv_dim], [kv_dim] f32 (qwen2), or NULL */
     const ul_gguf_tensor_t *q_norm, *k_norm; /* [head_dim] f32, per-head RMSNorm of q and k
                                               * before RoPE (qwen3), or NULL */
 } ul_layer_t;

@@ -215,7 +215,9 @@ static void run_case(const golden_case_t *gc) {
             "golden %-18s %2d prompts, %5d logits: largest |diff| %.6f (tolerance %g), %d near-tie "
             "top-1 swaps%s\n",
             gc->name, n_lines, n_checked, worst, gc->tol, n_ties,
-            gc->greedy ? ", greedy tokens equal" : gc->first ? ", first tokens equal" : "");
+            gc->greedy  ? ", greedy tokens equal"
+            : gc->first ? ", first tokens equal"
+                        : "");
     if (be) ul_backend_destroy(be);
     ul_fwd_free(f);
     ul_model_free(m);

@@ -179,8 +179,8 @@ Test(quant, dequant_matches_llama_cpp_files) {
     ul_gguf_t ref;
     snprintf(path, sizeof(path), "%s/models/mini-f16.gguf", shared_dir());
     cr_assert_eq(ul_gguf_open(&ref, path), 0, "cannot open %s (set UVLLM_SHARED)", path);
-    const char *names[] = {"mini-q4_k_m.gguf", "mini-q8_0.gguf", "mini-q4_0.gguf",
-                           "mini-bf16.gguf", "mini-q5_k_m.gguf"};
+    const char *names[] = {"mini-q4_k_m.gguf", "mini-q8_0.gguf", "mini-q4_0.gguf", "mini-bf16.gguf",
+                           "mini-q5_k_m.gguf"};
     int seen[UL_TYPE_COUNT] = {0};
     for (int f = 0; f < 5; f++) {
         ul_gguf_t g;

@@ -30,8 +30,11 @@ static const int32_t k_toks[N] = {1, 450, 4996, 17354, 1701, 432, 17204, 975, 27
 
 /* Logits of every token of k_toks, one step. */
 static float *logits(const ul_model_t *m) {
-    ul_cpu_config_t cfg = {
-        .n_threads = 2, .kv_type = UL_TYPE_F16, .page_size = 16, .max_batch_tokens = N, .n_ctx = 64};
+    ul_cpu_config_t cfg = {.n_threads = 2,
+                           .kv_type = UL_TYPE_F16,
+                           .page_size = 16,
+                           .max_batch_tokens = N,
+                           .n_ctx = 64};
     ul_fwd_t *f;
     cr_assert_eq(ul_fwd_create(m, &cfg, &f), 0);
     const int32_t V = m->hp.n_vocab;

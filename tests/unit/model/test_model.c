@@ -203,8 +203,10 @@ static void expect_qwen(const char *file, int biases) {
         const ul_layer_t *l = &m->layers[i];
         cr_expect_eq(!!l->bq && !!l->bk && !!l->bv, biases, "%s layer %d biases", file, i);
         cr_expect_eq(!!l->q_norm && !!l->k_norm, !biases, "%s layer %d q/k norms", file, i);
-        if (biases) cr_expect_eq(l->bk->ne[0], 64);
-        else cr_expect_eq(l->k_norm->ne[0], 32);
+        if (biases)
+            cr_expect_eq(l->bk->ne[0], 64);
+        else
+            cr_expect_eq(l->k_norm->ne[0], 32);
     }
     ul_model_free(m);
 }
