@@ -1,6 +1,7 @@
-/* `uvllm synth` writes a random-weight llama model at a real shape (TinyLlama-1.1B, a
- * GPT-2-small-sized one, the shipped "mini") with the vocabulary of a given GGUF, so speed
- * can be measured at sizes where it means something without shipping weights.
+/* `uvllm synth` writes a random-weight llama, qwen2 or qwen3 model at a real shape
+ * (TinyLlama-1.1B, a GPT-2-small-sized one, the shipped "mini") with the vocabulary of a
+ * given GGUF, so speed can be measured at sizes where it means something without shipping
+ * weights.
  * `uvllm quantize` converts a model's matrices to f16, q8_0 or q4_0 (norms stay f32).
  * Both stream tensor data through the GGUF writer row by row: multi-GB outputs never sit
  * in memory. */
@@ -36,8 +37,14 @@ static int file_type_of(int type) {
         return 1;
     case UL_TYPE_Q4_0:
         return 2;
+    case UL_TYPE_Q4_1:
+        return 3;
     case UL_TYPE_Q8_0:
         return 7;
+    case UL_TYPE_Q5_0:
+        return 8;
+    case UL_TYPE_Q5_1:
+        return 9;
     case UL_TYPE_BF16:
         return 32;
     default:
@@ -46,7 +53,8 @@ static int file_type_of(int type) {
 }
 
 static int parse_type(const char *s) {
-    static const int types[] = {UL_TYPE_F32, UL_TYPE_F16, UL_TYPE_BF16, UL_TYPE_Q8_0, UL_TYPE_Q4_0};
+    static const int types[] = {UL_TYPE_F32,  UL_TYPE_F16,  UL_TYPE_BF16, UL_TYPE_Q8_0,
+                                UL_TYPE_Q4_0, UL_TYPE_Q4_1, UL_TYPE_Q5_0, UL_TYPE_Q5_1};
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
         if (!strcmp(s, ul_type_name(types[i]))) return types[i];
     return -1;
@@ -88,58 +96,89 @@ static void fill_normal(rng_t *r, float *x, int64_t n, float std) {
 
 static void synth_usage(FILE *f) {
     fprintf(f, "usage: uvllm synth --shape tinyllama|small|mini --vocab VOCAB.gguf OUT.gguf\n"
-               "                   [--type f32|f16|bf16|q8_0|q4_0] [--seed N]\n"
+               "                   [--arch llama|qwen2|qwen3]\n"
+               "                   [--type f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1] [--seed N]\n"
                "Random weights (normal, std 1/sqrt(fan_in)), norms 1, vocabulary copied from\n"
-               "VOCAB.gguf (any GGUF with tokenizer.* keys).\n");
+               "VOCAB.gguf (any GGUF with tokenizer.* keys). qwen2 adds q/k/v biases (normal,\n"
+               "std 0.1), qwen3 per-head q/k norms (1); both use rope.freq_base 1e6.\n");
 }
 
 typedef struct {
     const char *name;
-    int64_t ne0, ne1; /* ne1 == 0: a 1-d norm */
+    int64_t ne0, ne1; /* ne1 == 0: a 1-d norm (or bias) */
+    int bias;         /* 1-d, random instead of 1 */
 } wdesc_t;
 
-/* The llama tensor list in llama.cpp's order. Returns the count written to d. */
-static int synth_tensors(const shape_t *s, int64_t n_vocab, wdesc_t *d, char (*names)[48]) {
+enum { ARCH_LLAMA, ARCH_QWEN2, ARCH_QWEN3 };
+static const char *const g_archs[] = {"llama", "qwen2", "qwen3"};
+#define MAX_PER_LAYER 14
+
+/* The tensor list in llama.cpp's order (llama; qwen2's biases and qwen3's q/k norms
+ * follow the layer's llama tensors). Returns the count written to d. */
+static int synth_tensors(const shape_t *s, int arch, int64_t n_vocab, wdesc_t *d,
+                         char (*names)[48]) {
     int64_t e = s->n_embd, hd = s->n_embd / s->n_head, kv = (int64_t)s->n_head_kv * hd;
     int n = 0;
-    d[n++] = (wdesc_t){"token_embd.weight", e, n_vocab};
+    d[n++] = (wdesc_t){"token_embd.weight", e, n_vocab, 0};
     for (int l = 0; l < s->n_layer; l++) {
-        const wdesc_t w[] = {
-            {"attn_norm", e, 0},      {"attn_q", e, e},       {"attn_k", e, kv},
-            {"attn_v", e, kv},        {"attn_output", e, e},  {"ffn_norm", e, 0},
-            {"ffn_gate", e, s->n_ff}, {"ffn_up", e, s->n_ff}, {"ffn_down", s->n_ff, e}};
+        const wdesc_t w[] = {{"attn_norm.weight", e, 0, 0},
+                             {"attn_q.weight", e, e, 0},
+                             {"attn_k.weight", e, kv, 0},
+                             {"attn_v.weight", e, kv, 0},
+                             {"attn_output.weight", e, e, 0},
+                             {"ffn_norm.weight", e, 0, 0},
+                             {"ffn_gate.weight", e, s->n_ff, 0},
+                             {"ffn_up.weight", e, s->n_ff, 0},
+                             {"ffn_down.weight", s->n_ff, e, 0},
+                             {arch == ARCH_QWEN2 ? "attn_q.bias" : NULL, e, 0, 1},
+                             {arch == ARCH_QWEN2 ? "attn_k.bias" : NULL, kv, 0, 1},
+                             {arch == ARCH_QWEN2 ? "attn_v.bias" : NULL, kv, 0, 1},
+                             {arch == ARCH_QWEN3 ? "attn_q_norm.weight" : NULL, hd, 0, 0},
+                             {arch == ARCH_QWEN3 ? "attn_k_norm.weight" : NULL, hd, 0, 0}};
         for (size_t k = 0; k < sizeof w / sizeof w[0]; k++) {
-            snprintf(names[n], 48, "blk.%d.%s.weight", l, w[k].name);
+            if (!w[k].name) continue;
+            snprintf(names[n], 48, "blk.%d.%s", l, w[k].name);
             d[n] = w[k];
             d[n].name = names[n];
             n++;
         }
     }
-    d[n++] = (wdesc_t){"output_norm.weight", e, 0};
-    d[n++] = (wdesc_t){"output.weight", e, n_vocab};
+    d[n++] = (wdesc_t){"output_norm.weight", e, 0, 0};
+    d[n++] = (wdesc_t){"output.weight", e, n_vocab, 0};
     return n;
 }
 
-static int synth_meta(ul_gguf_writer_t *w, const shape_t *s, const ul_gguf_t *voc, int64_t n_vocab,
-                      int type) {
-    char name[64];
+static int synth_meta(ul_gguf_writer_t *w, const shape_t *s, int arch, const ul_gguf_t *voc,
+                      int64_t n_vocab, int type) {
+    const char *a = g_archs[arch];
+    char name[64], key[96];
     snprintf(name, sizeof name, "synthetic-%s", s->name);
     int rc = 0;
-    rc = rc ? rc : ul_gguf_w_str(w, "general.architecture", "llama", 5);
+#define KEY(suffix) (snprintf(key, sizeof key, "%s.%s", a, suffix), key)
+    rc = rc ? rc : ul_gguf_w_str(w, "general.architecture", a, strlen(a));
     rc = rc ? rc : ul_gguf_w_str(w, "general.name", name, strlen(name));
     rc = rc ? rc : ul_gguf_w_u32(w, "general.file_type", (uint32_t)file_type_of(type));
     rc = rc ? rc : ul_gguf_w_u32(w, "general.quantization_version", 2);
-    rc = rc ? rc : ul_gguf_w_u32(w, "llama.context_length", (uint32_t)s->n_ctx);
-    rc = rc ? rc : ul_gguf_w_u32(w, "llama.embedding_length", (uint32_t)s->n_embd);
-    rc = rc ? rc : ul_gguf_w_u32(w, "llama.block_count", (uint32_t)s->n_layer);
-    rc = rc ? rc : ul_gguf_w_u32(w, "llama.feed_forward_length", (uint32_t)s->n_ff);
-    rc =
-        rc ? rc : ul_gguf_w_u32(w, "llama.rope.dimension_count", (uint32_t)(s->n_embd / s->n_head));
-    rc = rc ? rc : ul_gguf_w_u32(w, "llama.attention.head_count", (uint32_t)s->n_head);
-    rc = rc ? rc : ul_gguf_w_u32(w, "llama.attention.head_count_kv", (uint32_t)s->n_head_kv);
-    rc = rc ? rc : ul_gguf_w_f32(w, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
-    rc = rc ? rc : ul_gguf_w_f32(w, "llama.rope.freq_base", 10000.0f);
-    rc = rc ? rc : ul_gguf_w_u32(w, "llama.vocab_size", (uint32_t)n_vocab);
+    rc = rc ? rc : ul_gguf_w_u32(w, KEY("context_length"), (uint32_t)s->n_ctx);
+    rc = rc ? rc : ul_gguf_w_u32(w, KEY("embedding_length"), (uint32_t)s->n_embd);
+    rc = rc ? rc : ul_gguf_w_u32(w, KEY("block_count"), (uint32_t)s->n_layer);
+    rc = rc ? rc : ul_gguf_w_u32(w, KEY("feed_forward_length"), (uint32_t)s->n_ff);
+    rc = rc ? rc : ul_gguf_w_u32(w, KEY("rope.dimension_count"), (uint32_t)(s->n_embd / s->n_head));
+    rc = rc ? rc : ul_gguf_w_u32(w, KEY("attention.head_count"), (uint32_t)s->n_head);
+    rc = rc ? rc : ul_gguf_w_u32(w, KEY("attention.head_count_kv"), (uint32_t)s->n_head_kv);
+    rc = rc ? rc
+            : ul_gguf_w_f32(w, KEY("attention.layer_norm_rms_epsilon"),
+                            arch == ARCH_LLAMA ? 1e-5f : 1e-6f);
+    rc = rc ? rc : ul_gguf_w_f32(w, KEY("rope.freq_base"), arch == ARCH_LLAMA ? 10000.0f : 1e6f);
+    rc = rc ? rc : ul_gguf_w_u32(w, KEY("vocab_size"), (uint32_t)n_vocab);
+    if (arch == ARCH_QWEN3) {
+        rc = rc ? rc
+                : ul_gguf_w_u32(w, KEY("attention.key_length"), (uint32_t)(s->n_embd / s->n_head));
+        rc =
+            rc ? rc
+               : ul_gguf_w_u32(w, KEY("attention.value_length"), (uint32_t)(s->n_embd / s->n_head));
+    }
+#undef KEY
     for (uint64_t i = 0; !rc && i < voc->n_kv; i++) {
         const ul_gguf_kv_t *kv = &voc->kv[i];
         if (kv->key.len > 10 && !memcmp(kv->key.ptr, "tokenizer.", 10))
@@ -152,7 +191,10 @@ static int synth_meta(ul_gguf_writer_t *w, const shape_t *s, const ul_gguf_t *vo
 static int synth_data(ul_gguf_writer_t *w, const wdesc_t *d, int type, rng_t *r, float *row,
                       void *qrow) {
     if (!d->ne1) {
-        for (int64_t i = 0; i < d->ne0; i++) row[i] = 1.0f;
+        if (d->bias)
+            fill_normal(r, row, d->ne0, 0.1f);
+        else
+            for (int64_t i = 0; i < d->ne0; i++) row[i] = 1.0f;
         return ul_gguf_w_data(w, row, (size_t)d->ne0 * sizeof(float));
     }
     float std = 1.0f / sqrtf((float)d->ne0);
@@ -165,9 +207,9 @@ static int synth_data(ul_gguf_writer_t *w, const wdesc_t *d, int type, rng_t *r,
     return 0;
 }
 
-static int synth_write(const shape_t *s, const ul_gguf_t *voc, int64_t n_vocab, int type,
+static int synth_write(const shape_t *s, int arch, const ul_gguf_t *voc, int64_t n_vocab, int type,
                        uint64_t seed, const char *out) {
-    int max_t = 4 + 9 * s->n_layer;
+    int max_t = 4 + MAX_PER_LAYER * s->n_layer;
     wdesc_t *d = calloc((size_t)max_t, sizeof *d);
     char(*names)[48] = calloc((size_t)max_t, sizeof *names);
     int64_t max_row = s->n_embd > s->n_ff ? s->n_embd : s->n_ff;
@@ -175,8 +217,8 @@ static int synth_write(const shape_t *s, const ul_gguf_t *voc, int64_t n_vocab, 
     void *qrow = malloc((size_t)max_row * sizeof(float));
     ul_gguf_writer_t *w = NULL;
     int rc = d && names && row && qrow ? ul_gguf_writer_new(&w, 0) : UL_ENOMEM;
-    int n = rc ? 0 : synth_tensors(s, n_vocab, d, names);
-    if (!rc) rc = synth_meta(w, s, voc, n_vocab, type);
+    int n = rc ? 0 : synth_tensors(s, arch, n_vocab, d, names);
+    if (!rc) rc = synth_meta(w, s, arch, voc, n_vocab, type);
     for (int i = 0; !rc && i < n; i++) {
         int t = d[i].ne1 ? type : UL_TYPE_F32;
         rc = ul_gguf_w_tensor(w, d[i].name, (uint32_t)t, d[i].ne1 ? 2 : 1,
@@ -199,7 +241,7 @@ static int synth_write(const shape_t *s, const ul_gguf_t *voc, int64_t n_vocab, 
 }
 
 int ul_cmd_synth(int argc, char **argv) {
-    const char *shape = NULL, *vocab = NULL, *out = NULL, *tname = "f16";
+    const char *shape = NULL, *vocab = NULL, *out = NULL, *tname = "f16", *aname = "llama";
     uint64_t seed = 42;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -210,6 +252,8 @@ int ul_cmd_synth(int argc, char **argv) {
             vocab = argv[++i];
         else if (i + 1 < argc && !strcmp(a, "--type"))
             tname = argv[++i];
+        else if (i + 1 < argc && !strcmp(a, "--arch"))
+            aname = argv[++i];
         else if (i + 1 < argc && !strcmp(a, "--seed"))
             seed = strtoull(argv[++i], NULL, 0);
         else if (a[0] != '-' && !out)
@@ -220,8 +264,10 @@ int ul_cmd_synth(int argc, char **argv) {
     const shape_t *s = NULL;
     for (size_t i = 0; shape && i < sizeof g_shapes / sizeof g_shapes[0]; i++)
         if (!strcmp(shape, g_shapes[i].name)) s = &g_shapes[i];
-    int type = parse_type(tname);
-    if (!s || !vocab || !out || type < 0) return synth_usage(stderr), 2;
+    int type = parse_type(tname), arch = -1;
+    for (int i = 0; i < (int)(sizeof g_archs / sizeof g_archs[0]); i++)
+        if (!strcmp(aname, g_archs[i])) arch = i;
+    if (!s || !vocab || !out || type < 0 || arch < 0) return synth_usage(stderr), 2;
     ul_gguf_t voc;
     if (ul_gguf_open(&voc, vocab)) {
         fprintf(stderr, "uvllm: %s: %s\n", vocab, voc.err);
@@ -233,7 +279,7 @@ int ul_cmd_synth(int argc, char **argv) {
         ul_gguf_free(&voc);
         return 1;
     }
-    int rc = synth_write(s, &voc, (int64_t)toks->n, type, seed, out);
+    int rc = synth_write(s, arch, &voc, (int64_t)toks->n, type, seed, out);
     ul_gguf_free(&voc);
     if (rc) {
         fprintf(stderr, "uvllm: %s: write failed: %s\n", out, ul_strerror(rc));
@@ -245,7 +291,7 @@ int ul_cmd_synth(int argc, char **argv) {
 /* ---- quantize ---- */
 
 static void quantize_usage(FILE *f) {
-    fprintf(f, "usage: uvllm quantize IN.gguf OUT.gguf f32|f16|bf16|q8_0|q4_0\n"
+    fprintf(f, "usage: uvllm quantize IN.gguf OUT.gguf f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1\n"
                "Converts every matrix (2-d tensor) to the type; 1-d tensors (norms) become f32.\n"
                "Matrices whose rows are not whole blocks of the type become f16.\n");
 }
@@ -271,7 +317,8 @@ static int quantize_data(ul_gguf_writer_t *w, const ul_gguf_tensor_t *t, int typ
 
 static int quantize_write(const ul_gguf_t *g, int type, const char *out, int *n_fallback) {
     static const int readable[] = {UL_TYPE_F32,  UL_TYPE_F16,  UL_TYPE_BF16, UL_TYPE_Q8_0,
-                                   UL_TYPE_Q4_0, UL_TYPE_Q4_K, UL_TYPE_Q6_K};
+                                   UL_TYPE_Q4_0, UL_TYPE_Q4_1, UL_TYPE_Q5_0, UL_TYPE_Q5_1,
+                                   UL_TYPE_Q4_K, UL_TYPE_Q5_K, UL_TYPE_Q6_K};
     int64_t max_row = 1;
     for (uint64_t i = 0; i < g->n_tensors; i++) {
         int ok = 0;

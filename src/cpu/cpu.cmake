@@ -4,7 +4,8 @@ file(GLOB _cpu_srcs CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/cpu/*.c)
 add_library(ul_cpu STATIC ${_cpu_srcs})
 target_include_directories(ul_cpu PUBLIC ${CMAKE_SOURCE_DIR}/include ${CMAKE_SOURCE_DIR}/src)
 target_link_libraries(ul_cpu PUBLIC ul_engine ul_model ul_base)
-set_source_files_properties(${CMAKE_SOURCE_DIR}/src/cpu/kernels_avx2.c PROPERTIES
+file(GLOB _cpu_avx2 CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/cpu/kernels_avx2*.c)
+set_source_files_properties(${_cpu_avx2} PROPERTIES
   COMPILE_OPTIONS "-mavx2;-mfma;-mf16c;-O3")
 file(GLOB _cpu_avx512 CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/cpu/kernels_avx512*.c)
 set_source_files_properties(${_cpu_avx512} PROPERTIES

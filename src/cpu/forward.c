@@ -6,7 +6,8 @@
  * Parallel layout inside one pool job: element-wise phases split the tokens over the
  * threads; every linear layer is one ul_cpu_matmul over all tokens of the step (the
  * kernel splits rows and has its own barriers); attention hands out (token, KV head)
- * items from an atomic counter, most expensive (latest) tokens first. */
+ * items from an atomic counter, most expensive (latest) tokens first. qwen2 / qwen3 add
+ * their pieces (biases, q/k norms, NEOX RoPE) from forward_arch.c. */
 #include "cpu/forward.h"
 
 #include <math.h>
@@ -33,7 +34,7 @@ static int check_weight(const ul_gguf_tensor_t *w, const char *what) {
 
 static int check_model(const ul_model_t *m) {
     const ul_hparams_t *hp = &m->hp;
-    if (strcmp(hp->arch, "llama")) {
+    if (strcmp(hp->arch, "llama") && strcmp(hp->arch, "qwen2") && strcmp(hp->arch, "qwen3")) {
         UL_LOG_ERROR("cpu: architecture '%s' is not supported", hp->arch);
         return UL_ENOTSUP;
     }
@@ -327,12 +328,14 @@ static void rmsnorm(float *dst, const float *x, const float *w, int n, float eps
 }
 
 /* ggml's rope cache for NORM mode without YaRN: theta = pos * freq_scale * base^(-2i/n_rot),
- * the power advanced by repeated multiplication exactly as ggml_rope_cache_init does. */
-static void rope_cache(float *cs, int32_t pos, int n_rot, float base, float freq_scale) {
+ * the power advanced by repeated multiplication exactly as ggml_rope_cache_init does; with
+ * frequency factors ff (rope_freqs, [n_rot/2]) theta is divided by ff[i/2] first, as there. */
+static void rope_cache(float *cs, int32_t pos, int n_rot, float base, float freq_scale,
+                       const float *ff) {
     const float theta_scale = powf(base, -2.0f / (float)n_rot);
     float theta = (float)pos;
     for (int i = 0; i < n_rot; i += 2) {
-        float th = theta * freq_scale;
+        float th = (ff ? theta / ff[i / 2] : theta) * freq_scale;
         cs[i] = cosf(th);
         cs[i + 1] = sinf(th);
         theta *= theta_scale;
@@ -374,8 +377,9 @@ static void qk_rope_store(ul_fwd_t *f, int il, int32_t t) {
     const float *cs = f->rope + (size_t)t * hp->n_rot;
     float *q = f->q + (size_t)t * f->q_dim, *k = f->k + (size_t)t * f->kv_dim;
     const float *v = f->v + (size_t)t * f->kv_dim;
-    for (int h = 0; h < hp->n_head; h++) rope_apply(q + (size_t)h * hd, cs, hp->n_rot);
-    for (int h = 0; h < hp->n_head_kv; h++) rope_apply(k + (size_t)h * hd, cs, hp->n_rot);
+    void (*rope)(float *, const float *, int) = hp->rope_neox ? ul_fwd_rope_neox : rope_apply;
+    for (int h = 0; h < hp->n_head; h++) rope(q + (size_t)h * hd, cs, hp->n_rot);
+    for (int h = 0; h < hp->n_head_kv; h++) rope(k + (size_t)h * hd, cs, hp->n_rot);
     const ul_step_seq_t *s = &f->step->seqs[f->tok_seq[t]];
     const int32_t pos = f->tok_pos[t], page = s->pages[pos / ps], slot = pos % ps;
     const size_t off = (size_t)slot * hd * f->kv.esize;
@@ -430,7 +434,10 @@ static void layer(ul_fwd_t *f, int il, int32_t t0, int32_t t1, int ith, int nth)
     const ul_cpu_mat_t *M = f->mats + (size_t)il * MATS_PER_LAYER;
     const ul_gguf_tensor_t *qkv[] = {L->wq, L->wk, L->wv}, *gu[] = {L->ffn_gate, L->ffn_up, NULL};
     mm_stack(f, &M[MAT_QKV], qkv, f->xb, T, f->q, f->k, f->v, ith, nth);
-    for (int32_t t = t0; t < t1; t++) qk_rope_store(f, il, t);
+    for (int32_t t = t0; t < t1; t++) {
+        if (L->bq || L->q_norm) ul_fwd_arch_qkv(f, L, t);
+        qk_rope_store(f, il, t);
+    }
     ul_pool_barrier(f->pool);
     attention(f, il, ith);
     ul_pool_barrier(f->pool);
@@ -491,7 +498,7 @@ static void step_job(void *ctx, int ith, int nth) {
                            (const uint8_t *)te->data + (size_t)f->step->tokens[t] * row_bytes,
                            f->x + (size_t)t * E, E);
         rope_cache(f->rope + (size_t)t * hp->n_rot, f->tok_pos[t], hp->n_rot, hp->rope_freq_base,
-                   hp->rope_freq_scale);
+                   hp->rope_freq_scale, f->m->rope_freqs ? f->m->rope_freqs->data : NULL);
     }
     for (int il = 0; il < hp->n_layer; il++) layer(f, il, t0, t1, ith, nth);
     ul_pool_barrier(f->pool);

@@ -80,4 +80,10 @@ int ul_fwd_step(ul_fwd_t *f, ul_step_t *step, float *logits_all);
 void ul_fwd_attn_item(const ul_fwd_t *f, int il, int32_t t, int32_t kvh, float *tmp);
 size_t ul_fwd_attn_tmp_floats(int32_t n_gqa, int32_t head_dim, int32_t page_size);
 
+/* Architecture extras on token t's q, k, v after their product, before RoPE: biases
+ * (qwen2), per-head RMSNorm of q and k (qwen3); nothing for llama. (forward_arch.c) */
+void ul_fwd_arch_qkv(ul_fwd_t *f, const ul_layer_t *L, int32_t t);
+/* RoPE in NEOX mode on one head: pairs (i, i + n_rot/2), cs as forward.c's rope cache. */
+void ul_fwd_rope_neox(float *x, const float *cs, int n_rot);
+
 #endif

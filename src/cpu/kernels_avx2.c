@@ -234,6 +234,10 @@ const ul_cpu_kern_t ul_cpu_kern_avx2 = {.mm = {
                                             [UL_TYPE_BF16] = mm_bf16,
                                             [UL_TYPE_Q8_0] = mm_q8_0,
                                             [UL_TYPE_Q4_0] = mm_q4_0,
+                                            [UL_TYPE_Q4_1] = ul_cpu_mm_q4_1_avx2,
+                                            [UL_TYPE_Q5_0] = ul_cpu_mm_q5_0_avx2,
+                                            [UL_TYPE_Q5_1] = ul_cpu_mm_q5_1_avx2,
                                             [UL_TYPE_Q4_K] = mm_q4_K,
+                                            [UL_TYPE_Q5_K] = ul_cpu_mm_q5_K_avx2,
                                             [UL_TYPE_Q6_K] = mm_q6_K,
                                         }};

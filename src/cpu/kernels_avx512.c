@@ -640,6 +640,7 @@ const ul_cpu_kern_t ul_cpu_kern_avx512 = {.mm =
                                                   [UL_TYPE_Q8_0] = mm_q8_0_any,
                                                   [UL_TYPE_Q4_0] = mm_q4_0_any,
                                                   [UL_TYPE_Q4_K] = mm_q4_K_any,
+                                                  [UL_TYPE_Q5_K] = ul_cpu_mm_q5_K_avx512,
                                                   [UL_TYPE_Q6_K] = mm_q6_K_any,
                                               },
                                           .xq = {

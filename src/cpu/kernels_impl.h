@@ -28,6 +28,26 @@ typedef struct {
     uint8_t qs[QKK / 2];
 } blk_q4_K; /* 144 B */
 typedef struct {
+    uint16_t d, m; /* w = d * q + m */
+    uint8_t qs[QK / 2];
+} blk_q4_1; /* 20 B */
+typedef struct {
+    uint16_t d;
+    uint8_t qh[4]; /* u32 LE, bit j: the fifth bit of element j */
+    uint8_t qs[QK / 2];
+} blk_q5_0; /* 22 B: w = d * (q - 16) */
+typedef struct {
+    uint16_t d, m;
+    uint8_t qh[4];
+    uint8_t qs[QK / 2];
+} blk_q5_1; /* 24 B: w = d * q + m */
+typedef struct {
+    uint16_t d, dmin;
+    uint8_t scales[12];  /* as Q4_K */
+    uint8_t qh[QKK / 8]; /* bit j of byte l: the fifth bit of element 32 j + l */
+    uint8_t qs[QKK / 2]; /* low nibbles as Q4_K */
+} blk_q5_K;              /* 176 B */
+typedef struct {
     uint8_t ql[QKK / 2];
     uint8_t qh[QKK / 4];
     int8_t scales[QKK / 16];
@@ -75,12 +95,30 @@ extern const ul_cpu_kern_t ul_cpu_kern_avx512;
 /* Kernel for (type, isa), falling back to the scalar one where an ISA lacks it. */
 ul_mm_fn ul_cpu_mm_fn(int type, ul_isa_t isa);
 
+/* Q4_1 / Q5_0 / Q5_1 on AVX2 (kernels_avx2_q4_1_q5.c; AVX-512 inherits them) */
+void ul_cpu_mm_q4_1_avx2(int64_t n_cols, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
+                         size_t xs, int nt, float *y, int64_t ys);
+void ul_cpu_mm_q5_0_avx2(int64_t n_cols, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
+                         size_t xs, int nt, float *y, int64_t ys);
+void ul_cpu_mm_q5_1_avx2(int64_t n_cols, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
+                         size_t xs, int nt, float *y, int64_t ys);
+/* Q5_K kernels in their own files (kernels_avx2_q5k.c, kernels_avx512_q5k.c) */
+void ul_cpu_mm_q5_K_avx2(int64_t n_cols, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
+                         size_t xs, int nt, float *y, int64_t ys);
+void ul_cpu_mm_q5_K_avx512(int64_t n_cols, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
+                           size_t xs, int nt, float *y, int64_t ys);
+
 ul_xfmt_t ul_cpu_xfmt(int type);
 size_t ul_cpu_xrow_bytes(ul_xfmt_t f, int64_t n);
 /* Converts one activation row into format f (n a multiple of the format's block) with the
  * active ISA's converter; the _isa variant picks one (tests compare them). */
 void ul_cpu_quant_x(ul_xfmt_t f, const float *x, void *dst, int64_t n);
 void ul_cpu_quant_x_isa(ul_xfmt_t f, ul_isa_t isa, const float *x, void *dst, int64_t n);
+
+/* The 32 fifth bits of a Q5_0 / Q5_1 block. */
+static inline uint32_t ul_q5_qh(const uint8_t qh[4]) {
+    return (uint32_t)qh[0] | (uint32_t)qh[1] << 8 | (uint32_t)qh[2] << 16 | (uint32_t)qh[3] << 24;
+}
 
 /* Q4_K 6-bit scales/mins of sub-block j (ggml get_scale_min_k4). */
 static inline void ul_q4k_scale_min(int j, const uint8_t *q, uint8_t *d, uint8_t *m) {

@@ -52,6 +52,44 @@ static float dot_q4_0(int64_t n, const void *w, const void *x) {
     return s;
 }
 
+/* Q4_1: w = d q + m, so sum w x = d dx sum(q xq) + m dx sum(xq) */
+static float dot_q4_1(int64_t n, const void *w, const void *x) {
+    const blk_q4_1 *a = w;
+    const blk_q8a *b = x;
+    float s = 0;
+    for (int64_t i = 0; i < n / QK; i++) {
+        int32_t si = 0;
+        for (int j = 0; j < QK / 2; j++)
+            si += (a[i].qs[j] & 15) * b[i].qs[j] + (a[i].qs[j] >> 4) * b[i].qs[j + 16];
+        s += (float)si * (F16(a[i].d) * b[i].d) + F16(a[i].m) * (b[i].d * (float)-b[i].nsum);
+    }
+    return s;
+}
+
+/* Q5_0 (q - 16) and Q5_1 (d q + m): the nibble plus the fifth bit from qh */
+static inline float dot_q5(int q5_1, int64_t n, const uint8_t *w, const blk_q8a *b) {
+    const size_t bs = q5_1 ? sizeof(blk_q5_1) : sizeof(blk_q5_0);
+    float s = 0;
+    for (int64_t i = 0; i < n / QK; i++, w += bs) {
+        const blk_q5_0 *a0 = (const blk_q5_0 *)w;
+        const blk_q5_1 *a1 = (const blk_q5_1 *)w;
+        const uint8_t *qs = q5_1 ? a1->qs : a0->qs;
+        const uint32_t qh = ul_q5_qh(q5_1 ? a1->qh : a0->qh);
+        const int off = q5_1 ? 0 : 16;
+        int32_t si = 0;
+        for (int j = 0; j < QK / 2; j++) {
+            int x0 = (int)((qs[j] & 15) | ((qh >> j) & 1) << 4) - off;
+            int x1 = (int)((qs[j] >> 4) | ((qh >> (j + 16)) & 1) << 4) - off;
+            si += x0 * b[i].qs[j] + x1 * b[i].qs[j + 16];
+        }
+        s += (float)si * (F16(q5_1 ? a1->d : a0->d) * b[i].d);
+        if (q5_1) s += F16(a1->m) * (b[i].d * (float)-b[i].nsum);
+    }
+    return s;
+}
+static float dot_q5_0(int64_t n, const void *w, const void *x) { return dot_q5(0, n, w, x); }
+static float dot_q5_1(int64_t n, const void *w, const void *x) { return dot_q5(1, n, w, x); }
+
 static float dot_q4_K(int64_t n, const void *w, const void *x) {
     const blk_q4_K *a = w;
     const blk_q8K *b = x;
@@ -65,6 +103,30 @@ static float dot_q4_K(int64_t n, const void *w, const void *x) {
             const int8_t *y = b[i].qs + j * 32;
             int32_t d = 0;
             for (int l = 0; l < 32; l++) d += ((j & 1) ? (q[l] >> 4) : (q[l] & 15)) * y[l];
+            sumi += sc * d;
+            summ += m * (b[i].bsums[2 * j] + b[i].bsums[2 * j + 1]);
+        }
+        s += b[i].d * (F16(a[i].d) * (float)sumi - F16(a[i].dmin) * (float)summ);
+    }
+    return s;
+}
+
+static float dot_q5_K(int64_t n, const void *w, const void *x) {
+    const blk_q5_K *a = w;
+    const blk_q8K *b = x;
+    float s = 0;
+    for (int64_t i = 0; i < n / QKK; i++) {
+        int32_t sumi = 0, summ = 0;
+        for (int j = 0; j < 8; j++) {
+            uint8_t sc, m;
+            ul_q4k_scale_min(j, a[i].scales, &sc, &m);
+            const uint8_t *q = a[i].qs + (j / 2) * 32;
+            const int8_t *y = b[i].qs + j * 32;
+            int32_t d = 0;
+            for (int l = 0; l < 32; l++) {
+                int v = ((j & 1) ? (q[l] >> 4) : (q[l] & 15)) + (((a[i].qh[l] >> j) & 1) << 4);
+                d += v * y[l];
+            }
             sumi += sc * d;
             summ += m * (b[i].bsums[2 * j] + b[i].bsums[2 * j + 1]);
         }
@@ -117,7 +179,11 @@ MM(f16)
 MM(bf16)
 MM(q8_0)
 MM(q4_0)
+MM(q4_1)
+MM(q5_0)
+MM(q5_1)
 MM(q4_K)
+MM(q5_K)
 MM(q6_K)
 
 const ul_cpu_kern_t ul_cpu_kern_scalar = {.mm = {
@@ -126,6 +192,10 @@ const ul_cpu_kern_t ul_cpu_kern_scalar = {.mm = {
                                               [UL_TYPE_BF16] = mm_bf16,
                                               [UL_TYPE_Q8_0] = mm_q8_0,
                                               [UL_TYPE_Q4_0] = mm_q4_0,
+                                              [UL_TYPE_Q4_1] = mm_q4_1,
+                                              [UL_TYPE_Q5_0] = mm_q5_0,
+                                              [UL_TYPE_Q5_1] = mm_q5_1,
                                               [UL_TYPE_Q4_K] = mm_q4_K,
+                                              [UL_TYPE_Q5_K] = mm_q5_K,
                                               [UL_TYPE_Q6_K] = mm_q6_K,
                                           }};

@@ -3,6 +3,7 @@
  * formats the integer dot products consume (quantised once per matmul, shared by every
  * weight row). Rounding mirrors what llama.cpp executes on x86 so greedy outputs match. */
 #include <math.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "cpu/kernels_impl.h"
@@ -26,6 +27,35 @@ static void dequant_q4_0(const blk_q4_0 *b, float *y, int64_t nb) {
     }
 }
 
+static void dequant_q4_1(const blk_q4_1 *b, float *y, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++) {
+        float d = F16(b[i].d), m = F16(b[i].m);
+        for (int j = 0; j < QK / 2; j++) {
+            y[i * QK + j] = (b[i].qs[j] & 15) * d + m;
+            y[i * QK + j + 16] = (b[i].qs[j] >> 4) * d + m;
+        }
+    }
+}
+
+/* Q5_0 (offset 16) and Q5_1 (min m): nibble plus the fifth bit from qh */
+static void dequant_q5(const uint8_t *row, int q5_1, float *y, int64_t nb) {
+    const size_t bs = q5_1 ? sizeof(blk_q5_1) : sizeof(blk_q5_0);
+    for (int64_t i = 0; i < nb; i++, row += bs) {
+        const blk_q5_1 *b1 = (const blk_q5_1 *)row;
+        const blk_q5_0 *b0 = (const blk_q5_0 *)row;
+        const uint8_t *qs = q5_1 ? b1->qs : b0->qs;
+        const uint32_t qh = ul_q5_qh(q5_1 ? b1->qh : b0->qh);
+        const float d = F16(q5_1 ? b1->d : b0->d), m = q5_1 ? F16(b1->m) : 0;
+        const int off = q5_1 ? 0 : 16;
+        for (int j = 0; j < QK / 2; j++) {
+            int x0 = (int)((qs[j] & 15) | ((qh >> j) & 1) << 4) - off;
+            int x1 = (int)((qs[j] >> 4) | ((qh >> (j + 16)) & 1) << 4) - off;
+            y[i * QK + j] = x0 * d + m;
+            y[i * QK + j + 16] = x1 * d + m;
+        }
+    }
+}
+
 static void dequant_q4_K(const blk_q4_K *b, float *y, int64_t nb) {
     for (int64_t i = 0; i < nb; i++) {
         float d = F16(b[i].d), dmin = F16(b[i].dmin);
@@ -38,6 +68,25 @@ static void dequant_q4_K(const blk_q4_K *b, float *y, int64_t nb) {
             float d2 = d * sc, m2 = dmin * m;
             for (int l = 0; l < 32; l++) *y++ = d1 * (q[l] & 0xF) - m1;
             for (int l = 0; l < 32; l++) *y++ = d2 * (q[l] >> 4) - m2;
+        }
+    }
+}
+
+/* dequantize_row_q5_K: Q4_K plus a fifth bit (16) per element from qh */
+static void dequant_q5_K(const blk_q5_K *b, float *y, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++) {
+        float d = F16(b[i].d), dmin = F16(b[i].dmin);
+        const uint8_t *q = b[i].qs, *qh = b[i].qh;
+        for (int j = 0, is = 0; j < QKK; j += 64, is += 2, q += 32) {
+            uint8_t sc, m;
+            ul_q4k_scale_min(is, b[i].scales, &sc, &m);
+            float d1 = d * sc, m1 = dmin * m;
+            ul_q4k_scale_min(is + 1, b[i].scales, &sc, &m);
+            float d2 = d * sc, m2 = dmin * m;
+            for (int l = 0; l < 32; l++)
+                *y++ = d1 * ((q[l] & 0xF) + (((qh[l] >> is) & 1) << 4)) - m1;
+            for (int l = 0; l < 32; l++)
+                *y++ = d2 * ((q[l] >> 4) + (((qh[l] >> (is + 1)) & 1) << 4)) - m2;
         }
     }
 }
@@ -81,8 +130,20 @@ void ul_cpu_dequant_row(int type, const void *row, float *dst, int64_t n) {
     case UL_TYPE_Q4_0:
         dequant_q4_0(row, dst, n / QK);
         break;
+    case UL_TYPE_Q4_1:
+        dequant_q4_1(row, dst, n / QK);
+        break;
+    case UL_TYPE_Q5_0:
+        dequant_q5(row, 0, dst, n / QK);
+        break;
+    case UL_TYPE_Q5_1:
+        dequant_q5(row, 1, dst, n / QK);
+        break;
     case UL_TYPE_Q4_K:
         dequant_q4_K(row, dst, n / QKK);
+        break;
+    case UL_TYPE_Q5_K:
+        dequant_q5_K(row, dst, n / QKK);
         break;
     case UL_TYPE_Q6_K:
         dequant_q6_K(row, dst, n / QKK);
@@ -124,6 +185,59 @@ static void quant_q4_0(const float *x, blk_q4_0 *y, int64_t nb) {
     }
 }
 
+/* quantize_row_q4_1_ref: min and (max - min) / 15 */
+static void quant_q4_1(const float *x, blk_q4_1 *y, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++, x += QK) {
+        float mn = x[0], mx = x[0];
+        for (int j = 1; j < QK; j++) mn = fminf(mn, x[j]), mx = fmaxf(mx, x[j]);
+        float d = (mx - mn) / 15, id = d ? 1.0f / d : 0.0f;
+        y[i].d = ul_fp32_to_fp16(d);
+        y[i].m = ul_fp32_to_fp16(mn);
+        for (int j = 0; j < QK / 2; j++) {
+            int a = (int8_t)((x[j] - mn) * id + 0.5f), b = (int8_t)((x[j + 16] - mn) * id + 0.5f);
+            y[i].qs[j] = (uint8_t)((a < 15 ? a : 15) | (b < 15 ? b : 15) << 4);
+        }
+    }
+}
+
+/* quantize_row_q5_0_ref / quantize_row_q5_1_ref */
+static void quant_q5(const float *x, uint8_t *row, int q5_1, int64_t nb) {
+    const size_t bs = q5_1 ? sizeof(blk_q5_1) : sizeof(blk_q5_0);
+    for (int64_t i = 0; i < nb; i++, x += QK, row += bs) {
+        float d, mn = 0, off;
+        if (q5_1) {
+            float mx = x[0];
+            mn = x[0];
+            for (int j = 1; j < QK; j++) mn = fminf(mn, x[j]), mx = fmaxf(mx, x[j]);
+            d = (mx - mn) / 31, off = 0.5f;
+        } else {
+            float amax = 0, max = 0;
+            for (int j = 0; j < QK; j++)
+                if (fabsf(x[j]) > amax) amax = fabsf(x[j]), max = x[j];
+            d = max / -16, off = 16.5f;
+        }
+        const float id = d ? 1.0f / d : 0.0f;
+        uint8_t *qs = row + (q5_1 ? offsetof(blk_q5_1, qs) : offsetof(blk_q5_0, qs));
+        uint32_t qh = 0;
+        for (int j = 0; j < QK / 2; j++) {
+            int a, b;
+            if (q5_1) {
+                a = (uint8_t)((x[j] - mn) * id + off), b = (uint8_t)((x[j + 16] - mn) * id + off);
+            } else {
+                a = (int8_t)(x[j] * id + off), b = (int8_t)(x[j + 16] * id + off);
+                a = a < 31 ? a : 31, b = b < 31 ? b : 31;
+            }
+            qs[j] = (uint8_t)((a & 15) | (b & 15) << 4);
+            qh |= (uint32_t)((a >> 4) & 1) << j | (uint32_t)((b >> 4) & 1) << (j + 16);
+        }
+        uint16_t dh = ul_fp32_to_fp16(d), mh = ul_fp32_to_fp16(mn);
+        memcpy(row, &dh, 2);
+        if (q5_1) memcpy(row + 2, &mh, 2);
+        uint8_t qb[4] = {(uint8_t)qh, (uint8_t)(qh >> 8), (uint8_t)(qh >> 16), (uint8_t)(qh >> 24)};
+        memcpy(row + (q5_1 ? offsetof(blk_q5_1, qh) : offsetof(blk_q5_0, qh)), qb, 4);
+    }
+}
+
 size_t ul_cpu_quant_row(int type, const float *src, void *dst, int64_t n) {
     uint16_t *h = dst;
     switch (type) {
@@ -142,6 +256,15 @@ size_t ul_cpu_quant_row(int type, const float *src, void *dst, int64_t n) {
     case UL_TYPE_Q4_0:
         quant_q4_0(src, dst, n / QK);
         break;
+    case UL_TYPE_Q4_1:
+        quant_q4_1(src, dst, n / QK);
+        break;
+    case UL_TYPE_Q5_0:
+        quant_q5(src, dst, 0, n / QK);
+        break;
+    case UL_TYPE_Q5_1:
+        quant_q5(src, dst, 1, n / QK);
+        break;
     default:
         return 0;
     }
@@ -158,8 +281,12 @@ ul_xfmt_t ul_cpu_xfmt(int type) {
         return XF_BF16;
     case UL_TYPE_Q8_0:
     case UL_TYPE_Q4_0:
+    case UL_TYPE_Q4_1:
+    case UL_TYPE_Q5_0:
+    case UL_TYPE_Q5_1:
         return XF_Q8A;
     case UL_TYPE_Q4_K:
+    case UL_TYPE_Q5_K:
     case UL_TYPE_Q6_K:
         return XF_Q8K;
     default:

@@ -1,7 +1,8 @@
-/* Model loader: turns a validated GGUF into hyper-parameters and the `llama` weight
- * table. Every hyper-parameter is range-checked and every weight's presence, type and
- * shape is compared with them here, once, so the forward pass can index tensors without
- * re-checking and a bad file fails at load with a sentence naming the tensor or key. */
+/* Model loader: turns a validated GGUF into hyper-parameters and the weight table of a
+ * `llama`, `qwen2` (q/k/v biases) or `qwen3` (per-head q/k RMSNorm) model. Every hyper-parameter is
+ * range-checked and every weight's presence, type and shape is compared with them here, once, so
+ * the forward pass can index tensors without re-checking and a bad file fails at load with a
+ * sentence naming the tensor or key. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -84,8 +85,11 @@ static int read_arch(ld_t *l) {
                     (unsigned long long)s.len);
     memcpy(l->m->hp.arch, s.ptr, s.len);
     l->m->hp.arch[s.len] = 0;
-    if (!l->vocab_only && strcmp(l->m->hp.arch, "llama"))
-        return fail(l, "unsupported architecture '%s'", l->m->hp.arch);
+    const char *arch = l->m->hp.arch;
+    if (!l->vocab_only && strcmp(arch, "llama") && strcmp(arch, "qwen2") && strcmp(arch, "qwen3"))
+        return fail(l, "unsupported architecture '%s' (supported: llama, qwen2, qwen3)", arch);
+    /* llama.cpp's LLAMA_ROPE_TYPE_NEOX architectures among ours */
+    l->m->hp.rope_neox = !strcmp(arch, "qwen2") || !strcmp(arch, "qwen3");
     return 0;
 }
 
@@ -170,7 +174,11 @@ static int weight_type_ok(uint32_t type) {
     case UL_TYPE_BF16:
     case UL_TYPE_Q8_0:
     case UL_TYPE_Q4_0:
+    case UL_TYPE_Q4_1:
+    case UL_TYPE_Q5_0:
+    case UL_TYPE_Q5_1:
     case UL_TYPE_Q4_K:
+    case UL_TYPE_Q5_K:
     case UL_TYPE_Q6_K:
         return 1;
     default:
@@ -178,14 +186,17 @@ static int weight_type_ok(uint32_t type) {
     }
 }
 
-/* Finds a weight and checks it: a norm is a 1-d f32 vector of ne0, a matrix is 2-d
- * [ne0 inputs, ne1 outputs] of a supported type. */
+/* Finds a weight and checks it: a norm (is_norm 1), bias (2) or rope factor vector (3) is a
+ * 1-d f32 vector of ne0, a matrix is 2-d [ne0 inputs, ne1 outputs] of a supported type. */
 static int weight(ld_t *l, const char *name, int is_norm, int64_t ne0, int64_t ne1,
                   const ul_gguf_tensor_t **out) {
     const ul_gguf_tensor_t *t = ul_gguf_find_tensor(&l->m->gguf, name);
     if (!t) return fail(l, "missing tensor '%s'", name);
     if (is_norm && t->type != UL_TYPE_F32)
-        return fail(l, "tensor '%s': type %s, norms must be f32", name, ul_type_name((int)t->type));
+        return fail(l, "tensor '%s': type %s, %s must be f32", name, ul_type_name((int)t->type),
+                    is_norm == 3   ? "rope factors"
+                    : is_norm == 2 ? "biases"
+                                   : "norms");
     if (!weight_type_ok(t->type))
         return fail(l, "tensor '%s': unsupported type %s", name, ul_type_name((int)t->type));
     if (t->ne[0] != ne0 || t->ne[1] != ne1 || t->ne[2] != 1 || t->ne[3] != 1)
@@ -193,6 +204,36 @@ static int weight(ld_t *l, const char *name, int is_norm, int64_t ne0, int64_t n
                     (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
                     (long long)t->ne[3], (long long)ne0, (long long)ne1);
     *out = t;
+    return 0;
+}
+
+/* The tensors only some architectures have, all required where they exist (as llama.cpp
+ * requires them): qwen2's q/k/v biases, qwen3's per-head q/k norms. */
+static int arch_layer_weights(ld_t *l, int i, ul_layer_t *ly) {
+    const ul_hparams_t *hp = &l->m->hp;
+    const int64_t q = (int64_t)hp->n_head * hp->head_dim,
+                  kv = (int64_t)hp->n_head_kv * hp->head_dim;
+    const int qwen2 = !strcmp(hp->arch, "qwen2"), qwen3 = !strcmp(hp->arch, "qwen3");
+    const struct {
+        int on;
+        const char *suffix;
+        int kind;
+        int64_t ne0;
+        const ul_gguf_tensor_t **out;
+    } w[] = {
+        {qwen2, "attn_q.bias", 2, q, &ly->bq},
+        {qwen2, "attn_k.bias", 2, kv, &ly->bk},
+        {qwen2, "attn_v.bias", 2, kv, &ly->bv},
+        {qwen3, "attn_q_norm.weight", 1, hp->head_dim, &ly->q_norm},
+        {qwen3, "attn_k_norm.weight", 1, hp->head_dim, &ly->k_norm},
+    };
+    for (size_t k = 0; k < sizeof w / sizeof w[0]; k++) {
+        if (!w[k].on) continue;
+        char name[64];
+        snprintf(name, sizeof name, "blk.%d.%s", i, w[k].suffix);
+        int rc = weight(l, name, w[k].kind, w[k].ne0, 1, w[k].out);
+        if (rc) return rc;
+    }
     return 0;
 }
 
@@ -218,7 +259,7 @@ static int layer_weights(ld_t *l, int i, ul_layer_t *ly) {
         int rc = weight(l, name, w[k].norm, w[k].ne0, w[k].ne1, w[k].out);
         if (rc) return rc;
     }
-    return 0;
+    return arch_layer_weights(l, i, ly);
 }
 
 static int load_weights(ld_t *l) {
@@ -237,8 +278,14 @@ static int load_weights(ld_t *l) {
     if (!m->layers) return UL_ENOMEM;
     for (int i = 0; i < hp->n_layer; i++)
         if ((rc = layer_weights(l, i, &m->layers[i]))) return rc;
-    if (ul_gguf_find_tensor(&m->gguf, "rope_freqs.weight"))
-        UL_LOG_WARN("model: tensor 'rope_freqs.weight' (llama3 rope scaling) is ignored");
+    /* Llama 3.x rope scaling: the converter bakes it into per-frequency divisors, which
+     * llama.cpp's llama graph applies (its qwen2/qwen3 graphs pass none) */
+    if (ul_gguf_find_tensor(&m->gguf, "rope_freqs.weight")) {
+        if (strcmp(hp->arch, "llama"))
+            UL_LOG_WARN("model: tensor 'rope_freqs.weight' is ignored for %s", hp->arch);
+        else if ((rc = weight(l, "rope_freqs.weight", 3, hp->n_rot / 2, 1, &m->rope_freqs)))
+            return rc;
+    }
     return 0;
 }
 

@@ -1,6 +1,6 @@
 /* A loaded model: the validated GGUF, hyper-parameters and the weight table of the
- * `llama` architecture, plus its vocabulary. Read-only after ul_model_load; shared by
- * every thread. */
+ * `llama`, `qwen2` or `qwen3` architecture, plus its vocabulary. Read-only after ul_model_load;
+ * shared by every thread. */
 #ifndef UL_MODEL_MODEL_H
 #define UL_MODEL_MODEL_H
 
@@ -15,6 +15,8 @@ typedef struct ul_hparams_s {
     float rope_freq_base;  /* default 10000 */
     float rope_freq_scale; /* 1 / rope.scaling.factor for linear scaling, default 1 */
     float rms_eps;         /* attention.layer_norm_rms_epsilon, default 1e-5 */
+    int32_t rope_neox;     /* 1: RoPE rotates pairs (i, i + n_rot/2) (llama.cpp's NEOX mode,
+                            * qwen2/qwen3); 0: adjacent pairs (NORM mode, llama) */
 } ul_hparams_t;
 
 typedef struct ul_layer_s {
@@ -22,6 +24,9 @@ typedef struct ul_layer_s {
     const ul_gguf_tensor_t *wq, *wk, *wv, *wo; /* rows of ne[0] inputs */
     const ul_gguf_tensor_t *ffn_norm;          /* [n_embd] f32 */
     const ul_gguf_tensor_t *ffn_gate, *ffn_up, *ffn_down;
+    const ul_gguf_tensor_t *bq, *bk, *bv;    /* [q_dim], [kv_dim], [kv_dim] f32 (qwen2), or NULL */
+    const ul_gguf_tensor_t *q_norm, *k_norm; /* [head_dim] f32, per-head RMSNorm of q and k
+                                              * before RoPE (qwen3), or NULL */
 } ul_layer_t;
 
 struct ul_model_s {
@@ -30,6 +35,8 @@ struct ul_model_s {
     const ul_gguf_tensor_t *tok_embd;    /* [n_vocab][n_embd] */
     const ul_gguf_tensor_t *output_norm; /* [n_embd] */
     const ul_gguf_tensor_t *output;      /* [n_vocab][n_embd]; == tok_embd when tied */
+    const ul_gguf_tensor_t *rope_freqs;  /* [n_rot/2] f32: RoPE frequency i is divided by
+                                          * element i (Llama 3.x rope scaling), or NULL */
     ul_layer_t *layers;                  /* [n_layer] */
     ul_vocab_t *vocab;
 };

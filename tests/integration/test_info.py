@@ -90,7 +90,7 @@ def main():
     corrupt("huge n_kv", good[:n_kv_off] + struct.pack("<Q", 1 << 62) + good[n_kv_off + 8:],
             "n_kv")
     corrupt("empty file", b"", "empty file")
-    corrupt("unsupported architecture", tiny_gguf("qwen2"), "unsupported architecture 'qwen2'")
+    corrupt("unsupported architecture", tiny_gguf("mamba"), "unsupported architecture 'mamba'")
     corrupt("newline in architecture", tiny_gguf("a\nb"), "unsupported architecture 'a?b'")
     rc, _, err = run("/nonexistent/model.gguf")
     check(rc == 1 and len(err.splitlines()) == 1 and "No such file" in err,

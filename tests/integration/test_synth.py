@@ -2,7 +2,9 @@
 """`uvllm synth` and `uvllm quantize`: a synthesized mini model has the layout llama.cpp
 gives the shipped mini (same file size), the stated weight statistics and the vocabulary
 it was given; quantizing it to q8_0 gives the size of llama.cpp's q8_0 file and weights
-within the type's error. Env: UVLLM_BIN, UVLLM_SHARED or UVLLM_SOURCE_DIR."""
+within the type's error. `--arch qwen2|qwen3` adds those architectures' tensors and keys,
+and the result (also quantized to q4_1 / q5_0 / q5_1) runs through `uvllm generate`.
+Env: UVLLM_BIN, UVLLM_SHARED or UVLLM_SOURCE_DIR."""
 import math
 import os
 import struct
@@ -101,6 +103,39 @@ def std(xs):
     return math.sqrt(sum((x - m) ** 2 for x in xs) / len(xs))
 
 
+def check_qwen(tmp):
+    qvocab = os.path.join(SHARED, "models", "qwen2-tiny-f16.gguf")
+    hd, kv = 256 // 4, 2 * 256 // 4  # mini: 4 heads, 2 kv heads
+    for arch, extra, ne in (("qwen2", "blk.1.attn_k.bias", (kv,)),
+                            ("qwen3", "blk.1.attn_q_norm.weight", (hd,))):
+        out = os.path.join(tmp, f"{arch}.gguf")
+        rc, _, err = run("synth", "--arch", arch, "--shape", "mini", "--vocab", qvocab, out)
+        check(rc == 0, f"synth --arch {arch} exits 0 ({err.strip()})")
+        if rc:
+            continue
+        g = Gguf(out)
+        check(g.kv["general.architecture"] == arch and g.kv[f"{arch}.block_count"] == 2,
+              f"{arch}: architecture and its keys")
+        check(extra in g.t and tuple(g.t[extra][0]) == ne and g.t[extra][1] == 0,
+              f"{arch}: {extra} is f32 {ne} ({g.t.get(extra)})")
+        if arch == "qwen2":
+            b = g.floats("blk.0.attn_q.bias")
+            check(abs(std(b) / 0.1 - 1) < 0.25, f"qwen2 bias std {std(b):.3f} ~ 0.1")
+        else:
+            check(set(g.floats("blk.0.attn_k_norm.weight")) == {1.0}, "qwen3 q/k norms are 1")
+        rc, text, err = run("generate", "--model", out, "--prompt", "Hello world",
+                            "--max-tokens", "4", "--threads", "2")
+        check(rc == 0 and text, f"{arch}: generate runs ({err.strip()[-200:]})")
+        for t in ("q4_1", "q5_0", "q5_1"):
+            qo = os.path.join(tmp, f"{arch}-{t}.gguf")
+            rc, _, err = run("quantize", out, qo, t)
+            check(rc == 0, f"{arch}: quantize {t} exits 0 ({err.strip()})")
+            rc, text, err = run("generate", "--model", qo, "--prompt", "Hello world",
+                                "--max-tokens", "4", "--threads", "2")
+            check(rc == 0 and text, f"{arch} {t}: generate runs ({err.strip()[-200:]})")
+            os.unlink(qo)
+
+
 def main():
     vocab = os.path.join(SHARED, "models", "mini-f16.gguf")
     for f in [vocab, os.path.join(SHARED, "models", "aidreams260K.gguf")]:
@@ -151,7 +186,11 @@ def main():
         rc, info, _ = run("info", aq)
         check(rc == 0 and "q4_0" in info, "quantized aidreams loads")
 
+        check_qwen(tmp)
+
         check(run("synth", "--shape", "mini", out)[0] == 2, "synth without --vocab: exit 2")
+        check(run("synth", "--arch", "mamba", "--shape", "mini", "--vocab", vocab, out)[0] == 2,
+              "unknown arch: exit 2")
         check(run("synth", "--shape", "huge", "--vocab", vocab, out)[0] == 2, "unknown shape: exit 2")
         check(run("quantize", out, q8, "q3_x")[0] == 2, "unknown type: exit 2")
         rc, _, err = run("quantize", os.path.join(tmp, "nope.gguf"), q8, "q8_0")

@@ -29,13 +29,16 @@ static inline uint8_t *tk_weights(int type, int n_rows, int64_t n_cols, uint64_t
     uint64_t s = seed * 2654435761u + 1;
     for (int r = 0; r < n_rows; r++) {
         uint8_t *row = w + rb * (size_t)r;
-        if (type == UL_TYPE_Q4_K || type == UL_TYPE_Q6_K) {
+        if (type == UL_TYPE_Q4_K || type == UL_TYPE_Q5_K || type == UL_TYPE_Q6_K) {
             for (size_t i = 0; i < rb; i++) row[i] = (uint8_t)tk_rng(&s);
             for (int64_t b = 0; b < n_cols / 256; b++) {
                 uint16_t d = ul_fp32_to_fp16(0.001f + 0.01f * fabsf(tk_unif(&s)));
                 uint16_t dm = ul_fp32_to_fp16(0.001f + 0.01f * fabsf(tk_unif(&s)));
                 if (type == UL_TYPE_Q4_K) {
                     blk_q4_K *k = (blk_q4_K *)row + b;
+                    k->d = d, k->dmin = dm;
+                } else if (type == UL_TYPE_Q5_K) {
+                    blk_q5_K *k = (blk_q5_K *)row + b;
                     k->d = d, k->dmin = dm;
                 } else {
                     ((blk_q6_K *)row + b)->d = d;

@@ -5,7 +5,9 @@
  *    llama.cpp's and our logits of llama.cpp's top-20 ids lie within a per-type tolerance
  *    (table below, with the reason for each);
  *  - aidreams260K (F32, F16): the greedy continuation equals llama.cpp's token for token,
- *    produced through the backend vtable (run) one decode step at a time. */
+ *    produced through the backend vtable (run) one decode step at a time;
+ *  - the random-weight files (mini-*, tiny-bpe, qwen2/qwen3-tiny): the first greedy token
+ *    through the backend equals llama.cpp's, or is a near-tie as below. */
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
 #include <math.h>
@@ -36,22 +38,36 @@
  *    different order; at a few positions that flips the 8-bit rounding of one activation
  *    in a later layer, a discrete step of amax/127 that moves logits by a few 1e-2 (most
  *    positions still agree to 1e-5).
+ *  - Q5_K_M [0.045 / 0.045 / 0.055]: the same flips (8 of 39 positions beyond 5e-4 on
+ *    AVX-512, 10 on AVX2, where Q4_K_M has 3; the rest agree to 5e-4).
  * Tolerances are ~2x the worst measurement; a real defect (RoPE, norm, mask, GQA mapping)
  * moves logits by > 0.3 and fails all of them.
  *
  * Top-1: must equal llama.cpp's id, except where llama.cpp's own top-1 and our top-1 are
  * within the tolerance of each other in ITS logits (a near-tie the tolerance cannot
- * order); such positions are counted and printed. */
+ * order); such positions are counted and printed. The same rule applies to the first
+ * generated token (measured: one near-tie, mini-q8_0 on AVX2 and scalar). */
 typedef struct {
     const char *name; /* golden and model basename */
     float tol;
     int greedy; /* tokens must match exactly */
+    int first;  /* the first generated token must match (random-weight files) */
 } golden_case_t;
 
 static const golden_case_t g_cases[] = {
-    {"aidreams260K", 0.004f, 1}, {"aidreams260K-f16", 0.012f, 1}, {"mini-f16", 0.004f, 0},
-    {"mini-bf16", 0.02f, 0},     {"mini-q8_0", 0.07f, 0},         {"mini-q4_0", 0.09f, 0},
-    {"mini-q4_k_m", 0.05f, 0},   {"tiny-bpe-f16", 0.002f, 0},
+    {"aidreams260K", 0.004f, 1, 0},
+    {"aidreams260K-f16", 0.012f, 1, 0},
+    {"mini-f16", 0.004f, 0, 1},
+    {"mini-bf16", 0.02f, 0, 1},
+    {"mini-q8_0", 0.07f, 0, 1},
+    {"mini-q4_0", 0.09f, 0, 1},
+    {"mini-q4_k_m", 0.05f, 0, 1},
+    {"tiny-bpe-f16", 0.002f, 0, 1},
+    /* qwen2/qwen3 (gpt2 BPE vocabulary, tied output, NEOX RoPE; biases / q-k norms): F16
+     * like tiny-bpe, the same shape */
+    {"qwen2-tiny-f16", 0.002f, 0, 1},
+    {"qwen3-tiny-f16", 0.002f, 0, 1},
+    {"mini-q5_k_m", 0.1f, 0, 1},
 };
 
 static const char *shared_dir(void) {
@@ -91,6 +107,19 @@ static int32_t *int_array(const cJSON *a, int *n) {
     return v;
 }
 
+/* llama.cpp's logit of its top-1 minus that of id, from one prompt_top row (INFINITY when
+ * id is not among its top 20). */
+static double ref_gap(const cJSON *row, int32_t id) {
+    const cJSON *ref0 = cJSON_GetArrayItem(row, 0);
+    for (int k = 1; k < cJSON_GetArraySize(row); k++) {
+        const cJSON *pair = cJSON_GetArrayItem(row, k);
+        if (cJSON_GetArrayItem(pair, 0)->valueint == id)
+            return cJSON_GetArrayItem(ref0, 1)->valuedouble -
+                   cJSON_GetArrayItem(pair, 1)->valuedouble;
+    }
+    return INFINITY;
+}
+
 /* Teacher-forced logits of every prompt position compared with prompt_top. */
 static double check_prompt(ul_fwd_t *f, const golden_case_t *gc, const cJSON *line, int li,
                            int *n_checked, int *n_ties) {
@@ -115,14 +144,7 @@ static double check_prompt(ul_fwd_t *f, const golden_case_t *gc, const cJSON *li
         const cJSON *ref0 = cJSON_GetArrayItem(row, 0);
         int32_t ref_best = cJSON_GetArrayItem(ref0, 0)->valueint;
         if (best != ref_best) {
-            double ref_gap = INFINITY; /* llama.cpp's logit of its top-1 minus that of ours */
-            for (int k = 1; k < cJSON_GetArraySize(row); k++) {
-                const cJSON *pair = cJSON_GetArrayItem(row, k);
-                if (cJSON_GetArrayItem(pair, 0)->valueint == best)
-                    ref_gap = cJSON_GetArrayItem(ref0, 1)->valuedouble -
-                              cJSON_GetArrayItem(pair, 1)->valuedouble;
-            }
-            cr_expect_leq(ref_gap, gc->tol,
+            cr_expect_leq(ref_gap(row, best), gc->tol,
                           "%s line %d pos %d: top-1 %d (%.5f), llama.cpp %d (ours %.5f)", gc->name,
                           li, i, best, l[best], ref_best, l[ref_best]);
             (*n_ties)++;
@@ -141,11 +163,16 @@ static double check_prompt(ul_fwd_t *f, const golden_case_t *gc, const cJSON *li
     return worst;
 }
 
-/* Greedy continuation through the backend, one decode step per token. */
-static void check_greedy(ul_backend_t *be, const golden_case_t *gc, const cJSON *line, int li) {
+/* Greedy continuation through the backend, one decode step per token. With gc->first only
+ * the first token, sampled from the last prompt position's logits, which the backend
+ * computes for that row alone (other kernels, other summation order than check_prompt's
+ * run): it may differ only where llama.cpp's own logits make it a near-tie, as top-1 may. */
+static void check_greedy(ul_backend_t *be, const golden_case_t *gc, const cJSON *line, int li,
+                         int *n_ties) {
     int n_p, n_g;
     int32_t *prompt = int_array(cJSON_GetObjectItem(line, "prompt_tokens"), &n_p);
     int32_t *want = int_array(cJSON_GetObjectItem(line, "tokens"), &n_g);
+    if (gc->first && n_g > 1) n_g = 1;
     int32_t total = n_p + n_g, *toks = malloc((size_t)total * sizeof *toks);
     memcpy(toks, prompt, (size_t)n_p * sizeof *toks);
     int32_t n_pages = (total + be->page_size - 1) / be->page_size;
@@ -165,6 +192,14 @@ static void check_greedy(ul_backend_t *be, const golden_case_t *gc, const cJSON 
         s.history = toks;
         s.n_history = n;
         cr_assert_eq(ul_backend_run(be, &st), 0);
+        if (gc->first && s.out_token != want[g]) {
+            const cJSON *top = cJSON_GetObjectItem(line, "prompt_top");
+            cr_expect_leq(ref_gap(cJSON_GetArrayItem(top, n_p - 1), s.out_token), gc->tol,
+                          "%s line %d: first token %d, llama.cpp %d (not a near-tie)", gc->name, li,
+                          s.out_token, want[g]);
+            (*n_ties)++;
+            break;
+        }
         cr_assert_eq(s.out_token, want[g], "%s line %d: generated token %d is %d, llama.cpp %d",
                      gc->name, li, g, s.out_token, want[g]);
         toks[n] = s.out_token;
@@ -183,24 +218,28 @@ static void run_case(const golden_case_t *gc) {
     ul_fwd_t *f;
     cr_assert_eq(ul_fwd_create(m, &cfg, &f), 0);
     ul_backend_t *be = NULL;
-    if (gc->greedy) cr_assert_eq(ul_cpu_backend_create(m, &cfg, &be), 0);
+    if (gc->greedy || gc->first) cr_assert_eq(ul_cpu_backend_create(m, &cfg, &be), 0);
     double worst = 0;
-    int n_lines = 0, n_checked = 0, n_ties = 0;
+    int n_lines = 0, n_checked = 0, n_ties = 0, n_first_ties = 0;
     for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
         cJSON *j = cJSON_Parse(line);
         cr_assert(j, "%s: line %d is not JSON", path, n_lines + 1);
         double w = check_prompt(f, gc, j, n_lines + 1, &n_checked, &n_ties);
         worst = w > worst ? w : worst;
-        if (be) check_greedy(be, gc, j, n_lines + 1);
+        if (be) check_greedy(be, gc, j, n_lines + 1, &n_first_ties);
         cJSON_Delete(j);
         n_lines++;
     }
     cr_assert_gt(n_lines, 0, "%s has no lines", path);
+    char tail[64] = "";
+    if (gc->greedy)
+        snprintf(tail, sizeof tail, ", greedy tokens equal");
+    else if (gc->first)
+        snprintf(tail, sizeof tail, ", first tokens equal but %d near-tie", n_first_ties);
     fprintf(stderr,
             "golden %-18s %2d prompts, %5d logits: largest |diff| %.6f (tolerance %g), %d near-tie "
             "top-1 swaps%s\n",
-            gc->name, n_lines, n_checked, worst, gc->tol, n_ties,
-            gc->greedy ? ", greedy tokens equal" : "");
+            gc->name, n_lines, n_checked, worst, gc->tol, n_ties, tail);
     if (be) ul_backend_destroy(be);
     ul_fwd_free(f);
     ul_model_free(m);
@@ -215,3 +254,6 @@ Test(golden, mini_q8_0) { run_case(&g_cases[4]); }
 Test(golden, mini_q4_0) { run_case(&g_cases[5]); }
 Test(golden, mini_q4_k_m) { run_case(&g_cases[6]); }
 Test(golden, tiny_bpe_f16) { run_case(&g_cases[7]); }
+Test(golden, qwen2_tiny_f16) { run_case(&g_cases[8]); }
+Test(golden, qwen3_tiny_f16) { run_case(&g_cases[9]); }
+Test(golden, mini_q5_k_m) { run_case(&g_cases[10]); }

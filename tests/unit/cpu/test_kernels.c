@@ -7,7 +7,8 @@
 #include "kern_testutil.h"
 
 static const int k_types[] = {UL_TYPE_F32,  UL_TYPE_F16,  UL_TYPE_BF16, UL_TYPE_Q8_0,
-                              UL_TYPE_Q4_0, UL_TYPE_Q4_K, UL_TYPE_Q6_K};
+                              UL_TYPE_Q4_0, UL_TYPE_Q4_1, UL_TYPE_Q5_0, UL_TYPE_Q5_1,
+                              UL_TYPE_Q4_K, UL_TYPE_Q5_K, UL_TYPE_Q6_K};
 #define N_TYPES (int)(sizeof(k_types) / sizeof(k_types[0]))
 
 /* Checks mm for one (type, isa, shape); returns the worst error / bound ratio. The bound:
@@ -142,7 +143,7 @@ Test(kernels, avx512_q4_0_q8_0_decode_path_matches_f64_reference) {
 
 Test(kernels, type_support) {
     for (int i = 0; i < N_TYPES; i++) cr_expect(ul_cpu_type_supported(k_types[i]));
-    cr_expect(!ul_cpu_type_supported(UL_TYPE_Q5_K));
+    cr_expect(!ul_cpu_type_supported(UL_TYPE_Q2_K));
     cr_expect(!ul_cpu_type_supported(-1));
     cr_expect(!ul_cpu_type_supported(UL_TYPE_COUNT));
 }

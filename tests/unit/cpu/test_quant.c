@@ -111,6 +111,44 @@ Test(quant, round_trip_bounds) {
     for (int j = 0; j < 32; j++) cr_expect_eq(y[j], 0.0f);
 }
 
+/* Round trip of the types with a min or a fifth bit. Q4_1 / Q5_1: d = (max - min) / 15
+ * (31), rounding error d/2 plus the f16 storage of d (15 or 31 steps of it) and of the min.
+ * Q5_0: d = amax / 16, error d/2 except the clamped positive extreme (d); allow d
+ * everywhere. A misplaced nibble or fifth bit is off by several d. */
+Test(quant, round_trip_q4_1_q5) {
+    uint64_t s = 5;
+    float x[1024], y[1024];
+    uint8_t buf[1024];
+    const int types[] = {UL_TYPE_Q4_1, UL_TYPE_Q5_0, UL_TYPE_Q5_1}, steps[] = {15, 16, 31};
+    for (int rep = 0; rep < 30; rep++) {
+        float scale = rep < 15 ? 1.0f : 1e-3f * (float)rep, shift = rep % 3 ? 0.3f * scale : 0;
+        for (int i = 0; i < 1024; i++) x[i] = tk_unif(&s) * scale + shift;
+        for (int ti = 0; ti < 3; ti++) {
+            cr_assert_eq(ul_cpu_quant_row(types[ti], x, buf, 1024),
+                         ul_type_row_bytes(types[ti], 1024));
+            ul_cpu_dequant_row(types[ti], buf, y, 1024);
+            for (int b = 0; b < 32; b++) {
+                float mn = x[b * 32], mx = x[b * 32], amax = 0;
+                for (int j = 0; j < 32; j++) {
+                    float v = x[b * 32 + j];
+                    mn = fminf(mn, v), mx = fmaxf(mx, v), amax = fmaxf(amax, fabsf(v));
+                }
+                float lim;
+                if (types[ti] == UL_TYPE_Q5_0) {
+                    float d = amax / 16;
+                    lim = d * (1 + 31 * 0x1p-11f) * 1.0001f;
+                } else {
+                    float d = (mx - mn) / steps[ti];
+                    lim = (d * (0.5f + steps[ti] * 0x1p-11f) + fabsf(mn) * 0x1p-11f) * 1.0001f;
+                }
+                for (int j = 0; j < 32; j++)
+                    cr_assert(fabsf(x[b * 32 + j] - y[b * 32 + j]) <= lim, "%s %g -> %g (lim %g)",
+                              ul_type_name(types[ti]), x[b * 32 + j], y[b * 32 + j], lim);
+            }
+        }
+    }
+}
+
 /* Layout check against llama.cpp-quantised files: the same tensor of the f16 model and
  * the q4_k_m / q8_0 / q4_0 models must dequantise to nearly the same values. A wrong
  * nibble order, scale unpacking or field offset gives errors of the order of the weights
@@ -141,10 +179,10 @@ Test(quant, dequant_matches_llama_cpp_files) {
     ul_gguf_t ref;
     snprintf(path, sizeof(path), "%s/models/mini-f16.gguf", shared_dir());
     cr_assert_eq(ul_gguf_open(&ref, path), 0, "cannot open %s (set UVLLM_SHARED)", path);
-    const char *names[] = {"mini-q4_k_m.gguf", "mini-q8_0.gguf", "mini-q4_0.gguf",
-                           "mini-bf16.gguf"};
+    const char *names[] = {"mini-q4_k_m.gguf", "mini-q8_0.gguf", "mini-q4_0.gguf", "mini-bf16.gguf",
+                           "mini-q5_k_m.gguf"};
     int seen[UL_TYPE_COUNT] = {0};
-    for (int f = 0; f < 4; f++) {
+    for (int f = 0; f < 5; f++) {
         ul_gguf_t g;
         snprintf(path, sizeof(path), "%s/models/%s", shared_dir(), names[f]);
         cr_assert_eq(ul_gguf_open(&g, path), 0, "cannot open %s", path);
@@ -160,11 +198,14 @@ Test(quant, dequant_matches_llama_cpp_files) {
             seen[t->type]++;
             cr_expect(e < 0.2, "%s %s (%s): relative rms %.3f", names[f], nm,
                       ul_type_name((int)t->type), e);
+            /* 5 bits: a misplaced fifth bit (an error of 16 steps) would be far above this */
+            if (t->type == UL_TYPE_Q5_K)
+                cr_expect(e < 0.05, "%s %s: q5_k relative rms %.3f", names[f], nm, e);
         }
         ul_gguf_free(&g);
     }
     ul_gguf_free(&ref);
     cr_expect(seen[UL_TYPE_Q4_K] > 0 && seen[UL_TYPE_Q6_K] > 0 && seen[UL_TYPE_Q8_0] > 0 &&
-                  seen[UL_TYPE_Q4_0] > 0 && seen[UL_TYPE_BF16] > 0,
+                  seen[UL_TYPE_Q4_0] > 0 && seen[UL_TYPE_BF16] > 0 && seen[UL_TYPE_Q5_K] > 0,
               "the shared models no longer cover every type");
 }

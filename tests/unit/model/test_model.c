@@ -149,7 +149,8 @@ static void expect_loads(img_t im, ul_model_t **out) {
 }
 
 Test(model, synthetic_loads_every_supported_type) {
-    const uint32_t types[] = {UL_TYPE_F32, UL_TYPE_F16, UL_TYPE_BF16, UL_TYPE_Q8_0, UL_TYPE_Q4_0};
+    const uint32_t types[] = {UL_TYPE_F32,  UL_TYPE_F16,  UL_TYPE_BF16, UL_TYPE_Q8_0,
+                              UL_TYPE_Q4_0, UL_TYPE_Q4_1, UL_TYPE_Q5_0, UL_TYPE_Q5_1};
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
         img_t im = fx_llama(types[i], UL_TYPE_F32, "llama", 0);
         ul_model_t *m;
@@ -175,8 +176,47 @@ Test(model, synthetic_tied) {
 }
 
 Test(model, refuses_other_architecture) {
+    expect_refused(fx_llama(UL_TYPE_F16, UL_TYPE_F32, "mamba", 0),
+                   "unsupported architecture 'mamba' (supported: llama, qwen2, qwen3)");
+}
+
+/* A llama-shaped file declared qwen2 / qwen3 lacks the tensors those add: the first one
+ * missing is named. */
+Test(model, refuses_qwen2_without_biases) {
     expect_refused(fx_llama(UL_TYPE_F16, UL_TYPE_F32, "qwen2", 0),
-                   "unsupported architecture 'qwen2'");
+                   "missing tensor 'blk.0.attn_q.bias'");
+}
+
+Test(model, refuses_qwen3_without_qk_norm) {
+    expect_refused(fx_llama(UL_TYPE_F16, UL_TYPE_F32, "qwen3", 0),
+                   "missing tensor 'blk.0.attn_q_norm.weight'");
+}
+
+static void expect_qwen(const char *file, int biases) {
+    ul_model_t *m = load_shared(file, 0);
+    cr_expect_eq(m->hp.rope_neox, 1, "%s: NEOX RoPE", file);
+    cr_expect_eq(m->output, m->tok_embd, "%s: tied output", file);
+    cr_expect_eq(m->hp.head_dim, 32);
+    cr_expect_eq(m->hp.rope_freq_base, 1e6f);
+    expect_layers_complete(m);
+    for (int i = 0; i < m->hp.n_layer; i++) {
+        const ul_layer_t *l = &m->layers[i];
+        cr_expect_eq(!!l->bq && !!l->bk && !!l->bv, biases, "%s layer %d biases", file, i);
+        cr_expect_eq(!!l->q_norm && !!l->k_norm, !biases, "%s layer %d q/k norms", file, i);
+        if (biases)
+            cr_expect_eq(l->bk->ne[0], 64);
+        else
+            cr_expect_eq(l->k_norm->ne[0], 32);
+    }
+    ul_model_free(m);
+}
+
+Test(model, qwen2_and_qwen3_tensors) {
+    expect_qwen("models/qwen2-tiny-f16.gguf", 1);
+    expect_qwen("models/qwen3-tiny-f16.gguf", 0);
+    ul_model_t *m = load_shared("models/aidreams260K.gguf", 0);
+    cr_expect_eq(m->hp.rope_neox, 0, "llama: NORM RoPE");
+    ul_model_free(m);
 }
 
 Test(model, refuses_f16_norm) {
@@ -185,8 +225,8 @@ Test(model, refuses_f16_norm) {
 }
 
 Test(model, refuses_unsupported_weight_type) {
-    expect_refused(fx_llama(UL_TYPE_Q4_1, UL_TYPE_F32, "llama", 0),
-                   "tensor 'token_embd.weight': unsupported type q4_1");
+    expect_refused(fx_llama(UL_TYPE_Q8_1, UL_TYPE_F32, "llama", 0),
+                   "tensor 'token_embd.weight': unsupported type q8_1");
 }
 
 static void patch_key(img_t *im, const char *key, const char *repl) {
@@ -280,6 +320,36 @@ Test(model, rope_scaling) {
     expect_refused(fx_llama(UL_TYPE_F16, UL_TYPE_F32, "llama", 0),
                    "unsupported rope scaling 'yarn'");
     fx_llama_hook = NULL;
+}
+
+/* rope_freqs.weight (Llama 3.x rope scaling): [n_rot/2] f32, loaded for llama */
+static float g_ff[16] = {1, 1, 2, 2, 4, 4, 8, 8, 1, 1, 1, 1, 1, 1, 1, 1};
+static void hook_rope_freqs8(struct ul_gguf_writer_s *w) {
+    cr_assert_eq(ul_gguf_w_tensor(w, "rope_freqs.weight", UL_TYPE_F32, 1, (int64_t[]){8}, g_ff), 0);
+}
+static void hook_rope_freqs16(struct ul_gguf_writer_s *w) {
+    cr_assert_eq(ul_gguf_w_tensor(w, "rope_freqs.weight", UL_TYPE_F32, 1, (int64_t[]){16}, g_ff),
+                 0);
+}
+
+Test(model, rope_freqs) {
+    fx_llama_hook = hook_rope_freqs8; /* head_dim 16: 8 frequencies */
+    img_t im = fx_llama(UL_TYPE_F16, UL_TYPE_F32, "llama", 0);
+    ul_model_t *m;
+    expect_loads(im, &m);
+    cr_assert_not_null(m->rope_freqs);
+    cr_expect_eq(((const float *)m->rope_freqs->data)[6], 8.0f);
+    ul_model_free(m);
+    free(im.buf);
+    fx_llama_hook = hook_rope_freqs16;
+    expect_refused(fx_llama(UL_TYPE_F16, UL_TYPE_F32, "llama", 0),
+                   "tensor 'rope_freqs.weight': shape [16, 1, 1, 1], expected [8, 1]");
+    fx_llama_hook = NULL;
+    im = fx_llama(UL_TYPE_F16, UL_TYPE_F32, "llama", 0);
+    expect_loads(im, &m);
+    cr_expect_null(m->rope_freqs);
+    ul_model_free(m);
+    free(im.buf);
 }
 
 Test(model, refuses_odd_rope_dims) {
