@@ -106,8 +106,8 @@ AI __m512i dot_blk(const int SH, const __m512i W[8], const blk_q8a *p) {
 AI void tile(const int Q8, const int NT, const uint8_t *g, int64_t b0, int64_t b1, const uint8_t *x,
              size_t xs, float *y, int64_t ys, int add) {
     const int SH = Q8 ? 7 : 3;
-    __m512 acc[8];
-    _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++) acc[t] =
+    __m512 acc[4];
+    _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) acc[t] =
         add ? _mm512_loadu_ps(y + (int64_t)t * ys) : _mm512_setzero_ps();
     for (int64_t b = b0; b < b1; b++) {
         const uint8_t *pair = g + (size_t)(b / 2) * PAIR_BYTES(Q8 ? 8 : 4);
@@ -115,20 +115,16 @@ AI void tile(const int Q8, const int NT, const uint8_t *g, int64_t b0, int64_t b
         __m512i W[8];
         load_w(Q8, pair, half, W);
         const __m512 dw = load_d(pair, half);
-        _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++) {
+        _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
             const blk_q8a *p = (const blk_q8a *)(x + (size_t)t * xs) + b;
             __m512i s = dot_blk(SH, W, p);
             acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, _mm512_set1_ps(p->d)),
                                      acc[t]);
         }
     }
-    _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++)
+    _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++)
         _mm512_storeu_ps(y + (int64_t)t * ys, acc[t]);
 }
-
-/* Blocks per chunk for several tokens: the chunk of a group stays in L1 while every token
- * tile passes over it (Q8_0: 32 x 544 B = 17 KiB). */
-#define CHUNK 32
 
 /* Tokens in tiles of 4 (their activations, 4 x 40 B per block, stay in L1 over the whole
  * row), each tile over every group of the call (a 64-row chunk: its packed rows stay in L2
