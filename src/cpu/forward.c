@@ -448,10 +448,18 @@ static void layer(ul_fwd_t *f, int il, int32_t t0, int32_t t1, int ith, int nth)
     }
     ul_pool_barrier(f->pool);
     mm_stack(f, &M[MAT_GU], gu, f->xb, T, f->hb, f->hb2, NULL, ith, nth);
-    const size_t nf = (size_t)hp->n_ff;
-    for (size_t i = (size_t)t0 * nf; i < (size_t)t1 * nf; i++) {
-        float g = f->hb[i];
-        f->hb[i] = g / (1.0f + expf(-g)) * f->hb2[i];
+    /* elements, not tokens, split over the threads (a barrier follows): one decode token
+     * keeps every thread busy */
+    const size_t n_el = (size_t)hp->n_ff * (size_t)T;
+    const size_t i0 = n_el * (size_t)ith / (size_t)nth & ~(size_t)15,
+                 i1 = ith == nth - 1 ? n_el : n_el * (size_t)(ith + 1) / (size_t)nth & ~(size_t)15;
+    if (f->isa == UL_ISA_AVX512) {
+        ul_swiglu_avx512(f->hb + i0, f->hb2 + i0, i1 - i0);
+    } else {
+        for (size_t i = i0; i < i1; i++) {
+            float g = f->hb[i];
+            f->hb[i] = g / (1.0f + expf(-g)) * f->hb2[i];
+        }
     }
     ul_pool_barrier(f->pool);
     mm(f, &M[MAT_DOWN], f->hb, T, f->xo, NULL, NULL, ith, nth);

@@ -98,6 +98,9 @@ size_t ul_cpu_quant_row(int type, const float *src, void *dst, int64_t n);
 /* y[i] = expf(x[i]) for i < n <= 16, bit-identical to glibc's expf; AVX-512 only (the
  * caller checks ul_cpu_isa()). */
 void ul_expf16_avx512(const float *x, float *y, int n);
+/* g[i] = g[i] / (1 + expf(-g[i])) * u[i] for i < n, bit-identical to that C expression with
+ * glibc's expf; AVX-512 only. */
+void ul_swiglu_avx512(float *g, const float *u, size_t n);
 
 /* half <-> float */
 float ul_fp16_to_fp32(uint16_t h);

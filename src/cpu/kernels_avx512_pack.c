@@ -84,12 +84,20 @@ AI __m512 load_d(const uint8_t *pair, int half) {
     return _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(pair + 32 * half)));
 }
 
+/* acc + dpbusd(w, the 4 activation bytes at p broadcast to every lane). Written in asm so
+ * that the broadcast is the instruction's {1to16} memory operand: compilers emit a separate
+ * vpbroadcastd per product instead, one more vector uop for every vpdpbusd. */
+AI __m512i dpbusd_bcst(__m512i acc, __m512i w, const int8_t *p) {
+    __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*(const int32_t *)p));
+    return acc;
+}
+
 /* One block's integer dot product for 16 rows and one token: two chains of 4. */
 AI __m512i dot_blk(const int SH, const __m512i W[8], const blk_q8a *p) {
     __m512i s0 = _mm512_set1_epi32(p->nsum * (1 << SH)), s1 = _mm512_setzero_si512();
     _Pragma("GCC unroll 4") for (int j = 0; j < 8; j += 2) {
-        s0 = _mm512_dpbusd_epi32(s0, W[j], bcast4(p->qs + 4 * j));
-        s1 = _mm512_dpbusd_epi32(s1, W[j + 1], bcast4(p->qs + 4 * j + 4));
+        s0 = dpbusd_bcst(s0, W[j], p->qs + 4 * j);
+        s1 = dpbusd_bcst(s1, W[j + 1], p->qs + 4 * j + 4);
     }
     return _mm512_add_epi32(s0, s1);
 }
@@ -118,29 +126,38 @@ AI void tile(const int Q8, const int NT, const uint8_t *g, int64_t b0, int64_t b
         _mm512_storeu_ps(y + (int64_t)t * ys, acc[t]);
 }
 
-/* Blocks per chunk for several tokens: the chunk of a group stays in L1 while every token
- * tile passes over it (Q8_0: 32 x 544 B = 17 KiB). */
-#define CHUNK 32
-
+/* Tokens in tiles of 4 (their activations, 4 x 40 B per block, stay in L1 over the whole
+ * row), each tile over every group of the call (a 64-row chunk: its packed rows stay in L2
+ * for the next tile) with the accumulators in registers for the whole row. Measured on
+ * a 5632 x 2048 Q4_0 matrix, one thread: 16 tokens 134 -> 158 GMAC/s over blocking the
+ * row into L1-sized chunks that every token tile revisits (16 tokens' activations do not
+ * fit L1, so each group re-read them from L2). */
 AI void mm_any(const int Q8, int64_t n_cols, const uint8_t *wp, int n_groups, const uint8_t *x,
                size_t xs, int nt, float *y, int64_t ys) {
     const int64_t nb = n_cols / QK;
     const size_t gb = Q8 ? gb_q8_0(n_cols) : gb_q4_0(n_cols);
-    for (int gi = 0; gi < n_groups; gi++) {
-        const uint8_t *g = wp + (size_t)gi * gb;
-        float *yg = y + (int64_t)gi * UL_PACK_ROWS;
-        if (nt == 1) {
-            tile(Q8, 1, g, 0, nb, x, xs, yg, ys, 0);
-            continue;
+    for (int t = 0; t < nt;) {
+        const int tn = nt - t < 4 ? nt - t : 4;
+        const uint8_t *xt = x + (size_t)t * xs;
+        for (int gi = 0; gi < n_groups; gi++) {
+            const uint8_t *g = wp + (size_t)gi * gb;
+            float *yg = y + (int64_t)gi * UL_PACK_ROWS + (int64_t)t * ys;
+            switch (tn) {
+            case 1:
+                tile(Q8, 1, g, 0, nb, xt, xs, yg, ys, 0);
+                break;
+            case 2:
+                tile(Q8, 2, g, 0, nb, xt, xs, yg, ys, 0);
+                break;
+            case 3:
+                tile(Q8, 3, g, 0, nb, xt, xs, yg, ys, 0);
+                break;
+            default:
+                tile(Q8, 4, g, 0, nb, xt, xs, yg, ys, 0);
+                break;
+            }
         }
-        for (int64_t b0 = 0; b0 < nb; b0 += CHUNK) {
-            const int64_t b1 = nb - b0 < CHUNK ? nb : b0 + CHUNK;
-            int t = 0;
-            for (; t + 4 <= nt; t += 4)
-                tile(Q8, 4, g, b0, b1, x + (size_t)t * xs, xs, yg + (int64_t)t * ys, ys, b0 > 0);
-            for (; t < nt; t++)
-                tile(Q8, 1, g, b0, b1, x + (size_t)t * xs, xs, yg + (int64_t)t * ys, ys, b0 > 0);
-        }
+        t += tn;
     }
 }
 

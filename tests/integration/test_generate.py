@@ -3,11 +3,15 @@
 greedy sampling + streaming detokenizer): for every aidreams260K prompt (F32 and F16
 files) the --json output must carry llama.cpp's prompt tokens and greedy tokens exactly,
 and the text must equal the golden continuation. Also: usage errors exit 2, a bad model
-exits 1 with one line, and the streamed (non-JSON) text equals the JSON text."""
+exits 1 with one line, and the streamed (non-JSON) text equals the JSON text. --parallel:
+four sequences decoded together through the scheduler (different prompt lengths, so steps
+mix prefill chunks and decode tokens) each give the greedy tokens and text of the same
+prompt run alone."""
 import json
 import os
 import subprocess
 import sys
+import tempfile
 
 BIN = os.environ.get("UVLLM_BIN") or os.path.join(
     os.environ.get("UVLLM_SOURCE_DIR", "."), "build", "uvllm")
@@ -82,9 +86,54 @@ def errors():
           f"streamed text {c.stdout!r} != json text {ja['text']!r}")
 
 
+def parallel_matches():
+    model = os.path.join(SHARED, "models", "aidreams260K.gguf")
+    prompts = [g["prompt"] for g in golden("aidreams260K")][:4]
+    prompts += ["Once upon a time"] * (4 - len(prompts))
+    prompts[1] = prompts[1] + " and then, much later, the very same thing happened again"
+    alone = []
+    for p in prompts:
+        r = run(["--model", model, "--prompt", p, "--max-tokens", "40", "--threads", "2",
+                 "--json", "--parallel", "1"])
+        check(r.returncode == 0, f"parallel 1: exit {r.returncode}: {r.stderr.decode()[-300:]}")
+        alone.append(json.loads(r.stdout) if r.returncode == 0 else None)
+    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
+        f.write("\n".join(prompts) + "\n")
+        path = f.name
+    try:
+        r = run(["--model", model, "--prompts-file", path, "--parallel", "4", "--max-tokens",
+                 "40", "--threads", "2", "--json"])
+    finally:
+        os.unlink(path)
+    check(r.returncode == 0, f"parallel 4: exit {r.returncode}: {r.stderr.decode()[-300:]}")
+    if r.returncode:
+        return
+    out = json.loads(r.stdout)
+    seqs = out["sequences"]
+    check(out["parallel"] == 4 and len(seqs) == 4, f"parallel 4: {len(seqs)} sequences")
+    check(out["decode_tokens_per_s"] > 0 and out["prefill_tokens_per_s"] > 0,
+          f"parallel 4: speeds not reported: {out}")
+    check(out["steps"] < 4 * 40, f"parallel 4: {out['steps']} steps, sequences not batched")
+    for i, (a, b) in enumerate(zip(alone, seqs)):
+        if a is None:
+            continue
+        check(b["prompt_tokens"] == a["prompt_tokens"], f"parallel #{i}: prompt tokens differ")
+        check(b["tokens"] == a["tokens"], f"parallel #{i}: tokens\n  4   {b['tokens']}\n  1   {a['tokens']}")
+        check(b["text"] == a["text"], f"parallel #{i}: text {b['text']!r} != {a['text']!r}")
+    # N copies of one prompt: all the same greedy text
+    r = run(["--model", model, "--prompt", prompts[0], "--parallel", "3", "--max-tokens", "40",
+             "--threads", "2", "--json"])
+    check(r.returncode == 0, f"parallel copies: exit {r.returncode}")
+    if r.returncode == 0 and alone[0] is not None:
+        texts = [q["text"] for q in json.loads(r.stdout)["sequences"]]
+        check(texts == [alone[0]["text"]] * 3, f"parallel copies: {texts}")
+    print("parallel: 4 sequences checked")
+
+
 greedy_matches("aidreams260K")
 greedy_matches("aidreams260K-f16")
 errors()
+parallel_matches()
 if failures:
     print(f"{len(failures)} failure(s)")
     sys.exit(1)

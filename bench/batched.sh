@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# Batched decode (issue 11): B sequences decoding together, aggregate decode
+# tokens/s of `uvllm generate --parallel B` (the scheduler's step path, no
+# HTTP) against llama.cpp's `llama-batched-bench` S_TG at the same B, on the
+# TinyLlama-1.1B-shaped random-weight models of bench/engine.sh (same GGUF,
+# 2 threads). Prompts of $PP tokens, $TG generated tokens per sequence.
+# Rounds are interleaved (per round, per B: peer then uvllm); medians of
+# $RUNS rounds. The load average is logged next to every run.
+# Writes the "batched" section of RESULTS.md.
+#   BATCHED_B="1 4 16 64"  BATCHED_TYPES="q4_0"  BATCHED_PP=32  BATCHED_TG=128
+#   BATCHED_TIMEOUT=900 (s per run; a run cut short has no number)
+#   BATCHED_BASE=/path/to/older/uvllm: also run that binary, interleaved (A/B column)
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+D="$WORK/batched"; mkdir -p "$D"
+BS=(${BATCHED_B:-1 4 16 64})
+TYPES=(${BATCHED_TYPES:-q4_0})
+PP="${BATCHED_PP:-32}"
+TG="${BATCHED_TG:-128}"
+THREADS=2
+TMO="${BATCHED_TIMEOUT:-900}"
+BASE="${BATCHED_BASE:-}"
+sec="$D/section.md"
+
+ensure_models || die "models: $MODELS_NOTE"
+[ -x "$LLAMA_BIN/llama-batched-bench" ] || die "run bench/peer.sh first"
+
+# A prompt of exactly PP tokens with BOS ("hello" is one token in the llama vocab).
+PROMPT="$(python3 -c 'import sys; print(" ".join(["hello"] * (int(sys.argv[1]) - 1)), end="")' "$PP")"
+NTOK=$("$UVLLM_BIN" tokenize --model "$(model_path "${TYPES[0]}")" "$PROMPT" | wc -w)
+[ "$NTOK" = "$PP" ] || echo "batched: WARNING: prompt is $NTOK tokens, not $PP" >&2
+
+load() { cut -d' ' -f1 /proc/loadavg; }
+rm -f "$D"/*.json "$D"/*.jsonl "$D"/load-*
+BASE_NOTE="${BATCHED_BASE_NOTE:-older build}"
+for ((r = 1; r <= RUNS; r++)); do
+    for t in "${TYPES[@]}"; do
+        M="$(model_path "$t")"
+        for b in "${BS[@]}"; do
+            ctx=$((b * (PP + TG) + 16))
+            echo "$(load)" >"$D/load-llama-$t-$b-$r"
+            timeout "$TMO" "$LLAMA_BIN/llama-batched-bench" -m "$M" -c "$ctx" -b 2048 -ub 512 -npp "$PP" \
+                -ntg "$TG" -npl "$b" -t "$THREADS" -tb "$THREADS" --output-format jsonl \
+                >"$D/llama-$t-$b-$r.jsonl" 2>"$D/llama-$t-$b-$r.err" ||
+                echo "batched: llama-batched-bench $t B=$b failed" >&2
+            echo "$(load)" >"$D/load-uvllm-$t-$b-$r"
+            timeout "$TMO" "$UVLLM_BIN" generate --model "$M" --prompt "$PROMPT" --parallel "$b" \
+                --max-tokens "$TG" --threads "$THREADS" --json >"$D/uvllm-$t-$b-$r.json" \
+                2>"$D/uvllm-$t-$b-$r.err" || echo "batched: uvllm generate $t B=$b failed" >&2
+            if [ -n "$BASE" ]; then
+                timeout "$TMO" "$BASE" generate --model "$M" --prompt "$PROMPT" --parallel "$b" \
+                    --max-tokens "$TG" --threads "$THREADS" --json >"$D/base-$t-$b-$r.json" \
+                    2>"$D/base-$t-$b-$r.err" || echo "batched: base generate $t B=$b failed" >&2
+            fi
+            echo "batched: round $r $t B=$b done (load $(load))" >&2
+        done
+    done
+done
+
+{
+    echo "## Batched decode: B sequences together, TinyLlama-1.1B shape (random weights)"
+    echo
+    echo "- machine: $(machine_line)"
+    echo "- uvllm: $(uvllm_commit); peer llama.cpp $(peer_commit)"
+    echo "- models: bench/work/$MODEL_PREFIX-TYPE.gguf, ${MODELS_SRC:-}"
+    echo "- peer: \`llama-batched-bench -m MODEL -c B*($PP+$TG)+16 -b 2048 -ub 512 -npp $PP -ntg $TG -npl B -t $THREADS -tb $THREADS --output-format jsonl\` (its default flash-attention setting; S_TG = B*$TG / decode time); uvllm: \`uvllm generate --model MODEL --prompt P --parallel B --max-tokens $TG --threads $THREADS --json\` with P = \"hello\" x $((PP - 1)) ($NTOK tokens with BOS): decode_tokens_per_s = tokens sampled after every sequence has its first one / their time; both decode B x $TG tokens after a $PP-token prompt per sequence."
+    [ -n "$BASE" ] && echo "- base: \`$BASE\` ($BASE_NOTE), same command, run right after uvllm in every round."
+    echo "- $RUNS rounds, interleaved (per round and B: peer, then uvllm); medians. Load average (1 min) logged before every run: see the load column (min-max over the runs)."
+    echo
+    python3 - "$D" "$RUNS" "${TYPES[*]}" "${BS[*]}" "$BASE" <<'PY'
+import json, statistics, sys
+d, runs, types, bs = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(), [int(x) for x in sys.argv[4].split()]
+base = sys.argv[5]
+TARGET = {4: 1.3, 16: 1.5}
+def jl(p):
+    try:
+        return [json.loads(l) for l in open(p) if l.strip().startswith("{")]
+    except Exception:
+        return []
+def js(p):
+    try:
+        return json.load(open(p))
+    except Exception:
+        return None
+def med(v):
+    return statistics.median(v) if v else None
+def f(x, nd=1):
+    return "—" if x is None else f"{x:.{nd}f}"
+def ld(kind, t, b):
+    v = []
+    for r in range(1, runs + 1):
+        try:
+            v.append(float(open(f"{d}/load-{kind}-{t}-{b}-{r}").read()))
+        except Exception:
+            pass
+    return f"{min(v):.1f}–{max(v):.1f}" if v else "—"
+bh = " base decode t/s (median) | base runs |" if base else ""
+print(f"| model | B | llama.cpp S_TG t/s (median) | uvllm decode t/s (median) | ratio | target | llama.cpp runs | uvllm runs |{bh} llama.cpp S_PP t/s | uvllm prefill t/s | load (llama / uvllm) |")
+print("| --- | ---: | ---: | ---: | ---: | --- | --- | --- |" + (" ---: | --- |" if base else "") + " ---: | ---: | --- |")
+for t in types:
+    for b in bs:
+        ltg, lpp, utg, upp, btg = [], [], [], [], []
+        for r in range(1, runs + 1):
+            for e in jl(f"{d}/llama-{t}-{b}-{r}.jsonl"):
+                if e.get("pl") == b:
+                    ltg.append(e["speed_tg"]); lpp.append(e["speed_pp"])
+            u = js(f"{d}/uvllm-{t}-{b}-{r}.json")
+            if u:
+                utg.append(u["decode_tokens_per_s"]); upp.append(u["prefill_tokens_per_s"])
+            u = js(f"{d}/base-{t}-{b}-{r}.json") if base else None
+            if u:
+                btg.append(u["decode_tokens_per_s"])
+        a, c = med(ltg), med(utg)
+        ratio = c / a if a and c else None
+        tg = TARGET.get(b)
+        verdict = "" if tg is None or ratio is None else f">= {tg}: {'met' if ratio >= tg else 'MISSED'}"
+        bc = f" {f(med(btg))} | {' '.join(f(x) for x in btg)} |" if base else ""
+        print(f"| {t} | {b} | {f(a)} | {f(c)} | {f(ratio, 2)} | {verdict} | {' '.join(f(x) for x in ltg)} | {' '.join(f(x) for x in utg)} |{bc} {f(med(lpp))} | {f(med(upp))} | {ld('llama', t, b)} / {ld('uvllm', t, b)} |")
+PY
+} >"$sec"
+results_section batched "$sec"
+cat "$sec"
