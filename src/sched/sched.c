@@ -33,7 +33,8 @@ int ul_sched_init(ul_sched_t *s, ul_backend_t *backend, const ul_sched_config_t 
     s->cfg.max_batch_tokens = cfg && cfg->max_batch_tokens ? cfg->max_batch_tokens : 512;
     s->cfg.max_seqs = cfg && cfg->max_seqs ? cfg->max_seqs : 4096;
     if (s->cfg.max_batch_tokens < 1 || s->cfg.max_seqs < 1) return UL_EINVAL;
-    int rc = ul_kv_pool_init(&s->pool, backend->n_pages, backend->page_size);
+    int rc = ul_kv_pool_init(&s->pool, backend->n_pages, backend->page_size,
+                             !s->cfg.no_prefix_cache);
     if (rc) return rc;
     size_t nb = (size_t)s->cfg.max_batch_tokens;
     s->step.tokens = malloc(nb * sizeof *s->step.tokens);
@@ -144,6 +145,8 @@ int ul_sched_add_shared(ul_sched_t *s, ul_seq_t *q, const int32_t *prompt, int32
     q->n_preempted = 0;
     q->share_with = share ? share_with : NULL;
     q->n_sharers = q->n_shared = 0;
+    q->n_hashed = q->n_cached = 0;
+    q->prefix_hash = 0;
     if (share) share_with->n_sharers++;
     enqueue_waiting(s, q);
     ul_sched_kick(s);
@@ -188,6 +191,48 @@ static void release_pages(ul_sched_t *s, ul_seq_t *q) {
     q->n_pages = 0;
     q->n_computed = 0;
     q->n_shared = 0;
+    q->n_hashed = 0;
+    q->prefix_hash = 0;
+}
+
+/* Takes the cached pages that hold the start of q's tokens (before its last one, which it
+ * must compute for its own logits): q prefills only the rest. */
+static void take_cached_prefix(ul_sched_t *s, ul_seq_t *q) {
+    ul_kv_pool_t *p = &s->pool;
+    int32_t ps = p->page_size, max = (q->n_tokens - 1) / ps;
+    UL_ASSERT(q->n_pages == 0 && q->n_computed == 0);
+    uint64_t h = 0;
+    int32_t k = 0;
+    for (; k < max; k++) {
+        const int32_t *toks = q->tokens + (size_t)k * ps;
+        uint64_t hk = ul_kv_prefix_hash(h, toks, ps);
+        int32_t pg = ul_kv_prefix_take(p, hk, h, toks);
+        if (pg < 0) break;
+        q->pages[k] = pg;
+        h = hk;
+    }
+    q->n_pages = q->n_hashed = k;
+    q->n_computed = q->n_cached = k * ps;
+    q->prefix_hash = h;
+    s->stats.prefix_query_tokens += (uint64_t)q->n_tokens;
+    s->stats.prefix_hit_tokens += (uint64_t)(k * ps);
+    if (k)
+        UL_LOG_DEBUG("seq=%llu prefix cache: %d of %d tokens", (unsigned long long)q->id, k * ps,
+                     q->n_tokens);
+}
+
+/* Publishes q's pages that became full and computed, for later sequences to reuse. */
+static void publish_full_pages(ul_sched_t *s, ul_seq_t *q) {
+    ul_kv_pool_t *p = &s->pool;
+    int32_t ps = p->page_size;
+    if (!ul_kv_prefix_enabled(p)) return;
+    while ((q->n_hashed + 1) * ps <= q->n_computed) {
+        const int32_t *toks = q->tokens + (size_t)q->n_hashed * ps;
+        uint64_t h = ul_kv_prefix_hash(q->prefix_hash, toks, ps);
+        ul_kv_prefix_publish(p, q->pages[q->n_hashed], h, q->prefix_hash, toks);
+        q->prefix_hash = h;
+        q->n_hashed++;
+    }
 }
 
 /* Pages q can take from the sequence it shares with: the prompt's full pages before its
@@ -435,6 +480,8 @@ static void add_prefills(ul_sched_t *s) {
         if (q->share_with) {
             if (s->pool.n_free == 0) break; /* not even the page past the shared ones */
             take_shared(s, q);
+        } else if (q->n_pages == 0 && ul_kv_prefix_enabled(&s->pool)) {
+            take_cached_prefix(s, q);
         }
         int32_t c = admit_chunk(s, q, budget);
         if (c == 0) break;
@@ -525,6 +572,7 @@ void ul_sched_step_absorb(ul_sched_t *s) {
         }
         q->n_computed += ss->n_tokens;
         s->stats.tokens_computed += (uint64_t)ss->n_tokens;
+        publish_full_pages(s, q);
         if (!ss->sample) continue;
         q->rng[0] = ss->rng[0];
         q->rng[1] = ss->rng[1];

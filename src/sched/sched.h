@@ -118,6 +118,11 @@ struct ul_seq_s {
     ul_seq_t *share_with;
     int32_t n_sharers;
     int32_t n_shared;
+    /* prefix cache: the first n_hashed pages are accounted for (published or taken from
+     * the cache); prefix_hash is the hash of page n_hashed-1 (0 when none) */
+    int32_t n_hashed;
+    uint64_t prefix_hash;
+    int32_t n_cached; /* prompt tokens found in the prefix cache at its last admission */
     ul_queue_t node; /* in the waiting or running list */
 };
 
@@ -128,12 +133,16 @@ typedef struct ul_sched_config_s {
      * eom...); the api sets it for real models so sched needs no tokenizer */
     int (*is_eog)(void *ctx, int32_t tok);
     void *eog_ctx;
+    int no_prefix_cache; /* 1: computed pages are not kept for reuse (--no-prefix-cache) */
 } ul_sched_config_t;
 
 typedef struct ul_sched_stats_s {
     uint64_t steps, tokens_generated, tokens_computed, preemptions, seqs_finished;
     uint64_t step_errors;
     double compute_us; /* sum of the backend's step times */
+    /* prefix cache: tokens looked up at admission (prompt, or prompt + generated after a
+     * preemption) and how many of them were found in cached pages (not computed again) */
+    uint64_t prefix_query_tokens, prefix_hit_tokens;
 } ul_sched_stats_t;
 
 typedef struct ul_sched_s ul_sched_t;
