@@ -111,8 +111,9 @@ static inline int ul_backend_submit(ul_backend_t *b, ul_step_t *s) { return b->v
 static inline int ul_backend_run(ul_backend_t *b, ul_step_t *s) { return b->vt->run(b, s); }
 static inline void ul_backend_destroy(ul_backend_t *b) { b->vt->destroy(b); }
 
-/* The null backend (engine/null.c): a worker thread that sleeps delay_us per step and
- * samples deterministic pseudo-tokens: token = hash(seq_id, position) % n_vocab, never eos
+/* The null backend (engine/null.c): a worker thread that sleeps per step delay_us, plus
+ * token_us per decode token (a sequence with one token in the step) and prefill_us per
+ * token of longer chunks, and samples deterministic pseudo-tokens: token = hash(seq_id, position) % n_vocab, never eos
  * unless eos_every > 0 (then every eos_every-th generated token is eos). */
 typedef struct ul_null_config_s {
     int64_t delay_us;
@@ -121,6 +122,8 @@ typedef struct ul_null_config_s {
     int32_t page_size; /* default 16 */
     int32_t n_pages;   /* default 65536 */
     int32_t eos_every; /* default 0 */
+    int64_t token_us;   /* per decode token, default 0 */
+    int64_t prefill_us; /* per prefill token, default 0 */
 } ul_null_config_t;
 
 int ul_null_backend_create(const ul_null_config_t *cfg, ul_backend_t **out);

@@ -32,6 +32,13 @@ int ul_sched_init(ul_sched_t *s, ul_backend_t *backend, const ul_sched_config_t 
     if (cfg) s->cfg = *cfg;
     s->cfg.max_batch_tokens = cfg && cfg->max_batch_tokens ? cfg->max_batch_tokens : 512;
     s->cfg.max_seqs = cfg && cfg->max_seqs ? cfg->max_seqs : 4096;
+    if (s->cfg.itl_target_ms == 0) s->cfg.itl_target_ms = 100;
+    if (s->cfg.min_prefill <= 0) {
+        int32_t m = s->cfg.max_batch_tokens / 32;
+        s->cfg.min_prefill = m > backend->page_size ? m : backend->page_size;
+    }
+    if (s->cfg.min_prefill > s->cfg.max_batch_tokens) s->cfg.min_prefill = s->cfg.max_batch_tokens;
+    ul_step_model_init(&s->model);
     if (s->cfg.max_batch_tokens < 1 || s->cfg.max_seqs < 1) return UL_EINVAL;
     int rc = ul_kv_pool_init(&s->pool, backend->n_pages, backend->page_size,
                              !s->cfg.no_prefix_cache);
@@ -347,6 +354,7 @@ static void add_to_step(ul_sched_t *s, ul_seq_t *q, int32_t n) {
          p < ul_kv_pages_for(&s->pool, q->n_computed + n); p++)
         UL_ASSERT(s->pool.refs[q->pages[p]] == 1);
     s->step_owner[st->n_seqs] = q;
+    ul_step_feat_add(&s->feat, n, q->n_computed);
     st->n_tokens += n;
     st->n_seqs++;
     q->in_step = 1;
@@ -454,6 +462,41 @@ static int32_t admit_chunk(ul_sched_t *s, ul_seq_t *q, int32_t budget) {
     return c;
 }
 
+/* The largest prefill chunk for q (at most n) that keeps the step's predicted time within
+ * the latency target, given what the step holds so far. */
+static int32_t chunk_for_target(const ul_sched_t *s, const ul_seq_t *q, int32_t n) {
+    /* plan to 90%: the gap a client sees adds the loop's turnaround to the step, and the
+     * model's error is a few percent */
+    double target_us = s->cfg.itl_target_ms * 900.0;
+    int32_t lo = 0, hi = n;
+    while (lo < hi) {
+        int32_t mid = lo + (hi - lo + 1) / 2;
+        ul_step_feat_t f = s->feat;
+        ul_step_feat_add(&f, mid, q->n_computed);
+        if (ul_step_model_predict(&s->model, &f) <= target_us)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
+
+/* Prefill tokens q may get in this step: the token budget, cut to the latency target while
+ * anything decodes, but never below the step's minimum prefill share. */
+static int32_t prefill_budget(ul_sched_t *s, const ul_seq_t *q, int32_t prefilled) {
+    int32_t budget = s->cfg.max_batch_tokens - s->step.n_tokens;
+    if (budget <= 0 || s->cfg.itl_target_ms < 0 || s->feat.n_decode == 0 ||
+        s->model.n_obs == 0)
+        return budget;
+    int32_t want = q->n_tokens - q->n_computed;
+    if (want > budget) want = budget;
+    int32_t c = chunk_for_target(s, q, want);
+    int32_t floor = s->cfg.min_prefill - prefilled;
+    if (c < floor) c = floor < budget ? floor : budget;
+    if (c < want) s->budget_cut = 1;
+    return c;
+}
+
 /* Pass 2: prefill chunks, oldest first, for running (partially prefilled) and waiting
  * sequences alike. Stops at the first one that cannot get a page: first come, first
  * served, so a long prompt is not starved by short ones slipping past it. */
@@ -470,9 +513,9 @@ static void add_prefills(ul_sched_t *s) {
         if (runnable(s, q) && n < s->cfg.max_seqs) s->scratch[n++] = q;
     }
     qsort(s->scratch, (size_t)n, sizeof *s->scratch, by_arrival);
+    int32_t prefilled = 0;
     for (int32_t i = 0; i < n; i++) {
-        int32_t budget = s->cfg.max_batch_tokens - s->step.n_tokens;
-        if (budget <= 0) break;
+        if (s->cfg.max_batch_tokens - s->step.n_tokens <= 0) break;
         ul_seq_t *q = s->scratch[i];
         /* Pages just taken from a preempted sequence are for the decoders: admitting
          * waiting work into them now would only be preempted again next step. */
@@ -483,8 +526,11 @@ static void add_prefills(ul_sched_t *s) {
         } else if (q->n_pages == 0 && ul_kv_prefix_enabled(&s->pool)) {
             take_cached_prefix(s, q);
         }
+        int32_t budget = prefill_budget(s, q, prefilled);
+        if (budget <= 0) break; /* the latency target is spent */
         int32_t c = admit_chunk(s, q, budget);
         if (c == 0) break;
+        prefilled += c;
         if (q->state == UL_SEQ_WAITING) {
             unlink_seq(s, q);
             ul_queue_insert_tail(&s->running, &q->node);
@@ -503,6 +549,8 @@ int ul_sched_step_build(ul_sched_t *s) {
     s->step.status = 0;
     s->preempted_for_decode = 0;
     for (;;) {
+        s->feat = (ul_step_feat_t){0};
+        s->budget_cut = 0;
         add_decoders(s);
         add_prefills(s);
         if (s->step.n_seqs > 0) break;
@@ -522,6 +570,8 @@ int ul_sched_step_build(ul_sched_t *s) {
         if (!any_runnable) break; /* only paused sequences (or the victim alone) */
         preempt(s, victim);
     }
+    s->step_pred_us = ul_step_model_predict(&s->model, &s->feat);
+    if (s->budget_cut) s->stats.steps_budgeted++;
     return s->step.n_seqs;
 }
 
@@ -552,7 +602,12 @@ void ul_sched_step_absorb(ul_sched_t *s) {
     ul_step_t *st = &s->step;
     s->stats.steps++;
     s->stats.compute_us += st->compute_us;
-    if (st->status) s->stats.step_errors++;
+    s->stats.predicted_us += s->step_pred_us;
+    s->step_last_us = st->compute_us;
+    if (st->status)
+        s->stats.step_errors++;
+    else
+        ul_step_model_observe(&s->model, &s->feat, st->compute_us);
     for (int32_t i = 0; i < st->n_seqs; i++) s->step_owner[i]->in_step = 0;
     for (int32_t i = 0; i < st->n_seqs; i++) {
         ul_step_seq_t *ss = &st->seqs[i];

@@ -44,6 +44,7 @@
 #include "base/bridge.h"
 #include "base/queue.h"
 #include "sched/kvpool.h"
+#include "sched/steptime.h"
 #include "uvllm/backend.h"
 
 typedef enum {
@@ -134,6 +135,12 @@ typedef struct ul_sched_config_s {
     int (*is_eog)(void *ctx, int32_t tok);
     void *eog_ctx;
     int no_prefix_cache; /* 1: computed pages are not kept for reuse (--no-prefix-cache) */
+    /* Latency budget (--itl-target-ms): while sequences decode, prefill chunks are sized so
+     * the step-time model predicts at most this per step (but at least min_prefill tokens
+     * of prefill per step, so time to first token stays bounded); when nothing decodes,
+     * prefill takes the whole token budget. 0: default 100; < 0: off. */
+    double itl_target_ms;
+    int32_t min_prefill; /* 0: default max(page_size, max_batch_tokens / 32) */
 } ul_sched_config_t;
 
 typedef struct ul_sched_stats_s {
@@ -143,6 +150,8 @@ typedef struct ul_sched_stats_s {
     /* prefix cache: tokens looked up at admission (prompt, or prompt + generated after a
      * preemption) and how many of them were found in cached pages (not computed again) */
     uint64_t prefix_query_tokens, prefix_hit_tokens;
+    double predicted_us;       /* sum of the model's predictions for the steps run */
+    uint64_t steps_budgeted;   /* steps whose prefill was cut by the latency target */
 } ul_sched_stats_t;
 
 typedef struct ul_sched_s ul_sched_t;
@@ -169,6 +178,11 @@ struct ul_sched_s {
     int busy;                 /* a step is submitted and not yet completed */
     int preempted_for_decode; /* while building: a decoder preempted someone */
     ul_sched_stats_t stats;
+    ul_step_model_t model;  /* what steps cost (steptime.h) */
+    ul_step_feat_t feat;    /* of the step being built / in flight */
+    double step_pred_us;    /* the model's prediction for it when it was built */
+    double step_last_us;    /* the backend's time for the last step absorbed */
+    int budget_cut;         /* while building: the latency target cut a prefill chunk */
     /* driver (ul_sched_start) */
     uv_loop_t *loop;
     ul_bridge_t bridge;
