@@ -24,16 +24,16 @@ typedef struct ul_kv_pool_s {
     int32_t page_size; /* tokens per page */
     int32_t n_empty;   /* of n_free: on the free stack */
     /* prefix cache; all NULL when disabled */
-    uint64_t *hash;       /* [n_pages]: hash a cached page is published under */
-    int32_t *cache_tok;   /* [n_pages * page_size]: its tokens (checked on lookup) */
-    uint64_t *parent;     /* [n_pages]: its parent's hash (checked on lookup) */
-    uint8_t *cached;      /* [n_pages]: 1 = published in the index */
-    int32_t *lru_prev;    /* [n_pages + 1]: unreferenced cached pages; n_pages is the head */
-    int32_t *lru_next;    /* [n_pages + 1]: head's next is the least recently used */
-    int32_t n_lru;        /* pages in the LRU list */
-    int32_t *index;       /* [index_cap]: page + 1 by hash (linear probing), 0 = empty */
-    uint32_t index_mask;  /* index_cap - 1 */
-    uint64_t evictions;   /* cached pages reused for other KV */
+    uint64_t *hash;      /* [n_pages]: hash a cached page is published under */
+    int32_t *cache_tok;  /* [n_pages * page_size]: its tokens (checked on lookup) */
+    uint64_t *parent;    /* [n_pages]: its parent's hash (checked on lookup) */
+    uint8_t *cached;     /* [n_pages]: 1 = published in the index */
+    int32_t *lru_prev;   /* [n_pages + 1]: unreferenced cached pages; n_pages is the head */
+    int32_t *lru_next;   /* [n_pages + 1]: head's next is the least recently used */
+    int32_t n_lru;       /* pages in the LRU list */
+    int32_t *index;      /* [index_cap]: page + 1 by hash (linear probing), 0 = empty */
+    uint32_t index_mask; /* index_cap - 1 */
+    uint64_t evictions;  /* cached pages reused for other KV */
 } ul_kv_pool_t;
 
 /* prefix_cache: 1 to keep computed full pages for reuse. */

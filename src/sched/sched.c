@@ -21,6 +21,8 @@ const char *ul_finish_name(ul_finish_t f) {
         return "cancelled";
     case UL_FINISH_ERROR:
         return "error";
+    case UL_FINISH_DEADLINE:
+        return "deadline";
     default:
         return "none";
     }
@@ -40,8 +42,8 @@ int ul_sched_init(ul_sched_t *s, ul_backend_t *backend, const ul_sched_config_t 
     if (s->cfg.min_prefill > s->cfg.max_batch_tokens) s->cfg.min_prefill = s->cfg.max_batch_tokens;
     ul_step_model_init(&s->model);
     if (s->cfg.max_batch_tokens < 1 || s->cfg.max_seqs < 1) return UL_EINVAL;
-    int rc = ul_kv_pool_init(&s->pool, backend->n_pages, backend->page_size,
-                             !s->cfg.no_prefix_cache);
+    int rc =
+        ul_kv_pool_init(&s->pool, backend->n_pages, backend->page_size, !s->cfg.no_prefix_cache);
     if (rc) return rc;
     size_t nb = (size_t)s->cfg.max_batch_tokens;
     s->step.tokens = malloc(nb * sizeof *s->step.tokens);
@@ -154,6 +156,9 @@ int ul_sched_add_shared(ul_sched_t *s, ul_seq_t *q, const int32_t *prompt, int32
     q->n_sharers = q->n_shared = 0;
     q->n_hashed = q->n_cached = 0;
     q->prefix_hash = 0;
+    q->expired = 0;
+    q->t_add_ns = uv_hrtime();
+    q->t_sched_ns = q->t_last_ns = 0;
     if (share) share_with->n_sharers++;
     enqueue_waiting(s, q);
     ul_sched_kick(s);
@@ -278,22 +283,33 @@ static void finish(ul_sched_t *s, ul_seq_t *q, ul_finish_t reason, int status) {
     q->tokens = q->pages = NULL;
     q->state = UL_SEQ_FINISHED;
     s->stats.seqs_finished++;
+    if (reason == UL_FINISH_DEADLINE) s->stats.deadlines++;
+    if (reason == UL_FINISH_STOP || reason == UL_FINISH_LENGTH || reason == UL_FINISH_DEADLINE)
+        ul_hist_observe(&s->stats.e2e, (double)(uv_hrtime() - q->t_add_ns) / 1e9);
     UL_LOG_DEBUG("seq=%llu finish=%s generated=%d preempted=%d", (unsigned long long)q->id,
                  ul_finish_name(reason), q->n_tokens - q->n_prompt, q->n_preempted);
     q->on_finish(q, reason, status);
 }
 
-/* Finishes every cancelled sequence that no step is using and that owes no callback (those
+static ul_finish_t cancel_reason(const ul_seq_t *q) {
+    return q->expired ? UL_FINISH_DEADLINE : UL_FINISH_CANCELLED;
+}
+
+/* Sequences past their deadline are cancelled with UL_FINISH_DEADLINE.
+ * Finishes every cancelled sequence that no step is using and that owes no callback (those
  * are finished by ul_sched_step_deliver). Collects first: on_finish may free the sequence,
  * and its list node with it. */
 static void reap_cancelled(ul_sched_t *s) {
+    uint64_t now = uv_hrtime();
     ul_queue_t *lists[2] = {&s->waiting, &s->running};
     for (int l = 0; l < 2; l++) {
         ul_queue_t *it = lists[l]->next;
         while (it != lists[l]) {
             ul_seq_t *q = UL_QUEUE_DATA(it, ul_seq_t, node);
             it = it->next;
-            if (q->cancelled && !q->in_step && !q->cb_pending) finish(s, q, UL_FINISH_CANCELLED, 0);
+            if (!q->cancelled && q->deadline_ns && !q->ending && now >= q->deadline_ns)
+                q->cancelled = q->expired = 1;
+            if (q->cancelled && !q->in_step && !q->cb_pending) finish(s, q, cancel_reason(q), 0);
         }
     }
 }
@@ -355,6 +371,10 @@ static void add_to_step(ul_sched_t *s, ul_seq_t *q, int32_t n) {
         UL_ASSERT(s->pool.refs[q->pages[p]] == 1);
     s->step_owner[st->n_seqs] = q;
     ul_step_feat_add(&s->feat, n, q->n_computed);
+    if (!q->t_sched_ns) {
+        q->t_sched_ns = uv_hrtime();
+        ul_hist_observe(&s->stats.queue, (double)(q->t_sched_ns - q->t_add_ns) / 1e9);
+    }
     st->n_tokens += n;
     st->n_seqs++;
     q->in_step = 1;
@@ -485,8 +505,7 @@ static int32_t chunk_for_target(const ul_sched_t *s, const ul_seq_t *q, int32_t 
  * anything decodes, but never below the step's minimum prefill share. */
 static int32_t prefill_budget(ul_sched_t *s, const ul_seq_t *q, int32_t prefilled) {
     int32_t budget = s->cfg.max_batch_tokens - s->step.n_tokens;
-    if (budget <= 0 || s->cfg.itl_target_ms < 0 || s->feat.n_decode == 0 ||
-        s->model.n_obs == 0)
+    if (budget <= 0 || s->cfg.itl_target_ms < 0 || s->feat.n_decode == 0 || s->model.n_obs == 0)
         return budget;
     int32_t want = q->n_tokens - q->n_computed;
     if (want > budget) want = budget;
@@ -640,8 +659,16 @@ void ul_sched_step_absorb(ul_sched_t *s) {
 static void deliver_one(ul_sched_t *s, ul_seq_t *q, int32_t tok, const ul_token_lp_t *lp) {
     q->cb_pending = 0;
     if (q->cancelled) {
-        if (!q->in_step) finish(s, q, UL_FINISH_CANCELLED, 0);
+        if (!q->in_step) finish(s, q, cancel_reason(q), 0);
         return; /* else reaped after the step in flight */
+    }
+    if (tok >= 0) {
+        uint64_t now = uv_hrtime();
+        if (q->t_last_ns)
+            ul_hist_observe(&s->stats.itl, (double)(now - q->t_last_ns) / 1e9);
+        else
+            ul_hist_observe(&s->stats.ttft, (double)(now - q->t_add_ns) / 1e9);
+        q->t_last_ns = now;
     }
     if (tok >= 0 && q->on_token && q->on_token(q, tok, lp)) {
         q->ending = UL_FINISH_STOP; /* a stop string beats max_tokens */
@@ -662,4 +689,48 @@ void ul_sched_step_deliver(ul_sched_t *s) {
 void ul_sched_step_complete(ul_sched_t *s) {
     ul_sched_step_absorb(s);
     ul_sched_step_deliver(s);
+}
+
+double ul_sched_predict_wait_s(const ul_sched_t *s, int32_t n_prompt) {
+    if (s->model.n_obs == 0) return 0;
+    int64_t ahead = n_prompt;
+    int32_t n_dec = 0;
+    ul_step_feat_t dec = {0};
+    const ul_queue_t *lists[2] = {&s->waiting, &s->running};
+    for (int l = 0; l < 2; l++) {
+        const ul_queue_t *it;
+        for (it = lists[l]->next; it != lists[l]; it = it->next) {
+            const ul_seq_t *q = UL_QUEUE_DATA(it, ul_seq_t, node);
+            int32_t left = q->n_tokens - q->n_computed;
+            if (q->cancelled || q->ending) continue;
+            if (left > 1 || q->state == UL_SEQ_WAITING) {
+                ahead += left;
+            } else if (!q->paused && n_dec < s->cfg.max_batch_tokens) {
+                n_dec++;
+                ul_step_feat_add(&dec, 1, q->n_computed);
+            }
+        }
+    }
+    /* prefill tokens per step: all the batch when nothing decodes, else what the target
+     * leaves (at least the minimum share) */
+    int32_t room = s->cfg.max_batch_tokens - n_dec, per = room;
+    if (n_dec > 0 && s->cfg.itl_target_ms > 0) {
+        int32_t lo = 0, hi = room;
+        while (lo < hi) {
+            int32_t mid = lo + (hi - lo + 1) / 2;
+            ul_step_feat_t f = dec;
+            ul_step_feat_add(&f, mid, 0);
+            if (ul_step_model_predict(&s->model, &f) <= s->cfg.itl_target_ms * 900.0)
+                lo = mid;
+            else
+                hi = mid - 1;
+        }
+        per = lo > s->cfg.min_prefill ? lo : s->cfg.min_prefill;
+        if (per > room) per = room;
+    }
+    if (per < 1) per = 1;
+    ul_step_feat_t f = dec;
+    ul_step_feat_add(&f, per, 0);
+    double steps = (double)((ahead + per - 1) / per);
+    return steps * ul_step_model_predict(&s->model, &f) / 1e6;
 }

@@ -15,9 +15,9 @@
 #define NTOK 32
 #define NPROMPT 50
 #define T_MS 40.0
-#define DELAY_US 2000   /* per step */
-#define TOKEN_US 1000   /* per decode token: 16 decoders = 18 ms <= 0.8 T */
-#define PREFILL_US 600  /* per prefill token: one 50-token prompt = 30 ms */
+#define DELAY_US 2000  /* per step */
+#define TOKEN_US 1000  /* per decode token: 16 decoders = 18 ms <= 0.8 T */
+#define PREFILL_US 600 /* per prefill token: one 50-token prompt = 30 ms */
 
 typedef struct {
     ul_seq_t seq;
