@@ -113,15 +113,16 @@ static inline void ul_backend_destroy(ul_backend_t *b) { b->vt->destroy(b); }
 
 /* The null backend (engine/null.c): a worker thread that sleeps per step delay_us, plus
  * token_us per decode token (a sequence with one token in the step) and prefill_us per
- * token of longer chunks, and samples deterministic pseudo-tokens: token = hash(seq_id, position) % n_vocab, never eos
- * unless eos_every > 0 (then every eos_every-th generated token is eos). */
+ * token of longer chunks, and samples deterministic pseudo-tokens:
+ * token = hash(seq_id, position) % n_vocab, never eos unless eos_every > 0 (then every
+ * eos_every-th generated token is eos). */
 typedef struct ul_null_config_s {
     int64_t delay_us;
-    int32_t n_vocab;   /* default 32000 */
-    int32_t n_ctx;     /* default 4096 */
-    int32_t page_size; /* default 16 */
-    int32_t n_pages;   /* default 65536 */
-    int32_t eos_every; /* default 0 */
+    int32_t n_vocab;    /* default 32000 */
+    int32_t n_ctx;      /* default 4096 */
+    int32_t page_size;  /* default 16 */
+    int32_t n_pages;    /* default 65536 */
+    int32_t eos_every;  /* default 0 */
     int64_t token_us;   /* per decode token, default 0 */
     int64_t prefill_us; /* per prefill token, default 0 */
 } ul_null_config_t;

@@ -1,9 +1,9 @@
 /* The null backend: a stand-in for a model that lets the serving layer (HTTP, scheduler,
  * SSE) be tested and benchmarked without weights. One worker thread takes submitted steps
  * in order, sleeps delay_us per step (plus token_us per decode token and prefill_us per
- * prefill token: a step cost model the scheduler's latency tests can rely on), and "samples" token = hash(seq_id, position) %
- * n_vocab, so the same sequence always produces the same tokens, even after preemption
- * and recompute.
+ * prefill token: a step cost the scheduler's latency tests can rely on), and "samples"
+ * token = hash(seq_id, position) % n_vocab, so the same sequence always produces the same
+ * tokens, even after preemption and recompute.
  *
  * It also behaves like a KV cache as far as bookkeeping goes: every position computed is
  * recorded (owner sequence and token) in its page slot, and each step checks that the
@@ -207,8 +207,9 @@ int ul_null_backend_create(const ul_null_config_t *cfg, ul_backend_t **out) {
         c.token_us = cfg->token_us;
         c.prefill_us = cfg->prefill_us;
     }
-    if (c.delay_us < 0 || c.token_us < 0 || c.prefill_us < 0 || c.n_vocab < 2 || c.n_ctx < 1 || c.page_size < 1 || c.n_pages < 1 ||
-        c.eos_every < 0 || (int64_t)c.n_pages * c.page_size > ((int64_t)1 << 31))
+    if (c.delay_us < 0 || c.token_us < 0 || c.prefill_us < 0 || c.n_vocab < 2 || c.n_ctx < 1 ||
+        c.page_size < 1 || c.n_pages < 1 || c.eos_every < 0 ||
+        (int64_t)c.n_pages * c.page_size > ((int64_t)1 << 31))
         return UL_EINVAL;
     null_backend_t *nb = calloc(1, sizeof *nb);
     if (!nb) return UL_ENOMEM;
