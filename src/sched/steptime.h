@@ -7,7 +7,8 @@
  * where "attended" counts, for every token of the step, the cached positions its attention
  * reads (pos + 1). The coefficients (microseconds) are a least-squares fit over
  * exponentially decayed sums (the last ~500 steps weigh most), refitted after each step,
- * with no coefficient below zero (a negative one is dropped and the rest refitted). Until a
+ * with no coefficient below zero (a negative one is dropped and the rest refitted). For
+ * the first UL_STEP_MIN_OBS steps a prediction is the average time per token so far. Until a
  * prefill token cost is seen, a prefill token is assumed to cost what a decode token does
  * (prefill is batched and never costs more per token on our backends). Loop thread only. */
 #ifndef UL_SCHED_STEPTIME_H
@@ -16,6 +17,7 @@
 #include <stdint.h>
 
 #define UL_STEP_FEATS 4
+#define UL_STEP_MIN_OBS 8 /* steps observed before the fit is trusted */
 
 typedef struct ul_step_feat_s {
     double n_decode;  /* sequences contributing one token */
@@ -28,7 +30,8 @@ typedef struct ul_step_model_s {
     double coef[UL_STEP_FEATS]; /* us: intercept, per decode token, per prefill token, per
                                    thousand attended positions */
     uint64_t n_obs;
-    double prefill_weight; /* decayed count of steps that had prefill tokens */
+    double prefill_weight;     /* decayed count of steps that had prefill tokens */
+    double sum_us, sum_tokens; /* decayed: the per-token average used for the first steps */
 } ul_step_model_t;
 
 void ul_step_model_init(ul_step_model_t *m);
