@@ -482,17 +482,18 @@ static int32_t admit_chunk(ul_sched_t *s, ul_seq_t *q, int32_t budget) {
     return c;
 }
 
-/* The largest prefill chunk for q (at most n) that keeps the step's predicted time within
- * the latency target, given what the step holds so far. */
-static int32_t chunk_for_target(const ul_sched_t *s, const ul_seq_t *q, int32_t n) {
-    /* plan to 90%: the gap a client sees adds the loop's turnaround to the step, and the
-     * model's error is a few percent */
+/* The largest prefill chunk (at most n tokens from position pos0) that, added to a step
+ * with features base, keeps its predicted time within the latency target. Plans to 90%:
+ * the gap a client sees adds the loop's turnaround to the step, and the model errs by a
+ * few percent. */
+static int32_t chunk_for_target(const ul_sched_t *s, const ul_step_feat_t *base, int32_t pos0,
+                                int32_t n) {
     double target_us = s->cfg.itl_target_ms * 900.0;
     int32_t lo = 0, hi = n;
     while (lo < hi) {
         int32_t mid = lo + (hi - lo + 1) / 2;
-        ul_step_feat_t f = s->feat;
-        ul_step_feat_add(&f, mid, q->n_computed);
+        ul_step_feat_t f = *base;
+        ul_step_feat_add(&f, mid, pos0);
         if (ul_step_model_predict(&s->model, &f) <= target_us)
             lo = mid;
         else
@@ -509,7 +510,7 @@ static int32_t prefill_budget(ul_sched_t *s, const ul_seq_t *q, int32_t prefille
         return budget;
     int32_t want = q->n_tokens - q->n_computed;
     if (want > budget) want = budget;
-    int32_t c = chunk_for_target(s, q, want);
+    int32_t c = chunk_for_target(s, &s->feat, q->n_computed, want);
     int32_t floor = s->cfg.min_prefill - prefilled;
     if (c < floor) c = floor < budget ? floor : budget;
     if (c < want) s->budget_cut = 1;
@@ -715,17 +716,8 @@ double ul_sched_predict_wait_s(const ul_sched_t *s, int32_t n_prompt) {
      * leaves (at least the minimum share) */
     int32_t room = s->cfg.max_batch_tokens - n_dec, per = room;
     if (n_dec > 0 && s->cfg.itl_target_ms > 0) {
-        int32_t lo = 0, hi = room;
-        while (lo < hi) {
-            int32_t mid = lo + (hi - lo + 1) / 2;
-            ul_step_feat_t f = dec;
-            ul_step_feat_add(&f, mid, 0);
-            if (ul_step_model_predict(&s->model, &f) <= s->cfg.itl_target_ms * 900.0)
-                lo = mid;
-            else
-                hi = mid - 1;
-        }
-        per = lo > s->cfg.min_prefill ? lo : s->cfg.min_prefill;
+        per = chunk_for_target(s, &dec, 0, room);
+        if (per < s->cfg.min_prefill) per = s->cfg.min_prefill;
         if (per > room) per = room;
     }
     if (per < 1) per = 1;
