@@ -111,17 +111,21 @@ static inline int ul_backend_submit(ul_backend_t *b, ul_step_t *s) { return b->v
 static inline int ul_backend_run(ul_backend_t *b, ul_step_t *s) { return b->vt->run(b, s); }
 static inline void ul_backend_destroy(ul_backend_t *b) { b->vt->destroy(b); }
 
-/* The null backend (engine/null.c): a worker thread that sleeps delay_us per step and
- * samples deterministic pseudo-tokens: token = hash(seq_id, position) % n_vocab, never eos
- * unless eos_every > 0 (then every eos_every-th generated token is eos). */
+/* The null backend (engine/null.c): a worker thread that sleeps per step delay_us, plus
+ * token_us per decode token (a sequence with one token in the step) and prefill_us per
+ * token of longer chunks, and samples deterministic pseudo-tokens:
+ * token = hash(seq_id, position) % n_vocab, never eos unless eos_every > 0 (then every
+ * eos_every-th generated token is eos). */
 typedef struct ul_null_config_s {
     int64_t delay_us;
-    int32_t n_vocab;   /* default 32000 */
-    int32_t n_ctx;     /* default 4096 */
-    int32_t page_size; /* default 16 */
-    int32_t n_pages;   /* default 65536 */
-    int32_t eos_every; /* default 0 */
-    int32_t eos_id;    /* 0 = n_vocab - 1; used with eos_every or reply */
+    int32_t n_vocab;    /* default 32000 */
+    int32_t n_ctx;      /* default 4096 */
+    int32_t page_size;  /* default 16 */
+    int32_t n_pages;    /* default 65536 */
+    int32_t eos_every;  /* default 0 */
+    int64_t token_us;   /* per decode token, default 0 */
+    int64_t prefill_us; /* per prefill token, default 0 */
+    int32_t eos_id;     /* 0 = n_vocab - 1; used with eos_every or reply */
     /* Optional scripted reply: a sequence whose history ends with reply[0..k) samples
      * reply[k] (reply[0] when no such k > 0), then eos once the reply is complete, so the
      * serving layer's handling of a known output (tool calls, reasoning) can be tested

@@ -110,11 +110,61 @@ static void metric(text_t *t, const char *name, const char *type, const char *he
     put(t, "# HELP %s %s\n# TYPE %s %s\n%s %.17g\n", name, help, name, type, name, value);
 }
 
+static void histogram(text_t *t, const char *name, const char *help, const ul_hist_t *h) {
+    put(t, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
+    uint64_t cum = 0;
+    for (int i = 0; i < UL_HIST_N; i++) {
+        cum += h->counts[i];
+        put(t, "%s_bucket{le=\"%g\"} %llu\n", name, ul_hist_bounds[i], (unsigned long long)cum);
+    }
+    put(t, "%s_bucket{le=\"+Inf\"} %llu\n%s_sum %.9g\n%s_count %llu\n", name,
+        (unsigned long long)h->count, name, h->sum, name, (unsigned long long)h->count);
+}
+
+/* Serving under load: latency histograms, prefix cache, step-time model, admission. */
+static void load_metrics(text_t *t, const ul_api_t *a) {
+    const ul_sched_t *s = a->sched;
+    const ul_sched_stats_t *ss = &s->stats;
+    histogram(t, "uvllm_time_to_first_token_seconds", "request arrival to its first token",
+              &ss->ttft);
+    histogram(t, "uvllm_inter_token_seconds", "gap between two tokens of a sequence", &ss->itl);
+    histogram(t, "uvllm_queue_seconds", "request arrival to its first step", &ss->queue);
+    histogram(t, "uvllm_e2e_seconds", "request arrival to its end (stop, length, deadline)",
+              &ss->e2e);
+    metric(t, "uvllm_prefix_cache_query_tokens_total", "counter",
+           "tokens looked up in the prefix cache at admission", (double)ss->prefix_query_tokens);
+    metric(t, "uvllm_prefix_cache_hit_tokens_total", "counter",
+           "tokens found in the prefix cache (not computed again)", (double)ss->prefix_hit_tokens);
+    metric(t, "uvllm_prefix_cache_hit_ratio", "gauge", "hit tokens / looked-up tokens",
+           ss->prefix_query_tokens ? (double)ss->prefix_hit_tokens / ss->prefix_query_tokens : 0);
+    metric(t, "uvllm_prefix_cache_pages", "gauge", "cached KV pages no sequence holds",
+           (double)s->pool.n_lru);
+    metric(t, "uvllm_prefix_cache_evictions_total", "counter", "cached pages reused",
+           (double)s->pool.evictions);
+    metric(t, "uvllm_step_predicted_seconds_total", "counter",
+           "the step-time model's predictions for the steps run", ss->predicted_us / 1e6);
+    metric(t, "uvllm_step_last_predicted_seconds", "gauge", "prediction for the last step",
+           s->step_pred_us / 1e6);
+    metric(t, "uvllm_step_last_seconds", "gauge", "backend time of the last step",
+           s->step_last_us / 1e6);
+    metric(t, "uvllm_steps_budgeted_total", "counter", "steps whose prefill the latency target cut",
+           (double)ss->steps_budgeted);
+    metric(t, "uvllm_itl_target_seconds", "gauge", "the latency target (--itl-target-ms)",
+           s->cfg.itl_target_ms > 0 ? s->cfg.itl_target_ms / 1e3 : 0);
+    metric(t, "uvllm_predicted_wait_seconds", "gauge", "predicted wait of a new 1-token request",
+           ul_sched_predict_wait_s(s, 1));
+    metric(t, "uvllm_completions_overloaded_total", "counter",
+           "requests answered 429 (--max-queue, --max-queue-wait-s)",
+           (double)a->stats.completions_overloaded);
+    metric(t, "uvllm_deadlines_total", "counter", "sequences ended by their deadline",
+           (double)ss->deadlines);
+}
+
 int ul_api_metrics(ul_http_req_t *req, void *data) {
     ul_api_t *a = data;
     const ul_sched_stats_t *ss = &a->sched->stats;
     const ul_http_stats_t *hs = a->server ? &a->server->stats : &(ul_http_stats_t){0};
-    char buf[6144];
+    char buf[24576];
     text_t t = {buf, 0, sizeof buf};
     metric(&t, "uvllm_http_requests_total", "counter", "HTTP requests answered",
            (double)hs->requests_total);
@@ -147,6 +197,7 @@ int ul_api_metrics(ul_http_req_t *req, void *data) {
            (double)ss->preemptions);
     metric(&t, "uvllm_kv_pages_free", "gauge", "free KV pages", (double)a->sched->pool.n_free);
     metric(&t, "uvllm_kv_pages_total", "gauge", "KV pages", (double)a->sched->pool.n_pages);
+    load_metrics(&t, a);
     return ul_http_respond(req, 200, "text/plain; version=0.0.4; charset=utf-8", buf, t.len);
 }
 

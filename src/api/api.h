@@ -61,6 +61,7 @@ typedef struct ul_api_stats_s {
     uint64_t active_sequences;      /* gauge: added to sched and not yet finished */
     uint64_t active_streams;        /* gauge: SSE completions open */
     uint64_t prompt_tokens, completion_tokens;
+    uint64_t completions_overloaded; /* of rejected: 429 for --max-queue / --max-queue-wait-s */
 } ul_api_stats_t;
 
 #define UL_API_MAX_ALIASES 8
@@ -95,6 +96,12 @@ typedef struct ul_api_s {
                                      outlive a (ul_api_model_known accepts it) */
     char aliases[UL_API_MAX_ALIASES][UL_API_NAME_MAX]; /* --model-alias, in order */
     int n_aliases;
+    /* Admission (serve --max-queue, --max-queue-wait-s): a request is answered 429 with
+     * Retry-After (the predicted wait, ul_sched_predict_wait_s) when the sequences waiting
+     * for prefill would exceed max_queue, or its predicted wait exceeds max_queue_wait_s.
+     * 0: no limit. */
+    int32_t max_queue;
+    double max_queue_wait_s;
 } ul_api_t;
 
 /* Sets the codec's is_eog into the scheduler config before ul_sched_init when needed. */

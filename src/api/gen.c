@@ -11,6 +11,7 @@
  * request is held in g->req until the response is complete; when the client goes away
  * first, on_abort forgets it and cancels every choice, whose on_finish(CANCELLED) follow
  * within one step. */
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -230,9 +231,10 @@ static void on_finish(ul_seq_t *q, ul_finish_t reason, int status) {
     ch->ended = 1;
     a->stats.active_sequences--;
     if (g->req && !g->failed) {
-        if (reason == UL_FINISH_STOP || reason == UL_FINISH_LENGTH) {
+        if (reason == UL_FINISH_STOP || reason == UL_FINISH_LENGTH ||
+            reason == UL_FINISH_DEADLINE) {
             flush_choice(g, ch);
-            ch->finish_reason = reason == UL_FINISH_STOP ? "stop" : "length";
+            ch->finish_reason = ul_finish_name(reason);
             g->ops->end(ch, ch->finish_reason);
         } else if (reason == UL_FINISH_CANCELLED) {
             g->failed = 1, g->fail_status = 503, g->fail_msg = "the server is shutting down";
@@ -387,6 +389,7 @@ static int add_prompt(ul_gen_t *g, int k, const ul_gen_prompt_t *pr, int32_t max
     for (int i = 0; i < g->p.best_of; i++) {
         ul_choice_t *ch = first + i;
         ch->seq.max_tokens = max_tokens;
+        ch->seq.deadline_ns = g->deadline_ns;
         int rc = i == 0 ? ul_sched_add(s, &ch->seq, pr->ids, pr->n_ids)
                         : ul_sched_add_shared(s, &ch->seq, pr->ids, pr->n_ids, &first->seq);
         if (rc) return rc;
@@ -397,10 +400,69 @@ static int add_prompt(ul_gen_t *g, int k, const ul_gen_prompt_t *pr, int32_t max
     return 0;
 }
 
+/* The request's deadline: "timeout" in the body, else the X-Request-Timeout header. */
+static int set_deadline(ul_gen_t *g) {
+    double t = g->p.timeout_s;
+    const ul_http_header_t *h = ul_http_req_header(g->req, "X-Request-Timeout");
+    if (!t && h) {
+        char v[32], *end;
+        snprintf(v, sizeof v, "%.*s", (int)(h->value_len < 31 ? h->value_len : 31), h->value);
+        t = strtod(v, &end);
+        if (end == v || *end || !(t > 0 && t <= 86400)) {
+            ul_api_bad_t bad = {0};
+            ul_api_bad(&bad, "X-Request-Timeout",
+                       "the X-Request-Timeout header must be seconds in (0, 86400]");
+            ul_api_reject(g->api, g->req, &bad);
+            return UL_EINVAL;
+        }
+    }
+    g->deadline_ns = t > 0 ? uv_hrtime() + (uint64_t)(t * 1e9) : 0;
+    return 0;
+}
+
+/* Admission: 429 with an honest Retry-After when the queue is over --max-queue or the
+ * predicted wait over --max-queue-wait-s. */
+static int admit(ul_gen_t *g, const ul_gen_prompt_t *prompts) {
+    ul_api_t *a = g->api;
+    if (!a->max_queue && !(a->max_queue_wait_s > 0)) return 0;
+    int32_t n = 0;
+    for (int k = 0; k < g->n_prompts; k++) n += prompts[k].n_ids;
+    double wait = ul_sched_predict_wait_s(a->sched, n);
+    int over_queue = a->max_queue && a->sched->n_waiting + g->n_choices > a->max_queue;
+    int over_wait = a->max_queue_wait_s > 0 && wait > a->max_queue_wait_s;
+    if (!over_queue && !over_wait) return 0;
+    char ra[32];
+    long secs = (long)ceil(wait);
+    snprintf(ra, sizeof ra, "%ld", secs < 1 ? 1 : secs);
+    ul_http_resp_header(g->req, "Retry-After", ra);
+    ul_api_bad_t bad = {.status = 429, .type = "rate_limit_error", .code = "queue_full"};
+    if (over_queue)
+        snprintf(bad.msg, sizeof bad.msg,
+                 "%d requests are waiting (the server takes %d); predicted wait %.1f s",
+                 (int)a->sched->n_waiting, (int)a->max_queue, wait);
+    else
+        snprintf(bad.msg, sizeof bad.msg,
+                 "%d requests are waiting; predicted wait %.1f s is over the server's limit "
+                 "(%.1f s)",
+                 (int)a->sched->n_waiting, wait, a->max_queue_wait_s);
+    a->stats.completions_overloaded++;
+    UL_LOG_DEBUG("conn=%llu req=%llu 429: waiting=%d predicted wait %.2f s",
+                 (unsigned long long)g->req->conn_id, (unsigned long long)g->req->req_id,
+                 (int)a->sched->n_waiting, wait);
+    ul_api_reject(a, g->req, &bad);
+    return UL_EFULL;
+}
+
 int ul_gen_start(ul_gen_t *g, const ul_gen_prompt_t *prompts) {
     ul_api_t *a = g->api;
     int32_t max_tokens[UL_API_MAX_CHOICES];
     ul_api_bad_t bad = {0};
+    int arc = set_deadline(g);
+    if (!arc) arc = admit(g, prompts);
+    if (arc) {
+        gen_free(g);
+        return arc;
+    }
     for (int k = 0; k < g->n_prompts; k++) {
         int rc = prompts[k].n_ids;
         if (rc > 0 && !(max_tokens[k] = max_tokens_for(g, prompts[k].n_ids, &bad))) {

@@ -59,6 +59,8 @@ typedef struct ul_api_params_s {
     ul_logit_bias_t *bias; /* [n_bias], in the request's arena */
     int32_t n_bias;
     const char *user;
+    double timeout_s; /* "timeout" (or header X-Request-Timeout): seconds from arrival after
+                         which the choices end with finish_reason "deadline"; 0 = none */
 } ul_api_params_t;
 
 /* Reads the fields both endpoints share from root into p (strings point into root).
@@ -127,8 +129,9 @@ struct ul_gen_s {
     int fail_status;
     const char *fail_msg;
     int held;
-    ul_buf_t frame; /* scratch for one chunk */
-    void *ep;       /* the endpoint's per-request state */
+    uint64_t deadline_ns; /* uv_hrtime() when its choices end with "deadline", or 0 */
+    ul_buf_t frame;       /* scratch for one chunk */
+    void *ep;             /* the endpoint's per-request state */
 };
 
 /* A request's prompt, tokenized. */

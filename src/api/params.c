@@ -129,6 +129,9 @@ static int parse_sampling(const cJSON *root, ul_api_params_t *p, ul_api_bad_t *b
         if (rc && v <= 0) return ul_api_bad(bad, rep[i], "'%s' must be greater than 0", rep[i]);
         if (rc) s->repeat_penalty = (float)v;
     }
+    if ((rc = number(root, "timeout", 0, 86400, 0, &v, bad)) < 0) return rc;
+    if (rc && v <= 0) return ul_api_bad(bad, "timeout", "'timeout' must be greater than 0");
+    if (rc) p->timeout_s = v;
     if ((rc = number(root, "seed", -9.2e18, 1.8e19, 1, &v, bad)) < 0) return rc;
     p->seed_given = rc;
     if (rc) s->seed = v < 0 ? (uint64_t)(int64_t)v : (uint64_t)v;
@@ -267,6 +270,7 @@ static const char *const common[] = {"model",
                                      "ignore_eos",
                                      "logprobs",
                                      "response_format",
+                                     "timeout",
                                      NULL};
 static const char *const chat_only[] = {"max_completion_tokens",
                                         "top_logprobs",

@@ -29,8 +29,10 @@ typedef struct serve_args_s {
     const char *model, *backend, *host, *log_level, *chat_template, *null_reply;
     int port, threads, max_batch_tokens, max_conns, max_seqs, null_ctx, kv_type;
     int ctx_size, max_tokens_default, truncate_max_tokens, parse_special;
-    int64_t null_delay_us, max_body, kv_mem;
+    int64_t null_delay_us, max_body, kv_mem, null_token_us, null_prefill_us;
     double shutdown_grace, header_timeout, idle_timeout;
+    double itl_target_ms, max_queue_wait_s;
+    int max_queue, no_prefix_cache;
     const char *aliases[UL_API_MAX_ALIASES];
     const char *cors[MAX_CORS];
     int n_aliases, n_cors;
@@ -47,6 +49,9 @@ static void usage(FILE *f) {
                "                   [--max-tokens-default N] [--truncate-max-tokens]\n"
                "                   [--no-parse-special] [--model-alias NAME]...\n"
                "                   [--cors-origin ORIGIN]... [--chat-template FILE]\n"
+               "                   [--itl-target-ms MS] [--no-prefix-cache] [--max-queue N]\n"
+               "                   [--max-queue-wait-s SEC] [--null-token-us N]\n"
+               "                   [--null-prefill-us N]\n"
                "\n"
                "  --model PATH           GGUF model (implies --backend cpu)\n"
                "  --backend cpu|null     null: no model, deterministic pseudo-tokens (default\n"
@@ -58,6 +63,8 @@ static void usage(FILE *f) {
                "  --null-reply TEXT      null backend: every request gets TEXT (tokenized with\n"
                "                         --model's vocabulary, special tokens parsed), then\n"
                "                         eos: a known output for testing the serving layer\n"
+               "  --null-token-us N      null backend: extra time per decode token (default 0)\n"
+               "  --null-prefill-us N    null backend: extra time per prefill token (default 0)\n"
                "  --threads N            cpu backend threads (default: all cores)\n"
                "  --kv-type f16|f32      cpu backend KV cache element type (default f16)\n"
                "  --ctx-size N           context per sequence (default: the model's training\n"
@@ -84,6 +91,15 @@ static void usage(FILE *f) {
                "  --max-conns N          open connections (default 4096)\n"
                "  --max-seqs N           sequences in flight before 503 (default 4096)\n"
                "  --max-batch-tokens N   tokens per step (default 512)\n"
+               "  --itl-target-ms MS     while streams decode, prefill chunks are sized so a\n"
+               "                         step is predicted to take at most MS (default 100;\n"
+               "                         0: off, prefill fills --max-batch-tokens)\n"
+               "  --no-prefix-cache      do not keep computed KV pages for reuse by later\n"
+               "                         requests sharing a prompt prefix\n"
+               "  --max-queue N          requests waiting for prefill before 429 (default: no\n"
+               "                         limit)\n"
+               "  --max-queue-wait-s SEC answer 429 with Retry-After when a request's predicted\n"
+               "                         wait is over SEC (default: no limit)\n"
                "  --shutdown-grace SEC   time streams get to finish on SIGTERM (default 30)\n"
                "  --header-timeout SEC   request headers must arrive within (default 10)\n"
                "  --idle-timeout SEC     idle keep-alive connections close after (default 75)\n"
@@ -139,8 +155,14 @@ enum {
     O_CORS,
     O_CHAT_TEMPLATE,
     O_NULL_REPLY,
+    O_ITL_TARGET,
+    O_MAX_QUEUE,
+    O_MAX_QUEUE_WAIT,
+    O_NULL_TOKEN,
+    O_NULL_PREFILL,
     O_TRUNCATE, /* flags without a value from here on */
     O_NO_PARSE_SPECIAL,
+    O_NO_PREFIX_CACHE,
     O_COUNT
 };
 
@@ -167,8 +189,14 @@ static const char *const g_opts[O_COUNT] = {"--model",
                                             "--cors-origin",
                                             "--chat-template",
                                             "--null-reply",
+                                            "--itl-target-ms",
+                                            "--max-queue",
+                                            "--max-queue-wait-s",
+                                            "--null-token-us",
+                                            "--null-prefill-us",
                                             "--truncate-max-tokens",
-                                            "--no-parse-special"};
+                                            "--no-parse-special",
+                                            "--no-prefix-cache"};
 
 static int parse_kv_mem(const char *v, int64_t *out) { return ul_size_parse(v, out) || *out < 1; }
 
@@ -234,6 +262,18 @@ static int apply_opt(serve_args_t *a, int k, const char *v) {
     case O_NULL_REPLY:
         a->null_reply = v;
         return !*v;
+    case O_ITL_TARGET:
+        if (parse_sec(v, 600000, &a->itl_target_ms)) return 1;
+        if (a->itl_target_ms == 0) a->itl_target_ms = -1; /* off */
+        return 0;
+    case O_MAX_QUEUE:
+        return parse_int(v, 1, 1 << 20, &a->max_queue);
+    case O_MAX_QUEUE_WAIT:
+        return parse_sec(v, 86400, &a->max_queue_wait_s) || a->max_queue_wait_s <= 0;
+    case O_NULL_TOKEN:
+        return parse_i64(v, 0, 10000000, &a->null_token_us);
+    case O_NULL_PREFILL:
+        return parse_i64(v, 0, 10000000, &a->null_prefill_us);
     }
     return 1;
 }
@@ -265,9 +305,10 @@ static int parse_args(int argc, char **argv, serve_args_t *a) {
             fprintf(stderr, "uvllm serve: unknown option '%s' (see 'uvllm serve --help')\n", o);
             return 2;
         }
-        if (k == O_TRUNCATE || k == O_NO_PARSE_SPECIAL) {
+        if (k >= O_TRUNCATE) {
             if (k == O_TRUNCATE) a->truncate_max_tokens = 1;
             if (k == O_NO_PARSE_SPECIAL) a->parse_special = 0;
+            if (k == O_NO_PREFIX_CACHE) a->no_prefix_cache = 1;
             continue;
         }
         if (!v) {
@@ -399,6 +440,8 @@ static int null_reply(const serve_args_t *a, server_t *sv, ul_null_config_t *nc,
 
 static int make_null(const serve_args_t *a, server_t *sv) {
     ul_null_config_t nc = {.delay_us = a->null_delay_us,
+                           .token_us = a->null_token_us,
+                           .prefill_us = a->null_prefill_us,
                            .n_ctx = a->ctx_size ? a->ctx_size : a->null_ctx,
                            .page_size = PAGE_SIZE};
     int32_t *ids = NULL;
@@ -412,7 +455,10 @@ static int make_null(const serve_args_t *a, server_t *sv) {
     if (a->kv_mem) {
         int32_t n_ctx = nc.n_ctx ? nc.n_ctx : 4096;
         int64_t b = kv_budget(a, sv, n_ctx, (int64_t)PAGE_SIZE * NULL_KV_BYTES_PER_TOKEN);
-        if (!b) return UL_EINVAL;
+        if (!b) {
+            free(ids);
+            return UL_EINVAL;
+        }
         int64_t pages = b / ((int64_t)PAGE_SIZE * NULL_KV_BYTES_PER_TOKEN);
         int64_t most = ((int64_t)1 << 31) / PAGE_SIZE - 1;
         nc.n_pages = (int32_t)(pages < most ? pages : most);
@@ -492,6 +538,8 @@ static int setup_api(const serve_args_t *a, server_t *sv) {
     if (a->max_tokens_default) api->default_max_tokens = a->max_tokens_default;
     api->truncate_max_tokens = a->truncate_max_tokens;
     api->parse_special = a->parse_special;
+    api->max_queue = a->max_queue;
+    api->max_queue_wait_s = a->max_queue_wait_s;
     for (int i = 0; i < a->n_aliases; i++) {
         int rc = ul_api_add_alias(api, a->aliases[i]);
         if (rc) {
@@ -558,7 +606,10 @@ static int setup(const serve_args_t *a, server_t *sv) {
     int rc = make_backend(a, sv);
     if (rc) return rc;
     ul_codec_t codec;
-    ul_sched_config_t scfg = {.max_batch_tokens = a->max_batch_tokens, .max_seqs = a->max_seqs};
+    ul_sched_config_t scfg = {.max_batch_tokens = a->max_batch_tokens,
+                              .max_seqs = a->max_seqs,
+                              .no_prefix_cache = a->no_prefix_cache,
+                              .itl_target_ms = a->itl_target_ms};
     if (sv->model) {
         ul_codec_init_vocab(&codec, sv->model->vocab);
         scfg.is_eog = codec.is_eog;

@@ -1,8 +1,9 @@
 /* The null backend: a stand-in for a model that lets the serving layer (HTTP, scheduler,
  * SSE) be tested and benchmarked without weights. One worker thread takes submitted steps
- * in order, sleeps delay_us per step, and "samples" token = hash(seq_id, position) %
- * n_vocab, so the same sequence always produces the same tokens, even after preemption
- * and recompute.
+ * in order, sleeps delay_us per step (plus token_us per decode token and prefill_us per
+ * prefill token: a step cost the scheduler's latency tests can rely on), and "samples"
+ * token = hash(seq_id, position) % n_vocab, so the same sequence always produces the same
+ * tokens, even after preemption and recompute.
  *
  * It also behaves like a KV cache as far as bookkeeping goes: every position computed is
  * recorded (owner sequence and token) in its page slot, and each step checks that the
@@ -22,7 +23,7 @@
 
 typedef struct null_backend_s {
     ul_backend_t base;
-    int64_t delay_us;
+    int64_t delay_us, token_us, prefill_us;
     int32_t eos_every;
     int32_t *reply; /* [n_reply] scripted reply, or NULL */
     int32_t n_reply;
@@ -120,9 +121,12 @@ static int32_t scripted_token(const null_backend_t *nb, const ul_step_seq_t *s) 
 static void compute(null_backend_t *nb, ul_step_t *step) {
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    if (nb->delay_us > 0) {
-        struct timespec d = {(time_t)(nb->delay_us / 1000000),
-                             (long)(nb->delay_us % 1000000) * 1000};
+    int64_t us = nb->delay_us;
+    for (int32_t i = 0; i < step->n_seqs; i++)
+        us += step->seqs[i].n_tokens == 1 ? nb->token_us
+                                          : nb->prefill_us * (int64_t)step->seqs[i].n_tokens;
+    if (us > 0) {
+        struct timespec d = {(time_t)(us / 1000000), (long)(us % 1000000) * 1000};
         while (nanosleep(&d, &d) != 0) {
         }
     }
@@ -214,13 +218,16 @@ int ul_null_backend_create(const ul_null_config_t *cfg, ul_backend_t **out) {
         if (cfg->page_size) c.page_size = cfg->page_size;
         if (cfg->n_pages) c.n_pages = cfg->n_pages;
         c.eos_every = cfg->eos_every;
+        c.token_us = cfg->token_us;
+        c.prefill_us = cfg->prefill_us;
         c.eos_id = cfg->eos_id;
         c.reply = cfg->reply;
         c.n_reply = cfg->n_reply;
     }
     if (!c.eos_id) c.eos_id = c.n_vocab - 1;
-    if (c.delay_us < 0 || c.n_vocab < 2 || c.n_ctx < 1 || c.page_size < 1 || c.n_pages < 1 ||
-        c.eos_every < 0 || (int64_t)c.n_pages * c.page_size > ((int64_t)1 << 31) || c.eos_id < 0 ||
+    if (c.delay_us < 0 || c.token_us < 0 || c.prefill_us < 0 || c.n_vocab < 2 || c.n_ctx < 1 ||
+        c.page_size < 1 || c.n_pages < 1 || c.eos_every < 0 ||
+        (int64_t)c.n_pages * c.page_size > ((int64_t)1 << 31) || c.eos_id < 0 ||
         c.eos_id >= c.n_vocab || c.n_reply < 0 || (c.n_reply && !c.reply))
         return UL_EINVAL;
     null_backend_t *nb = calloc(1, sizeof *nb);
@@ -245,6 +252,8 @@ int ul_null_backend_create(const ul_null_config_t *cfg, ul_backend_t **out) {
                               .n_pages = c.n_pages,
                               .eos_id = c.eos_every > 0 || c.n_reply ? c.eos_id : -1};
     nb->delay_us = c.delay_us;
+    nb->token_us = c.token_us;
+    nb->prefill_us = c.prefill_us;
     nb->eos_every = c.eos_every;
     ul_queue_init(&nb->queue);
     pthread_mutex_init(&nb->mu, NULL);

@@ -21,6 +21,8 @@ const char *ul_finish_name(ul_finish_t f) {
         return "cancelled";
     case UL_FINISH_ERROR:
         return "error";
+    case UL_FINISH_DEADLINE:
+        return "deadline";
     default:
         return "none";
     }
@@ -32,8 +34,16 @@ int ul_sched_init(ul_sched_t *s, ul_backend_t *backend, const ul_sched_config_t 
     if (cfg) s->cfg = *cfg;
     s->cfg.max_batch_tokens = cfg && cfg->max_batch_tokens ? cfg->max_batch_tokens : 512;
     s->cfg.max_seqs = cfg && cfg->max_seqs ? cfg->max_seqs : 4096;
+    if (s->cfg.itl_target_ms == 0) s->cfg.itl_target_ms = 100;
+    if (s->cfg.min_prefill <= 0) {
+        int32_t m = s->cfg.max_batch_tokens / 32;
+        s->cfg.min_prefill = m > backend->page_size ? m : backend->page_size;
+    }
+    if (s->cfg.min_prefill > s->cfg.max_batch_tokens) s->cfg.min_prefill = s->cfg.max_batch_tokens;
+    ul_step_model_init(&s->model);
     if (s->cfg.max_batch_tokens < 1 || s->cfg.max_seqs < 1) return UL_EINVAL;
-    int rc = ul_kv_pool_init(&s->pool, backend->n_pages, backend->page_size);
+    int rc =
+        ul_kv_pool_init(&s->pool, backend->n_pages, backend->page_size, !s->cfg.no_prefix_cache);
     if (rc) return rc;
     size_t nb = (size_t)s->cfg.max_batch_tokens;
     s->step.tokens = malloc(nb * sizeof *s->step.tokens);
@@ -144,6 +154,11 @@ int ul_sched_add_shared(ul_sched_t *s, ul_seq_t *q, const int32_t *prompt, int32
     q->n_preempted = 0;
     q->share_with = share ? share_with : NULL;
     q->n_sharers = q->n_shared = 0;
+    q->n_hashed = q->n_cached = 0;
+    q->prefix_hash = 0;
+    q->expired = 0;
+    q->t_add_ns = uv_hrtime();
+    q->t_sched_ns = q->t_last_ns = 0;
     if (share) share_with->n_sharers++;
     enqueue_waiting(s, q);
     ul_sched_kick(s);
@@ -188,6 +203,48 @@ static void release_pages(ul_sched_t *s, ul_seq_t *q) {
     q->n_pages = 0;
     q->n_computed = 0;
     q->n_shared = 0;
+    q->n_hashed = 0;
+    q->prefix_hash = 0;
+}
+
+/* Takes the cached pages that hold the start of q's tokens (before its last one, which it
+ * must compute for its own logits): q prefills only the rest. */
+static void take_cached_prefix(ul_sched_t *s, ul_seq_t *q) {
+    ul_kv_pool_t *p = &s->pool;
+    int32_t ps = p->page_size, max = (q->n_tokens - 1) / ps;
+    UL_ASSERT(q->n_pages == 0 && q->n_computed == 0);
+    uint64_t h = 0;
+    int32_t k = 0;
+    for (; k < max; k++) {
+        const int32_t *toks = q->tokens + (size_t)k * ps;
+        uint64_t hk = ul_kv_prefix_hash(h, toks, ps);
+        int32_t pg = ul_kv_prefix_take(p, hk, h, toks);
+        if (pg < 0) break;
+        q->pages[k] = pg;
+        h = hk;
+    }
+    q->n_pages = q->n_hashed = k;
+    q->n_computed = q->n_cached = k * ps;
+    q->prefix_hash = h;
+    s->stats.prefix_query_tokens += (uint64_t)q->n_tokens;
+    s->stats.prefix_hit_tokens += (uint64_t)(k * ps);
+    if (k)
+        UL_LOG_DEBUG("seq=%llu prefix cache: %d of %d tokens", (unsigned long long)q->id, k * ps,
+                     q->n_tokens);
+}
+
+/* Publishes q's pages that became full and computed, for later sequences to reuse. */
+static void publish_full_pages(ul_sched_t *s, ul_seq_t *q) {
+    ul_kv_pool_t *p = &s->pool;
+    int32_t ps = p->page_size;
+    if (!ul_kv_prefix_enabled(p)) return;
+    while ((q->n_hashed + 1) * ps <= q->n_computed) {
+        const int32_t *toks = q->tokens + (size_t)q->n_hashed * ps;
+        uint64_t h = ul_kv_prefix_hash(q->prefix_hash, toks, ps);
+        ul_kv_prefix_publish(p, q->pages[q->n_hashed], h, q->prefix_hash, toks);
+        q->prefix_hash = h;
+        q->n_hashed++;
+    }
 }
 
 /* Pages q can take from the sequence it shares with: the prompt's full pages before its
@@ -226,22 +283,33 @@ static void finish(ul_sched_t *s, ul_seq_t *q, ul_finish_t reason, int status) {
     q->tokens = q->pages = NULL;
     q->state = UL_SEQ_FINISHED;
     s->stats.seqs_finished++;
+    if (reason == UL_FINISH_DEADLINE) s->stats.deadlines++;
+    if (reason == UL_FINISH_STOP || reason == UL_FINISH_LENGTH || reason == UL_FINISH_DEADLINE)
+        ul_hist_observe(&s->stats.e2e, (double)(uv_hrtime() - q->t_add_ns) / 1e9);
     UL_LOG_DEBUG("seq=%llu finish=%s generated=%d preempted=%d", (unsigned long long)q->id,
                  ul_finish_name(reason), q->n_tokens - q->n_prompt, q->n_preempted);
     q->on_finish(q, reason, status);
 }
 
-/* Finishes every cancelled sequence that no step is using and that owes no callback (those
+static ul_finish_t cancel_reason(const ul_seq_t *q) {
+    return q->expired ? UL_FINISH_DEADLINE : UL_FINISH_CANCELLED;
+}
+
+/* Sequences past their deadline are cancelled with UL_FINISH_DEADLINE.
+ * Finishes every cancelled sequence that no step is using and that owes no callback (those
  * are finished by ul_sched_step_deliver). Collects first: on_finish may free the sequence,
  * and its list node with it. */
 static void reap_cancelled(ul_sched_t *s) {
+    uint64_t now = uv_hrtime();
     ul_queue_t *lists[2] = {&s->waiting, &s->running};
     for (int l = 0; l < 2; l++) {
         ul_queue_t *it = lists[l]->next;
         while (it != lists[l]) {
             ul_seq_t *q = UL_QUEUE_DATA(it, ul_seq_t, node);
             it = it->next;
-            if (q->cancelled && !q->in_step && !q->cb_pending) finish(s, q, UL_FINISH_CANCELLED, 0);
+            if (!q->cancelled && q->deadline_ns && !q->ending && now >= q->deadline_ns)
+                q->cancelled = q->expired = 1;
+            if (q->cancelled && !q->in_step && !q->cb_pending) finish(s, q, cancel_reason(q), 0);
         }
     }
 }
@@ -302,6 +370,11 @@ static void add_to_step(ul_sched_t *s, ul_seq_t *q, int32_t n) {
          p < ul_kv_pages_for(&s->pool, q->n_computed + n); p++)
         UL_ASSERT(s->pool.refs[q->pages[p]] == 1);
     s->step_owner[st->n_seqs] = q;
+    ul_step_feat_add(&s->feat, n, q->n_computed);
+    if (!q->t_sched_ns) {
+        q->t_sched_ns = uv_hrtime();
+        ul_hist_observe(&s->stats.queue, (double)(q->t_sched_ns - q->t_add_ns) / 1e9);
+    }
     st->n_tokens += n;
     st->n_seqs++;
     q->in_step = 1;
@@ -409,6 +482,41 @@ static int32_t admit_chunk(ul_sched_t *s, ul_seq_t *q, int32_t budget) {
     return c;
 }
 
+/* The largest prefill chunk (at most n tokens from position pos0) that, added to a step
+ * with features base, keeps its predicted time within the latency target. Plans to 90%:
+ * the gap a client sees adds the loop's turnaround to the step, and the model errs by a
+ * few percent. */
+static int32_t chunk_for_target(const ul_sched_t *s, const ul_step_feat_t *base, int32_t pos0,
+                                int32_t n) {
+    double target_us = s->cfg.itl_target_ms * 900.0;
+    int32_t lo = 0, hi = n;
+    while (lo < hi) {
+        int32_t mid = lo + (hi - lo + 1) / 2;
+        ul_step_feat_t f = *base;
+        ul_step_feat_add(&f, mid, pos0);
+        if (ul_step_model_predict(&s->model, &f) <= target_us)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
+
+/* Prefill tokens q may get in this step: the token budget, cut to the latency target while
+ * anything decodes, but never below the step's minimum prefill share. */
+static int32_t prefill_budget(ul_sched_t *s, const ul_seq_t *q, int32_t prefilled) {
+    int32_t budget = s->cfg.max_batch_tokens - s->step.n_tokens;
+    if (budget <= 0 || s->cfg.itl_target_ms < 0 || s->feat.n_decode == 0 || s->model.n_obs == 0)
+        return budget;
+    int32_t want = q->n_tokens - q->n_computed;
+    if (want > budget) want = budget;
+    int32_t c = chunk_for_target(s, &s->feat, q->n_computed, want);
+    int32_t floor = s->cfg.min_prefill - prefilled;
+    if (c < floor) c = floor < budget ? floor : budget;
+    if (c < want) s->budget_cut = 1;
+    return c;
+}
+
 /* Pass 2: prefill chunks, oldest first, for running (partially prefilled) and waiting
  * sequences alike. Stops at the first one that cannot get a page: first come, first
  * served, so a long prompt is not starved by short ones slipping past it. */
@@ -425,9 +533,9 @@ static void add_prefills(ul_sched_t *s) {
         if (runnable(s, q) && n < s->cfg.max_seqs) s->scratch[n++] = q;
     }
     qsort(s->scratch, (size_t)n, sizeof *s->scratch, by_arrival);
+    int32_t prefilled = 0;
     for (int32_t i = 0; i < n; i++) {
-        int32_t budget = s->cfg.max_batch_tokens - s->step.n_tokens;
-        if (budget <= 0) break;
+        if (s->cfg.max_batch_tokens - s->step.n_tokens <= 0) break;
         ul_seq_t *q = s->scratch[i];
         /* Pages just taken from a preempted sequence are for the decoders: admitting
          * waiting work into them now would only be preempted again next step. */
@@ -435,9 +543,14 @@ static void add_prefills(ul_sched_t *s) {
         if (q->share_with) {
             if (s->pool.n_free == 0) break; /* not even the page past the shared ones */
             take_shared(s, q);
+        } else if (q->n_pages == 0 && ul_kv_prefix_enabled(&s->pool)) {
+            take_cached_prefix(s, q);
         }
+        int32_t budget = prefill_budget(s, q, prefilled);
+        if (budget <= 0) break; /* the latency target is spent */
         int32_t c = admit_chunk(s, q, budget);
         if (c == 0) break;
+        prefilled += c;
         if (q->state == UL_SEQ_WAITING) {
             unlink_seq(s, q);
             ul_queue_insert_tail(&s->running, &q->node);
@@ -456,6 +569,8 @@ int ul_sched_step_build(ul_sched_t *s) {
     s->step.status = 0;
     s->preempted_for_decode = 0;
     for (;;) {
+        s->feat = (ul_step_feat_t){0};
+        s->budget_cut = 0;
         add_decoders(s);
         add_prefills(s);
         if (s->step.n_seqs > 0) break;
@@ -475,6 +590,8 @@ int ul_sched_step_build(ul_sched_t *s) {
         if (!any_runnable) break; /* only paused sequences (or the victim alone) */
         preempt(s, victim);
     }
+    s->step_pred_us = ul_step_model_predict(&s->model, &s->feat);
+    if (s->budget_cut) s->stats.steps_budgeted++;
     return s->step.n_seqs;
 }
 
@@ -505,7 +622,12 @@ void ul_sched_step_absorb(ul_sched_t *s) {
     ul_step_t *st = &s->step;
     s->stats.steps++;
     s->stats.compute_us += st->compute_us;
-    if (st->status) s->stats.step_errors++;
+    s->stats.predicted_us += s->step_pred_us;
+    s->step_last_us = st->compute_us;
+    if (st->status)
+        s->stats.step_errors++;
+    else
+        ul_step_model_observe(&s->model, &s->feat, st->compute_us);
     for (int32_t i = 0; i < st->n_seqs; i++) s->step_owner[i]->in_step = 0;
     for (int32_t i = 0; i < st->n_seqs; i++) {
         ul_step_seq_t *ss = &st->seqs[i];
@@ -525,6 +647,7 @@ void ul_sched_step_absorb(ul_sched_t *s) {
         }
         q->n_computed += ss->n_tokens;
         s->stats.tokens_computed += (uint64_t)ss->n_tokens;
+        publish_full_pages(s, q);
         if (!ss->sample) continue;
         q->rng[0] = ss->rng[0];
         q->rng[1] = ss->rng[1];
@@ -537,8 +660,16 @@ void ul_sched_step_absorb(ul_sched_t *s) {
 static void deliver_one(ul_sched_t *s, ul_seq_t *q, int32_t tok, const ul_token_lp_t *lp) {
     q->cb_pending = 0;
     if (q->cancelled) {
-        if (!q->in_step) finish(s, q, UL_FINISH_CANCELLED, 0);
+        if (!q->in_step) finish(s, q, cancel_reason(q), 0);
         return; /* else reaped after the step in flight */
+    }
+    if (tok >= 0) {
+        uint64_t now = uv_hrtime();
+        if (q->t_last_ns)
+            ul_hist_observe(&s->stats.itl, (double)(now - q->t_last_ns) / 1e9);
+        else
+            ul_hist_observe(&s->stats.ttft, (double)(now - q->t_add_ns) / 1e9);
+        q->t_last_ns = now;
     }
     if (tok >= 0 && q->on_token && q->on_token(q, tok, lp)) {
         q->ending = UL_FINISH_STOP; /* a stop string beats max_tokens */
@@ -559,4 +690,39 @@ void ul_sched_step_deliver(ul_sched_t *s) {
 void ul_sched_step_complete(ul_sched_t *s) {
     ul_sched_step_absorb(s);
     ul_sched_step_deliver(s);
+}
+
+double ul_sched_predict_wait_s(const ul_sched_t *s, int32_t n_prompt) {
+    if (s->model.n_obs == 0) return 0;
+    int64_t ahead = n_prompt;
+    int32_t n_dec = 0;
+    ul_step_feat_t dec = {0};
+    const ul_queue_t *lists[2] = {&s->waiting, &s->running};
+    for (int l = 0; l < 2; l++) {
+        const ul_queue_t *it;
+        for (it = lists[l]->next; it != lists[l]; it = it->next) {
+            const ul_seq_t *q = UL_QUEUE_DATA(it, ul_seq_t, node);
+            int32_t left = q->n_tokens - q->n_computed;
+            if (q->cancelled || q->ending) continue;
+            if (left > 1 || q->state == UL_SEQ_WAITING) {
+                ahead += left;
+            } else if (!q->paused && n_dec < s->cfg.max_batch_tokens) {
+                n_dec++;
+                ul_step_feat_add(&dec, 1, q->n_computed);
+            }
+        }
+    }
+    /* prefill tokens per step: all the batch when nothing decodes, else what the target
+     * leaves (at least the minimum share) */
+    int32_t room = s->cfg.max_batch_tokens - n_dec, per = room;
+    if (n_dec > 0 && s->cfg.itl_target_ms > 0) {
+        per = chunk_for_target(s, &dec, 0, room);
+        if (per < s->cfg.min_prefill) per = s->cfg.min_prefill;
+        if (per > room) per = room;
+    }
+    if (per < 1) per = 1;
+    ul_step_feat_t f = dec;
+    ul_step_feat_add(&f, per, 0);
+    double steps = (double)((ahead + per - 1) / per);
+    return steps * ul_step_model_predict(&s->model, &f) / 1e6;
 }

@@ -43,7 +43,9 @@
 
 #include "base/bridge.h"
 #include "base/queue.h"
+#include "sched/hist.h"
 #include "sched/kvpool.h"
+#include "sched/steptime.h"
 #include "uvllm/backend.h"
 
 typedef enum {
@@ -59,9 +61,11 @@ typedef enum {
     UL_FINISH_LENGTH,    /* max_tokens or the context length */
     UL_FINISH_CANCELLED, /* ul_sched_cancel (client gone, shutdown) */
     UL_FINISH_ERROR,     /* the backend failed the step; status says why */
+    UL_FINISH_DEADLINE,  /* seq->deadline_ns passed before it ended */
 } ul_finish_t;
 
-const char *ul_finish_name(ul_finish_t f); /* "stop", "length", "cancelled", "error" */
+/* "stop", "length", "cancelled", "error", "deadline" */
+const char *ul_finish_name(ul_finish_t f);
 
 typedef struct ul_seq_s ul_seq_t;
 /* The log-probabilities that came with a sampled token, copied out of the step when it was
@@ -88,8 +92,11 @@ struct ul_seq_s {
     ul_seq_token_cb on_token;
     ul_seq_finish_cb on_finish;
     void *data;
-    int ignore_eos; /* 1: end-of-generation tokens do not end it; they go to on_token like
-                     * any other (the sampler is not biased against them) */
+    int ignore_eos;       /* 1: end-of-generation tokens do not end it; they go to on_token like
+                           * any other (the sampler is not biased against them) */
+    uint64_t deadline_ns; /* 0, or a uv_hrtime() after which the sequence ends at the next
+                           * step with UL_FINISH_DEADLINE (tokens not yet delivered are
+                           * dropped) */
     /* scheduler's, read-only for the caller */
     uint64_t id;
     ul_seq_state_t state;
@@ -118,6 +125,14 @@ struct ul_seq_s {
     ul_seq_t *share_with;
     int32_t n_sharers;
     int32_t n_shared;
+    /* prefix cache: the first n_hashed pages are accounted for (published or taken from
+     * the cache); prefix_hash is the hash of page n_hashed-1 (0 when none) */
+    int32_t n_hashed;
+    uint64_t prefix_hash;
+    int32_t n_cached; /* prompt tokens found in the prefix cache at its last admission */
+    int expired;      /* past deadline_ns: ends like a cancel, with UL_FINISH_DEADLINE */
+    /* uv_hrtime() of: ul_sched_add, first admission into a step, last token delivered */
+    uint64_t t_add_ns, t_sched_ns, t_last_ns;
     ul_queue_t node; /* in the waiting or running list */
 };
 
@@ -128,12 +143,28 @@ typedef struct ul_sched_config_s {
      * eom...); the api sets it for real models so sched needs no tokenizer */
     int (*is_eog)(void *ctx, int32_t tok);
     void *eog_ctx;
+    int no_prefix_cache; /* 1: computed pages are not kept for reuse (--no-prefix-cache) */
+    /* Latency budget (--itl-target-ms): while sequences decode, prefill chunks are sized so
+     * the step-time model predicts at most this per step (but at least min_prefill tokens
+     * of prefill per step, so time to first token stays bounded); when nothing decodes,
+     * prefill takes the whole token budget. 0: default 100; < 0: off. */
+    double itl_target_ms;
+    int32_t min_prefill; /* 0: default max(page_size, max_batch_tokens / 32) */
 } ul_sched_config_t;
 
 typedef struct ul_sched_stats_s {
     uint64_t steps, tokens_generated, tokens_computed, preemptions, seqs_finished;
     uint64_t step_errors;
     double compute_us; /* sum of the backend's step times */
+    /* prefix cache: tokens looked up at admission (prompt, or prompt + generated after a
+     * preemption) and how many of them were found in cached pages (not computed again) */
+    uint64_t prefix_query_tokens, prefix_hit_tokens;
+    double predicted_us; /* sum of the model's predictions for the steps run */
+    uint64_t deadlines;  /* sequences ended by their deadline */
+    /* seconds: add -> first token delivered; between two tokens of a sequence; add -> first
+     * step; add -> on_finish (stop, length or deadline) */
+    ul_hist_t ttft, itl, queue, e2e;
+    uint64_t steps_budgeted; /* steps whose prefill was cut by the latency target */
 } ul_sched_stats_t;
 
 typedef struct ul_sched_s ul_sched_t;
@@ -160,6 +191,11 @@ struct ul_sched_s {
     int busy;                 /* a step is submitted and not yet completed */
     int preempted_for_decode; /* while building: a decoder preempted someone */
     ul_sched_stats_t stats;
+    ul_step_model_t model; /* what steps cost (steptime.h) */
+    ul_step_feat_t feat;   /* of the step being built / in flight */
+    double step_pred_us;   /* the model's prediction for it when it was built */
+    double step_last_us;   /* the backend's time for the last step absorbed */
+    int budget_cut;        /* while building: the latency target cut a prefill chunk */
     /* driver (ul_sched_start) */
     uv_loop_t *loop;
     ul_bridge_t bridge;
@@ -221,6 +257,10 @@ int ul_sched_add_shared(ul_sched_t *s, ul_seq_t *seq, const int32_t *prompt, int
 void ul_sched_cancel(ul_sched_t *s, ul_seq_t *seq);
 /* Paused sequences keep their pages but get no step until resumed (backpressure). */
 void ul_sched_set_paused(ul_sched_t *s, ul_seq_t *seq, int paused);
+/* Predicted seconds until a new sequence with an n_prompt-token prompt gets its first
+ * token: the prefill queued ahead of it and its own, at the prefill rate the step-time
+ * model and the latency target allow with the current decoders. 0 before any step ran. */
+double ul_sched_predict_wait_s(const ul_sched_t *s, int32_t n_prompt);
 /* Sequences not yet finished. */
 static inline int32_t ul_sched_n_active(const ul_sched_t *s) { return s->n_waiting + s->n_running; }
 

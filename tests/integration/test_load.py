@@ -1,0 +1,347 @@
+"""Serving under load (issue 11): the prefix cache on aidreams260K (a second request
+sharing a 64-token prefix prefills only its own tokens, by counter, with the text of the
+uncached run; a second chat turn reuses the first), every golden exact among 16 concurrent
+mixed requests with a small KV pool, 429 with an honest Retry-After, per-request deadlines,
+a paused reader that does not slow the others, and the latency histograms in /metrics.
+Needs the shared folder ($UVLLM_SHARED, else $UVLLM_SOURCE_DIR/../shared)."""
+
+import json
+import math
+import os
+import socket
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from uvllm_harness import Reader, Server, build_request, run, sse_events, test  # noqa: E402
+
+
+def shared():
+    d = os.environ.get("UVLLM_SHARED")
+    if not d:
+        src = os.environ.get("UVLLM_SOURCE_DIR",
+                             os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+        d = os.path.join(src, "..", "shared")
+    return os.path.abspath(d)
+
+
+MODEL = os.path.join(shared(), "models", "aidreams260K.gguf")
+GOLDEN = os.path.join(shared(), "golden", "aidreams260K.public.jsonl")
+for p in (MODEL, GOLDEN):
+    if not os.path.exists(p):
+        print(f"missing shared file: {p}")
+        print("0 passed, 1 failed")
+        sys.exit(1)
+CASES = [json.loads(line) for line in open(GOLDEN)]
+
+
+def n_golden(case):
+    t = case["tokens"]
+    return len(json.loads(t) if isinstance(t, str) else t)
+
+
+def metrics(srv):
+    out = {}
+    for ln in srv.request("GET", "/metrics").body.decode().splitlines():
+        if ln and not ln.startswith("#"):
+            k, v = ln.rsplit(" ", 1)
+            out[k] = float(v)
+    return out
+
+
+def post(srv, path, body, headers=None):
+    r = srv.request("POST", path, body=json.dumps(body), headers=headers)
+    return r
+
+
+def cpu_server(*extra):
+    return Server("--model", MODEL, "--threads", "2", "--max-batch-tokens", "64", *extra,
+                  backend="cpu")
+
+
+# about 70 tokens (aidreams260K's context is 128)
+PREFIX = ("Once upon a time, there was a little girl named Lily. She loved to play outside "
+          "in the park with her friends. One day, she saw a big red ball.")
+CHAT_PREFIX = "Lily loved the park."
+
+
+# ---- prefix cache ------------------------------------------------------------------------
+
+@test
+def second_request_reuses_a_64_token_prefix():
+    n = len(post_tokenize(PREFIX))
+    assert n >= 64, f"the shared prefix is only {n} tokens"
+    texts = {}
+    for flag in ((), ("--no-prefix-cache",)):
+        with cpu_server(*flag) as srv:
+            outs = []
+            for tail in (" The ball", " Her mom said"):
+                m0 = metrics(srv)
+                r = post(srv, "/v1/completions",
+                         {"prompt": PREFIX + tail, "max_tokens": 24, "temperature": 0})
+                assert r.status == 200, r.body
+                j = r.json()
+                m1 = metrics(srv)
+                hit = m1["uvllm_prefix_cache_hit_tokens_total"] - \
+                    m0["uvllm_prefix_cache_hit_tokens_total"]
+                outs.append((j["choices"][0]["text"], j["usage"]["prompt_tokens"], hit))
+            texts[bool(flag)] = outs
+    (a, na, ha), (b, nb, hb) = texts[False]
+    assert ha == 0, "the first request found nothing"
+    # the second prefills only past the shared full pages (16 tokens each)
+    assert hb >= 64 and hb <= n, (hb, n)
+    print(f"  second request: {int(hb)} of {nb} prompt tokens from the cache")
+    assert [t for t, _, _ in texts[True]] == [a, b], (texts, "cached text != uncached text")
+    assert all(h == 0 for _, _, h in texts[True]), "--no-prefix-cache caches nothing"
+
+
+def post_tokenize(text):
+    with cpu_server() as srv:
+        r = post(srv, "/tokenize", {"content": text})
+        assert r.status == 200, r.body
+        return r.json()["tokens"]
+
+
+@test
+def second_chat_turn_reuses_the_first():
+    res = {}
+    for flag in ((), ("--no-prefix-cache",)):
+        with cpu_server(*flag) as srv:
+            msgs = [{"role": "user", "content": CHAT_PREFIX}]
+            r = post(srv, "/v1/chat/completions",
+                     {"messages": msgs, "max_tokens": 8, "temperature": 0})
+            assert r.status == 200, r.body
+            n1 = r.json()["usage"]["prompt_tokens"]
+            ans = r.json()["choices"][0]["message"]["content"]
+            msgs += [{"role": "assistant", "content": ans},
+                     {"role": "user", "content": "And then?"}]
+            m0 = metrics(srv)
+            r = post(srv, "/v1/chat/completions",
+                     {"messages": msgs, "max_tokens": 4, "temperature": 0})
+            assert r.status == 200, r.body
+            j = r.json()
+            hit = metrics(srv)["uvllm_prefix_cache_hit_tokens_total"] - \
+                m0["uvllm_prefix_cache_hit_tokens_total"]
+            res[bool(flag)] = (ans, j["choices"][0]["message"]["content"], hit,
+                               j["usage"]["prompt_tokens"], n1)
+    ans, second, hit, n, n1 = res[False]
+    print(f"  turn 2: {int(hit)} of {n} prompt tokens from the cache (turn 1 prompt {n1})")
+    assert hit >= n1 - 16 and hit > 0, res  # every full page of turn 1's prompt
+    assert res[True][:2] == (ans, second), res
+
+
+# ---- 16 concurrent mixed requests -----------------------------------------------------
+
+def one_request(srv, body, out, key, errors):
+    try:
+        with srv.connect(timeout=120) as s:
+            s.sendall(build_request("POST", "/v1/completions", json.dumps(body), close=True))
+            r = Reader(s).response()
+            assert r.status == 200, (r.status, r.body)
+            if body.get("stream"):
+                ev = r.events()
+                assert ev[-1] == "[DONE]", ev[-3:]
+                out[key] = "".join(json.loads(e)["choices"][0]["text"] for e in ev[:-1])
+            else:
+                out[key] = r.json()["choices"][0]["text"]
+    except Exception as e:  # noqa: BLE001
+        errors.append(f"{key}: {e!r}")
+
+
+@test
+def goldens_exact_among_16_concurrent_mixed_requests():
+    # A pool of 24 pages (384 tokens) for 16 sequences of up to ~100 tokens: the prefix
+    # cache evicts, sequences are preempted, streams and one-shot answers mix.
+    with cpu_server("--ctx-size", "128", "--kv-mem", kv_mem_for_pages(24)) as srv:
+        for rnd in range(2):
+            out, errors, threads = {}, [], []
+            for i in range(16):
+                case = CASES[(i + rnd) % len(CASES)]
+                body = {"prompt": case["prompt"], "max_tokens": n_golden(case),
+                        "temperature": 0, "stream": i % 2 == 1}
+                t = threading.Thread(target=one_request, args=(srv, body, out, i, errors))
+                threads.append((t, case))
+                t.start()
+            for t, _ in threads:
+                t.join(180)
+            assert not errors, errors
+            for i, (_, case) in enumerate(threads):
+                assert out[i] == case["text"], (i, case["prompt"], out[i], case["text"])
+        m = metrics(srv)
+        print(f"  pages {int(m['uvllm_kv_pages_total'])}, preemptions "
+              f"{int(m['uvllm_preemptions_total'])}, cache hits "
+              f"{int(m['uvllm_prefix_cache_hit_tokens_total'])} tokens, evictions "
+              f"{int(m['uvllm_prefix_cache_evictions_total'])}")
+        assert m["uvllm_prefix_cache_hit_tokens_total"] > 0
+
+
+def kv_mem_for_pages(n):
+    # aidreams260K: 1 KiB of f16 K and V per token, 16 tokens per page
+    return str(n * 16 * 1024)
+
+
+# ---- admission ----------------------------------------------------------------------------
+
+def stream_first_token(srv, body, t_first, key, errors):
+    try:
+        with srv.connect(timeout=60) as s:
+            s.sendall(build_request("POST", "/v1/completions", json.dumps(body), close=True))
+            rd = Reader(s)
+            _, status, _, headers = rd.head()
+            assert status == 200, status
+            seen = []
+
+            def on_chunk(data):
+                if not seen and b"data:" in data:
+                    seen.append(1)
+                    t_first[key] = time.monotonic()
+            rd.body(headers, "POST", status, on_chunk=on_chunk)
+    except Exception as e:  # noqa: BLE001
+        errors.append(f"{key}: {e!r}")
+
+
+@test
+def overloaded_429_retry_after_is_honest_and_the_retry_is_served():
+    # 2 ms per prefill token, 0.5 ms per decode token: 8 prompts of 300 words queue
+    # several seconds of prefill
+    with Server("--null-prefill-us", "2000", "--null-token-us", "500",
+                "--max-queue-wait-s", "1.5") as srv:
+        t_first, errors, threads = {}, [], []
+        words = lambda i: " ".join(f"w{i}x{k}" for k in range(300))  # noqa: E731
+        for i in range(8):
+            body = {"prompt": words(i), "max_tokens": 10, "stream": True}
+            t = threading.Thread(target=stream_first_token, args=(srv, body, t_first, i, errors))
+            t.start()
+            threads.append(t)
+            time.sleep(0.05)
+        time.sleep(0.5)  # the first steps ran: the model knows what a token costs
+        r = post(srv, "/v1/completions", {"prompt": "late comer", "max_tokens": 4})
+        t429 = time.monotonic()
+        assert r.status == 429, (r.status, r.body)
+        ra = int(r.header("retry-after"))
+        assert r.json()["error"]["code"] == "queue_full", r.body
+        for t in threads:
+            t.join(60)
+        assert not errors, errors
+        real = max(t_first.values()) - t429  # until the queue ahead of it was served
+        print(f"  Retry-After {ra} s, queue drained {real:.2f} s after the 429")
+        assert real / 2 <= ra <= max(2 * real, 1), (ra, real)
+        time.sleep(max(0, t429 + ra - time.monotonic()))
+        r = post(srv, "/v1/completions", {"prompt": "late comer", "max_tokens": 4})
+        assert r.status == 200, (r.status, r.body)
+        assert metrics(srv)["uvllm_completions_overloaded_total"] == 1
+
+
+@test
+def max_queue_answers_429():
+    with Server("--null-delay-us", "50000", "--max-queue", "2") as srv:
+        socks = []
+        try:
+            for i in range(6):
+                s = srv.connect()
+                s.sendall(build_request("POST", "/v1/completions",
+                                        json.dumps({"prompt": f"p{i}", "max_tokens": 50})))
+                socks.append(s)
+            codes = [Reader(s).response().status for s in socks]
+        finally:
+            for s in socks:
+                s.close()
+        assert 429 in codes and 200 in codes, codes
+
+
+# ---- deadlines ----------------------------------------------------------------------------
+
+@test
+def deadline_ends_with_finish_reason_deadline():
+    with Server("--null-delay-us", "20000") as srv:
+        t0 = time.monotonic()
+        r = post(srv, "/v1/completions", {"prompt": "slow", "max_tokens": 1000, "timeout": 0.3})
+        dt = time.monotonic() - t0
+        assert r.status == 200, r.body
+        j = r.json()
+        assert j["choices"][0]["finish_reason"] == "deadline", j
+        assert 0 < j["usage"]["completion_tokens"] < 1000 and dt < 1.5, (j["usage"], dt)
+        r = post(srv, "/v1/completions", {"prompt": "slow", "max_tokens": 1000, "stream": True},
+                 headers={"X-Request-Timeout": "0.2"})
+        ev = r.events()
+        assert ev[-1] == "[DONE]"
+        assert json.loads(ev[-2])["choices"][0]["finish_reason"] == "deadline", ev[-2]
+        r = post(srv, "/v1/completions", {"prompt": "x", "timeout": -1})
+        assert r.status == 400 and r.json()["error"]["param"] == "timeout", r.body
+        assert metrics(srv)["uvllm_deadlines_total"] == 2
+
+
+# ---- slow readers -------------------------------------------------------------------------
+
+def timed_stream(srv, n):
+    """Streams n tokens; returns the gaps between SSE chunks (seconds) and the total."""
+    with srv.connect(timeout=30) as s:
+        body = json.dumps({"prompt": "reader", "max_tokens": n, "stream": True})
+        s.sendall(build_request("POST", "/v1/completions", body, close=True))
+        rd = Reader(s)
+        _, status, _, headers = rd.head()
+        assert status == 200
+        times = []
+        rd.body(headers, "POST", status, on_chunk=lambda d: times.append(time.monotonic()))
+        return [b - a for a, b in zip(times, times[1:])], times[-1] - times[0]
+
+
+@test
+def a_paused_reader_does_not_slow_the_others():
+    # A reader that stops: once its ~256 KiB of output and the socket buffers are full its
+    # sequence pauses (pages kept), the others run at full speed, and it resumes on drain.
+    # Its frames carry 5 logprobs (~0.5 KiB a token) so the kernel's socket buffers (up to
+    # 4 MiB on loopback) fill within seconds.
+    with Server("--null-delay-us", "200", "--null-ctx", "20000") as srv:
+        _, alone = timed_stream(srv, 1000)
+        slow = socket.socket()
+        slow.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        slow.connect(("127.0.0.1", srv.port))
+        body = json.dumps({"prompt": "never read " * 50, "max_tokens": 14000, "stream": True,
+                           "logprobs": 5})
+        slow.sendall(build_request("POST", "/v1/completions", body))
+        g, t_end = -1, time.monotonic() + 20
+        while time.monotonic() < t_end:  # until its sequence stops making tokens
+            time.sleep(0.3)
+            g, g_prev = metrics(srv)["uvllm_tokens_generated_total"], g
+            if g == g_prev:
+                break
+        assert g == g_prev, "the stalled reader's sequence never paused"
+        _, with_slow = timed_stream(srv, 1000)
+        print(f"  paused after {int(g)} tokens; 1000 tokens alone {alone:.2f} s, "
+              f"next to the paused reader {with_slow:.2f} s")
+        assert with_slow < 1.5 * alone + 0.2, (alone, with_slow)
+        st, h = srv.health()
+        assert h["active_sequences"] == 1, h
+        assert metrics(srv)["uvllm_tokens_generated_total"] == g + 1000, "still paused"
+        assert h["kv_pages_free"] < h["kv_pages_total"], "its pages are kept"
+        # it drains: the stalled stream resumes and completes
+        rd = Reader(slow)
+        _, status, _, headers = rd.head()
+        ev = sse_events(rd.body(headers, "POST", status))
+        assert ev[-1] == "[DONE]", ev[-2:]
+        assert len(ev) >= 14000 + 1, len(ev)
+        slow.close()
+
+
+# ---- metrics -----------------------------------------------------------------------------
+
+@test
+def latency_histograms_in_metrics():
+    with Server("--null-delay-us", "2000") as srv:
+        for _ in range(3):
+            r = post(srv, "/v1/completions", {"prompt": "a b c", "max_tokens": 5, "stream": True})
+            assert r.status == 200
+        m = metrics(srv)
+        assert m["uvllm_time_to_first_token_seconds_count"] == 3, m
+        assert m["uvllm_inter_token_seconds_count"] == 12
+        assert m["uvllm_queue_seconds_count"] == 3 and m["uvllm_e2e_seconds_count"] == 3
+        assert m['uvllm_inter_token_seconds_bucket{le="+Inf"}'] == 12
+        assert 0 < m["uvllm_e2e_seconds_sum"] < 5
+        assert m["uvllm_step_predicted_seconds_total"] > 0
+        assert m["uvllm_itl_target_seconds"] == 0.1
+
+
+if __name__ == "__main__":
+    sys.exit(run())

@@ -1,0 +1,150 @@
+/* Deadlines (a sequence past seq->deadline_ns ends with UL_FINISH_DEADLINE and gives its
+ * pages back), a paused sequence (its client stopped reading) that keeps its pages while
+ * the others get a token every step, and the predicted wait admission answers with. */
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "engine/sampling.h"
+#include "sched/sched.h"
+#include "uvllm/err.h"
+
+typedef struct {
+    ul_seq_t seq;
+    int n_out, finished;
+    ul_finish_t reason;
+} aseq_t;
+
+static int on_token(ul_seq_t *q, int32_t tok, const ul_token_lp_t *lp) {
+    (void)tok, (void)lp;
+    ((aseq_t *)q)->n_out++;
+    return 0;
+}
+
+static void on_finish(ul_seq_t *q, ul_finish_t reason, int status) {
+    aseq_t *a = (aseq_t *)q;
+    cr_assert_eq(status, 0);
+    cr_assert_eq(a->finished, 0);
+    a->finished = 1;
+    a->reason = reason;
+}
+
+static void aseq_init(aseq_t *a, int32_t max_tokens) {
+    memset(a, 0, sizeof *a);
+    a->seq.max_tokens = max_tokens;
+    ul_sampling_default(&a->seq.sampling);
+    a->seq.on_token = on_token;
+    a->seq.on_finish = on_finish;
+}
+
+static ul_backend_t *backend(int64_t delay_us, int64_t token_us, int64_t prefill_us) {
+    ul_backend_t *b;
+    ul_null_config_t cfg = {.delay_us = delay_us,
+                            .token_us = token_us,
+                            .prefill_us = prefill_us,
+                            .n_vocab = 1000,
+                            .n_ctx = 2048,
+                            .page_size = 16,
+                            .n_pages = 1024};
+    cr_assert_eq(ul_null_backend_create(&cfg, &b), 0);
+    return b;
+}
+
+static int one_step(ul_sched_t *s) {
+    int n = ul_sched_step_build(s);
+    if (n > 0) {
+        cr_assert_eq(ul_backend_run(s->backend, &s->step), 0);
+        ul_sched_step_complete(s);
+    }
+    return n;
+}
+
+static int add(ul_sched_t *s, aseq_t *a, int32_t n, int32_t base) {
+    int32_t p[1024];
+    for (int32_t i = 0; i < n; i++) p[i] = 1 + (base + i * 7) % 900;
+    return ul_sched_add(s, &a->seq, p, n);
+}
+
+Test(admit, deadline_ends_the_sequence_and_frees_its_pages) {
+    ul_backend_t *b = backend(10000, 0, 0); /* 10 ms a step */
+    ul_sched_t s;
+    cr_assert_eq(ul_sched_init(&s, b, NULL), 0);
+    aseq_t a, other;
+    aseq_init(&a, 1000);
+    aseq_init(&other, 12);
+    a.seq.deadline_ns = uv_hrtime() + 60 * 1000000ull;
+    cr_assert_eq(add(&s, &a, 20, 1), 0);
+    cr_assert_eq(add(&s, &other, 20, 2), 0);
+    while (one_step(&s) > 0) {
+    }
+    cr_assert(a.finished && other.finished);
+    cr_assert_eq(a.reason, UL_FINISH_DEADLINE);
+    cr_assert_str_eq(ul_finish_name(a.reason), "deadline");
+    cr_assert(a.n_out >= 2 && a.n_out <= 9, "%d tokens in 60 ms of 10 ms steps", a.n_out);
+    cr_assert_eq(other.reason, UL_FINISH_LENGTH, "the other one is not touched");
+    cr_assert_eq(other.n_out, 12);
+    cr_assert_eq(s.stats.deadlines, 1);
+    cr_assert_eq(s.pool.n_free, s.pool.n_pages);
+    ul_sched_free(&s);
+    ul_backend_destroy(b);
+}
+
+Test(admit, paused_sequence_keeps_its_pages_others_run_every_step) {
+    ul_backend_t *b = backend(0, 0, 0);
+    ul_sched_t s;
+    cr_assert_eq(ul_sched_init(&s, b, NULL), 0);
+    aseq_t q[3];
+    for (int i = 0; i < 3; i++) {
+        aseq_init(&q[i], 40);
+        cr_assert_eq(add(&s, &q[i], 30, 100 * i), 0);
+    }
+    for (int i = 0; i < 5; i++) one_step(&s);
+    ul_sched_set_paused(&s, &q[0].seq, 1);
+    int32_t pages = q[0].seq.n_pages, out0 = q[0].n_out, out1 = q[1].n_out;
+    cr_assert_gt(pages, 0);
+    for (int i = 0; i < 20; i++) {
+        cr_assert_eq(one_step(&s), 2, "the two readers are in every step");
+        for (int k = 0; k < s.step.n_seqs; k++) cr_assert_neq(s.step.seqs[k].seq_id, q[0].seq.id);
+    }
+    cr_assert_eq(q[1].n_out, out1 + 20, "one token per step for the others");
+    cr_assert_eq(q[0].n_out, out0);
+    cr_assert_eq(q[0].seq.n_pages, pages, "its pages stay");
+    ul_sched_set_paused(&s, &q[0].seq, 0);
+    while (one_step(&s) > 0) {
+    }
+    for (int i = 0; i < 3; i++) cr_assert(q[i].finished && q[i].n_out == 40);
+    cr_assert_eq(s.pool.n_free, s.pool.n_pages);
+    ul_sched_free(&s);
+    ul_backend_destroy(b);
+}
+
+Test(admit, predicted_wait_follows_the_queue) {
+    /* 1 ms a step, 0.5 ms a decode token, 1 ms a prefill token; target 40 ms */
+    ul_backend_t *b = backend(1000, 500, 1000);
+    ul_sched_t s;
+    ul_sched_config_t cfg = {.max_batch_tokens = 256, .itl_target_ms = 40};
+    cr_assert_eq(ul_sched_init(&s, b, &cfg), 0);
+    cr_assert_eq(ul_sched_predict_wait_s(&s, 100), 0, "nothing known yet");
+    static aseq_t q[12];
+    for (int i = 0; i < 4; i++) {
+        aseq_init(&q[i], 200);
+        cr_assert_eq(add(&s, &q[i], 40 + 13 * i, 50 * i), 0);
+    }
+    for (int i = 0; i < 30; i++) one_step(&s); /* prefills then decodes: costs are learnt */
+    for (int i = 4; i < 12; i++) {
+        aseq_init(&q[i], 200);
+        cr_assert_eq(add(&s, &q[i], 300, 50 * i), 0);
+    }
+    /* 8 x 300 + 100 tokens of prefill at ~(36 - 1 - 2) ms / 1 ms per token a step of ~36 ms:
+     * about 2500 / 33 steps x 36 ms = 2.7 s */
+    double w = ul_sched_predict_wait_s(&s, 100);
+    cr_assert(w > 1.8 && w < 4.0, "predicted %.2f s", w);
+    uint64_t t0 = uv_hrtime();
+    while (!q[11].n_out) one_step(&s);
+    double real = (double)(uv_hrtime() - t0) / 1e9;
+    cr_log_info("predicted wait %.2f s, the last of the queue waited %.2f s", w, real);
+    cr_assert(w < 2 * real && real < 2 * w, "predicted %.2f s, real %.2f s", w, real);
+    for (int i = 0; i < 12; i++) ul_sched_cancel(&s, &q[i].seq);
+    one_step(&s);
+    ul_sched_free(&s);
+    ul_backend_destroy(b);
+}
