@@ -234,8 +234,10 @@ static void run_case(const golden_case_t *gc) {
     char tail[64] = "";
     if (gc->greedy)
         snprintf(tail, sizeof tail, ", greedy tokens equal");
-    else if (gc->first)
+    else if (gc->first && n_first_ties)
         snprintf(tail, sizeof tail, ", first tokens equal but %d near-tie", n_first_ties);
+    else if (gc->first)
+        snprintf(tail, sizeof tail, ", first tokens equal");
     fprintf(stderr,
             "golden %-18s %2d prompts, %5d logits: largest |diff| %.6f (tolerance %g), %d near-tie "
             "top-1 swaps%s\n",
