@@ -118,16 +118,7 @@ static int f_first_last(jstate *st, jv v, int last, jv *out) {
 static int f_title(jstate *st, jv v, jv *out) {
     jv s;
     TRY(to_str(st, v, &s));
-    TRY(jv_str(st, s.u.s->p, s.u.s->len, s.u.s->plain, out));
-    char *p = (char *)out->u.s->p;
-    int start = 1;
-    for (size_t i = 0; i < out->u.s->len; i++) {
-        unsigned char c = (unsigned char)p[i];
-        p[i] = (char)(start ? toupper(c) : tolower(c));
-        start = c == '-' || c == ' ' || (c >= '\t' && c <= '\r') || c == '(' || c == '{' ||
-                c == '[' || c == '<';
-    }
-    return 0;
+    return jj_case(st, s.u.s, "jtitle", out);
 }
 
 static int f_indent(jstate *st, jv v, const jfargs *a, jv *out) {

@@ -313,6 +313,10 @@ int jj_builtin(jstate *st, const char *name, const jv *args, int nargs, const ch
 int jj_is_builtin(const char *name);
 /* Python str methods used by filters too */
 int jj_strip(jstate *st, jv s, const jv *chars, int left, int right, jv *out);
+/* ---- jinja_case.c ---- */
+/* how: "upper", "lower", "title" (str.title), "capitalize", "jtitle" (Jinja's |title). */
+int jj_case(jstate *st, const jstr *s, const char *how, jv *out);
+
 /* ---- jinja_format.c ---- */
 int jj_percent(jstate *st, jv fmt, jv args, jv *out);
 int jj_str_format(jstate *st, jv fmt, const jv *args, int nargs, const char **kwn, const jv *kwv,

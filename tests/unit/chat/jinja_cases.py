@@ -122,6 +122,8 @@ CASES = [
     "{{ t | indent }}",
     "{{ zz | int }}",
     "{{ true * d.keys() }}",
+    "{{ u.upper() }}|{{ u | lower }}|{{ 'ÀÉÎ àéî ÿ ß µ ı'.title() }}|{{ 'Ελληνικά ΑΒΓ άέ ς' | upper }}|{{ 'Русский ТЕКСТ ёЁ' | title }}|{{ 'ß' | capitalize }}",
+    "{{ 'they\\'re 1st o\\'neil-smith' | title }}|{{ 'they\\'re 1st o\\'neil-smith'.title() }}|{{ '你好world'.title() }}",
     # date
     "{{ strftime_now('%Y-%m-%d %d %b %B %A %H') }}",
     # raising
