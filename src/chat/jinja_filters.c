@@ -438,7 +438,7 @@ int jj_filter(jstate *st, jframe *f, const char *name, jv v, const jv *args, int
         return 0;
     }
     if (!strcmp(name, "join")) return f_join(st, v, &a, out);
-    if (!strcmp(name, "items")) return f_items(st, v, out);
+    if (!strcmp(name, "items")) return jj_as_generator(st, f_items(st, v, out), out);
     if (!strcmp(name, "first")) return f_first_last(st, v, 0, out);
     if (!strcmp(name, "last")) return f_first_last(st, v, 1, out);
     if (!strcmp(name, "title")) return f_title(st, v, out);

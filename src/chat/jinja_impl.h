@@ -94,6 +94,7 @@ struct jv {
 struct jlist {
     size_t n, cap;
     jv *v;
+    const char *deferred; /* a generator whose body failed: raised when iterated */
 };
 
 struct jdict {
@@ -323,6 +324,10 @@ int jj_str_format(jstate *st, jv fmt, const jv *args, int nargs, const char **kw
                   int nkw, jv *out);
 /* markupsafe.escape: & < > " ' as entities; the result is Markup. */
 int jj_escape(jstate *st, jv v, jv *out);
+/* Python generators fail only when iterated: turns the failure rc of a generator filter
+ * (|map, |select, |items ...) into a generator that raises its message when iterated.
+ * Limit and memory errors pass through. */
+int jj_as_generator(jstate *st, int rc, jv *out);
 int jj_slice_str(jstate *st, const jstr *s, size_t cb, size_t ce, jv *out);
 
 #endif

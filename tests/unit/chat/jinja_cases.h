@@ -251,6 +251,10 @@ static const struct jcase {
     {"{{ 'they\\'re 1st o\\'neil-smith' | title }}|{{ 'they\\'re 1st o\\'neil-smith'.title() }}|{{ "
      "'\344\275\240\345\245\275world'.title() }}",
      "They're 1st O'neil-Smith|They'Re 1St O'Neil-Smith|\344\275\240\345\245\275World", NULL},
+    {"{{ ('x' | items) is number }}|{{ (1 | select) is defined }}|{% if n | map('upper') %}lazy{% "
+     "endif %}",
+     "False|True|lazy", NULL},
+    {"{% for x in 1 | select %}{% endfor %}", NULL, "TypeError: 'int' object is not iterable"},
     {"{{ strftime_now('%Y-%m-%d %d %b %B %A %H') }}", "2026-11-24 24 Nov November Tuesday 12",
      NULL},
     {"{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}",

@@ -124,6 +124,8 @@ CASES = [
     "{{ true * d.keys() }}",
     "{{ u.upper() }}|{{ u | lower }}|{{ 'ÀÉÎ àéî ÿ ß µ ı'.title() }}|{{ 'Ελληνικά ΑΒΓ άέ ς' | upper }}|{{ 'Русский ТЕКСТ ёЁ' | title }}|{{ 'ß' | capitalize }}",
     "{{ 'they\\'re 1st o\\'neil-smith' | title }}|{{ 'they\\'re 1st o\\'neil-smith'.title() }}|{{ '你好world'.title() }}",
+    "{{ ('x' | items) is number }}|{{ (1 | select) is defined }}|{% if n | map('upper') %}lazy{% endif %}",
+    "{% for x in 1 | select %}{% endfor %}",
     # date
     "{{ strftime_now('%Y-%m-%d %d %b %B %A %H') }}",
     # raising
