@@ -255,6 +255,16 @@ static const struct jcase {
      "endif %}",
      "False|True|lazy", NULL},
     {"{% for x in 1 | select %}{% endfor %}", NULL, "TypeError: 'int' object is not iterable"},
+    {"{% for x in l %}{% for y in d %}{% continue %}{% else %}E{% endfor %}{% endfor %}|{% for x "
+     "in l %}{% if loop.first %}{% break %}{% endif %}{% else %}F{% endfor %}|{% for x in l %}{% "
+     "if loop.last %}{% break %}{% endif %}{% else %}G{% endfor %}",
+     "EEE|F|", NULL},
+    {"{% macro m(a) %}{{ a }}{% endmacro %}{{ m }}|{{ m | length }}", NULL,
+     "TypeError: object of type 'Macro' has no len()"},
+    {"{% if t %}{% break %}{% endif %}", NULL,
+     "SyntaxError: 'break' outside loop (<template>, line 14)"},
+    {"{% for x in l %}{% macro m() %}{% continue %}{% endmacro %}{% endfor %}", NULL,
+     "SyntaxError: 'continue' not properly in loop (<template>, line 19)"},
     {"{{ strftime_now('%Y-%m-%d %d %b %B %A %H') }}", "2026-11-24 24 Nov November Tuesday 12",
      NULL},
     {"{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}",
