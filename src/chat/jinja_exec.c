@@ -31,8 +31,7 @@ static int capture(jstate *st, jframe *f, const jnode *body, jv *out) {
     st->out = &s;
     int rc = exec_body(st, f, body);
     st->out = saved;
-    if (rc > 0) rc = 0; /* a stray break/continue ends the capture */
-    TRY(rc);
+    TRY(rc); /* break/continue in a set or filter block leave it for the loop, as in Jinja2 */
     return jsink_str(st, &s, out);
 }
 

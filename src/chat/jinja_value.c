@@ -314,7 +314,7 @@ static int cmp_depth(jstate *st, jv a, jv b, int *r, int depth) {
         *r = c ? (c > 0 ? 1 : -1) : (a.u.s->len > b.u.s->len) - (a.u.s->len < b.u.s->len);
         return 0;
     }
-    if (a.t == JV_LIST && b.t == JV_LIST) {
+    if (a.t == JV_LIST && b.t == JV_LIST && !a.gen && !b.gen && a.tuple == b.tuple) {
         size_t n = a.u.l->n < b.u.l->n ? a.u.l->n : b.u.l->n;
         for (size_t i = 0; i < n; i++) {
             if (jv_eq(a.u.l->v[i], b.u.l->v[i])) continue;

@@ -265,6 +265,12 @@ static const struct jcase {
      "SyntaxError: 'break' outside loop (<template>, line 14)"},
     {"{% for x in l %}{% macro m() %}{% continue %}{% endmacro %}{% endfor %}", NULL,
      "SyntaxError: 'continue' not properly in loop (<template>, line 19)"},
+    {"{% for x in l %}{% filter upper %}a{% break %}{% endfilter %}{% else %}E{% endfor %}|{% for "
+     "x in l %}{% set b %}{{ x }}{% continue %}{% endset %}{{ b }}{% endfor %}|{{ (1, 2) < (1, 3) "
+     "}}",
+     "E||True", NULL},
+    {"{{ (1, 2) < [1, 3] }}", NULL,
+     "TypeError: '<' not supported between instances of 'tuple' and 'list'"},
     {"{{ strftime_now('%Y-%m-%d %d %b %B %A %H') }}", "2026-11-24 24 Nov November Tuesday 12",
      NULL},
     {"{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}",

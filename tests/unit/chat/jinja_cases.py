@@ -131,6 +131,8 @@ CASES = [
     "{% macro m(a) %}{{ a }}{% endmacro %}{{ m }}|{{ m | length }}",
     "{% if t %}{% break %}{% endif %}",
     "{% for x in l %}{% macro m() %}{% continue %}{% endmacro %}{% endfor %}",
+    "{% for x in l %}{% filter upper %}a{% break %}{% endfilter %}{% else %}E{% endfor %}|{% for x in l %}{% set b %}{{ x }}{% continue %}{% endset %}{{ b }}{% endfor %}|{{ (1, 2) < (1, 3) }}",
+    "{{ (1, 2) < [1, 3] }}",
     # date
     "{{ strftime_now('%Y-%m-%d %d %b %B %A %H') }}",
     # raising
