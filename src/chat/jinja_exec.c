@@ -31,8 +31,7 @@ static int capture(jstate *st, jframe *f, const jnode *body, jv *out) {
     st->out = &s;
     int rc = exec_body(st, f, body);
     st->out = saved;
-    if (rc > 0) rc = 0; /* a stray break/continue ends the capture */
-    TRY(rc);
+    TRY(rc); /* break/continue in a set or filter block leave it for the loop, as in Jinja2 */
     return jsink_str(st, &s, out);
 }
 
@@ -105,6 +104,7 @@ static int exec_for(jstate *st, jframe *f, const jnode *n) {
     /* One scope reused by every iteration (emptied each time): a loop of a million
      * iterations must not allocate a million scopes. */
     jframe *g;
+    int completed = 0;
     TRY(jf_new(st, f, &g));
     for (size_t i = 0; i < items->n; i++) {
         TRY(jj_step(st)); /* an empty body still costs a step per iteration */
@@ -115,9 +115,12 @@ static int exec_for(jstate *st, jframe *f, const jnode *n) {
         int rc = exec_body(st, g, n->b);
         if (rc == JJ_BREAK) break;
         if (rc < 0) return rc;
+        completed |= rc == 0;
     }
     st->depth--;
-    if (!items->n && n->d) return exec_body(st, f, n->d);
+    /* Jinja2 renders else unless an iteration ran to its end: a loop whose iterations all
+     * ended in continue (or that broke before one completed) renders it too. */
+    if (!completed && n->d) return exec_body(st, f, n->d);
     return 0;
 }
 

@@ -118,16 +118,7 @@ static int f_first_last(jstate *st, jv v, int last, jv *out) {
 static int f_title(jstate *st, jv v, jv *out) {
     jv s;
     TRY(to_str(st, v, &s));
-    TRY(jv_str(st, s.u.s->p, s.u.s->len, s.u.s->plain, out));
-    char *p = (char *)out->u.s->p;
-    int start = 1;
-    for (size_t i = 0; i < out->u.s->len; i++) {
-        unsigned char c = (unsigned char)p[i];
-        p[i] = (char)(start ? toupper(c) : tolower(c));
-        start = c == '-' || c == ' ' || (c >= '\t' && c <= '\r') || c == '(' || c == '{' ||
-                c == '[' || c == '<';
-    }
-    return 0;
+    return jj_case(st, s.u.s, "jtitle", out);
 }
 
 static int f_indent(jstate *st, jv v, const jfargs *a, jv *out) {
@@ -447,7 +438,7 @@ int jj_filter(jstate *st, jframe *f, const char *name, jv v, const jv *args, int
         return 0;
     }
     if (!strcmp(name, "join")) return f_join(st, v, &a, out);
-    if (!strcmp(name, "items")) return f_items(st, v, out);
+    if (!strcmp(name, "items")) return jj_as_generator(st, f_items(st, v, out), out);
     if (!strcmp(name, "first")) return f_first_last(st, v, 0, out);
     if (!strcmp(name, "last")) return f_first_last(st, v, 1, out);
     if (!strcmp(name, "title")) return f_title(st, v, out);

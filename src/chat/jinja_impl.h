@@ -94,6 +94,7 @@ struct jv {
 struct jlist {
     size_t n, cap;
     jv *v;
+    const char *deferred; /* a generator whose body failed: raised when iterated */
 };
 
 struct jdict {
@@ -313,12 +314,20 @@ int jj_builtin(jstate *st, const char *name, const jv *args, int nargs, const ch
 int jj_is_builtin(const char *name);
 /* Python str methods used by filters too */
 int jj_strip(jstate *st, jv s, const jv *chars, int left, int right, jv *out);
+/* ---- jinja_case.c ---- */
+/* how: "upper", "lower", "title" (str.title), "capitalize", "jtitle" (Jinja's |title). */
+int jj_case(jstate *st, const jstr *s, const char *how, jv *out);
+
 /* ---- jinja_format.c ---- */
 int jj_percent(jstate *st, jv fmt, jv args, jv *out);
 int jj_str_format(jstate *st, jv fmt, const jv *args, int nargs, const char **kwn, const jv *kwv,
                   int nkw, jv *out);
 /* markupsafe.escape: & < > " ' as entities; the result is Markup. */
 int jj_escape(jstate *st, jv v, jv *out);
+/* Python generators fail only when iterated: turns the failure rc of a generator filter
+ * (|map, |select, |items ...) into a generator that raises its message when iterated.
+ * Limit and memory errors pass through. */
+int jj_as_generator(jstate *st, int rc, jv *out);
 int jj_slice_str(jstate *st, const jstr *s, size_t cb, size_t ce, jv *out);
 
 #endif

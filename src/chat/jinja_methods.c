@@ -2,7 +2,7 @@
  * dict.items/keys/values/get, list.index/count) and the global functions (range,
  * namespace, dict, raise_exception, strftime_now). Methods that would mutate a list or dict
  * raise SecurityError, as in Jinja2's ImmutableSandboxedEnvironment. String results keep
- * the plain mask of the bytes they were cut from; case mapping is ASCII-only. */
+ * the plain mask of the bytes they were cut from; case mapping is in jinja_case.c. */
 #include <ctype.h>
 #include <stdio.h>
 #include <string.h>
@@ -218,25 +218,9 @@ static int str_replace(jstate *st, jv self, const jv *args, int nargs, jv *out) 
     return jsink_str(st, &k, out);
 }
 
-/* upper/lower/title/capitalize: ASCII mapping, same length, so the mask is kept as is. */
+/* upper/lower/title/capitalize: Unicode case mapping in jinja_case.c. */
 static int str_case(jstate *st, jv self, const char *m, jv *out) {
-    const jstr *s = self.u.s;
-    TRY(jv_str(st, s->p, s->len, s->plain, out));
-    char *p = (char *)out->u.s->p;
-    int prev_alpha = 0;
-    for (size_t i = 0; i < s->len; i++) {
-        unsigned char c = (unsigned char)p[i];
-        if (!strcmp(m, "upper"))
-            p[i] = (char)toupper(c);
-        else if (!strcmp(m, "lower"))
-            p[i] = (char)tolower(c);
-        else if (!strcmp(m, "capitalize"))
-            p[i] = (char)(i == 0 ? toupper(c) : tolower(c));
-        else
-            p[i] = (char)(prev_alpha ? tolower(c) : toupper(c));
-        prev_alpha = isalpha(c) || c >= 0x80;
-    }
-    return 0;
+    return jj_case(st, self.u.s, m, out);
 }
 
 static int str_find(jstate *st, jv self, const jv *args, int nargs, const char *m, jv *out) {

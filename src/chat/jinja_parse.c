@@ -22,6 +22,7 @@ typedef struct parser {
     jtoks toks;
     size_t pos;
     int depth;
+    int loops; /* enclosing for bodies (0 inside a macro): where break/continue may appear */
     char *err;
     size_t errcap;
 } parser;
@@ -587,6 +588,15 @@ static int parse_tuple(parser *p, int with_cond, int explicit_paren, jnode **out
 
 static int parse_body(parser *p, const char *const *stops, jnode **out);
 
+/* A macro's or call block's body: a function in Python, so loops around it do not count. */
+static int parse_function_body(parser *p, const char *const *stops, jnode **out) {
+    int loops = p->loops;
+    p->loops = 0;
+    int rc = parse_body(p, stops, out);
+    p->loops = loops;
+    return rc;
+}
+
 static int end_block(parser *p) { return expect_type(p, T_BLOCK_END, "end of block ('%}')"); }
 
 /* After a body stopped at {% name: consumes "name %}". */
@@ -651,7 +661,9 @@ static int parse_for(parser *p, jnode **out) {
     }
     if (is_name(cur(p), "recursive")) return pfail(p, "recursive loops are not supported");
     TRY(end_block(p));
+    p->loops++;
     TRY(parse_body(p, stops, &n->b));
+    p->loops--;
     if (is_name(cur(p), "else")) {
         TRY(close_tag(p));
         TRY(parse_body(p, end, &n->d));
@@ -739,7 +751,7 @@ static int parse_macro(parser *p, jnode **out) {
     if (!is_op(cur(p), "(")) return pfail(p, "expected '('");
     TRY(parse_params(p, n));
     TRY(end_block(p));
-    TRY(parse_body(p, end, &n->b));
+    TRY(parse_function_body(p, end, &n->b));
     *out = n;
     return close_tag(p);
 }
@@ -752,7 +764,7 @@ static int parse_call_block(parser *p, jnode **out) {
     TRY(parse_expr(p, &n->a));
     if (n->a->kind != N_CALL) return pfail(p, "expected a call expression");
     TRY(end_block(p));
-    TRY(parse_body(p, end, &n->b));
+    TRY(parse_function_body(p, end, &n->b));
     *out = n;
     return close_tag(p);
 }
@@ -767,6 +779,9 @@ static int parse_stmt(parser *p, jnode **out) {
     if (!strcmp(s, "macro")) return parse_macro(p, out);
     if (!strcmp(s, "call")) return parse_call_block(p, out);
     if (!strcmp(s, "break") || !strcmp(s, "continue")) {
+        if (!p->loops) /* Python refuses these when compiling the template */
+            return pfail(p,
+                         s[0] == 'b' ? "'break' outside loop" : "'continue' not properly in loop");
         NEW(n, s[0] == 'b' ? N_BREAK : N_CONTINUE);
         adv(p);
         *out = n;

@@ -88,6 +88,10 @@ static int print_scalar(jstate *st, jsink *s, jv v) {
     case JV_NS:
         return put(st, s, "<Namespace>");
     case JV_FUNC:
+        if (v.u.fn->kind == JF_MACRO) { /* as jinja2.runtime.Macro.__repr__ */
+            snprintf(buf, sizeof buf, "<Macro '%.40s'>", v.u.fn->name ? v.u.fn->name : "caller");
+            return put(st, s, buf);
+        }
         return put(st, s, "<function>");
     case JV_LOOP:
         return put(st, s, "<LoopContext>");

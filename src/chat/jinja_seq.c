@@ -278,10 +278,7 @@ static int f_batch(jstate *st, jv v, const jfargs *a, int is_slice, jv *out) {
 }
 
 /* The filters that return a generator in Jinja2. */
-static int as_gen(int rc, jv *out) {
-    if (!rc) out->gen = JG_GENERATOR;
-    return rc;
-}
+#define as_gen(call, out) jj_as_generator(st, (call), (out))
 
 int jj_filter_seq(jstate *st, const char *name, jv v, const jfargs *a, jv *out) {
     if (!strcmp(name, "select") || !strcmp(name, "reject") || !strcmp(name, "selectattr") ||

@@ -104,7 +104,7 @@ int jj_test(jstate *st, jframe *f, const char *name, jv v, const jv *args, int n
     else if (!strcmp(name, "iterable"))
         *out = v.t == JV_STR || v.t == JV_LIST || v.t == JV_DICT || v.t == JV_UNDEF;
     else if (!strcmp(name, "sequence"))
-        *out = v.t == JV_STR || v.t == JV_LIST || v.t == JV_DICT || v.t == JV_UNDEF;
+        *out = v.t == JV_STR || (v.t == JV_LIST && !v.gen) || v.t == JV_DICT || v.t == JV_UNDEF;
     else if (!strcmp(name, "callable"))
         *out = v.t == JV_FUNC || v.t == JV_UNDEF; /* Undefined has __call__ */
     else if (!strcmp(name, "sameas")) {

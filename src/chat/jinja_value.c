@@ -122,9 +122,26 @@ int jv_from_bytes_any_plain(jstate *st, const char *p, size_t n, int plain, jv *
     return 0;
 }
 
+int jj_as_generator(jstate *st, int rc, jv *out) {
+    if (rc != UL_EFORMAT || !st->msg || !st->msg[0] || st->raised) {
+        if (!rc) out->gen = JG_GENERATOR;
+        return rc;
+    }
+    size_t n = strlen(st->msg);
+    char *saved = jj_alloc(st, n + 1);
+    if (!saved) return rc;
+    memcpy(saved, st->msg, n + 1);
+    st->msg[0] = 0;
+    TRY(jv_newlist(st, 0, out));
+    out->gen = JG_GENERATOR;
+    out->u.l->deferred = saved;
+    return 0;
+}
+
 int jv_newlist(jstate *st, size_t cap, jv *out) {
     jlist *l = jj_alloc(st, sizeof *l);
     if (!l) return oom(st);
+    l->deferred = NULL;
     l->n = 0;
     l->cap = cap;
     l->v = cap ? jj_alloc(st, cap * sizeof(jv)) : NULL;
@@ -297,7 +314,7 @@ static int cmp_depth(jstate *st, jv a, jv b, int *r, int depth) {
         *r = c ? (c > 0 ? 1 : -1) : (a.u.s->len > b.u.s->len) - (a.u.s->len < b.u.s->len);
         return 0;
     }
-    if (a.t == JV_LIST && b.t == JV_LIST) {
+    if (a.t == JV_LIST && b.t == JV_LIST && !a.gen && !b.gen && a.tuple == b.tuple) {
         size_t n = a.u.l->n < b.u.l->n ? a.u.l->n : b.u.l->n;
         for (size_t i = 0; i < n; i++) {
             if (jv_eq(a.u.l->v[i], b.u.l->v[i])) continue;
@@ -344,6 +361,7 @@ int jv_iter(jstate *st, jv v, jlist **out) {
         TRY(jv_newlist(st, 0, &l));
         break;
     case JV_LIST:
+        if (v.u.l->deferred) return jj_fail(st, UL_EFORMAT, "%s", v.u.l->deferred);
         *out = v.u.l;
         return 0;
     case JV_DICT:

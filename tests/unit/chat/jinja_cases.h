@@ -234,6 +234,43 @@ static const struct jcase {
     {"{{ zz | int }}", NULL, "UndefinedError: 'zz' is undefined"},
     {"{{ true * d.keys() }}", NULL,
      "TypeError: unsupported operand type(s) for *: 'bool' and 'dict_keys'"},
+    {"{{ u.upper() }}|{{ u | lower }}|{{ '\303\200\303\211\303\216 \303\240\303\251\303\256 "
+     "\303\277 \303\237 \302\265 \304\261'.title() }}|{{ "
+     "'\316\225\316\273\316\273\316\267\316\275\316\271\316\272\316\254 \316\221\316\222\316\223 "
+     "\316\254\316\255 \317\202' | upper }}|{{ "
+     "'\320\240\321\203\321\201\321\201\320\272\320\270\320\271 "
+     "\320\242\320\225\320\232\320\241\320\242 \321\221\320\201' | title }}|{{ '\303\237' | "
+     "capitalize }}",
+     "GR\303\234SSE \344\275\240\345\245\275 \360\237\231\202|gr\303\274\303\237e "
+     "\344\275\240\345\245\275 \360\237\231\202|\303\200\303\251\303\256 \303\200\303\251\303\256 "
+     "\305\270 Ss \316\234 I|\316\225\316\233\316\233\316\227\316\235\316\231\316\232\316\206 "
+     "\316\221\316\222\316\223 \316\206\316\210 "
+     "\316\243|\320\240\321\203\321\201\321\201\320\272\320\270\320\271 "
+     "\320\242\320\265\320\272\321\201\321\202 \320\201\321\221|Ss",
+     NULL},
+    {"{{ 'they\\'re 1st o\\'neil-smith' | title }}|{{ 'they\\'re 1st o\\'neil-smith'.title() }}|{{ "
+     "'\344\275\240\345\245\275world'.title() }}",
+     "They're 1st O'neil-Smith|They'Re 1St O'Neil-Smith|\344\275\240\345\245\275World", NULL},
+    {"{{ ('x' | items) is number }}|{{ (1 | select) is defined }}|{% if n | map('upper') %}lazy{% "
+     "endif %}",
+     "False|True|lazy", NULL},
+    {"{% for x in 1 | select %}{% endfor %}", NULL, "TypeError: 'int' object is not iterable"},
+    {"{% for x in l %}{% for y in d %}{% continue %}{% else %}E{% endfor %}{% endfor %}|{% for x "
+     "in l %}{% if loop.first %}{% break %}{% endif %}{% else %}F{% endfor %}|{% for x in l %}{% "
+     "if loop.last %}{% break %}{% endif %}{% else %}G{% endfor %}",
+     "EEE|F|", NULL},
+    {"{% macro m(a) %}{{ a }}{% endmacro %}{{ m }}|{{ m | length }}", NULL,
+     "TypeError: object of type 'Macro' has no len()"},
+    {"{% if t %}{% break %}{% endif %}", NULL,
+     "SyntaxError: 'break' outside loop (<template>, line 14)"},
+    {"{% for x in l %}{% macro m() %}{% continue %}{% endmacro %}{% endfor %}", NULL,
+     "SyntaxError: 'continue' not properly in loop (<template>, line 19)"},
+    {"{% for x in l %}{% filter upper %}a{% break %}{% endfilter %}{% else %}E{% endfor %}|{% for "
+     "x in l %}{% set b %}{{ x }}{% continue %}{% endset %}{{ b }}{% endfor %}|{{ (1, 2) < (1, 3) "
+     "}}",
+     "E||True", NULL},
+    {"{{ (1, 2) < [1, 3] }}", NULL,
+     "TypeError: '<' not supported between instances of 'tuple' and 'list'"},
     {"{{ strftime_now('%Y-%m-%d %d %b %B %A %H') }}", "2026-11-24 24 Nov November Tuesday 12",
      NULL},
     {"{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}",

@@ -122,6 +122,17 @@ CASES = [
     "{{ t | indent }}",
     "{{ zz | int }}",
     "{{ true * d.keys() }}",
+    "{{ u.upper() }}|{{ u | lower }}|{{ 'ÀÉÎ àéî ÿ ß µ ı'.title() }}|{{ 'Ελληνικά ΑΒΓ άέ ς' | upper }}|{{ 'Русский ТЕКСТ ёЁ' | title }}|{{ 'ß' | capitalize }}",
+    "{{ 'they\\'re 1st o\\'neil-smith' | title }}|{{ 'they\\'re 1st o\\'neil-smith'.title() }}|{{ '你好world'.title() }}",
+    "{{ ('x' | items) is number }}|{{ (1 | select) is defined }}|{% if n | map('upper') %}lazy{% endif %}",
+    "{% for x in 1 | select %}{% endfor %}",
+    # found by comparing random statements with Python
+    "{% for x in l %}{% for y in d %}{% continue %}{% else %}E{% endfor %}{% endfor %}|{% for x in l %}{% if loop.first %}{% break %}{% endif %}{% else %}F{% endfor %}|{% for x in l %}{% if loop.last %}{% break %}{% endif %}{% else %}G{% endfor %}",
+    "{% macro m(a) %}{{ a }}{% endmacro %}{{ m }}|{{ m | length }}",
+    "{% if t %}{% break %}{% endif %}",
+    "{% for x in l %}{% macro m() %}{% continue %}{% endmacro %}{% endfor %}",
+    "{% for x in l %}{% filter upper %}a{% break %}{% endfilter %}{% else %}E{% endfor %}|{% for x in l %}{% set b %}{{ x }}{% continue %}{% endset %}{{ b }}{% endfor %}|{{ (1, 2) < (1, 3) }}",
+    "{{ (1, 2) < [1, 3] }}",
     # date
     "{{ strftime_now('%Y-%m-%d %d %b %B %A %H') }}",
     # raising
