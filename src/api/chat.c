@@ -457,6 +457,8 @@ static const ul_gen_ops_t ops = {.text = on_text,
 /* Parses and validates the body; renders it. On failure answers and returns non-zero. */
 static cJSON *parse_body(ul_api_t *a, ul_http_req_t *req) {
     cJSON *root = cJSON_ParseWithLength(req->body, req->body_len);
+    /* 1.0 stays a float for the template (tojson of a tool schema), as in Python */
+    if (root) ul_chat_json_mark_floats(root, req->body, req->body_len);
     if (!root) {
         a->stats.completions_rejected++;
         ul_api_error(req, 400, "invalid_request_error", NULL, "invalid_json",
@@ -518,6 +520,7 @@ int ul_api_chat_prepare_body(ul_api_t *a, const char *body, size_t len, ul_buf_t
                              ul_buf_t *plain, ul_api_bad_t *bad) {
     cJSON *root = cJSON_ParseWithLength(body, len);
     if (!root) return ul_api_bad(bad, NULL, "the request body is not valid JSON");
+    ul_chat_json_mark_floats(root, body, len);
     ul_arena_t ar;
     ul_arena_init(&ar, 1024);
     ul_api_params_t p;

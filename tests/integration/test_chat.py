@@ -198,9 +198,12 @@ def apply_template_renders_as_python_jinja2():
     src = open(QWEN).read()
     msgs = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"},
             {"role": "assistant", "content": "Hello!"}, {"role": "user", "content": "A joke?"}]
-    r = qwen().request("POST", "/apply-template", body=json.dumps({"messages": msgs, "tools": [TOOL]}))
+    tool = json.loads(json.dumps(TOOL))
+    tool["function"]["parameters"]["properties"]["days"] = {"type": "number", "minimum": 1.0}
+    r = qwen().request("POST", "/apply-template", body=json.dumps({"messages": msgs, "tools": [tool]}))
     assert r.status == 200, r.body
-    ok, want = oracle.render(src, oracle.llamacpp_context(src, msgs, tools=[TOOL]))
+    assert '"minimum": 1.0' in r.json()["prompt"], "a float stays a float, as in Python"
+    ok, want = oracle.render(src, oracle.llamacpp_context(src, msgs, tools=[tool]))
     assert ok and r.json()["prompt"] == want, (r.json()["prompt"], want)
 
 
