@@ -482,13 +482,24 @@ static int32_t admit_chunk(ul_sched_t *s, ul_seq_t *q, int32_t budget) {
     return c;
 }
 
+/* When the decoders alone take longer than the target, prefill may stretch a step this much
+ * over them: the target cannot be met anyway, and a fixed minimum share then starves new
+ * requests (64 streams on the CPU: first token after 21 s instead of 3 s). */
+#define OVERLOAD_STRETCH 1.5
+
+/* The step time prefill chunks may fill up to, given the step's decode part dec. Plans to
+ * 90% of the target: the gap a client sees adds the loop's turnaround to the step, and
+ * the model errs by a few percent. */
+static double step_target_us(const ul_sched_t *s, const ul_step_feat_t *dec) {
+    double t = s->cfg.itl_target_ms * 900.0;
+    double d = OVERLOAD_STRETCH * ul_step_model_predict(&s->model, dec);
+    return d > t ? d : t;
+}
+
 /* The largest prefill chunk (at most n tokens from position pos0) that, added to a step
- * with features base, keeps its predicted time within the latency target. Plans to 90%:
- * the gap a client sees adds the loop's turnaround to the step, and the model errs by a
- * few percent. */
+ * with features base, keeps its predicted time within target_us. */
 static int32_t chunk_for_target(const ul_sched_t *s, const ul_step_feat_t *base, int32_t pos0,
-                                int32_t n) {
-    double target_us = s->cfg.itl_target_ms * 900.0;
+                                int32_t n, double target_us) {
     int32_t lo = 0, hi = n;
     while (lo < hi) {
         int32_t mid = lo + (hi - lo + 1) / 2;
@@ -510,7 +521,7 @@ static int32_t prefill_budget(ul_sched_t *s, const ul_seq_t *q, int32_t prefille
         return budget;
     int32_t want = q->n_tokens - q->n_computed;
     if (want > budget) want = budget;
-    int32_t c = chunk_for_target(s, &s->feat, q->n_computed, want);
+    int32_t c = chunk_for_target(s, &s->feat, q->n_computed, want, s->prefill_target_us);
     int32_t floor = s->cfg.min_prefill - prefilled;
     if (c < floor) c = floor < budget ? floor : budget;
     if (c < want) s->budget_cut = 1;
@@ -572,6 +583,7 @@ int ul_sched_step_build(ul_sched_t *s) {
         s->feat = (ul_step_feat_t){0};
         s->budget_cut = 0;
         add_decoders(s);
+        s->prefill_target_us = step_target_us(s, &s->feat);
         add_prefills(s);
         if (s->step.n_seqs > 0) break;
         /* Nothing fits although there may be work: partial prefills can hold every page
@@ -716,7 +728,7 @@ double ul_sched_predict_wait_s(const ul_sched_t *s, int32_t n_prompt) {
      * leaves (at least the minimum share) */
     int32_t room = s->cfg.max_batch_tokens - n_dec, per = room;
     if (n_dec > 0 && s->cfg.itl_target_ms > 0) {
-        per = chunk_for_target(s, &dec, 0, room);
+        per = chunk_for_target(s, &dec, 0, room, step_target_us(s, &dec));
         if (per < s->cfg.min_prefill) per = s->cfg.min_prefill;
         if (per > room) per = room;
     }

@@ -146,7 +146,8 @@ typedef struct ul_sched_config_s {
     int no_prefix_cache; /* 1: computed pages are not kept for reuse (--no-prefix-cache) */
     /* Latency budget (--itl-target-ms): while sequences decode, prefill chunks are sized so
      * the step-time model predicts at most this per step (but at least min_prefill tokens
-     * of prefill per step, so time to first token stays bounded); when nothing decodes,
+     * of prefill per step, so time to first token stays bounded; and when the decoders
+     * alone are predicted over the target, up to 1.5x their time); when nothing decodes,
      * prefill takes the whole token budget. 0: default 100; < 0: off. */
     double itl_target_ms;
     int32_t min_prefill; /* 0: default max(page_size, max_batch_tokens / 32) */
@@ -191,11 +192,12 @@ struct ul_sched_s {
     int busy;                 /* a step is submitted and not yet completed */
     int preempted_for_decode; /* while building: a decoder preempted someone */
     ul_sched_stats_t stats;
-    ul_step_model_t model; /* what steps cost (steptime.h) */
-    ul_step_feat_t feat;   /* of the step being built / in flight */
-    double step_pred_us;   /* the model's prediction for it when it was built */
-    double step_last_us;   /* the backend's time for the last step absorbed */
-    int budget_cut;        /* while building: the latency target cut a prefill chunk */
+    ul_step_model_t model;    /* what steps cost (steptime.h) */
+    ul_step_feat_t feat;      /* of the step being built / in flight */
+    double step_pred_us;      /* the model's prediction for it when it was built */
+    double step_last_us;      /* the backend's time for the last step absorbed */
+    int budget_cut;           /* while building: the latency target cut a prefill chunk */
+    double prefill_target_us; /* while building: the step time prefill may fill up to */
     /* driver (ul_sched_start) */
     uv_loop_t *loop;
     ul_bridge_t bridge;
