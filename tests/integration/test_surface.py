@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from uvllm_harness import Server, binary, null_text, run, test  # noqa: E402
+from uvllm_harness import Server, binary, null_text, run, test, wait_for  # noqa: E402
 
 
 def shared():
@@ -70,9 +70,11 @@ def start_fails(*args):
 
 
 def kv_line(srv):
-    for line in srv.log:
-        if "kv cache:" in line:
-            return line
+    # logged right after 'listening on', which is all Server() waits for: the stderr reader
+    # may not have it yet (seen under TSan on a loaded machine)
+    line = wait_for(lambda: next((ln for ln in list(srv.log) if "kv cache:" in ln), None), 10)
+    if line:
+        return line
     raise AssertionError("no 'kv cache:' start-up line in:\n" + "".join(srv.log))
 
 
