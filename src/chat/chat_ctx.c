@@ -221,6 +221,22 @@ static int merge_system(cJSON *msgs) {
     return 0;
 }
 
+/* 1 when no message needs a change (the common case: string contents, no tool calls, and a
+ * template that takes a system message): the request's messages are used as they are,
+ * without the copy (a third of a render's cost for a short chat). */
+static int as_given(const ul_chat_tmpl_t *t, const cJSON *msgs) {
+    const cJSON *m;
+    cJSON_ArrayForEach(m, msgs) {
+        if (!cJSON_IsObject(m) || cJSON_GetObjectItemCaseSensitive(m, "tool_calls")) return 0;
+        if (!cJSON_IsString(cJSON_GetObjectItemCaseSensitive(m, "content"))) return 0;
+        if (!t->supports_system) {
+            const cJSON *r = cJSON_GetObjectItemCaseSensitive(m, "role");
+            if (cJSON_IsString(r) && !strcmp(r->valuestring, "system")) return 0;
+        }
+    }
+    return 1;
+}
+
 static cJSON *normalize_messages(const ul_chat_tmpl_t *t, const cJSON *req, int *rc, char *msg,
                                  size_t msgcap) {
     const cJSON *in = cJSON_GetObjectItemCaseSensitive(req, "messages");
@@ -228,6 +244,10 @@ static cJSON *normalize_messages(const ul_chat_tmpl_t *t, const cJSON *req, int 
         snprintf(msg, msgcap, "'messages' must be an array");
         *rc = UL_EINVAL;
         return NULL;
+    }
+    if (as_given(t, in)) {
+        *rc = 0;
+        return (cJSON *)in; /* the caller knows not to free it */
     }
     cJSON *msgs = cJSON_Duplicate(in, 1), *m;
     *rc = msgs ? 0 : UL_ENOMEM;
@@ -323,6 +343,6 @@ int ul_chat_render(const ul_chat_tmpl_t *t, const cJSON *req, const ul_chat_opts
     if (!rc) rc = ul_jinja_render(t->j, c.vars, c.n, o->now, NULL, out, plain, msg, msgcap);
     if (rc == UL_EFORMAT) rc = UL_EINVAL;
     cJSON_Delete(c.owned);
-    cJSON_Delete(msgs);
+    if (msgs != cJSON_GetObjectItemCaseSensitive(req, "messages")) cJSON_Delete(msgs);
     return rc;
 }

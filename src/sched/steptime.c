@@ -85,7 +85,10 @@ void ul_step_model_observe(ul_step_model_t *m, const ul_step_feat_t *f, double u
     m->sum_us = DECAY * m->sum_us + us;
     m->sum_tokens = DECAY * m->sum_tokens + f->n_decode + f->n_prefill;
     m->n_obs++;
-    refit(m);
+    /* The fit (a few 4x4 solves) cost ~2k instructions on the loop thread per step, as much
+     * as a chat request's template rendering on a fast backend; the decayed sums move slowly,
+     * so refitting every 4th step loses nothing a step's prediction can show. */
+    if (m->n_obs <= 2 * UL_STEP_MIN_OBS || m->n_obs % 4 == 0) refit(m);
 }
 
 double ul_step_model_predict(const ul_step_model_t *m, const ul_step_feat_t *f) {
