@@ -3,7 +3,8 @@
 # rendered by the Qwen2.5 chat template, tokenized with the plain mask, output through the
 # chat parser) and to /v1/completions pre-rendered (the text /apply-template returns), by
 # wrk with bench/wrk/post.lua, non-streaming, 16 tokens each. Two backends: null (no
-# compute: the serving layer's own cost, the strictest case) and cpu on aidreams260K.
+# compute: the serving layer's own cost, the strictest case), and the cpu backend on
+# aidreams260K (260K parameters) and mini-q4_0 (2 layers, 32000-token vocabulary).
 # Interleaved runs, medians of $RUNS. Target: chat >= 0.95x completions.
 # Writes the "chat" section of RESULTS.md.
 set -euo pipefail
@@ -21,10 +22,10 @@ trap cleanup EXIT
 chat_body='{"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Tell me about a dream I had last night, about the sea."}],"max_tokens":16,"temperature":0}'
 declare -A RPS
 rows=()
-for backend in null cpu; do
+for backend in null ${CHAT_MODELS:-aidreams260K mini-q4_0}; do
     port=$(free_port)
     args=(serve --host 127.0.0.1 --port "$port" --log-level warn --chat-template "$TMPL")
-    if [ "$backend" = cpu ]; then args+=(--model "$SHARED/models/aidreams260K.gguf" --threads 1); else args+=(--backend null); fi
+    if [ "$backend" != null ]; then args+=(--model "$SHARED/models/$backend.gguf" --threads 1); else args+=(--backend null); fi
     taskset -c "$CPU_SERVER" "$UVLLM_BIN" "${args[@]}" >"$D/$backend.log" 2>&1 &
     pids+=($!)
     wait_http "$port" /health 20 || die "server ($backend) did not start (see $D/$backend.log)"
@@ -61,7 +62,7 @@ sec="$D/section.md"
     echo "- uvllm: $(uvllm_commit)"
     echo "- command: \`WRK_BODY=F taskset -c $CPU_CLIENT wrk ${WRK_ARGS[*]} -s bench/wrk/post.lua URL\`, server pinned with \`taskset -c $CPU_SERVER\`, \`--chat-template Qwen-Qwen2.5-7B-Instruct.jinja\`; chat body: system + user message, \`max_tokens\` 16, temperature 0, not streamed; completions body: the prompt \`/apply-template\` rendered for it. $RUNS runs each, interleaved; median."
     echo
-    echo "| backend | chat req/s (median) | chat runs | completions req/s (median) | completions runs | ratio chat / completions | usage per request |"
+    echo "| backend / model | chat req/s (median) | chat runs | completions req/s (median) | completions runs | ratio chat / completions | usage per request |"
     echo "| --- | ---: | --- | ---: | --- | ---: | --- |"
     printf '%s\n' "${rows[@]}"
     echo
