@@ -9,10 +9,14 @@
 # Writes the "batched" section of RESULTS.md.
 #   BATCHED_B="1 4 16 64"  BATCHED_TYPES="q4_0"  BATCHED_PP=32  BATCHED_TG=128
 #   BATCHED_TIMEOUT=900 (s per run; a run cut short has no number)
+#   BATCHED_SECTION=batched (the RESULTS.md section written; work files go under it)
+#   BATCHED_REPORT_ONLY=1: no runs, rewrite the section from the files of an earlier
+#     (e.g. cut short) run, with BENCH_RUNS = the rounds it completed
 #   BATCHED_BASE=/path/to/older/uvllm: also run that binary, interleaved (A/B column)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-D="$WORK/batched"; mkdir -p "$D"
+SECTION="${BATCHED_SECTION:-batched}"
+D="$WORK/$SECTION"; mkdir -p "$D"
 BS=(${BATCHED_B:-1 4 16 64})
 TYPES=(${BATCHED_TYPES:-q4_0})
 PP="${BATCHED_PP:-32}"
@@ -31,31 +35,33 @@ NTOK=$("$UVLLM_BIN" tokenize --model "$(model_path "${TYPES[0]}")" "$PROMPT" | w
 [ "$NTOK" = "$PP" ] || echo "batched: WARNING: prompt is $NTOK tokens, not $PP" >&2
 
 load() { cut -d' ' -f1 /proc/loadavg; }
-rm -f "$D"/*.json "$D"/*.jsonl "$D"/load-*
 BASE_NOTE="${BATCHED_BASE_NOTE:-older build}"
-for ((r = 1; r <= RUNS; r++)); do
-    for t in "${TYPES[@]}"; do
-        M="$(model_path "$t")"
-        for b in "${BS[@]}"; do
-            ctx=$((b * (PP + TG) + 16))
-            echo "$(load)" >"$D/load-llama-$t-$b-$r"
-            timeout "$TMO" "$LLAMA_BIN/llama-batched-bench" -m "$M" -c "$ctx" -b 2048 -ub 512 -npp "$PP" \
-                -ntg "$TG" -npl "$b" -t "$THREADS" -tb "$THREADS" --output-format jsonl \
-                >"$D/llama-$t-$b-$r.jsonl" 2>"$D/llama-$t-$b-$r.err" ||
-                echo "batched: llama-batched-bench $t B=$b failed" >&2
-            echo "$(load)" >"$D/load-uvllm-$t-$b-$r"
-            timeout "$TMO" "$UVLLM_BIN" generate --model "$M" --prompt "$PROMPT" --parallel "$b" \
-                --max-tokens "$TG" --threads "$THREADS" --json >"$D/uvllm-$t-$b-$r.json" \
-                2>"$D/uvllm-$t-$b-$r.err" || echo "batched: uvllm generate $t B=$b failed" >&2
-            if [ -n "$BASE" ]; then
-                timeout "$TMO" "$BASE" generate --model "$M" --prompt "$PROMPT" --parallel "$b" \
-                    --max-tokens "$TG" --threads "$THREADS" --json >"$D/base-$t-$b-$r.json" \
-                    2>"$D/base-$t-$b-$r.err" || echo "batched: base generate $t B=$b failed" >&2
-            fi
-            echo "batched: round $r $t B=$b done (load $(load))" >&2
+if [ -z "${BATCHED_REPORT_ONLY:-}" ]; then
+    rm -f "$D"/*.json "$D"/*.jsonl "$D"/load-*
+    for ((r = 1; r <= RUNS; r++)); do
+        for t in "${TYPES[@]}"; do
+            M="$(model_path "$t")"
+            for b in "${BS[@]}"; do
+                ctx=$((b * (PP + TG) + 16))
+                echo "$(load)" >"$D/load-llama-$t-$b-$r"
+                timeout "$TMO" "$LLAMA_BIN/llama-batched-bench" -m "$M" -c "$ctx" -b 2048 -ub 512 -npp "$PP" \
+                    -ntg "$TG" -npl "$b" -t "$THREADS" -tb "$THREADS" --output-format jsonl \
+                    >"$D/llama-$t-$b-$r.jsonl" 2>"$D/llama-$t-$b-$r.err" ||
+                    echo "batched: llama-batched-bench $t B=$b failed" >&2
+                echo "$(load)" >"$D/load-uvllm-$t-$b-$r"
+                timeout "$TMO" "$UVLLM_BIN" generate --model "$M" --prompt "$PROMPT" --parallel "$b" \
+                    --max-tokens "$TG" --threads "$THREADS" --json >"$D/uvllm-$t-$b-$r.json" \
+                    2>"$D/uvllm-$t-$b-$r.err" || echo "batched: uvllm generate $t B=$b failed" >&2
+                if [ -n "$BASE" ]; then
+                    timeout "$TMO" "$BASE" generate --model "$M" --prompt "$PROMPT" --parallel "$b" \
+                        --max-tokens "$TG" --threads "$THREADS" --json >"$D/base-$t-$b-$r.json" \
+                        2>"$D/base-$t-$b-$r.err" || echo "batched: base generate $t B=$b failed" >&2
+                fi
+                echo "batched: round $r $t B=$b done (load $(load))" >&2
+            done
         done
     done
-done
+fi
 
 {
     echo "## Batched decode: B sequences together, TinyLlama-1.1B shape (random weights)"
@@ -118,5 +124,5 @@ for t in types:
         print(f"| {t} | {b} | {f(a)} | {f(c)} | {f(ratio, 2)} | {verdict} | {' '.join(f(x) for x in ltg)} | {' '.join(f(x) for x in utg)} |{bc} {f(med(lpp))} | {f(med(upp))} | {ld('llama', t, b)} / {ld('uvllm', t, b)} |")
 PY
 } >"$sec"
-results_section batched "$sec"
+results_section "$SECTION" "$sec"
 cat "$sec"
