@@ -266,8 +266,7 @@ static int from_json(jstate *st, const cJSON *j, int plain, int depth, jv *out) 
     else if (cJSON_IsNumber(j)) {
         double d = j->valuedouble;
         /* range first: converting a double outside int64's range is undefined */
-        if (!(j->type & UL_CHAT_JSON_FLOAT) && d > -9.2e18 && d < 9.2e18 &&
-            d == (double)(int64_t)d)
+        if (!(j->type & UL_CHAT_JSON_FLOAT) && d > -9.2e18 && d < 9.2e18 && d == (double)(int64_t)d)
             *out = jv_int((int64_t)d);
         else
             *out = jv_float(d);

@@ -18,7 +18,6 @@
 
 #define NOW_2026_11_24_NOON 1795521600LL
 
-
 static const char *shared_dir(void) {
     static char buf[1024];
     const char *e = getenv("UVLLM_SHARED");
