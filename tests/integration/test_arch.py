@@ -10,16 +10,8 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from uvllm_harness import Server, run, test  # noqa: E402
+from uvllm_harness import Server, run, test, shared  # noqa: E402
 
-
-def shared():
-    d = os.environ.get("UVLLM_SHARED")
-    if not d:
-        src = os.environ.get("UVLLM_SOURCE_DIR",
-                             os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-        d = os.path.join(src, "..", "shared")
-    return os.path.abspath(d)
 
 
 ARCHS = ("qwen2", "qwen3")

@@ -14,16 +14,8 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from uvllm_harness import Reader, Server, build_request, run, sse_events, test  # noqa: E402
+from uvllm_harness import Reader, Server, build_request, run, sse_events, test, shared  # noqa: E402
 
-
-def shared():
-    d = os.environ.get("UVLLM_SHARED")
-    if not d:
-        src = os.environ.get("UVLLM_SOURCE_DIR",
-                             os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-        d = os.path.join(src, "..", "shared")
-    return os.path.abspath(d)
 
 
 MODEL = os.path.join(shared(), "models", "aidreams260K.gguf")

@@ -11,16 +11,8 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from uvllm_harness import Server, binary, null_text, run, test, wait_for  # noqa: E402
+from uvllm_harness import Server, binary, null_text, run, test, wait_for, shared  # noqa: E402
 
-
-def shared():
-    d = os.environ.get("UVLLM_SHARED")
-    if not d:
-        src = os.environ.get("UVLLM_SOURCE_DIR",
-                             os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-        d = os.path.join(src, "..", "shared")
-    return os.path.abspath(d)
 
 
 MODEL = os.path.join(shared(), "models", "aidreams260K.gguf")

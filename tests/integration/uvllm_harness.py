@@ -47,9 +47,9 @@ def run():
 
 def shared():
     """The shared test data: $UVLLM_SHARED, else ../shared beside the source tree."""
-    return os.environ.get("UVLLM_SHARED") or os.path.join(
+    return os.path.abspath(os.environ.get("UVLLM_SHARED") or os.path.join(
         os.environ.get("UVLLM_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", "..")),
-        "..", "shared")
+        "..", "shared"))
 
 
 def binary():
