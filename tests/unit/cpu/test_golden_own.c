@@ -38,7 +38,8 @@
  * divisors 1) is off by 2.7 at 258 of its 264 positions.
  * iq4_nl / iq4_xs: the kernels come with the `quant` branch. Until the engine knows those
  * types (ul_type_name), their tests print SKIP with that reason; once it does, they run
- * like the others and must pass (measured against that branch's build: below).
+ * like the others and must pass (measured against that branch's build at 2bc8392, with
+ * this file compiled against its libraries: all eight cases pass, numbers below).
  * UVLLM_GOLDEN_POSITIONS=1 prints the largest |diff| of every position. */
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
@@ -74,7 +75,8 @@ typedef struct {
 
 /* largest |diff| measured: scalar / AVX2 / AVX-512 */
 static const own_case_t g_own[] = {
-    {"tiny-q4_1", 0.15f, UL_TYPE_Q4_1, "q4_1", NULL},        /* 0.063 / 0.072 / 0.063 */
+    /* 0.063 / 0.072 / 0.063; 0.075 on the quant branch's AVX-512 VNNI kernel (2bc8392) */
+    {"tiny-q4_1", 0.16f, UL_TYPE_Q4_1, "q4_1", NULL},
     {"tiny-q5_0", 0.1f, UL_TYPE_Q5_0, "q5_0", NULL},         /* 0.052 / 0.044 / 0.043 */
     {"tiny-q5_1", 0.13f, UL_TYPE_Q5_1, "q5_1", NULL},        /* 0.058 / 0.063 / 0.063 */
     {"tiny-q6_k", 0.08f, UL_TYPE_Q6_K, "q6_k", NULL},        /* 0.040 / 0.040 / 0.038 */
