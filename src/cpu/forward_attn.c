@@ -206,8 +206,8 @@ AVX512 static inline __attribute__((always_inline)) void update(const int NC, co
         }                                                                                          \
     } while (0)
 
-/* Keys [0, n) of one page; hd 16, 32, 64, 128 or 256 (gemma3: one head at a time, its 16
- * accumulator vectors fill half the registers). */
+/* Keys [0, n) of one page; hd 16, 32, 64, 96 (Phi-3-mini), 128 or 256 (gemma3: one head at a
+ * time, its 16 accumulator vectors fill half the registers). */
 AVX512 static void page_avx512(attn_t *a, const void *K, const void *V, int n, int f16) {
     const int hd = a->hd, NC = hd / 16;
     for (int c0 = 0; c0 < n; c0 += CH) {
@@ -231,6 +231,9 @@ AVX512 static void page_avx512(attn_t *a, const void *K, const void *V, int n, i
                 break;
             case 4:
                 UPDATE_GN(4);
+                break;
+            case 6:
+                UPDATE_GN(6);
                 break;
             case 8:
                 UPDATE_GN(8);
@@ -266,8 +269,8 @@ void ul_fwd_attn_item(const ul_fwd_t *f, int il, int32_t t, int32_t kvh, float *
     a.S = a.M + a.G;
     const float *q = f->q + (size_t)t * f->q_dim + (size_t)kvh * gh;
     const int f16 = f->kv.type == UL_TYPE_F16;
-    const int simd =
-        f->isa == UL_ISA_AVX512 && (hd == 16 || hd == 32 || hd == 64 || hd == 128 || hd == 256);
+    const int simd = f->isa == UL_ISA_AVX512 &&
+                     (hd == 16 || hd == 32 || hd == 64 || hd == 96 || hd == 128 || hd == 256);
     for (size_t i = 0; i < gh; i++) {
         const float qi = qs > 0 ? q[i] * qs : q[i];
         a.qf[i] = f16 ? round16(qi) : qi;
