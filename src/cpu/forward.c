@@ -463,7 +463,7 @@ static void layer(ul_fwd_t *f, int il, int32_t t0, int32_t t1, int ith, int nth)
     const size_t i0 = n_el * (size_t)ith / (size_t)nth & ~(size_t)15,
                  i1 = ith == nth - 1 ? n_el : n_el * (size_t)(ith + 1) / (size_t)nth & ~(size_t)15;
     if (hp->ffn_gelu) {
-        ul_fwd_geglu(f->hb + i0, f->hb2 + i0, i1 - i0);
+        ul_fwd_geglu(f->hb + i0, f->hb2 + i0, i1 - i0, f->isa == UL_ISA_AVX512);
     } else if (f->isa == UL_ISA_AVX512) {
         ul_swiglu_avx512(f->hb + i0, f->hb2 + i0, i1 - i0);
     } else {

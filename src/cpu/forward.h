@@ -93,8 +93,8 @@ void ul_fwd_rope_neox(float *x, const float *cs, int n_rot);
  * any thread uses ul_fwd_geglu (ul_fwd_create does, for gemma3). */
 void ul_fwd_gemma3_init(void);
 /* g[i] = gelu(g[i]) * u[i], i < n, as ggml's CPU geglu computes it (tanh approximation,
- * through its f16 table). */
-void ul_fwd_geglu(float *g, const float *u, size_t n);
+ * through its f16 table); avx512: the AVX-512 path (same bits; the caller checks the CPU). */
+void ul_fwd_geglu(float *g, const float *u, size_t n, int avx512);
 /* x[i] = cap * tanh(x[i] / cap), i < n (final_logit_softcapping). */
 void ul_fwd_softcap(float *x, size_t n, float cap);
 /* phi3 (forward_phi3.c): the RoPE frequency divisors for sequences of up to n_ctx tokens:

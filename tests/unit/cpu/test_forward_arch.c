@@ -157,7 +157,7 @@ Test(forward_arch, geglu_follows_the_tanh_formula_through_f16) {
     const float xs[] = {0.0f, 1.0f, -1.0f, 2.5f, -3.0f, 9.99f, 10.0f, -10.0f, 12.0f, -12.0f};
     for (size_t i = 0; i < sizeof xs / sizeof xs[0]; i++) {
         float g = xs[i], u = 2.0f;
-        ul_fwd_geglu(&g, &u, 1);
+        ul_fwd_geglu(&g, &u, 1, 0);
         const double x = xs[i];
         const double want =
             x <= -10  ? 0
@@ -173,4 +173,25 @@ Test(forward_arch, geglu_follows_the_tanh_formula_through_f16) {
     cr_expect_float_eq(cap[1], 4.0f * tanhf(0.5f), 1e-6f);
     cr_expect_float_eq(cap[2], 4.0f, 1e-6f);
     cr_expect_float_eq(cap[3], -4.0f, 1e-6f);
+}
+
+Test(forward_arch, geglu_avx512_equals_scalar_on_every_f16_gate) {
+    if (ul_cpu_isa() != UL_ISA_AVX512) cr_skip_test("no AVX-512");
+    ul_fwd_gemma3_init();
+    const size_t n = (1 << 16) + 7; /* every f16 bit pattern, an odd tail */
+    float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b), *u = malloc(n * sizeof *u);
+    for (size_t i = 0; i < n; i++) {
+        /* the f16 values, nudged off them so the rounding to f16 is exercised too */
+        a[i] =
+            i < (1 << 16) ? ul_fp16_to_fp32((uint16_t)i) * (1.0f + 0x1p-13f) : (float)i - 65540.0f;
+        u[i] = 0.5f + (float)(i % 7);
+    }
+    memcpy(b, a, n * sizeof *a);
+    ul_fwd_geglu(a, u, n, 0);
+    ul_fwd_geglu(b, u, n, 1);
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++)
+        bad += memcmp(&a[i], &b[i], 4) != 0 && !(isnan(a[i]) && isnan(b[i]));
+    cr_expect_eq(bad, 0, "%zu of %zu results differ", bad, n);
+    free(a), free(b), free(u);
 }
