@@ -531,9 +531,10 @@ static void step_job(void *ctx, int ith, int nth) {
         rope_cache(f->rope + (size_t)t * hp->n_rot, f->tok_pos[t], hp->n_rot, hp->rope_freq_base,
                    hp->rope_freq_scale, f->rope_ff,
                    hp->rope_attn_factor > 0 ? hp->rope_attn_factor : 1.0f);
-        if (f->rope_swa) /* gemma3's sliding-window layers: their own base, no scaling */
+        if (f->rope_swa) /* gemma3's sliding-window layers: their own base, frequency scale 1 */
             rope_cache(f->rope_swa + (size_t)t * hp->n_rot, f->tok_pos[t], hp->n_rot,
-                       hp->rope_freq_base_swa, 1.0f, NULL, 1.0f);
+                       hp->rope_freq_base_swa, 1.0f, NULL,
+                       hp->rope_attn_factor > 0 ? hp->rope_attn_factor : 1.0f);
     }
     for (int il = 0; il < hp->n_layer; il++) layer(f, il, t0, t1, ith, nth);
     ul_pool_barrier(f->pool);

@@ -111,20 +111,20 @@ static int phi3_hparams(ul_model_ld_t *l) {
         return fail(l, "phi3: head_count %d x key_length %d differs from embedding_length %d",
                     hp->n_head, hp->head_dim, hp->n_embd);
     hp->q_scale = 1.0f / sqrtf((float)hp->head_dim);
-    int rc = ul_model_ld_int(l, "rope.scaling.original_context_length", hp->n_ctx_train, 1, 1 << 30,
-                             &hp->n_ctx_orig);
-    if (!rc)
-        rc = ul_model_ld_float(l, "rope.scaling.attn_factor", 1.0f, 1e3f, &hp->rope_attn_factor);
-    return rc;
+    return ul_model_ld_int(l, "rope.scaling.original_context_length", hp->n_ctx_train, 1, 1 << 30,
+                           &hp->n_ctx_orig);
 }
 
 int ul_model_arch_hparams(ul_model_ld_t *l) {
     ul_hparams_t *hp = &l->m->hp;
     hp->rope_attn_factor = 1.0f;
     hp->n_ctx_orig = hp->n_ctx_train;
-    if (is(l, "gemma3")) return gemma3_hparams(l);
-    if (is(l, "phi3")) return phi3_hparams(l);
-    return 0;
+    if (!is(l, "gemma3") && !is(l, "phi3")) return 0;
+    /* llama.cpp multiplies every RoPE's cos and sin by it (phi3's LongRoPE files carry it;
+     * llama/qwen files here keep ignoring it, as before) */
+    int rc = ul_model_ld_float(l, "rope.scaling.attn_factor", 1.0f, 1e3f, &hp->rope_attn_factor);
+    if (rc) return rc;
+    return is(l, "gemma3") ? gemma3_hparams(l) : phi3_hparams(l);
 }
 
 /* views[v] = rows [r0, r0 + rows) of t */
