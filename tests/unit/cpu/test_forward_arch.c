@@ -26,12 +26,14 @@ static ul_model_t *load(const char *name) {
     return m;
 }
 
+/* n_ctx 4096: phi3-tiny's training context, above its original 2048, so the long RoPE
+ * factors apply as in the llama.cpp run of the goldens */
 static ul_fwd_t *make_fwd(const ul_model_t *m, int32_t page_size) {
     ul_cpu_config_t cfg = {.n_threads = 2,
                            .kv_type = UL_TYPE_F16,
                            .page_size = page_size,
                            .max_batch_tokens = 128,
-                           .n_ctx = 256};
+                           .n_ctx = 4096};
     ul_fwd_t *f;
     cr_assert_eq(ul_fwd_create(m, &cfg, &f), 0);
     return f;
@@ -194,4 +196,35 @@ Test(forward_arch, geglu_avx512_equals_scalar_on_every_f16_gate) {
         bad += memcmp(&a[i], &b[i], 4) != 0 && !(isnan(a[i]) && isnan(b[i]));
     cr_expect_eq(bad, 0, "%zu of %zu results differ", bad, n);
     free(a), free(b), free(u);
+}
+
+/* The phi3 golden runs with the long RoPE factors (context 4096 > original 2048) and
+ * attn_factor 1.044: the short factors (what a context up to 2048 takes), or no
+ * attn_factor, leave it by far more than its tolerance. */
+static double phi3_variant(int short_factors, int no_attn_factor) {
+    ul_model_t *m = load("phi3-tiny-f16");
+    if (short_factors) m->rope_long = m->rope_short;
+    if (no_attn_factor) m->hp.rope_attn_factor = 1.0f;
+    cJSON *j = golden_line("phi3-tiny-f16");
+    int n;
+    int32_t *toks = tokens_of(j, &n);
+    ul_fwd_t *f = make_fwd(m, 16);
+    float *l = all_logits(f, toks, n);
+    double d = golden_diff(l, m->hp.n_vocab, j);
+    ul_fwd_free(f);
+    free(l), free(toks);
+    cJSON_Delete(j);
+    ul_model_free(m);
+    return d;
+}
+
+Test(forward_arch, phi3_golden_needs_longrope) {
+    double d = phi3_variant(0, 0), ds = phi3_variant(1, 0), da = phi3_variant(0, 1);
+    fprintf(stderr,
+            "phi3-tiny line 1: largest |diff| to llama.cpp %.5f; short factors %.3f; "
+            "no attn_factor %.3f\n",
+            d, ds, da);
+    cr_expect_lt(d, 0.01);
+    cr_expect_gt(ds, 0.1);
+    cr_expect_gt(da, 0.1);
 }
