@@ -167,6 +167,8 @@ def goldens_exact_among_16_concurrent_mixed_requests():
               f"{int(m['uvllm_prefix_cache_hit_tokens_total'])} tokens, evictions "
               f"{int(m['uvllm_prefix_cache_evictions_total'])}")
         assert m["uvllm_prefix_cache_hit_tokens_total"] > 0
+        # the "eviction under a small pool with every output still golden"
+        assert m["uvllm_prefix_cache_evictions_total"] > 0, "the small pool evicted nothing"
 
 
 def kv_mem_for_pages(n):
