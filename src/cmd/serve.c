@@ -14,6 +14,7 @@
 #include "base/size.h"
 #include "cmd/cmd.h"
 #include "cpu/kv.h"
+#include "cpu/pool.h"
 #include "model/model.h"
 #include "uvllm/err.h"
 #include "uvllm/log.h"
@@ -76,7 +77,8 @@ static void usage(FILE *f) {
                "  --null-fail-after N    null backend, fault injection: the first N steps\n"
                "                         succeed, every later one fails (its requests get 500,\n"
                "                         /health/ready turns 503)\n"
-               "  --threads N            cpu backend threads (default: all cores)\n"
+               "  --threads N            cpu backend threads (default: the CPUs the process may\n"
+               "                         use: its affinity mask and cgroup CPU quota)\n"
                "  --kv-type f16|f32      cpu backend KV cache element type (default f16)\n"
                "  --ctx-size N           context per sequence (default: the model's training\n"
                "                         context; more is refused); with --backend null it\n"
@@ -589,13 +591,16 @@ static int make_backend(const serve_args_t *a, server_t *sv) {
     int32_t n_ctx = a->ctx_size ? a->ctx_size : hp->n_ctx_train;
     int64_t page =
         (int64_t)ul_kv_page_bytes(a->kv_type, hp->n_layer, hp->n_head_kv, hp->head_dim, PAGE_SIZE);
-    ul_cpu_config_t cc = {.n_threads = a->threads,
+    char why[160] = "--threads";
+    ul_cpu_config_t cc = {.n_threads =
+                              a->threads ? a->threads : ul_pool_default_threads(why, sizeof why),
                           .kv_type = a->kv_type,
                           .n_ctx = n_ctx,
                           .page_size = PAGE_SIZE,
                           .kv_bytes = kv_budget(a, sv, n_ctx, page),
                           .max_batch_tokens = a->max_batch_tokens};
     if (!cc.kv_bytes) return UL_EINVAL;
+    UL_LOG_INFO("cpu backend: %d threads (%s)", cc.n_threads, why);
     rc = ul_cpu_backend_create(sv->model, &cc, &sv->backend);
     if (rc) fprintf(stderr, "uvllm serve: cannot start the cpu backend: %s\n", ul_strerror(rc));
     return rc;
