@@ -7,9 +7,15 @@
  * Waits inside a job (the barrier, the caller waiting for the workers) spin briefly, then
  * yield, then sleep on a futex: with more runnable threads than cores (a container's CPU
  * limit, a shared machine) the thread being waited for may be off-CPU, and a waiter that
- * keeps spinning or yielding takes the core it needs (measured: 75x slower at load 16 on
- * 2 cores). The default thread count (ul_pool_default_threads) follows the CPUs the
- * process may use: its affinity mask and its cgroup's CPU quota. */
+ * keeps spinning or yielding takes the core it needs. Sleeping frees the core, but the
+ * waiter still waits for the other thread's next time slice, so under such contention a
+ * job with barriers runs slower on n threads than on one (measured: 5x to 100x on this
+ * shared 2-core machine). The pool therefore adapts how many threads a job uses: when
+ * the time threads spend in those slow waits passes a quarter of the job's thread time,
+ * the next jobs use one thread less; every PROBE_NS (doubling while probes fail) it tries
+ * one more. A job's fn always gets the thread count of that job (nth <= ul_pool_n_threads).
+ * The default thread count (ul_pool_default_threads) follows the CPUs the process may
+ * use: its affinity mask and its cgroup's CPU quota. */
 #include <limits.h>
 #include <pthread.h>
 #include <sched.h>
@@ -17,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #ifdef __linux__
 #include <linux/futex.h>
@@ -40,6 +47,19 @@
 #define SPIN_PAUSE 2048
 #define SPIN_YIELD 16
 
+/* Adapting the threads per job: see the file comment. */
+#define SLOW_HIGH 0.25              /* slow-wait share of thread time that drops a thread */
+#define PROBE_NS 1000000000ull      /* first probe for one more thread after a drop */
+#define PROBE_MAX_NS 16000000000ull /* probes back off up to this */
+#define NTH_BITS 11                 /* the job's thread count lives in gen's low bits */
+#define NTH_MASK ((1u << NTH_BITS) - 1)
+
+static uint64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 #ifdef __linux__
 static void futex_wait(void *addr, unsigned val) {
     syscall(SYS_futex, addr, FUTEX_WAIT_PRIVATE, val, NULL, NULL, 0);
@@ -56,18 +76,21 @@ static void futex_wake(void *addr) {}
  * changes *w (seq_cst) then reads *sleepers (seq_cst) and wakes when it is non-zero, so
  * either it sees this waiter or this waiter sees the new value (the kernel re-checks *w
  * before sleeping). */
-static void wait_change(atomic_uint *w, unsigned old, atomic_int *sleepers) {
+static void wait_change(atomic_uint *w, unsigned old, atomic_int *sleepers,
+                        atomic_uint_fast64_t *slow_ns) {
     for (int i = 0; i < SPIN_PAUSE; i++) {
         if (atomic_load_explicit(w, memory_order_acquire) != old) return;
         CPU_RELAX();
     }
-    for (int i = 0; i < SPIN_YIELD; i++) {
-        if (atomic_load_explicit(w, memory_order_acquire) != old) return;
+    uint64_t t0 = now_ns(); /* a slow wait from here on: it counts against the job */
+    for (int i = 0; i < SPIN_YIELD && atomic_load_explicit(w, memory_order_acquire) == old; i++)
         sched_yield();
+    if (atomic_load(w) == old) {
+        atomic_fetch_add(sleepers, 1);
+        while (atomic_load(w) == old) futex_wait(w, old);
+        atomic_fetch_sub(sleepers, 1);
     }
-    atomic_fetch_add(sleepers, 1);
-    while (atomic_load(w) == old) futex_wait(w, old);
-    atomic_fetch_sub(sleepers, 1);
+    atomic_fetch_add_explicit(slow_ns, now_ns() - t0, memory_order_relaxed);
 }
 
 /* ~ a few ms of pause instructions: covers the loop-thread turnaround between steps */
@@ -88,13 +111,18 @@ struct ul_pool_s {
     worker_t *w;
     ul_pool_fn fn;
     void *ctx;
-    _Alignas(64) atomic_uint gen;    /* bumped per job */
+    _Alignas(64) atomic_uint gen;    /* per job: counter << NTH_BITS | the job's threads */
     _Alignas(64) atomic_uint n_done; /* workers done with the job; futex word */
     atomic_int done_sleepers;        /* the caller sleeps on n_done */
     _Alignas(64) atomic_int bar_count;
     atomic_uint bar_phase; /* futex word */
     atomic_int bar_sleepers;
-    ticket_t *tickets; /* ul_pool_ticket, one per thread */
+    int bar_n;                    /* threads in the current job (set before it is published) */
+    atomic_uint_fast64_t slow_ns; /* time threads spent in slow waits in this job */
+    int n_active;                 /* threads the next job uses (caller only) */
+    double slow_avg;              /* moving average of the slow-wait share */
+    uint64_t t_change, probe_ns;  /* last change of n_active; current probe interval */
+    ticket_t *tickets;            /* ul_pool_ticket, one per thread */
     _Alignas(64) atomic_int n_parked;
     atomic_int park_now; /* ul_pool_sleep: skip the spin */
     atomic_int stop;
@@ -125,8 +153,11 @@ static void *worker_main(void *arg) {
     for (;;) {
         seen = wait_job(p, seen);
         if (atomic_load(&p->stop)) break;
-        p->fn(p->ctx, w->ith, p->n);
-        if (atomic_fetch_add(&p->n_done, 1) + 1 == (unsigned)p->n - 1 &&
+        /* not in this job: the caller does not wait for us, so touch nothing of it */
+        int nth = (int)(seen & NTH_MASK);
+        if (w->ith >= nth) continue;
+        p->fn(p->ctx, w->ith, nth);
+        if (atomic_fetch_add(&p->n_done, 1) + 1 == (unsigned)nth - 1 &&
             atomic_load(&p->done_sleepers))
             futex_wake(&p->n_done);
     }
@@ -137,7 +168,8 @@ int ul_pool_create(int n_threads, ul_pool_t **out) {
     if (n_threads < 1 || n_threads > 1024) return UL_EINVAL;
     ul_pool_t *p = calloc(1, sizeof(*p));
     if (!p) return UL_ENOMEM;
-    p->n = n_threads;
+    p->n = p->n_active = p->bar_n = n_threads;
+    p->probe_ns = PROBE_NS;
     p->w = calloc((size_t)n_threads, sizeof(worker_t));
     p->tickets = aligned_alloc(64, (size_t)n_threads * sizeof(ticket_t));
     if (!p->w || !p->tickets) {
@@ -162,8 +194,9 @@ int ul_pool_create(int n_threads, ul_pool_t **out) {
     return 0;
 }
 
-static void publish(ul_pool_t *p) {
-    atomic_fetch_add(&p->gen, 1); /* seq_cst: pairs with n_parked in wait_job */
+static void publish(ul_pool_t *p, int nth) {
+    unsigned g = atomic_load_explicit(&p->gen, memory_order_relaxed) >> NTH_BITS;
+    atomic_store(&p->gen, (g + 1) << NTH_BITS | (unsigned)nth); /* seq_cst: vs n_parked */
     if (atomic_load(&p->n_parked) > 0) {
         pthread_mutex_lock(&p->mu);
         pthread_cond_broadcast(&p->cv);
@@ -171,20 +204,54 @@ static void publish(ul_pool_t *p) {
     }
 }
 
+/* After a job on nth threads that took job_ns: fewer threads when slow waits (threads
+ * waiting for one that is off-CPU) ate over SLOW_HIGH of the job's thread time; one more
+ * every probe_ns, the interval doubling each time a probe is dropped again at once. */
+static void adapt(ul_pool_t *p, int nth, uint64_t job_ns) {
+    uint64_t now = now_ns();
+    if (nth > 1) {
+        uint64_t slow = atomic_exchange_explicit(&p->slow_ns, 0, memory_order_relaxed);
+        double share = job_ns ? (double)slow / ((double)job_ns * nth) : 0;
+        p->slow_avg = 0.7 * p->slow_avg + 0.3 * share;
+        if (p->slow_avg > SLOW_HIGH) {
+            int failed_probe = now - p->t_change < PROBE_NS;
+            p->probe_ns = failed_probe && p->probe_ns < PROBE_MAX_NS ? p->probe_ns * 2 : PROBE_NS;
+            p->n_active = nth - 1;
+            p->slow_avg = 0;
+            p->t_change = now;
+            UL_LOG_DEBUG("pool: threads wait for descheduled threads (%.0f%% of their time): "
+                         "%d threads per job, trying %d again in %.0f s",
+                         share * 100, nth - 1, nth, (double)p->probe_ns / 1e9);
+            return;
+        }
+    }
+    if (p->n_active < p->n && now - p->t_change >= p->probe_ns) {
+        p->n_active++;
+        p->slow_avg = 0;
+        p->t_change = now;
+    }
+}
+
 void ul_pool_run(ul_pool_t *p, ul_pool_fn fn, void *ctx) {
-    if (p->n == 1) {
+    int nth = p->n_active;
+    uint64_t t0 = p->n > 1 ? now_ns() : 0;
+    p->bar_n = nth;
+    if (nth == 1) {
         fn(ctx, 0, 1);
+        if (p->n > 1) adapt(p, 1, now_ns() - t0);
         return;
     }
     p->fn = fn;
     p->ctx = ctx;
     atomic_store_explicit(&p->n_done, 0, memory_order_relaxed);
     atomic_store_explicit(&p->park_now, 0, memory_order_relaxed);
-    publish(p);
-    fn(ctx, 0, p->n);
+    atomic_store_explicit(&p->slow_ns, 0, memory_order_relaxed);
+    publish(p, nth);
+    fn(ctx, 0, nth);
     unsigned done;
-    while ((done = atomic_load_explicit(&p->n_done, memory_order_acquire)) != (unsigned)p->n - 1)
-        wait_change(&p->n_done, done, &p->done_sleepers);
+    while ((done = atomic_load_explicit(&p->n_done, memory_order_acquire)) != (unsigned)nth - 1)
+        wait_change(&p->n_done, done, &p->done_sleepers, &p->slow_ns);
+    adapt(p, nth, now_ns() - t0);
 }
 
 int ul_pool_n_threads(const ul_pool_t *p) { return p ? p->n : 1; }
@@ -194,15 +261,15 @@ void ul_pool_sleep(ul_pool_t *p) {
 }
 
 void ul_pool_barrier(ul_pool_t *p) {
-    if (!p || p->n == 1) return;
+    if (!p || p->bar_n <= 1) return;
     unsigned phase = atomic_load_explicit(&p->bar_phase, memory_order_acquire);
-    if (atomic_fetch_add_explicit(&p->bar_count, 1, memory_order_acq_rel) == p->n - 1) {
+    if (atomic_fetch_add_explicit(&p->bar_count, 1, memory_order_acq_rel) == p->bar_n - 1) {
         atomic_store_explicit(&p->bar_count, 0, memory_order_relaxed);
         atomic_store(&p->bar_phase, phase + 1); /* seq_cst: pairs with bar_sleepers */
         if (atomic_load(&p->bar_sleepers)) futex_wake(&p->bar_phase);
         return;
     }
-    wait_change(&p->bar_phase, phase, &p->bar_sleepers);
+    wait_change(&p->bar_phase, phase, &p->bar_sleepers, &p->slow_ns);
 }
 
 atomic_int *ul_pool_ticket(ul_pool_t *p, int i) { return &p->tickets[i].v; }
@@ -210,7 +277,7 @@ atomic_int *ul_pool_ticket(ul_pool_t *p, int i) { return &p->tickets[i].v; }
 void ul_pool_free(ul_pool_t *p) {
     if (!p) return;
     atomic_store(&p->stop, 1);
-    publish(p);
+    publish(p, p->n);
     for (int i = 1; i < p->n; i++) pthread_join(p->w[i].tid, NULL);
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->cv);
