@@ -4,8 +4,9 @@
  * With API keys (--api-key, --api-key-file, UVLLM_API_KEY) every path under /v1/ (also
  * unknown ones: 401 before 404, as OpenAI answers) and the tokenizer endpoints need
  * "Authorization: Bearer <key>"; /metrics needs --metrics-key's when set. Health stays
- * open for probes and load balancers, and CORS preflights are answered by net before
- * this runs (a browser sends them without credentials). */
+ * open for probes and load balancers, and so is OPTIONS: CORS preflights are answered by
+ * net before this runs (a browser sends them without credentials), and without CORS an
+ * OPTIONS gets the router's 404/405 either way. */
 #include <stdio.h>
 #include <string.h>
 
@@ -27,6 +28,9 @@ static int needs_api_key(const ul_http_req_t *req) {
 int ul_api_authorize(ul_http_req_t *req, void *data) {
     ul_api_t *a = data;
     const ul_http_keys_t *keys = NULL;
+    /* OPTIONS carries no credentials (a browser's preflight never does); no route
+     * answers it with data, so it is never worth a 401 */
+    if (req->method == UL_HTTP_OPTIONS) return 0;
     if (a->api_keys.n && needs_api_key(req))
         keys = &a->api_keys;
     else if (a->metrics_keys.n && is_path(req, "/metrics"))

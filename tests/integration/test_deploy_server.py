@@ -298,6 +298,10 @@ def cors_preflight_needs_no_key():
         r = post(srv, "/v1/completions", {"prompt": "a", "max_tokens": 1}, key="sk-cors",
                  headers={"Origin": "https://app.example"})
         assert r.status == 200 and r.header("access-control-allow-origin") == "https://app.example"
+        assert_401(post(srv, "/v1/completions", {"prompt": "a"},
+                        headers={"Origin": "https://app.example"}))
+    with Server("--api-key", "sk-nocors") as srv:  # without CORS: the router's answer, no 401
+        assert srv.request("OPTIONS", "/v1/completions").status == 405
 
 
 # ---- headers ----------------------------------------------------------------------------
