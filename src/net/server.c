@@ -198,6 +198,20 @@ static void maybe_done(ul_http_server_t *s) {
 
 void ul_http_server_conn_gone(ul_http_server_t *s) { maybe_done(s); }
 
+/* Responses still to come carry Connection: close. */
+static void close_after_answers(ul_http_server_t *s) {
+    ul_queue_t *q;
+    UL_QUEUE_FOREACH(q, &s->conns) {
+        ul_conn_t *c = UL_QUEUE_DATA(q, ul_conn_t, node);
+        if (c->req_open && c->resp == UL_RESP_NONE) c->keep_alive = 0;
+    }
+}
+
+void ul_http_server_drain_begin(ul_http_server_t *s) {
+    s->no_keepalive = 1;
+    close_after_answers(s);
+}
+
 void ul_http_server_shutdown(ul_http_server_t *s, uint64_t grace_ms, ul_http_server_cb cb) {
     if (cb) s->shutdown_cb = cb;
     uint64_t now = uv_now(s->loop);
@@ -212,12 +226,7 @@ void ul_http_server_shutdown(ul_http_server_t *s, uint64_t grace_ms, ul_http_ser
         if (!ul_queue_empty(&s->conns))
             UL_LOG_INFO("draining %" PRIu64 " connection(s), grace %" PRIu64 " ms",
                         s->stats.conns_open, grace_ms);
-        /* Responses still to come carry Connection: close. */
-        ul_queue_t *q;
-        UL_QUEUE_FOREACH(q, &s->conns) {
-            ul_conn_t *c = UL_QUEUE_DATA(q, ul_conn_t, node);
-            if (c->req_open && c->resp == UL_RESP_NONE) c->keep_alive = 0;
-        }
+        close_after_answers(s);
         /* The sweep timer enforces the deadline; it may not be running if listen failed. */
         if (!uv_is_active((uv_handle_t *)&s->sweep)) {
             uint64_t iv = sweep_interval(&s->cfg);

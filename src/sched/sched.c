@@ -127,7 +127,8 @@ int ul_sched_add_shared(ul_sched_t *s, ul_seq_t *q, const int32_t *prompt, int32
     int share;
     int rc = check_share(q, prompt, n_prompt, share_with, &share);
     if (rc) return rc;
-    if (s->closing || ul_sched_n_active(s) >= s->cfg.max_seqs) return UL_EFULL;
+    if (s->closing || (!q->probe && ul_sched_n_active(s) - s->n_probes >= s->cfg.max_seqs))
+        return UL_EFULL;
     if (n_prompt >= b->n_ctx) return UL_E2BIG;
     int64_t cap = (int64_t)n_prompt + q->max_tokens;
     if (cap > b->n_ctx) cap = b->n_ctx;
@@ -158,8 +159,9 @@ int ul_sched_add_shared(ul_sched_t *s, ul_seq_t *q, const int32_t *prompt, int32
     q->prefix_hash = 0;
     q->expired = 0;
     q->t_add_ns = uv_hrtime();
-    q->t_sched_ns = q->t_last_ns = 0;
+    q->t_sched_ns = q->t_first_ns = q->t_last_ns = 0;
     if (share) share_with->n_sharers++;
+    s->n_probes += q->probe != 0;
     enqueue_waiting(s, q);
     ul_sched_kick(s);
     return 0;
@@ -283,8 +285,10 @@ static void finish(ul_sched_t *s, ul_seq_t *q, ul_finish_t reason, int status) {
     q->tokens = q->pages = NULL;
     q->state = UL_SEQ_FINISHED;
     s->stats.seqs_finished++;
+    s->n_probes -= q->probe != 0;
     if (reason == UL_FINISH_DEADLINE) s->stats.deadlines++;
-    if (reason == UL_FINISH_STOP || reason == UL_FINISH_LENGTH || reason == UL_FINISH_DEADLINE)
+    if (!q->probe &&
+        (reason == UL_FINISH_STOP || reason == UL_FINISH_LENGTH || reason == UL_FINISH_DEADLINE))
         ul_hist_observe(&s->stats.e2e, (double)(uv_hrtime() - q->t_add_ns) / 1e9);
     UL_LOG_DEBUG("seq=%llu finish=%s generated=%d preempted=%d", (unsigned long long)q->id,
                  ul_finish_name(reason), q->n_tokens - q->n_prompt, q->n_preempted);
@@ -373,7 +377,8 @@ static void add_to_step(ul_sched_t *s, ul_seq_t *q, int32_t n) {
     ul_step_feat_add(&s->feat, n, q->n_computed);
     if (!q->t_sched_ns) {
         q->t_sched_ns = uv_hrtime();
-        ul_hist_observe(&s->stats.queue, (double)(q->t_sched_ns - q->t_add_ns) / 1e9);
+        if (!q->probe)
+            ul_hist_observe(&s->stats.queue, (double)(q->t_sched_ns - q->t_add_ns) / 1e9);
     }
     st->n_tokens += n;
     st->n_seqs++;
@@ -624,7 +629,7 @@ static void take_token(ul_sched_t *s, ul_seq_t *q, const ul_step_seq_t *ss) {
         return;
     }
     q->tokens[q->n_tokens++] = tok;
-    s->stats.tokens_generated++;
+    s->stats.tokens_generated += !q->probe;
     if (q->n_tokens - q->n_prompt >= q->max_tokens || q->n_tokens >= q->cap)
         set_ending(s, q, UL_FINISH_LENGTH, 0);
     owe(s, q, tok, ss);
@@ -636,6 +641,9 @@ void ul_sched_step_absorb(ul_sched_t *s) {
     s->stats.compute_us += st->compute_us;
     s->stats.predicted_us += s->step_pred_us;
     s->step_last_us = st->compute_us;
+    s->t_step_done_ns = uv_hrtime();
+    s->step_status = st->status;
+    if (!st->status) s->t_step_ok_ns = s->t_step_done_ns;
     if (st->status)
         s->stats.step_errors++;
     else
@@ -677,10 +685,10 @@ static void deliver_one(ul_sched_t *s, ul_seq_t *q, int32_t tok, const ul_token_
     }
     if (tok >= 0) {
         uint64_t now = uv_hrtime();
-        if (q->t_last_ns)
-            ul_hist_observe(&s->stats.itl, (double)(now - q->t_last_ns) / 1e9);
-        else
-            ul_hist_observe(&s->stats.ttft, (double)(now - q->t_add_ns) / 1e9);
+        if (!q->t_first_ns) q->t_first_ns = now;
+        if (!q->probe)
+            ul_hist_observe(q->t_last_ns ? &s->stats.itl : &s->stats.ttft,
+                            (double)(now - (q->t_last_ns ? q->t_last_ns : q->t_add_ns)) / 1e9);
         q->t_last_ns = now;
     }
     if (tok >= 0 && q->on_token && q->on_token(q, tok, lp)) {
