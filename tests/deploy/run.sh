@@ -48,7 +48,9 @@ cleanup() {
         docker ps -aq | xargs -r docker rm -f >/dev/null 2>&1
     fi
     stop_daemon b
+    log "daemon B stopped"
     stop_daemon a
+    log "daemon A stopped"
     # containerd shims (and anything else) whose command line names this run's folder
     for pid in $(grep -lsa -- "$W" /proc/[0-9]*/cmdline | cut -d/ -f3); do
         [ "$pid" != $$ ] && kill -KILL "$pid" 2>/dev/null
