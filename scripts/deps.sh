@@ -15,7 +15,9 @@ if [ "${1:-}" = "--deploy" ]; then
     command -v kubectl >/dev/null || pkgs+=(kubernetes-client)
 fi
 if [ "${1:-}" = "--image" ]; then
-    pkgs=(build-essential cmake pkg-config libuv1-dev node-llhttp libcjson-dev libpcre2-dev)
+    pkgs=(build-essential cmake pkg-config libuv1-dev libcjson-dev libpcre2-dev)
+    # llhttp's C sources: Debian's node-llhttp, unless already copied in (docker/Dockerfile.cuda)
+    [ -f /usr/share/llhttp/llhttp.c ] || pkgs+=(node-llhttp)
     missing=()
     for p in "${pkgs[@]}"; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
