@@ -10,7 +10,7 @@ pkgs=(build-essential cmake pkg-config libuv1-dev node-llhttp libcriterion-dev
       libcjson-dev libpcre2-dev libomp-dev clang clang-format libclang-rt-14-dev python3 nodejs npm)
 [ "${1:-}" = "--bench" ] && pkgs+=(nginx-light wrk hyperfine)
 if [ "${1:-}" = "--deploy" ]; then
-    pkgs+=(docker.io docker-compose mmdebstrap python3-kubernetes iproute2 util-linux curl)
+    pkgs+=(docker.io docker-compose mmdebstrap python3-kubernetes iproute2 util-linux)
     # kubectl (with kustomize built in) may come with the machine image; Debian's is older.
     command -v kubectl >/dev/null || pkgs+=(kubernetes-client)
 fi

@@ -328,35 +328,6 @@ def stream_arrives_token_by_token():
 
 
 @check
-def same_stream_through_a_buffering_nginx_arrives_at_once():
-    """The control for the check above: nginx.conf with proxy_buffering on (and the same
-    X-Accel-Buffering override) holds the small stream back, so the first check measures the
-    configuration, not the client."""
-    conf = open(os.path.join(ROOT, "docker/nginx/nginx.conf")).read()
-    expect("proxy_buffering off;" in conf, "nginx.conf has no proxy_buffering off")
-    path = os.path.join(os.environ.get("DEPLOY_WORK", "/tmp"), "nginx-buffering.conf")
-    with open(path, "w") as f:
-        f.write(conf.replace("proxy_buffering off;", "proxy_buffering on;"))
-    net = next(iter(json.loads(docker("inspect", compose("ps", "-q", "nginx").stdout.strip())
-                               .stdout)[0]["NetworkSettings"]["Networks"]))
-    docker("rm", "-f", "deploy-buffering", check=False)
-    docker("run", "-d", "--name", "deploy-buffering", "--network", net, "-p", "127.0.0.1:18085:8080",
-           "-v", f"{path}:/etc/nginx/nginx.conf:ro",
-           "-v", f"{ROOT}/tests/deploy/nginx-test.conf:/etc/nginx/uvllm.d/test.conf:ro",
-           "uvllm-nginx:test")
-    try:
-        wait_for("buffering nginx", lambda: request("GET", "/health/live", key=None,
-                                                    port=18085)[0] == 200, 20)
-        r = stream(10, port=18085)
-        expect(r["status"] == 200 and r["done"] and len(r["times"]) == 10, f"stream {r}")
-        span = r["times"][-1] - r["times"][0]
-        expect(span < 0.3, f"first-to-last {span:.3f} s with proxy_buffering on")
-        return f"with proxy_buffering on: first-to-last {span:.3f} s"
-    finally:
-        docker("rm", "-f", "deploy-buffering", check=False)
-
-
-@check
 def least_conn_sends_short_requests_to_the_idle_replica():
     reps = replicas()
     expect(len(reps) == 2, f"replicas {reps}")
