@@ -4,7 +4,7 @@
 port=${UVLLM_HEALTH_PORT:-8080}
 exec 3<>"/dev/tcp/127.0.0.1/$port" || exit 1
 printf 'GET /health/ready HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n' >&3
-IFS= read -r -t 2 status <&3 || exit 1
+IFS= read -r -t 8 status <&3 || exit 1
 case "$status" in
 "HTTP/1."[01]" 200"*) exit 0 ;;
 *) echo "not ready: ${status%$'\r'}"; exit 1 ;;
