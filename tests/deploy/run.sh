@@ -83,7 +83,7 @@ start_daemon() { # name data-root prefix-command... -- dockerd flags...
     shift
     "${pre[@]}" dockerd --host "unix://$W/$name.sock" --data-root "$data" \
         --exec-root "$W/$name-exec" --pidfile "$W/$name.pid" "$@" >"$W/$name.log" 2>&1 &
-    for i in $(seq 1 150); do
+    for i in $(seq 1 600); do # 120 s: a daemon took 35 s to answer at load 17
         DOCKER_HOST=unix://$W/$name.sock docker version >/dev/null 2>&1 && return 0
         sleep 0.2
     done
