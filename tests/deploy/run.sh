@@ -111,7 +111,8 @@ if docker image inspect debian:bookworm-slim >/dev/null 2>&1; then
     log "base image debian:bookworm-slim: cached in $A_DATA"
 else
     log "base image debian:bookworm-slim: mmdebstrap --variant=minbase bookworm | docker import"
-    TMPDIR=$W mmdebstrap --variant=minbase bookworm - 2>"$W/mmdebstrap.log" | docker import - debian:bookworm-slim >/dev/null
+    TMPDIR=$W mmdebstrap --variant=minbase bookworm - 2>"$W/mmdebstrap.log" |
+        docker import - debian:bookworm-slim >/dev/null || { tail -20 "$W/mmdebstrap.log"; exit 1; }
 fi
 
 log "building uvllm:test (make image) and uvllm-nginx:test"
