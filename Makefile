@@ -11,8 +11,11 @@ SOAK_CLIENTS ?= 64
 SOAK_SECONDS ?= 600
 SOAK_MODEL   ?= $(UVLLM_SHARED)/models/mini-q4_0.gguf
 SOAK_ARGS    ?=
+# make image: the CPU image (docker/Dockerfile) with the default model baked in
+IMAGE        ?= uvllm:latest
+DOCKER       ?= docker
 
-.PHONY: all deps build serve test test-asan test-tsan soak fuzz bench format-check clean
+.PHONY: all deps build serve test test-asan test-tsan soak fuzz bench image test-deploy format-check clean
 all: build
 
 deps:
@@ -52,6 +55,18 @@ fuzz: deps
 bench: build
 	@bash scripts/deps.sh --bench
 	bash bench/run.sh
+
+# Needs a docker daemon (DOCKER_HOST) that has debian:bookworm-slim; tests/deploy/run.sh makes both.
+image:
+	@mkdir -p docker/models
+	@install -m 0644 $(UVLLM_SHARED)/models/aidreams260K.gguf docker/models/aidreams260K.gguf
+	$(DOCKER) build --network host -f docker/Dockerfile -t $(IMAGE) .
+
+# The image, nginx and the compose stack under private docker daemons, the Kubernetes manifests
+# (tests/deploy/run.sh; root, a few minutes).
+test-deploy:
+	@bash scripts/deps.sh --deploy
+	bash tests/deploy/run.sh
 
 format-check:
 	@git ls-files 'src/*.[ch]' 'include/*.h' 'tests/*.[ch]' 'bench/*.c' | xargs clang-format --dry-run --Werror

@@ -1,10 +1,33 @@
 #!/usr/bin/env bash
 # Installs the system packages uvllm needs to build, test and benchmark.
 # Idempotent: does nothing when everything is already present.
+#   --bench   also the benchmark tools
+#   --deploy  also what `make test-deploy` runs: Debian's docker daemon and compose, mmdebstrap
+#             (the base image is made locally), python3-kubernetes (manifest validation), kubectl
+#   --image   only what compiles the server (no test tools): docker/Dockerfile's build stage
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libuv1-dev node-llhttp libcriterion-dev
       libcjson-dev libpcre2-dev libomp-dev clang clang-format libclang-rt-14-dev python3 nodejs npm)
 [ "${1:-}" = "--bench" ] && pkgs+=(nginx-light wrk hyperfine)
+if [ "${1:-}" = "--deploy" ]; then
+    pkgs+=(docker.io docker-compose mmdebstrap python3-kubernetes iproute2 util-linux)
+    # kubectl (with kustomize built in) may come with the machine image; Debian's is older.
+    command -v kubectl >/dev/null || pkgs+=(kubernetes-client)
+fi
+if [ "${1:-}" = "--image" ]; then
+    pkgs=(build-essential cmake pkg-config libuv1-dev libcjson-dev libpcre2-dev)
+    # llhttp's C sources: Debian's node-llhttp, unless already copied in (docker/Dockerfile.cuda)
+    [ -f /usr/share/llhttp/llhttp.c ] || pkgs+=(node-llhttp)
+    missing=()
+    for p in "${pkgs[@]}"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+    done
+    if [ ${#missing[@]} -gt 0 ]; then
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    fi
+    exit 0
+fi
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
