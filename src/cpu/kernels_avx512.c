@@ -642,6 +642,8 @@ const ul_cpu_kern_t ul_cpu_kern_avx512 = {.mm =
                                                   [UL_TYPE_Q4_K] = mm_q4_K_any,
                                                   [UL_TYPE_Q5_K] = ul_cpu_mm_q5_K_avx512,
                                                   [UL_TYPE_Q6_K] = mm_q6_K_any,
+                                                  [UL_TYPE_IQ4_NL] = ul_cpu_mm_iq4_nl_avx512,
+                                                  [UL_TYPE_IQ4_XS] = ul_cpu_mm_iq4_xs_avx512,
                                               },
                                           .xq = {
                                               [XF_F16R] = xq_f16r,
