@@ -113,11 +113,19 @@ void ul_cpu_mm_iq4_nl_avx512(int64_t n_cols, const uint8_t *w, size_t ws, int nr
 
 /* ---- IQ4_XS ---- */
 
-/* int16 word 2 ib and 2 ib + 1: sub-block ib's scale (for the activation sums per 16) */
-AI __m256i scales_dup16(const blk_iq4_xs *q) {
-    int16_t s[16];
-    for (int ib = 0; ib < 8; ib++) s[2 * ib] = s[2 * ib + 1] = (int16_t)ul_iq4xs_scale(q, ib);
-    return _mm256_loadu_si256((const __m256i *)s);
+/* The 8 signed sub-block scales of an IQ4_XS block as int32 lanes */
+AI __m256i xs_scales(const blk_iq4_xs *q) {
+    uint32_t l;
+    memcpy(&l, q->scales_l, 4);
+    const __m256i lo =
+        _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)l),
+                                           _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
+                         _mm256_set1_epi32(15));
+    const __m256i hi =
+        _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(q->scales_h),
+                                           _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14)),
+                         _mm256_set1_epi32(3));
+    return _mm256_sub_epi32(_mm256_or_si256(lo, _mm256_slli_epi32(hi, 4)), _mm256_set1_epi32(32));
 }
 
 AI void tile_iq4_xs(const int NR, const int NT, int64_t n_cols, const uint8_t *w, size_t ws,
@@ -127,13 +135,15 @@ AI void tile_iq4_xs(const int NR, const int NT, int64_t n_cols, const uint8_t *w
     __m512 acc[4][4];
     FOR_RT acc[r][t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
-        __m512i isum[4][4];
-        int32_t sc[4][8];
+        __m512i isum[4][4], sc[4];
         _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {
             const blk_iq4_xs *q = (const blk_iq4_xs *)(w + (size_t)r * ws) + b;
-            for (int ib = 0; ib < 8; ib++) sc[r][ib] = ul_iq4xs_scale(q, ib);
-            const __m256i s16 = scales_dup16(q);
-            /* -128 * sum_ib scale_ib * sum(x of ib), on the low 8 lanes */
+            const __m256i s = xs_scales(q);
+            sc[r] = _mm512_zextsi256_si512(s);
+            /* int16 words 2 ib, 2 ib + 1 = scale ib, against the activation sums per 16:
+             * -128 * sum_ib scale_ib * sum(x of ib) starts the low 8 lanes */
+            const __m256i s16 = _mm256_or_si256(_mm256_and_si256(s, _mm256_set1_epi32(0xFFFF)),
+                                                _mm256_slli_epi32(s, 16));
             _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
                 const blk_q8K *p = (const blk_q8K *)(x + (size_t)t * xs) + b;
                 __m256i m = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)p->bsums), s16);
@@ -143,11 +153,12 @@ AI void tile_iq4_xs(const int NR, const int NT, int64_t n_cols, const uint8_t *w
         }
         for (int c = 0; c < 4; c++) {
             __m512i W[4], S[4];
+            const __m512i idx =
+                _mm512_inserti64x4(_mm512_set1_epi32(2 * c), _mm256_set1_epi32(2 * c + 1), 1);
             _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {
                 const blk_iq4_xs *q = (const blk_iq4_xs *)(w + (size_t)r * ws) + b;
                 W[r] = ulevels64(q->qs + 32 * c, q->qs + 32 * c + 16, table);
-                S[r] = _mm512_inserti64x4(_mm512_set1_epi32(sc[r][2 * c]),
-                                          _mm256_set1_epi32(sc[r][2 * c + 1]), 1);
+                S[r] = _mm512_permutexvar_epi32(idx, sc[r]);
             }
             _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
                 const blk_q8K *p = (const blk_q8K *)(x + (size_t)t * xs) + b;
@@ -169,9 +180,15 @@ AI void tile_iq4_xs(const int NR, const int NT, int64_t n_cols, const uint8_t *w
     }
     FOR_RT y[t * ys + r] = _mm512_reduce_add_ps(acc[r][t]);
 }
+/* few tokens: 4 rows per tile keep more weight streams in flight */
+#define tile_iq4_xs_r4 tile_iq4_xs
+MM_DRIVER(iq4_xs_r4, 4, 1)
 MM_DRIVER(iq4_xs, 2, 4)
 
 void ul_cpu_mm_iq4_xs_avx512(int64_t n_cols, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
                              size_t xs, int nt, float *y, int64_t ys) {
-    mm_iq4_xs(n_cols, w, ws, nr, x, xs, nt, y, ys);
+    if (nt < 4)
+        mm_iq4_xs_r4(n_cols, w, ws, nr, x, xs, nt, y, ys);
+    else
+        mm_iq4_xs(n_cols, w, ws, nr, x, xs, nt, y, ys);
 }

@@ -110,7 +110,7 @@ extern const ul_cpu_kern_t ul_cpu_kern_avx512;
 /* Kernel for (type, isa), falling back to the scalar one where an ISA lacks it. */
 ul_mm_fn ul_cpu_mm_fn(int type, ul_isa_t isa);
 
-/* Q4_1 / Q5_0 / Q5_1 on AVX2 (kernels_avx2_q4_1_q5.c; AVX-512 inherits them) */
+/* Q4_1 / Q5_0 / Q5_1 on AVX2 (kernels_avx2_q4_1_q5.c) */
 void ul_cpu_mm_q4_1_avx2(int64_t n_cols, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
                          size_t xs, int nt, float *y, int64_t ys);
 void ul_cpu_mm_q5_0_avx2(int64_t n_cols, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
