@@ -28,6 +28,7 @@ static const shape_t g_shapes[] = {
     {"tinyllama", 2048, 22, 32, 4, 5632, 2048},
     {"small", 768, 12, 12, 12, 2048, 2048},
     {"mini", 256, 2, 4, 2, 768, 2048},
+    {"qwen2.5-1.5b", 1536, 28, 12, 2, 8960, 4096},
 };
 
 /* general.file_type values llama.cpp uses for "mostly <type>". */
@@ -97,15 +98,17 @@ static void fill_normal(rng_t *r, float *x, int64_t n, float std) {
 /* ---- synth ---- */
 
 static void synth_usage(FILE *f) {
-    fprintf(f, "usage: uvllm synth --shape tinyllama|small|mini --vocab VOCAB.gguf OUT.gguf\n"
-               "                   [--arch llama|qwen2|qwen3]\n"
-               "                   [--type f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1|q4_k_m|q5_k_m|\n"
-               "                           q6_k|iq4_nl|iq4_xs] [--seed N]\n"
-               "Random weights (normal, std 1/sqrt(fan_in)), norms 1, vocabulary copied from\n"
-               "VOCAB.gguf (any GGUF with tokenizer.* keys). qwen2 adds q/k/v biases (normal,\n"
-               "std 0.1), qwen3 per-head q/k norms (1); both use rope.freq_base 1e6.\n"
-               "A recipe (q4_k_m, ...) mixes types per tensor as llama-quantize does for it,\n"
-               "written directly (no f16 file in between).\n");
+    fprintf(
+        f,
+        "usage: uvllm synth --shape tinyllama|small|mini|qwen2.5-1.5b --vocab VOCAB.gguf OUT.gguf\n"
+        "                   [--arch llama|qwen2|qwen3]\n"
+        "                   [--type f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1|q4_k_m|q5_k_m|\n"
+        "                           q6_k|iq4_nl|iq4_xs] [--seed N]\n"
+        "Random weights (normal, std 1/sqrt(fan_in)), norms 1, vocabulary copied from\n"
+        "VOCAB.gguf (any GGUF with tokenizer.* keys). qwen2 adds q/k/v biases (normal,\n"
+        "std 0.1), qwen3 per-head q/k norms (1); both use rope.freq_base 1e6.\n"
+        "A recipe (q4_k_m, ...) mixes types per tensor as llama-quantize does for it,\n"
+        "written directly (no f16 file in between).\n");
 }
 
 typedef struct {
