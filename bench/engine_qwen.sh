@@ -11,8 +11,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 LLAMA_BIN="${PEER_BIN:-$LLAMA_BIN}"
 D="$WORK/engine-qwen"; mkdir -p "$D"
 THREADS=2
-N_PROMPT=512
-N_GEN=128
+N_PROMPT="${ENGINE_QWEN_PROMPT:-512}" # smaller on a crowded machine
+N_GEN="${ENGINE_QWEN_GEN:-128}"
 M="$WORK/qwen2.5-1.5b-q4_k_m.gguf"
 VOCAB="$SHARED/models/qwen2-tiny-f16.gguf"
 NICE=(nice -n -15)
@@ -60,7 +60,7 @@ LOAD1="$(cut -d' ' -f1-3 /proc/loadavg)"
     echo "- model: \`uvllm synth --arch qwen2 --shape qwen2.5-1.5b --type q4_k_m\` (n_embd 1536, 28 layers, 12 heads, 2 kv heads, n_ff 8960, q/k/v biases; random weights; vocabulary of qwen2-tiny-f16, $(python3 -c 'import os,sys; print(f"{os.path.getsize(sys.argv[1])/1e9:.2f}")' "$M") GB; separate output.weight), types mixed by the q4_k_m recipe (Q4_K, Q6_K for output, attn_v and ffn_down in the more-bits layers)"
     echo "- peer: \`llama-bench -m MODEL -p $N_PROMPT -n $N_GEN -t $THREADS -r 1 -o json\` (pp$N_PROMPT, tg$N_GEN); uvllm: \`uvllm generate --model MODEL --prompt P --max-tokens $N_GEN --threads $THREADS --json\`, P = $NTOK tokens (prefill, decode after it) and P = \"hello\" (decode from an empty context, against tg$N_GEN); all under \`nice -n -15\`, $RUNS rounds interleaved (peer, then uvllm), medians"
     echo
-    python3 - "$D" "$RUNS" <<'PY'
+    python3 - "$D" "$RUNS" "$N_PROMPT" "$N_GEN" <<'PY'
 import json, statistics, sys
 d, runs = sys.argv[1], int(sys.argv[2])
 def load(p):
@@ -86,9 +86,9 @@ verdict = lambda r, t: "" if r is None else f" (target {t}: {'met' if r >= t els
 LP, LG, UP, UD, UDD = map(med, (lp, lg, up, ud, udd))
 print("| | llama.cpp t/s | uvllm t/s | ratio |")
 print("| --- | ---: | ---: | ---: |")
-print(f"| prefill (pp512) | {f(LP)} | {f(UP)} | {f(ratio(UP, LP), 2)}{verdict(ratio(UP, LP), 1.5)} |")
-print(f"| decode (tg128, empty context) | {f(LG, 2)} | {f(UD, 2)} | {f(ratio(UD, LG), 2)}{verdict(ratio(UD, LG), 1.2)} |")
-print(f"| uvllm decode after the 512-token prompt | | {f(UDD, 2)} | |")
+print(f"| prefill (pp{sys.argv[3]}) | {f(LP)} | {f(UP)} | {f(ratio(UP, LP), 2)}{verdict(ratio(UP, LP), 1.5)} |")
+print(f"| decode (tg{sys.argv[4]}, empty context) | {f(LG, 2)} | {f(UD, 2)} | {f(ratio(UD, LG), 2)}{verdict(ratio(UD, LG), 1.2)} |")
+print(f"| uvllm decode after the {sys.argv[3]}-token prompt | | {f(UDD, 2)} | |")
 print()
 print(f"- runs: llama-bench {len(lp)}, uvllm {len(up)} / {len(ud)}; all values: llama pp {[round(x,1) for x in lp]}, tg {[round(x,2) for x in lg]}; uvllm prefill {[round(x,1) for x in up]}, decode {[round(x,2) for x in ud]}")
 PY
