@@ -153,3 +153,5 @@ PY
 } >"$sec"
 results_section engine "$sec"
 cat "$sec"
+# issue 13: the Qwen2.5-1.5B-shaped Q4_K_M row (its own section)
+if [ "${ENGINE_QWEN:-0}" = 1 ]; then bash "$BENCH_DIR/engine_qwen.sh"; fi

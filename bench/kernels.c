@@ -64,8 +64,10 @@ int main(int argc, char **argv) {
     int n_pre = argc > 2 ? atoi(argv[2]) : 128;
     const char *sel = argc > 3 ? argv[3] : "all";
     const int64_t n_cols = 2048, n_rows = 5632;
-    static const int types[] = {UL_TYPE_F32,  UL_TYPE_F16,  UL_TYPE_BF16, UL_TYPE_Q8_0,
-                                UL_TYPE_Q4_0, UL_TYPE_Q4_K, UL_TYPE_Q6_K};
+    static const int types[] = {UL_TYPE_F32,   UL_TYPE_F16,  UL_TYPE_BF16, UL_TYPE_Q8_0,
+                                UL_TYPE_Q4_0,  UL_TYPE_Q4_1, UL_TYPE_Q5_0, UL_TYPE_Q5_1,
+                                UL_TYPE_Q4_K,  UL_TYPE_Q5_K, UL_TYPE_Q6_K, UL_TYPE_IQ4_NL,
+                                UL_TYPE_IQ4_XS};
     g_nth = nth;
     printf("timing: %s\n", getenv("BENCH_WALL") ? "wall clock" : "process CPU time / threads");
     ul_pool_t *p;
@@ -80,7 +82,7 @@ int main(int argc, char **argv) {
     }
     printf("matrix %ldx%ld, %d threads, prefill batch %d\n", (long)n_rows, (long)n_cols, nth,
            n_pre);
-    printf("%-5s %-7s %10s %10s %12s %14s\n", "type", "isa", "MB", "decode ms", "decode GB/s",
+    printf("%-6s %-7s %10s %10s %12s %14s\n", "type", "isa", "MB", "decode ms", "decode GB/s",
            "prefill tok/s");
     ul_isa_t best = ul_cpu_isa();
     for (size_t ti = 0; ti < sizeof(types) / sizeof(types[0]); ti++) {
@@ -115,7 +117,7 @@ int main(int argc, char **argv) {
             double td = time_mm(&j);
             j.n_tok = isa == UL_ISA_SCALAR && n_pre > 16 ? 16 : n_pre; /* scalar is slow */
             double tp = time_mm(&j);
-            printf("%-5s %-7s %10.1f %10.3f %12.2f %14.1f\n", ul_type_name(type),
+            printf("%-6s %-7s %10.1f %10.3f %12.2f %14.1f\n", ul_type_name(type),
                    ul_cpu_isa_name((ul_isa_t)isa), rb * n_rows / 1e6, td * 1e3,
                    rb * n_rows / td / 1e9, j.n_tok / tp);
             fflush(stdout);

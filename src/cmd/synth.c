@@ -1,8 +1,9 @@
 /* `uvllm synth` writes a random-weight llama, qwen2, qwen3, gemma3 or phi3 model at a real
- * shape (TinyLlama-1.1B, a GPT-2-small-sized one, the shipped "mini", Gemma-3-1B, Phi-3-mini)
- * or a tiny test one, with the vocabulary of a given GGUF, so speed can be measured at sizes
- * where it means something without shipping weights.
- * `uvllm quantize` converts a model's matrices to f16, q8_0 or q4_0 (norms stay f32).
+ * shape (TinyLlama-1.1B, a GPT-2-small-sized one, the shipped "mini", Gemma-3-1B, Phi-3-mini,
+ * Qwen2.5-1.5B) or a tiny test one, with the vocabulary of a given GGUF, so speed can be
+ * measured at sizes where it means something without shipping weights.
+ * `uvllm quantize` converts a model's matrices to one type (norms f32) or to a recipe's
+ * per-tensor mix (model/quant_mix.h).
  * Both stream tensor data through the GGUF writer row by row: multi-GB outputs never sit
  * in memory. */
 #include <math.h>
@@ -15,6 +16,7 @@
 #include "model/gguf.h"
 #include "model/gguf_util.h"
 #include "model/gguf_write.h"
+#include "model/quant_mix.h"
 #include "uvllm/err.h"
 
 typedef struct {
@@ -32,6 +34,7 @@ static const shape_t g_shapes[] = {
     {"tinyllama", 2048, 22, 32, 4, 5632, 2048, 0, 0, 0, 0, 0},
     {"small", 768, 12, 12, 12, 2048, 2048, 0, 0, 0, 0, 0},
     {"mini", 256, 2, 4, 2, 768, 2048, 0, 0, 0, 0, 0},
+    {"qwen2.5-1.5b", 1536, 28, 12, 2, 8960, 4096, 0, 0, 0, 0, 0},
     /* tests: head_dim * n_head != n_embd, 5 sliding layers (window 8) and 1 global, softcap */
     {"gemma3-tiny", 64, 6, 4, 2, 128, 2048, 32, 0, 8, 0, 4.0f},
     {"gemma3-1b", 1152, 26, 4, 1, 6912, 32768, 256, 0, 512, 0, 0},
@@ -113,14 +116,17 @@ static void fill_normal(rng_t *r, float *x, int64_t n, float std) {
 static void synth_usage(FILE *f) {
     fprintf(f, "usage: uvllm synth --shape SHAPE --vocab VOCAB.gguf OUT.gguf\n"
                "                   [--arch llama|qwen2|qwen3|gemma3|phi3] [--layers N]\n"
-               "                   [--type f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1] [--seed N]\n"
-               "SHAPE: tinyllama|small|mini (any arch), gemma3-tiny|gemma3-1b (gemma3),\n"
-               "phi3-tiny|phi3-mini (phi3).\n"
+               "                   [--type f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1|q4_k_m|q5_k_m|\n"
+               "                           q6_k|iq4_nl|iq4_xs] [--seed N]\n"
+               "SHAPE: tinyllama|small|mini|qwen2.5-1.5b (any arch), gemma3-tiny|gemma3-1b\n"
+               "(gemma3), phi3-tiny|phi3-mini (phi3).\n"
                "Random weights (normal, std 1/sqrt(fan_in)), norms 1, vocabulary copied from\n"
                "VOCAB.gguf (any GGUF with tokenizer.* keys). qwen2 adds q/k/v biases (normal,\n"
                "std 0.1), qwen3 per-head q/k norms (1); both use rope.freq_base 1e6. gemma3\n"
                "and phi3 norms are 1 + normal(0, 0.1); gemma3 has tied output, q/k and post\n"
-               "norms; phi3 fused attn_qkv and gate|up, LongRoPE factors on phi3-tiny.\n");
+               "norms; phi3 fused attn_qkv and gate|up, LongRoPE factors on phi3-tiny.\n"
+               "A recipe (q4_k_m, ...) mixes types per tensor as llama-quantize does for it,\n"
+               "written directly (no f16 file in between).\n");
 }
 
 typedef struct {
@@ -223,7 +229,10 @@ static int synth_meta(ul_gguf_writer_t *w, const shape_t *s, int arch, const ul_
 #define KEY(suffix) (snprintf(key, sizeof key, "%s.%s", a, suffix), key)
     rc = rc ? rc : ul_gguf_w_str(w, "general.architecture", a, strlen(a));
     rc = rc ? rc : ul_gguf_w_str(w, "general.name", name, strlen(name));
-    rc = rc ? rc : ul_gguf_w_u32(w, "general.file_type", (uint32_t)file_type_of(type));
+    /* type < 0: a recipe's general.file_type, -ftype - 1 */
+    rc = rc ? rc
+            : ul_gguf_w_u32(w, "general.file_type",
+                            (uint32_t)(type < 0 ? -type - 1 : file_type_of(type)));
     rc = rc ? rc : ul_gguf_w_u32(w, "general.quantization_version", 2);
     rc = rc ? rc : ul_gguf_w_u32(w, KEY("context_length"), (uint32_t)s->n_ctx);
     rc = rc ? rc : ul_gguf_w_u32(w, KEY("embedding_length"), (uint32_t)s->n_embd);
@@ -289,8 +298,28 @@ static int synth_data(ul_gguf_writer_t *w, const wdesc_t *d, int type, rng_t *r,
     return 0;
 }
 
+/* The type of each tensor: the --type for matrices and f32 for vectors, or a recipe's mix
+ * (what it leaves alone is written as a plain f16 synth writes it). */
+static int synth_types(const shape_t *s, const ul_qmix_recipe_t *mix, int type, const wdesc_t *d,
+                       int n, int *types) {
+    for (int i = 0; i < n; i++) types[i] = d[i].ne1 ? (mix ? UL_TYPE_F16 : type) : UL_TYPE_F32;
+    if (!mix) return 0;
+    ul_qmix_tensor_t *t = calloc((size_t)n, sizeof *t);
+    int *mt = calloc((size_t)n, sizeof *mt);
+    int rc = t && mt ? 0 : UL_ENOMEM;
+    for (int i = 0; !rc && i < n; i++)
+        t[i] = (ul_qmix_tensor_t){d[i].name, d[i].ne1 ? 2 : 1, d[i].ne0};
+    const ul_qmix_model_t m = {s->n_layer, 0, s->n_head, s->n_head_kv};
+    if (!rc) rc = ul_qmix_types(mix, &m, t, n, mt);
+    for (int i = 0; !rc && i < n; i++)
+        if (mt[i] >= 0) types[i] = mt[i];
+    free(t);
+    free(mt);
+    return rc;
+}
+
 static int synth_write(const shape_t *s, int arch, const ul_gguf_t *voc, int64_t n_vocab, int type,
-                       uint64_t seed, const char *out) {
+                       const ul_qmix_recipe_t *mix, uint64_t seed, const char *out) {
     int max_t = 6 + MAX_PER_LAYER * s->n_layer;
     wdesc_t *d = calloc((size_t)max_t, sizeof *d);
     char(*names)[48] = calloc((size_t)max_t, sizeof *names);
@@ -301,16 +330,18 @@ static int synth_write(const shape_t *s, int arch, const ul_gguf_t *voc, int64_t
     ul_gguf_writer_t *w = NULL;
     int rc = d && names && row && qrow ? ul_gguf_writer_new(&w, 0) : UL_ENOMEM;
     int n = rc ? 0 : synth_tensors(s, arch, n_vocab, d, names);
-    if (!rc) rc = synth_meta(w, s, arch, voc, n_vocab, type);
-    for (int i = 0; !rc && i < n; i++) {
-        int t = d[i].ne1 ? type : UL_TYPE_F32;
-        rc = ul_gguf_w_tensor(w, d[i].name, (uint32_t)t, d[i].ne1 ? 2 : 1,
+    int *types = calloc((size_t)max_t, sizeof *types);
+    if (!rc && !types) rc = UL_ENOMEM;
+    if (!rc) rc = synth_types(s, mix, type, d, n, types);
+    if (!rc) rc = synth_meta(w, s, arch, voc, n_vocab, mix ? -mix->ftype - 1 : type);
+    for (int i = 0; !rc && i < n; i++)
+        rc = ul_gguf_w_tensor(w, d[i].name, (uint32_t)types[i], d[i].ne1 ? 2 : 1,
                               (int64_t[]){d[i].ne0, d[i].ne1}, NULL);
-    }
     if (!rc) rc = ul_gguf_w_begin(w, out);
     rng_t r;
     rng_seed(&r, seed);
-    for (int i = 0; !rc && i < n; i++) rc = synth_data(w, &d[i], type, &r, row, qrow);
+    for (int i = 0; !rc && i < n; i++) rc = synth_data(w, &d[i], types[i], &r, row, qrow);
+    free(types);
     if (w) {
         int rc2 = ul_gguf_w_end(w);
         rc = rc ? rc : rc2;
@@ -351,7 +382,8 @@ int ul_cmd_synth(int argc, char **argv) {
     const shape_t *s = NULL;
     for (size_t i = 0; shape && i < sizeof g_shapes / sizeof g_shapes[0]; i++)
         if (!strcmp(shape, g_shapes[i].name)) s = &g_shapes[i];
-    int type = parse_type(tname), arch = -1;
+    const ul_qmix_recipe_t *mix = ul_qmix_find(tname);
+    int type = mix ? mix->base : parse_type(tname), arch = -1;
     for (int i = 0; i < (int)(sizeof g_archs / sizeof g_archs[0]); i++)
         if (!strcmp(aname, g_archs[i])) arch = i;
     if (!s || !vocab || !out || type < 0 || arch < 0 || layers < 0 || layers > 1024)
@@ -377,7 +409,7 @@ int ul_cmd_synth(int argc, char **argv) {
         ul_gguf_free(&voc);
         return 1;
     }
-    int rc = synth_write(s, arch, &voc, (int64_t)toks->n, type, seed, out);
+    int rc = synth_write(s, arch, &voc, (int64_t)toks->n, type, mix, seed, out);
     ul_gguf_free(&voc);
     if (rc) {
         fprintf(stderr, "uvllm: %s: write failed: %s\n", out, ul_strerror(rc));
@@ -389,9 +421,15 @@ int ul_cmd_synth(int argc, char **argv) {
 /* ---- quantize ---- */
 
 static void quantize_usage(FILE *f) {
-    fprintf(f, "usage: uvllm quantize IN.gguf OUT.gguf f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1\n"
-               "Converts every matrix (2-d tensor) to the type; 1-d tensors (norms) become f32.\n"
-               "Matrices whose rows are not whole blocks of the type become f16.\n");
+    fprintf(f,
+            "usage: uvllm quantize IN.gguf OUT.gguf TYPE\n"
+            "  TYPE f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1: every matrix (2-d tensor) becomes\n"
+            "       the type; 1-d tensors (norms) become f32; matrices whose rows are not\n"
+            "       whole blocks of the type become f16.\n"
+            "  TYPE %s: a recipe, the types mixed per tensor as\n"
+            "       llama-quantize mixes them (no importance matrix); what it leaves alone\n"
+            "       (norms, biases, router weights) is copied as it is.\n",
+            ul_qmix_names());
 }
 
 static int out_type(const ul_gguf_tensor_t *t, int want) {
@@ -401,6 +439,7 @@ static int out_type(const ul_gguf_tensor_t *t, int want) {
 
 static int quantize_data(ul_gguf_writer_t *w, const ul_gguf_tensor_t *t, int type, float *row,
                          void *qrow) {
+    if (type == (int)t->type) return ul_gguf_w_data(w, t->data, t->nbytes);
     size_t in_row = ul_type_row_bytes((int)t->type, t->ne[0]);
     int64_t rows = (int64_t)(t->nbytes / in_row);
     for (int64_t j = 0; j < rows; j++) {
@@ -413,51 +452,97 @@ static int quantize_data(ul_gguf_writer_t *w, const ul_gguf_tensor_t *t, int typ
     return 0;
 }
 
-static int quantize_write(const ul_gguf_t *g, int type, const char *out, int *n_fallback) {
-    static const int readable[] = {UL_TYPE_F32,  UL_TYPE_F16,  UL_TYPE_BF16, UL_TYPE_Q8_0,
-                                   UL_TYPE_Q4_0, UL_TYPE_Q4_1, UL_TYPE_Q5_0, UL_TYPE_Q5_1,
-                                   UL_TYPE_Q4_K, UL_TYPE_Q5_K, UL_TYPE_Q6_K};
+/* <arch>.KEY as u32, or dflt */
+static int arch_u32(const ul_gguf_t *g, const char *key, int dflt) {
+    ul_str_t a;
+    char k[128];
+    uint32_t v;
+    if (ul_gguf_get_str(g, "general.architecture", &a)) return dflt;
+    snprintf(k, sizeof k, "%.*s.%s", (int)(a.len < 64 ? a.len : 64), a.ptr, key);
+    return ul_gguf_get_u32(g, k, &v) ? dflt : (int)v;
+}
+
+/* The output type of every tensor: the plain type's rule, or the recipe's mix with what it
+ * leaves alone kept in its input type. */
+static int quantize_types(const ul_gguf_t *g, const ul_qmix_recipe_t *mix, int type, int *types) {
+    for (uint64_t i = 0; i < g->n_tensors; i++)
+        types[i] = mix ? (int)g->tensors[i].type : out_type(&g->tensors[i], type);
+    if (!mix) return 0;
+    const int n = (int)g->n_tensors;
+    ul_qmix_tensor_t *t = calloc((size_t)n + 1, sizeof *t);
+    char(*names)[256] = calloc((size_t)n + 1, sizeof *names);
+    int *mt = calloc((size_t)n + 1, sizeof *mt);
+    int rc = t && names && mt ? 0 : UL_ENOMEM;
+    for (int i = 0; !rc && i < n; i++) {
+        const ul_gguf_tensor_t *gt = &g->tensors[i];
+        snprintf(names[i], sizeof names[i], "%.*s", (int)(gt->name.len < 255 ? gt->name.len : 255),
+                 gt->name.ptr);
+        t[i] = (ul_qmix_tensor_t){names[i], (int)gt->n_dims, gt->ne[0]};
+    }
+    const int n_head = arch_u32(g, "attention.head_count", 1);
+    const ul_qmix_model_t m = {arch_u32(g, "block_count", 0), arch_u32(g, "expert_count", 0),
+                               n_head, arch_u32(g, "attention.head_count_kv", n_head)};
+    if (!rc) rc = ul_qmix_types(mix, &m, t, n, mt);
+    for (int i = 0; !rc && i < n; i++)
+        if (mt[i] >= 0) types[i] = mt[i];
+    free(t);
+    free(names);
+    free(mt);
+    return rc;
+}
+
+static int quantize_write(const ul_gguf_t *g, const ul_qmix_recipe_t *mix, int type,
+                          const char *out, int *n_fallback) {
+    static const int readable[] = {UL_TYPE_F32,   UL_TYPE_F16,  UL_TYPE_BF16, UL_TYPE_Q8_0,
+                                   UL_TYPE_Q4_0,  UL_TYPE_Q4_1, UL_TYPE_Q5_0, UL_TYPE_Q5_1,
+                                   UL_TYPE_Q4_K,  UL_TYPE_Q5_K, UL_TYPE_Q6_K, UL_TYPE_IQ4_NL,
+                                   UL_TYPE_IQ4_XS};
+    int *types = calloc(g->n_tensors + 1, sizeof *types);
+    if (!types) return UL_ENOMEM;
+    int rc = quantize_types(g, mix, type, types);
     int64_t max_row = 1;
-    for (uint64_t i = 0; i < g->n_tensors; i++) {
-        int ok = 0;
+    for (uint64_t i = 0; !rc && i < g->n_tensors; i++) {
+        int ok = types[i] == (int)g->tensors[i].type; /* copied as it is */
         for (size_t k = 0; k < sizeof readable / sizeof readable[0]; k++)
             ok |= (int)g->tensors[i].type == readable[k];
-        if (!ok) return UL_ENOTSUP;
+        if (!ok) rc = UL_ENOTSUP;
         if (g->tensors[i].ne[0] > max_row) max_row = g->tensors[i].ne[0];
     }
+    const int ftype = mix ? mix->ftype : file_type_of(type);
     float *row = malloc((size_t)max_row * sizeof *row);
     void *qrow = malloc((size_t)max_row * sizeof(float));
     ul_gguf_writer_t *w = NULL;
-    int rc = row && qrow ? ul_gguf_writer_new(&w, g->alignment == 32 ? 0 : (uint32_t)g->alignment)
+    if (!rc)
+        rc = row && qrow ? ul_gguf_writer_new(&w, g->alignment == 32 ? 0 : (uint32_t)g->alignment)
                          : UL_ENOMEM;
     for (uint64_t i = 0; !rc && i < g->n_kv; i++) {
         const ul_gguf_kv_t *kv = &g->kv[i];
         if (ul_str_eq(kv->key, "general.alignment")) continue; /* the writer records it */
         if (ul_str_eq(kv->key, "general.file_type"))
-            rc = ul_gguf_w_u32(w, "general.file_type", (uint32_t)file_type_of(type));
+            rc = ul_gguf_w_u32(w, "general.file_type", (uint32_t)ftype);
         else
             rc = ul_gguf_w_copy_kv(w, kv);
     }
     if (!rc && !ul_gguf_find(g, "general.file_type"))
-        rc = ul_gguf_w_u32(w, "general.file_type", (uint32_t)file_type_of(type));
+        rc = ul_gguf_w_u32(w, "general.file_type", (uint32_t)ftype);
     *n_fallback = 0;
     for (uint64_t i = 0; !rc && i < g->n_tensors; i++) {
         const ul_gguf_tensor_t *t = &g->tensors[i];
         char name[256];
         snprintf(name, sizeof name, "%.*s", (int)(t->name.len < 255 ? t->name.len : 255),
                  t->name.ptr);
-        int ot = out_type(t, type);
-        *n_fallback += t->n_dims >= 2 && ot != type;
-        rc = ul_gguf_w_tensor(w, name, (uint32_t)ot, t->n_dims, t->ne, NULL);
+        *n_fallback += !mix && t->n_dims >= 2 && types[i] != type;
+        rc = ul_gguf_w_tensor(w, name, (uint32_t)types[i], t->n_dims, t->ne, NULL);
     }
     if (!rc) rc = ul_gguf_w_begin(w, out);
     for (uint64_t i = 0; !rc && i < g->n_tensors; i++)
-        rc = quantize_data(w, &g->tensors[i], out_type(&g->tensors[i], type), row, qrow);
+        rc = quantize_data(w, &g->tensors[i], types[i], row, qrow);
     if (w) {
         int rc2 = ul_gguf_w_end(w);
         rc = rc ? rc : rc2;
     }
     ul_gguf_writer_free(w);
+    free(types);
     free(row);
     free(qrow);
     return rc;
@@ -467,7 +552,8 @@ int ul_cmd_quantize(int argc, char **argv) {
     if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")))
         return quantize_usage(stdout), 0;
     if (argc != 4) return quantize_usage(stderr), 2;
-    int type = parse_type(argv[3]);
+    const ul_qmix_recipe_t *mix = ul_qmix_find(argv[3]);
+    int type = mix ? mix->base : parse_type(argv[3]);
     if (type < 0) return quantize_usage(stderr), 2;
     ul_gguf_t g;
     if (ul_gguf_open(&g, argv[1])) {
@@ -475,7 +561,7 @@ int ul_cmd_quantize(int argc, char **argv) {
         return 1;
     }
     int n_fallback = 0;
-    int rc = quantize_write(&g, type, argv[2], &n_fallback);
+    int rc = quantize_write(&g, mix, type, argv[2], &n_fallback);
     ul_gguf_free(&g);
     if (rc) {
         fprintf(stderr, "uvllm: %s: %s\n", argv[2],

@@ -91,8 +91,9 @@ void ul_pool_barrier(ul_pool_t *p);
 
 /* dst[0..n) = row as f32 (n a multiple of the type's block). */
 void ul_cpu_dequant_row(int type, const void *row, float *dst, int64_t n);
-/* Quantises n floats into a row of type (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1);
- * returns bytes (0 for other types). */
+/* Quantises n floats into a row of type (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1,
+ * Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS) as llama.cpp does without an importance matrix; returns
+ * bytes (0 for other types). */
 size_t ul_cpu_quant_row(int type, const float *src, void *dst, int64_t n);
 
 /* y[i] = expf(x[i]) for i < n <= 16, bit-identical to glibc's expf; AVX-512 only (the

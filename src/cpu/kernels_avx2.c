@@ -240,4 +240,6 @@ const ul_cpu_kern_t ul_cpu_kern_avx2 = {.mm = {
                                             [UL_TYPE_Q4_K] = mm_q4_K,
                                             [UL_TYPE_Q5_K] = ul_cpu_mm_q5_K_avx2,
                                             [UL_TYPE_Q6_K] = mm_q6_K,
+                                            [UL_TYPE_IQ4_NL] = ul_cpu_mm_iq4_nl_avx2,
+                                            [UL_TYPE_IQ4_XS] = ul_cpu_mm_iq4_xs_avx2,
                                         }};

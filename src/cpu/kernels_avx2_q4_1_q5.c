@@ -2,8 +2,7 @@
  * generalised: the weights are unsigned (nibbles, plus the fifth bit from qh as 16 for the
  * Q5 types) for vpmaddubsw; Q5_0's -16 offset becomes -16 * sum(activation block) in the
  * accumulator's start (as Q4_0's -8), and the Q4_1 / Q5_1 min m adds m * d_x * sum(x) per
- * block, kept in a float beside the vector accumulator. The AVX-512 path inherits these
- * (ul_cpu_mm_fn falls back to the AVX2 table). */
+ * block, kept in a float beside the vector accumulator. (AVX-512: kernels_avx512_q4_1_q5.c) */
 #include <immintrin.h>
 
 #include "cpu/kernels_impl.h"

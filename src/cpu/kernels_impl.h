@@ -53,6 +53,21 @@ typedef struct {
     int8_t scales[QKK / 16];
     uint16_t d;
 } blk_q6_K; /* 210 B */
+/* IQ4_NL / IQ4_XS: 4-bit indices into the non-linear table ul_iq4nl_values (w = d * v[q]),
+ * element j of a 32-block in the low nibble of qs[j], element j + 16 in the high one. */
+typedef struct {
+    uint16_t d;
+    uint8_t qs[QK / 2];
+} blk_iq4_nl; /* 18 B */
+typedef struct {
+    uint16_t d;
+    uint16_t scales_h;          /* bits 2 ib, 2 ib + 1: the high 2 bits of sub-block ib's scale */
+    uint8_t scales_l[QKK / 64]; /* nibble ib % 2 of byte ib / 2: its low 4 bits */
+    uint8_t qs[QKK / 2];        /* eight 32-blocks as IQ4_NL's qs */
+} blk_iq4_xs;                   /* 136 B: w = d * (scale_ib - 32) * v[q] */
+
+/* ggml's kvalues_iq4nl: the 16 levels of IQ4_NL / IQ4_XS (signed, ascending). */
+extern const int8_t ul_iq4nl_values[16];
 
 /* ---- quantised activations (internal; never stored in a file) ----
  * Q8A: the Q8_0 scheme (d rounded through f16 exactly as llama.cpp stores it) plus the
@@ -95,7 +110,7 @@ extern const ul_cpu_kern_t ul_cpu_kern_avx512;
 /* Kernel for (type, isa), falling back to the scalar one where an ISA lacks it. */
 ul_mm_fn ul_cpu_mm_fn(int type, ul_isa_t isa);
 
-/* Q4_1 / Q5_0 / Q5_1 on AVX2 (kernels_avx2_q4_1_q5.c; AVX-512 inherits them) */
+/* Q4_1 / Q5_0 / Q5_1 on AVX2 (kernels_avx2_q4_1_q5.c) */
 void ul_cpu_mm_q4_1_avx2(int64_t n_cols, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
                          size_t xs, int nt, float *y, int64_t ys);
 void ul_cpu_mm_q5_0_avx2(int64_t n_cols, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
@@ -114,6 +129,40 @@ size_t ul_cpu_xrow_bytes(ul_xfmt_t f, int64_t n);
  * active ISA's converter; the _isa variant picks one (tests compare them). */
 void ul_cpu_quant_x(ul_xfmt_t f, const float *x, void *dst, int64_t n);
 void ul_cpu_quant_x_isa(ul_xfmt_t f, ul_isa_t isa, const float *x, void *dst, int64_t n);
+
+/* IQ4_NL / IQ4_XS (kernels_avx2_iq4.c, kernels_avx512_iq4.c) */
+void ul_cpu_mm_iq4_nl_avx2(int64_t n_cols, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
+                           size_t xs, int nt, float *y, int64_t ys);
+void ul_cpu_mm_iq4_xs_avx2(int64_t n_cols, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
+                           size_t xs, int nt, float *y, int64_t ys);
+void ul_cpu_mm_iq4_nl_avx512(int64_t n_cols, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
+                             size_t xs, int nt, float *y, int64_t ys);
+void ul_cpu_mm_iq4_xs_avx512(int64_t n_cols, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
+                             size_t xs, int nt, float *y, int64_t ys);
+/* Q4_1 / Q5_0 / Q5_1 on AVX-512 (kernels_avx512_q4_1_q5.c) */
+void ul_cpu_mm_q4_1_avx512(int64_t n_cols, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
+                           size_t xs, int nt, float *y, int64_t ys);
+void ul_cpu_mm_q5_0_avx512(int64_t n_cols, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
+                           size_t xs, int nt, float *y, int64_t ys);
+void ul_cpu_mm_q5_1_avx512(int64_t n_cols, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
+                           size_t xs, int nt, float *y, int64_t ys);
+
+/* Reference quantisers with llama.cpp's semantics when no importance matrix is given
+ * (quant_k.c: quantize_row_q{4,5,6}_K_ref; quant_iq4.c: quantize_iq4_nl / _xs). nb blocks
+ * of the type from nb * block elements of x. */
+void ul_cpu_quant_q4_K(const float *x, blk_q4_K *y, int64_t nb);
+void ul_cpu_quant_q5_K(const float *x, blk_q5_K *y, int64_t nb);
+void ul_cpu_quant_q6_K(const float *x, blk_q6_K *y, int64_t nb);
+void ul_cpu_quant_iq4_nl(const float *x, blk_iq4_nl *y, int64_t nb);
+void ul_cpu_quant_iq4_xs(const float *x, blk_iq4_xs *y, int64_t nb);
+void ul_cpu_dequant_iq4_nl(const blk_iq4_nl *b, float *y, int64_t nb);
+void ul_cpu_dequant_iq4_xs(const blk_iq4_xs *b, float *y, int64_t nb);
+
+/* Sub-block ib's (0..7) signed scale of an IQ4_XS block (the stored 6 bits minus 32). */
+static inline int ul_iq4xs_scale(const blk_iq4_xs *b, int ib) {
+    return (((b->scales_l[ib / 2] >> 4 * (ib % 2)) & 0xF) | (((b->scales_h >> 2 * ib) & 3) << 4)) -
+           32;
+}
 
 /* The 32 fifth bits of a Q5_0 / Q5_1 block. */
 static inline uint32_t ul_q5_qh(const uint8_t qh[4]) {

@@ -161,6 +161,42 @@ static float dot_q6_K(int64_t n, const void *w, const void *x) {
     return s;
 }
 
+/* IQ4_NL x Q8A: table levels times the activation bytes, one scale product per block */
+static float dot_iq4_nl(int64_t n, const void *w, const void *x) {
+    const blk_iq4_nl *a = w;
+    const blk_q8a *b = x;
+    const int8_t *v = ul_iq4nl_values;
+    float s = 0;
+    for (int64_t i = 0; i < n / QK; i++) {
+        int32_t si = 0;
+        for (int j = 0; j < QK / 2; j++)
+            si += v[a[i].qs[j] & 15] * b[i].qs[j] + v[a[i].qs[j] >> 4] * b[i].qs[j + 16];
+        s += (float)si * (F16(a[i].d) * b[i].d);
+    }
+    return s;
+}
+
+/* IQ4_XS x Q8K: the signed 6-bit sub-block scales applied in integers, so one float
+ * product per super-block */
+static float dot_iq4_xs(int64_t n, const void *w, const void *x) {
+    const blk_iq4_xs *a = w;
+    const blk_q8K *b = x;
+    const int8_t *v = ul_iq4nl_values;
+    float s = 0;
+    for (int64_t i = 0; i < n / QKK; i++) {
+        int32_t sumi = 0;
+        for (int ib = 0; ib < 8; ib++) {
+            const uint8_t *q = a[i].qs + 16 * ib;
+            const int8_t *y = b[i].qs + 32 * ib;
+            int32_t d = 0;
+            for (int j = 0; j < 16; j++) d += v[q[j] & 15] * y[j] + v[q[j] >> 4] * y[j + 16];
+            sumi += ul_iq4xs_scale(&a[i], ib) * d;
+        }
+        s += F16(a[i].d) * b[i].d * (float)sumi;
+    }
+    return s;
+}
+
 typedef float (*dot_fn)(int64_t n, const void *w, const void *x);
 
 static inline void mm_generic(dot_fn dot, int64_t n_cols, const uint8_t *w, size_t ws, int nr,
@@ -185,6 +221,8 @@ MM(q5_1)
 MM(q4_K)
 MM(q5_K)
 MM(q6_K)
+MM(iq4_nl)
+MM(iq4_xs)
 
 const ul_cpu_kern_t ul_cpu_kern_scalar = {.mm = {
                                               [UL_TYPE_F32] = mm_f32,
@@ -198,4 +236,6 @@ const ul_cpu_kern_t ul_cpu_kern_scalar = {.mm = {
                                               [UL_TYPE_Q4_K] = mm_q4_K,
                                               [UL_TYPE_Q5_K] = mm_q5_K,
                                               [UL_TYPE_Q6_K] = mm_q6_K,
+                                              [UL_TYPE_IQ4_NL] = mm_iq4_nl,
+                                              [UL_TYPE_IQ4_XS] = mm_iq4_xs,
                                           }};

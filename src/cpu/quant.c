@@ -148,6 +148,12 @@ void ul_cpu_dequant_row(int type, const void *row, float *dst, int64_t n) {
     case UL_TYPE_Q6_K:
         dequant_q6_K(row, dst, n / QKK);
         break;
+    case UL_TYPE_IQ4_NL:
+        ul_cpu_dequant_iq4_nl(row, dst, n / QK);
+        break;
+    case UL_TYPE_IQ4_XS:
+        ul_cpu_dequant_iq4_xs(row, dst, n / QKK);
+        break;
     default:
         UL_ASSERT(!"dequant: unsupported type");
     }
@@ -265,6 +271,21 @@ size_t ul_cpu_quant_row(int type, const float *src, void *dst, int64_t n) {
     case UL_TYPE_Q5_1:
         quant_q5(src, dst, 1, n / QK);
         break;
+    case UL_TYPE_Q4_K:
+        ul_cpu_quant_q4_K(src, dst, n / QKK);
+        break;
+    case UL_TYPE_Q5_K:
+        ul_cpu_quant_q5_K(src, dst, n / QKK);
+        break;
+    case UL_TYPE_Q6_K:
+        ul_cpu_quant_q6_K(src, dst, n / QKK);
+        break;
+    case UL_TYPE_IQ4_NL:
+        ul_cpu_quant_iq4_nl(src, dst, n / QK);
+        break;
+    case UL_TYPE_IQ4_XS:
+        ul_cpu_quant_iq4_xs(src, dst, n / QKK);
+        break;
     default:
         return 0;
     }
@@ -284,10 +305,12 @@ ul_xfmt_t ul_cpu_xfmt(int type) {
     case UL_TYPE_Q4_1:
     case UL_TYPE_Q5_0:
     case UL_TYPE_Q5_1:
+    case UL_TYPE_IQ4_NL: /* llama.cpp: vec_dot_type Q8_0 */
         return XF_Q8A;
     case UL_TYPE_Q4_K:
     case UL_TYPE_Q5_K:
     case UL_TYPE_Q6_K:
+    case UL_TYPE_IQ4_XS: /* vec_dot_type Q8_K */
         return XF_Q8K;
     default:
         return XF_F32;

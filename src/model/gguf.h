@@ -50,6 +50,8 @@ typedef enum {
     UL_TYPE_Q5_K = 13,
     UL_TYPE_Q6_K = 14,
     UL_TYPE_Q8_K = 15,
+    UL_TYPE_IQ4_NL = 20,
+    UL_TYPE_IQ4_XS = 23,
     UL_TYPE_BF16 = 30,
     UL_TYPE_COUNT = 40
 } ul_ggml_type_t;

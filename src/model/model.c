@@ -182,6 +182,8 @@ static int weight_type_ok(uint32_t type) {
     case UL_TYPE_Q4_K:
     case UL_TYPE_Q5_K:
     case UL_TYPE_Q6_K:
+    case UL_TYPE_IQ4_NL:
+    case UL_TYPE_IQ4_XS:
         return 1;
     default:
         return 0;

@@ -20,8 +20,8 @@ static inline float tk_unif(uint64_t *s) { /* [-1, 1) */
     return (float)((tk_rng(s) >> 40) * 0x1p-24 * 2.0 - 1.0);
 }
 
-/* n_rows rows of a type; K-quants get random bytes (every pattern is a valid block) with
- * small positive scales, the others quantise random floats. Caller frees. */
+/* n_rows rows of a type; K-quants and IQ4 get random bytes (every pattern is a valid
+ * block) with small positive scales, the others quantise random floats. Caller frees. */
 static inline uint8_t *tk_weights(int type, int n_rows, int64_t n_cols, uint64_t seed) {
     size_t rb = ul_type_row_bytes(type, n_cols);
     uint8_t *w = malloc(rb * (size_t)n_rows);
@@ -29,7 +29,14 @@ static inline uint8_t *tk_weights(int type, int n_rows, int64_t n_cols, uint64_t
     uint64_t s = seed * 2654435761u + 1;
     for (int r = 0; r < n_rows; r++) {
         uint8_t *row = w + rb * (size_t)r;
-        if (type == UL_TYPE_Q4_K || type == UL_TYPE_Q5_K || type == UL_TYPE_Q6_K) {
+        if (type == UL_TYPE_IQ4_NL || type == UL_TYPE_IQ4_XS) {
+            for (size_t i = 0; i < rb; i++) row[i] = (uint8_t)tk_rng(&s);
+            const int bs = ul_type_block_bytes(type), be = ul_type_block_elems(type);
+            for (int64_t b = 0; b < n_cols / be; b++) {
+                uint16_t d = ul_fp32_to_fp16(0.0005f + 0.005f * fabsf(tk_unif(&s)));
+                memcpy(row + (size_t)b * (size_t)bs, &d, 2);
+            }
+        } else if (type == UL_TYPE_Q4_K || type == UL_TYPE_Q5_K || type == UL_TYPE_Q6_K) {
             for (size_t i = 0; i < rb; i++) row[i] = (uint8_t)tk_rng(&s);
             for (int64_t b = 0; b < n_cols / 256; b++) {
                 uint16_t d = ul_fp32_to_fp16(0.001f + 0.01f * fabsf(tk_unif(&s)));

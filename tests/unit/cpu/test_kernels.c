@@ -6,9 +6,10 @@
 
 #include "kern_testutil.h"
 
-static const int k_types[] = {UL_TYPE_F32,  UL_TYPE_F16,  UL_TYPE_BF16, UL_TYPE_Q8_0,
-                              UL_TYPE_Q4_0, UL_TYPE_Q4_1, UL_TYPE_Q5_0, UL_TYPE_Q5_1,
-                              UL_TYPE_Q4_K, UL_TYPE_Q5_K, UL_TYPE_Q6_K};
+static const int k_types[] = {UL_TYPE_F32,   UL_TYPE_F16,  UL_TYPE_BF16, UL_TYPE_Q8_0,
+                              UL_TYPE_Q4_0,  UL_TYPE_Q4_1, UL_TYPE_Q5_0, UL_TYPE_Q5_1,
+                              UL_TYPE_Q4_K,  UL_TYPE_Q5_K, UL_TYPE_Q6_K, UL_TYPE_IQ4_NL,
+                              UL_TYPE_IQ4_XS};
 #define N_TYPES (int)(sizeof(k_types) / sizeof(k_types[0]))
 
 /* Checks mm for one (type, isa, shape); returns the worst error / bound ratio. The bound:

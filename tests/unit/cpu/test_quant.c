@@ -209,3 +209,43 @@ Test(quant, dequant_matches_llama_cpp_files) {
                   seen[UL_TYPE_Q4_0] > 0 && seen[UL_TYPE_BF16] > 0 && seen[UL_TYPE_Q5_K] > 0,
               "the shared models no longer cover every type");
 }
+
+/* The quantisers llama-quantize runs for the K-quants and IQ4 (no importance matrix): on
+ * normal weights the relative RMS round-trip error of each type stays under its bound
+ * (worst of 7 rows, measured: q4_k 0.073, q5_k 0.038, q6_k 0.020, iq4_nl 0.078, iq4_xs
+ * 0.082; the bounds leave 10-20%), each bit more halving it, so a misplaced nibble,
+ * fifth/sixth bit or scale (errors of whole steps) fails. All-zero blocks stay zero. Row
+ * scales span 1e-3..1e3 (at 1e-4 the f16 super-block scales of Q6_K / IQ4_XS go subnormal
+ * and the error grows, in llama.cpp's format as in ours). */
+Test(quant, round_trip_k_quants_iq4) {
+    static const int types[] = {UL_TYPE_Q4_K, UL_TYPE_Q5_K, UL_TYPE_Q6_K, UL_TYPE_IQ4_NL,
+                                UL_TYPE_IQ4_XS};
+    static const double bound[] = {0.085, 0.045, 0.023, 0.09, 0.095};
+    enum { N = 4096 };
+    float *x = malloc(sizeof(float) * N), *y = malloc(sizeof(float) * N);
+    uint8_t *buf = malloc(N * 2);
+    uint64_t s = 17;
+    for (int ti = 0; ti < 5; ti++) {
+        double worst = 0;
+        for (int rep = 1; rep < 8; rep++) {
+            const float scale = powf(10.f, (float)rep - 4); /* 1e-3 .. 1e3 */
+            for (int i = 0; i < N; i += 2) {                /* Box-Muller normals */
+                double u1 = (tk_rng(&s) >> 11) * 0x1p-53 + 0x1p-60,
+                       u2 = (tk_rng(&s) >> 11) * 0x1p-53;
+                double m = sqrt(-2 * log(u1)) * scale;
+                x[i] = (float)(m * cos(2 * M_PI * u2)), x[i + 1] = (float)(m * sin(2 * M_PI * u2));
+            }
+            for (int i = 512; i < 768; i++) x[i] = 0; /* a zero super-block */
+            cr_assert_eq(ul_cpu_quant_row(types[ti], x, buf, N), ul_type_row_bytes(types[ti], N));
+            ul_cpu_dequant_row(types[ti], buf, y, N);
+            double e = 0, m = 0;
+            for (int i = 0; i < N; i++) e += (x[i] - y[i]) * (x[i] - y[i]), m += x[i] * x[i];
+            for (int i = 512; i < 768; i++) cr_expect_eq(y[i], 0.0f, "%s", ul_type_name(types[ti]));
+            worst = fmax(worst, sqrt(e / m));
+        }
+        cr_log_info("%s: relative rms %.4f", ul_type_name(types[ti]), worst);
+        cr_expect(worst < bound[ti], "%s: relative rms %.4f >= %.3f", ul_type_name(types[ti]),
+                  worst, bound[ti]);
+    }
+    free(x), free(y), free(buf);
+}

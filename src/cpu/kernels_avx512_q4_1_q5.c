@@ -1,0 +1,122 @@
+/* Q4_1, Q5_0 and Q5_1 x Q8A on AVX-512 (BW, VNNI): the Q4_0 tile of kernels_avx512.c
+ * generalised, two 32-blocks per vector. The weights are unsigned as stored (nibbles,
+ * plus 16 where the block's qh bit is set: the 64 bits of two blocks are a byte mask as
+ * they are) and go straight into vpdpbusd. Q5_0's -16 offset becomes -16 * sum(activation
+ * block) in the accumulator's start (2 * nsum on each of the block's 8 lanes); the
+ * Q4_1 / Q5_1 min m adds m * d_x * sum(x) per block, spread as an eighth on each of the
+ * block's 8 lanes (exact: a power of two) with one more FMA. */
+#include <immintrin.h>
+#include <string.h>
+
+#include "cpu/kernels_impl.h"
+#include "cpu/kernels_tile.h"
+
+enum { K_Q4_1, K_Q5_0, K_Q5_1 };
+
+AI __m512i join256(__m256i a, __m256i b) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1);
+}
+AI __m512 halves_to_ps(uint16_t a, uint16_t b) { /* [a x8, b x8] */
+    return _mm512_cvtph_ps(_mm256_set_m128i(_mm_set1_epi16((short)b), _mm_set1_epi16((short)a)));
+}
+
+AI size_t blk_bytes(const int KIND) {
+    return KIND == K_Q4_1 ? sizeof(blk_q4_1) : KIND == K_Q5_0 ? sizeof(blk_q5_0) : sizeof(blk_q5_1);
+}
+
+/* Block b (and b+1 when two) of a row: the 64 unsigned weights in activation order
+ * [lo0 hi0 lo1 hi1], [d0 x8, d1 x8] and (Q4_1 / Q5_1) [m0 x8, m1 x8]. */
+AI __m512i unpack2(const int KIND, const uint8_t *blk, int two, __m512 *d, __m512 *m) {
+    const size_t bs = blk_bytes(KIND);
+    const uint8_t *b1 = blk + bs;
+    const size_t qs_off = KIND == K_Q4_1   ? offsetof(blk_q4_1, qs)
+                          : KIND == K_Q5_0 ? offsetof(blk_q5_0, qs)
+                                           : offsetof(blk_q5_1, qs);
+    __m256i a = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(blk + qs_off)));
+    __m256i c = two ? _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(b1 + qs_off)))
+                    : _mm256_setzero_si256();
+    __m512i v = join256(a, c);
+    v = _mm512_mask_srli_epi16(v, (__mmask32)0xFF00FF00u, v, 4);
+    v = _mm512_and_si512(v, _mm512_set1_epi8(0x0F));
+    uint16_t h[2][2] = {{0, 0}, {0, 0}}; /* (d, m) of each block; d comes first in all */
+    memcpy(h[0], blk, KIND == K_Q5_0 ? 2 : 4);
+    if (two) memcpy(h[1], b1, KIND == K_Q5_0 ? 2 : 4);
+    *d = halves_to_ps(h[0][0], h[1][0]);
+    if (KIND != K_Q5_0) *m = halves_to_ps(h[0][1], h[1][1]);
+    if (KIND != K_Q4_1) {
+        const size_t qh_off = KIND == K_Q5_0 ? offsetof(blk_q5_0, qh) : offsetof(blk_q5_1, qh);
+        uint64_t bits = ul_q5_qh(blk + qh_off);
+        if (two) bits |= (uint64_t)ul_q5_qh(b1 + qh_off) << 32;
+        v = _mm512_mask_add_epi8(v, (__mmask64)bits, v, _mm512_set1_epi8(16));
+    }
+    return v;
+}
+
+AI void tile_lin(const int KIND, const int NR, const int NT, int64_t n_cols, const uint8_t *w,
+                 size_t ws, const uint8_t *x, size_t xs, float *y, int64_t ys) {
+    const int64_t nb = n_cols / QK;
+    const size_t bs = blk_bytes(KIND);
+    __m512 acc[4][4];
+    FOR_RT acc[r][t] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b += 2) {
+        const int two = b + 1 < nb;
+        __m512i W[4];
+        __m512 dw[4], mw[4];
+        _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) W[r] =
+            unpack2(KIND, w + (size_t)r * ws + (size_t)b * bs, two, &dw[r], &mw[r]);
+        _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
+            const blk_q8a *p = (const blk_q8a *)(x + (size_t)t * xs) + b;
+            __m256i xa = _mm256_loadu_si256((const __m256i *)p[0].qs);
+            __m256i xc =
+                two ? _mm256_loadu_si256((const __m256i *)p[1].qs) : _mm256_setzero_si256();
+            const __m512i X = join256(xa, xc);
+            const float d1 = two ? p[1].d : 0.f;
+            const int32_t n1 = two ? p[1].nsum : 0;
+            const __m512 dx = _mm512_insertf32x8(_mm512_set1_ps(p[0].d), _mm256_set1_ps(d1), 1);
+            __m512i I = _mm512_setzero_si512();
+            __m512 xsum = _mm512_setzero_ps();
+            if (KIND == K_Q5_0)
+                I = _mm512_inserti64x4(_mm512_set1_epi32(2 * p[0].nsum), _mm256_set1_epi32(2 * n1),
+                                       1);
+            else /* d_x * sum(x) / 8 per lane */
+                xsum = _mm512_insertf32x8(_mm512_set1_ps(p[0].d * (float)-p[0].nsum * 0.125f),
+                                          _mm256_set1_ps(d1 * (float)-n1 * 0.125f), 1);
+            _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {
+                __m512i s = _mm512_dpbusd_epi32(I, W[r], X);
+                acc[r][t] =
+                    _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw[r], dx), acc[r][t]);
+                if (KIND != K_Q5_0) acc[r][t] = _mm512_fmadd_ps(mw[r], xsum, acc[r][t]);
+            }
+        }
+    }
+    FOR_RT y[t * ys + r] = _mm512_reduce_add_ps(acc[r][t]);
+}
+
+AI void tile_q4_1(const int NR, const int NT, int64_t n_cols, const uint8_t *w, size_t ws,
+                  const uint8_t *x, size_t xs, float *y, int64_t ys) {
+    tile_lin(K_Q4_1, NR, NT, n_cols, w, ws, x, xs, y, ys);
+}
+AI void tile_q5_0(const int NR, const int NT, int64_t n_cols, const uint8_t *w, size_t ws,
+                  const uint8_t *x, size_t xs, float *y, int64_t ys) {
+    tile_lin(K_Q5_0, NR, NT, n_cols, w, ws, x, xs, y, ys);
+}
+AI void tile_q5_1(const int NR, const int NT, int64_t n_cols, const uint8_t *w, size_t ws,
+                  const uint8_t *x, size_t xs, float *y, int64_t ys) {
+    tile_lin(K_Q5_1, NR, NT, n_cols, w, ws, x, xs, y, ys);
+}
+MM_DRIVER(q4_1, 4, 4)
+MM_DRIVER(q5_0, 4, 4)
+MM_DRIVER(q5_1, 4, 4)
+
+void ul_cpu_mm_q4_1_avx512(int64_t n_cols, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
+                           size_t xs, int nt, float *y, int64_t ys) {
+    mm_q4_1(n_cols, w, ws, nr, x, xs, nt, y, ys);
+}
+void ul_cpu_mm_q5_0_avx512(int64_t n_cols, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
+                           size_t xs, int nt, float *y, int64_t ys) {
+    mm_q5_0(n_cols, w, ws, nr, x, xs, nt, y, ys);
+}
+void ul_cpu_mm_q5_1_avx512(int64_t n_cols, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
+                           size_t xs, int nt, float *y, int64_t ys) {
+    mm_q5_1(n_cols, w, ws, nr, x, xs, nt, y, ys);
+}
