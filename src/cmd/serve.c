@@ -606,7 +606,9 @@ static int setup(const serve_args_t *a, server_t *sv) {
     int rc = make_backend(a, sv);
     if (rc) return rc;
     ul_codec_t codec;
-    ul_sched_config_t scfg = {.max_batch_tokens = a->max_batch_tokens,
+    /* a backend with a step limit (sized from --max-batch-tokens at create) sets the budget */
+    ul_sched_config_t scfg = {.max_batch_tokens =
+                                  sv->backend->max_step_tokens ? 0 : a->max_batch_tokens,
                               .max_seqs = a->max_seqs,
                               .no_prefix_cache = a->no_prefix_cache,
                               .itl_target_ms = a->itl_target_ms};
