@@ -11,9 +11,8 @@
 
 static __device__ __forceinline__ int64_t kv_off(const ul_gpu_kv_t kv, int32_t page, int il,
                                                  int kind, int h, int slot) {
-    return ((((int64_t)page * kv.n_layer + il) * 2 + kind) * kv.n_head_kv + h) *
-               (int64_t)kv.page_size * kv.head_dim +
-           (int64_t)slot * kv.head_dim;
+    return ul_tw_kv_off(page, il, kind, h, slot, kv.n_layer, kv.n_head_kv, kv.page_size,
+                        kv.head_dim);
 }
 
 static __global__ void kv_store(ul_gpu_kv_t kv, int il, const float *k, const float *v,

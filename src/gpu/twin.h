@@ -177,6 +177,15 @@ UL_HD void ul_tw_rope_pair(float *x0, float *x1, float c, float s) {
 /* ---- SwiGLU: silu(g) * u ---- */
 UL_HD float ul_tw_swiglu(float g, float u) { return g / (1.0f + expf(-g)) * u; }
 
+/* ---- paged KV: the element offset of (page, layer, K or V, kv head, slot) in the pool
+ * [n_pages][n_layer][2][n_head_kv][page_size][head_dim] (gpu.h's ul_gpu_kv_t) ---- */
+UL_HD int64_t ul_tw_kv_off(int32_t page, int il, int kind, int h, int slot, int n_layer,
+                           int n_head_kv, int page_size, int head_dim) {
+    return ((((int64_t)page * n_layer + il) * 2 + kind) * n_head_kv + h) * (int64_t)page_size *
+               head_dim +
+           (int64_t)slot * head_dim;
+}
+
 /* ---- attention: online softmax over scores, one running (max, sum) per query head ----
  * Adds score s (already scaled) of a value row: returns the factor that rescales the
  * accumulated output and sum, and sets *w to the weight of the new row. */
