@@ -237,8 +237,10 @@ static int prepare(gpu_t *g, ul_step_t *st) {
 /* Worker thread, after the host function: the step's results out of pinned memory. */
 static void finish(void *ctx, ul_step_t *st) {
     gpu_t *g = ctx;
-    cudaError_t e = cudaPeekAtLastError(); /* a device fault during the step is sticky */
-    if (e != cudaSuccess) {
+    /* A device fault during the step is sticky: the stream reports it (the host function
+     * that brought us here may still be returning, hence NotReady is no error). */
+    cudaError_t e = cudaStreamQuery(g->stream);
+    if (e != cudaSuccess && e != cudaErrorNotReady) {
         UL_LOG_ERROR("gpu: step of %d tokens failed on the device: %s", st->n_tokens,
                      cudaGetErrorString(e));
         st->status = UL_EIO;
