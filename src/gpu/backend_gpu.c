@@ -42,6 +42,8 @@ typedef struct {
 typedef struct {
     dmat_t wq, wk, wv, wo, gate, up, down;
     const float *attn_norm, *ffn_norm; /* device */
+    const float *bq, *bk, *bv;         /* qwen2's biases, or NULL */
+    const float *q_norm, *k_norm;      /* qwen3's per-head norms, or NULL */
 } dlayer_t;
 
 typedef struct {
@@ -126,6 +128,23 @@ static int matmul(gpu_t *g, const dmat_t *w, const float *x, int32_t T, float *y
     return 0;
 }
 
+/* After the q/k/v products, before RoPE (cpu/forward_arch.c's order): qwen2's biases,
+ * qwen3's per-head RMSNorm of q and k. */
+static int arch_qkv(gpu_t *g, const dlayer_t *L, int32_t T) {
+    const ul_hparams_t *hp = &g->hp;
+    int rc = 0;
+    if (L->bq && ((rc = K(ul_gpu_add_rows(g->q, L->bq, T, g->q_dim, g->stream))) ||
+                  (rc = K(ul_gpu_add_rows(g->k, L->bk, T, g->kv_dim, g->stream))) ||
+                  (rc = K(ul_gpu_add_rows(g->v, L->bv, T, g->kv_dim, g->stream)))))
+        return rc;
+    if (L->q_norm && ((rc = K(ul_gpu_rmsnorm(g->q, L->q_norm, T * hp->n_head, hp->head_dim,
+                                             hp->rms_eps, g->q, g->stream))) ||
+                      (rc = K(ul_gpu_rmsnorm(g->k, L->k_norm, T * hp->n_head_kv, hp->head_dim,
+                                             hp->rms_eps, g->k, g->stream)))))
+        return rc;
+    return 0;
+}
+
 static int layer(gpu_t *g, int il, int32_t T) {
     const ul_hparams_t *hp = &g->hp;
     const dlayer_t *L = &g->layers[il];
@@ -135,7 +154,7 @@ static int layer(gpu_t *g, int il, int32_t T) {
     int rc;
     if ((rc = K(ul_gpu_rmsnorm(g->x, L->attn_norm, T, E, hp->rms_eps, g->xb, g->stream))) ||
         (rc = matmul(g, &L->wq, g->xb, T, g->q)) || (rc = matmul(g, &L->wk, g->xb, T, g->k)) ||
-        (rc = matmul(g, &L->wv, g->xb, T, g->v)) ||
+        (rc = matmul(g, &L->wv, g->xb, T, g->v)) || (rc = arch_qkv(g, L, T)) ||
         (rc = K(ul_gpu_rope(g->q, g->pos, T, hp->n_head, hp->head_dim, g->q_dim, hp->n_rot,
                             hp->rope_neox, hp->rope_freq_base, hp->rope_freq_scale, ff,
                             g->stream))) ||
@@ -395,6 +414,13 @@ static int weights(gpu_t *g, uint8_t *dst, size_t *off) {
         D->attn_norm = p;
         PUT(L->ffn_norm, p);
         D->ffn_norm = p;
+        const ul_gguf_tensor_t *ex[] = {L->bq, L->bk, L->bv, L->q_norm, L->k_norm};
+        const float **dx[] = {&D->bq, &D->bk, &D->bv, &D->q_norm, &D->k_norm};
+        for (int i = 0; i < 5; i++)
+            if (ex[i]) {
+                PUT(ex[i], p);
+                *dx[i] = p;
+            }
     }
 #undef MAT
 #undef PUT
@@ -414,11 +440,8 @@ static int check_model(const ul_model_t *m, char *err, size_t errlen) {
                UL_ENOTSUP;
     for (int il = 0; il < hp->n_layer; il++) {
         const ul_layer_t *L = &m->layers[il];
-        if (L->bq || L->bk || L->bv || L->q_norm || L->k_norm)
-            return snprintf(err, errlen,
-                            "%s: q/k/v biases and q/k norms are not implemented on "
-                            "CUDA yet",
-                            hp->arch),
+        if (!L->bq != !L->bk || !L->bq != !L->bv || !L->q_norm != !L->k_norm)
+            return snprintf(err, errlen, "%s: q/k/v biases or q/k norms only in part", hp->arch),
                    UL_ENOTSUP;
         const ul_gguf_tensor_t *ts[] = {L->wq,       L->wk,     L->wv,      L->wo,
                                         L->ffn_gate, L->ffn_up, L->ffn_down};

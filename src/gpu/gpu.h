@@ -27,7 +27,8 @@ int ul_gpu_dequant_rows(int type, const void *w, int64_t n_cols, const int32_t *
 int ul_gpu_matvec(int type, const void *w, int64_t n_rows, int64_t n_cols, const float *x,
                   int32_t n_tok, float *y, void *stream);
 
-/* y[t] = x[t] * rms_scale(x[t]) * w, rows of n; y may be x. (norm.cu) */
+/* y[t] = x[t] * rms_scale(x[t]) * w, rows of n; y may be x. Also per head (qwen3's q/k
+ * norms): rows = tokens x heads, n = head_dim. (norm.cu) */
 int ul_gpu_rmsnorm(const float *x, const float *w, int32_t n_rows, int32_t n, float eps, float *y,
                    void *stream);
 
@@ -41,6 +42,8 @@ int ul_gpu_rope(float *x, const int32_t *pos, int32_t n_tok, int32_t n_head, int
 /* g[i] = silu(g[i]) * u[i]; x[i] += y[i]. (act.cu) */
 int ul_gpu_swiglu(float *g, const float *u, int64_t n, void *stream);
 int ul_gpu_add(float *x, const float *y, int64_t n, void *stream);
+/* x[r][i] += b[i] for r < n_rows, i < n (a bias broadcast over tokens). (act.cu) */
+int ul_gpu_add_rows(float *x, const float *b, int32_t n_rows, int32_t n, void *stream);
 
 /* Paged KV, f16: kv [n_pages][n_layer][2][n_head_kv][page_size][head_dim] (K then V).
  * A token's sequence is tok_seq[t]; its page table starts at pages + page_off[s]. */

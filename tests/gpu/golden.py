@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """The shared goldens (../shared/golden, produced by llama.cpp) through `uvllm serve
 --backend cuda`: the prompts go in as llama.cpp's token ids, greedy; for aidreams260K (F32,
-F16) the whole continuation must equal llama.cpp's, for the random-weight mini-* files the
-first token (later ones are near-ties, as tests/unit/cpu/test_golden.c explains).
+F16) the whole continuation must equal llama.cpp's, for the random-weight mini-* and
+qwen2/qwen3-tiny files the first token (later ones are near-ties, as
+tests/unit/cpu/test_golden.c explains).
 
 Without a CUDA device the server refuses to start with a clear line; the test then prints
 it and exits 77, which ctest reports as skipped (SKIP_RETURN_CODE)."""
@@ -15,7 +16,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from uvllm_harness import Server, run, shared, test  # noqa: E402
 
 FULL = ("aidreams260K", "aidreams260K-f16")
-FIRST = ("mini-f16", "mini-bf16", "mini-q8_0", "mini-q4_0", "mini-q4_k_m")
+FIRST = ("mini-f16", "mini-bf16", "mini-q8_0", "mini-q4_0", "mini-q4_k_m", "qwen2-tiny-f16",
+         "qwen3-tiny-f16")
 
 
 def start(name):

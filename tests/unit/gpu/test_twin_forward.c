@@ -4,8 +4,8 @@
  * the device uses, paged attention with the online softmax and the grouped-query head
  * mapping, SwiGLU, residual adds, output norm and logits), and compared with the CPU
  * backend's logits for every token of a two-sequence step with scattered pages. So the
- * composition — shapes, head mapping, rope mode, page addressing — is checked without a
- * GPU, on the shared test models. */
+ * composition — shapes, head mapping, rope mode, page addressing, qwen2's biases and
+ * qwen3's q/k norms — is checked without a GPU, on the shared test models. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -86,6 +86,20 @@ static void forward(twin_t *g, const int32_t *tok, const int32_t *pos, const int
             matvec(L->wq, xb, q + t * QD);
             matvec(L->wk, xb, k);
             matvec(L->wv, xb, v);
+            if (L->bq) /* qwen2: biases (ul_gpu_add_rows) */
+                for (int i = 0; i < QD; i++) q[t * QD + i] += ((const float *)L->bq->data)[i];
+            if (L->bq)
+                for (int i = 0; i < KD; i++) {
+                    k[i] += ((const float *)L->bk->data)[i];
+                    v[i] += ((const float *)L->bv->data)[i];
+                }
+            if (L->q_norm) { /* qwen3: per-head RMSNorm (ul_gpu_rmsnorm over head rows) */
+                for (int h = 0; h < hp->n_head; h++)
+                    rmsnorm(q + t * QD + h * HD, L->q_norm->data, HD, hp->rms_eps,
+                            q + t * QD + h * HD);
+                for (int h = 0; h < hp->n_head_kv; h++)
+                    rmsnorm(k + h * HD, L->k_norm->data, HD, hp->rms_eps, k + h * HD);
+            }
             rope(g, q + t * QD, hp->n_head, pos[t]);
             rope(g, k, hp->n_head_kv, pos[t]);
             int32_t page = pt[t][pos[t] / g->ps], slot = pos[t] % g->ps;
@@ -207,3 +221,5 @@ Test(twin_forward, aidreams_f32_head_dim_16) { compare("aidreams260K", 5e-3); }
 Test(twin_forward, mini_f16_gqa) { compare("mini-f16", 1e-2); }
 Test(twin_forward, mini_q4_0) { compare("mini-q4_0", 0.2); }
 Test(twin_forward, mini_q4_k_m) { compare("mini-q4_k_m", 0.25); }
+Test(twin_forward, qwen2_biases_neox) { compare("qwen2-tiny-f16", 5e-3); }
+Test(twin_forward, qwen3_qk_norm_neox) { compare("qwen3-tiny-f16", 5e-3); }
