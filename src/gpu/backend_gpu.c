@@ -295,8 +295,9 @@ static int enqueue(gpu_t *g, ul_step_t *st) {
  * cannot race this one's, then fail it (UL_EINVAL: refused before any device work). */
 static int failed(gpu_t *g, ul_step_t *st, int rc) {
     if (rc != UL_EINVAL) {
-        cudaStreamSynchronize(g->stream);
-        cudaGetLastError(); /* clear a non-sticky error for the next step */
+        /* the step's own error is reported already; these only drain and reset */
+        (void)cuda_ok(cudaStreamSynchronize(g->stream), "cudaStreamSynchronize (failed step)");
+        (void)cudaGetLastError(); /* clear a non-sticky error for the next step */
         rc = UL_EIO;
     }
     st->status = rc;
@@ -339,13 +340,13 @@ static int gpu_run(ul_backend_t *b, ul_step_t *st) {
 static void gpu_destroy(ul_backend_t *b) {
     gpu_t *g = (gpu_t *)b;
     ul_worker_free(&g->worker);
-    if (g->stream) cudaStreamSynchronize(g->stream);
-    if (g->blas) cublasDestroy(g->blas);
-    if (g->stream) cudaStreamDestroy(g->stream);
-    cudaFree(g->d_weights);
-    cudaFree(g->d_scratch);
-    cudaFree(g->kv.kv);
-    cudaFreeHost(g->h_in);
+    if (g->stream) (void)CU(cudaStreamSynchronize(g->stream));
+    if (g->blas) (void)blas_ok(cublasDestroy(g->blas), "cublasDestroy");
+    if (g->stream) (void)CU(cudaStreamDestroy(g->stream));
+    (void)CU(cudaFree(g->d_weights)); /* logged; nothing more to do at destroy */
+    (void)CU(cudaFree(g->d_scratch));
+    (void)CU(cudaFree(g->kv.kv));
+    (void)CU(cudaFreeHost(g->h_in));
     free(g->layers);
     free(g->out_seq);
     free(g->host_row);
@@ -534,7 +535,8 @@ static int alloc_all(gpu_t *g, const ul_gpu_config_t *c, char *err, size_t errle
         return snprintf(err, errlen, "uploading the weights failed"), UL_EIO;
     /* KV pool: the budget, or half of what is left; at least one full context */
     size_t free_b = 0, total_b = 0;
-    cudaMemGetInfo(&free_b, &total_b);
+    if ((e = cudaMemGetInfo(&free_b, &total_b)) != cudaSuccess)
+        return snprintf(err, errlen, "cudaMemGetInfo: %s", cudaGetErrorString(e)), UL_EIO;
     size_t page = (size_t)hp->n_layer * 2 * (size_t)hp->n_head_kv * (size_t)g->kv.page_size *
                   (size_t)hp->head_dim * sizeof(uint16_t);
     size_t budget = c->kv_bytes > 0 ? (size_t)c->kv_bytes : free_b / 2;
