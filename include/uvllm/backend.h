@@ -157,6 +157,10 @@ typedef struct ul_null_config_s {
      * exactly. Copied at create. */
     const int32_t *reply;
     int32_t n_reply;
+    /* Fault injection (serve --null-fail-after): with fail set, the first fail_after steps
+     * succeed and every later one fails with UL_EIO (no output), as a broken device would. */
+    int fail;
+    int64_t fail_after;
 } ul_null_config_t;
 
 int ul_null_backend_create(const ul_null_config_t *cfg, ul_backend_t **out);

@@ -24,6 +24,8 @@ void ul_api_init(ul_api_t *a, ul_sched_t *sched, const ul_codec_t *codec, const 
 }
 
 void ul_api_free(ul_api_t *a) {
+    ul_http_keys_free(&a->api_keys);
+    ul_http_keys_free(&a->metrics_keys);
     free(a->chat_template_override);
     a->chat_template_override = NULL;
     ul_chat_tmpl_free(a->chat_tmpl);
@@ -31,8 +33,12 @@ void ul_api_free(ul_api_t *a) {
     a->chat_tmpl = a->chat_tmpl_tool = NULL;
 }
 
+static int draining(const ul_api_t *a) {
+    return a->draining || (a->server && ul_http_server_draining(a->server));
+}
+
 int ul_api_refuse_draining(ul_api_t *a, ul_http_req_t *req) {
-    if (!a->server || !ul_http_server_draining(a->server)) return 0;
+    if (!draining(a)) return 0;
     a->stats.completions_rejected++;
     ul_http_resp_header(req, "Retry-After", "5");
     ul_api_error(req, 503, "server_error", NULL, "shutting_down", "the server is shutting down");
@@ -41,6 +47,8 @@ int ul_api_refuse_draining(ul_api_t *a, ul_http_req_t *req) {
 
 int ul_api_register(ul_api_t *a, ul_router_t *r) {
     int rc = ul_router_add(r, UL_HTTP_GET, "/health", ul_api_health, a);
+    if (!rc) rc = ul_router_add(r, UL_HTTP_GET, "/health/live", ul_api_health_live, a);
+    if (!rc) rc = ul_router_add(r, UL_HTTP_GET, "/health/ready", ul_api_health_ready, a);
     if (!rc) rc = ul_router_add(r, UL_HTTP_GET, "/metrics", ul_api_metrics, a);
     if (!rc) rc = ul_router_add(r, UL_HTTP_GET, "/v1/models", ul_api_models, a);
     if (!rc) rc = ul_router_add(r, UL_HTTP_POST, "/v1/completions", ul_api_completions, a);
@@ -74,8 +82,6 @@ int ul_api_error(ul_http_req_t *req, int status, const char *type, const char *p
     cJSON_free(body);
     return rc;
 }
-
-static int draining(const ul_api_t *a) { return a->server && ul_http_server_draining(a->server); }
 
 int ul_api_health(ul_http_req_t *req, void *data) {
     ul_api_t *a = data;
@@ -158,6 +164,15 @@ static void load_metrics(text_t *t, const ul_api_t *a) {
            (double)a->stats.completions_overloaded);
     metric(t, "uvllm_deadlines_total", "counter", "sequences ended by their deadline",
            (double)ss->deadlines);
+    metric(t, "uvllm_ready", "gauge", "1 while /health/ready answers 200",
+           !strcmp(ul_api_ready_state(a, NULL, 0), "ready"));
+    metric(t, "uvllm_canary_total", "counter", "readiness canaries run", (double)a->ready.canaries);
+    metric(t, "uvllm_canary_failures_total", "counter", "readiness canaries whose step failed",
+           (double)a->ready.canary_failures);
+    metric(t, "uvllm_step_errors_total", "counter", "backend steps that failed",
+           (double)ss->step_errors);
+    metric(t, "uvllm_http_unauthorized_total", "counter", "requests answered 401 (API key)",
+           (double)a->unauthorized);
 }
 
 int ul_api_metrics(ul_http_req_t *req, void *data) {

@@ -67,6 +67,19 @@ typedef struct ul_api_stats_s {
 #define UL_API_MAX_ALIASES 8
 #define UL_API_NAME_MAX 128
 
+/* Readiness (api/ready.c): a canary sequence, a one-token prompt and one generated token
+ * through the scheduler and the real backend, runs at start and whenever no step has
+ * completed for interval_s; /health/ready is 200 while the last step (canary or not)
+ * succeeded and one succeeded within 3 x interval_s. */
+typedef struct ul_api_ready_s {
+    double interval_s; /* serve --canary-interval-s; 0: no canaries (tests without a loop) */
+    uv_timer_t timer;
+    int timer_up;    /* timer initialised: closed by ul_api_ready_stop */
+    ul_seq_t canary; /* the canary while live */
+    int canary_live; /* added, on_finish not yet run */
+    uint64_t canaries, canary_failures;
+} ul_api_ready_t;
+
 typedef struct ul_api_s {
     ul_sched_t *sched;
     ul_http_server_t *server; /* for counters and the draining state; may be NULL in tests */
@@ -102,6 +115,13 @@ typedef struct ul_api_s {
      * 0: no limit. */
     int32_t max_queue;
     double max_queue_wait_s;
+    /* Deployment (serve --api-key, --api-key-file, UVLLM_API_KEY, --metrics-key; owned by
+     * a, freed by ul_api_free): with keys, the routes api/auth.c protects answer 401
+     * without "Authorization: Bearer <key>". */
+    ul_http_keys_t api_keys, metrics_keys;
+    uint64_t unauthorized; /* requests answered 401 */
+    int draining;          /* SIGTERM seen (serve): readiness, /health and new /v1 work 503 */
+    ul_api_ready_t ready;
 } ul_api_t;
 
 /* Sets the codec's is_eog into the scheduler config before ul_sched_init when needed. */
@@ -133,6 +153,30 @@ int ul_api_tokenize(ul_http_req_t *req, void *data);   /* tokenize.c */
 int ul_api_detokenize(ul_http_req_t *req, void *data); /* tokenize.c */
 int ul_api_chat_completions(ul_http_req_t *req, void *data);
 int ul_api_apply_template(ul_http_req_t *req, void *data);
+
+/* Readiness (ready.c). GET /health/live: 200 {"status":"live"} while the process runs.
+ * GET /health/ready: 200 {"status":"ready"} or 503 {"status":"loading"|"draining"|
+ * "failing","reason":...}. */
+int ul_api_health_live(ul_http_req_t *req, void *data);
+int ul_api_health_ready(ul_http_req_t *req, void *data);
+/* "ready", "loading", "draining" or "failing"; *reason (may be NULL) gets a sentence. */
+const char *ul_api_ready_state(const ul_api_t *a, char *reason, size_t cap);
+/* Starts the canary timer on loop (interval_s > 0) and runs the first canary. */
+int ul_api_ready_start(ul_api_t *a, uv_loop_t *loop, double interval_s);
+/* Stops canaries (draining) and closes the timer; a canary in flight ends with the
+ * scheduler's cancel. */
+void ul_api_ready_stop(ul_api_t *a);
+
+/* The http hooks (auth.c): before-routing authentication, and the X-Uvllm-Load line. */
+int ul_api_authorize(ul_http_req_t *req, void *data);
+size_t ul_api_load_header(char *out, size_t cap, void *data);
+
+/* Server-Timing (timing.c). Non-streaming answers: "queue;dur=X, prefill;dur=Y,
+ * decode;dur=Z" (ms) over the request's choices. Streams, before their head is written:
+ * "setup;dur=X" (request complete -> now; queue, prefill and decode are not known yet). */
+struct ul_gen_s;
+void ul_api_timing_answer(struct ul_gen_s *g);
+void ul_api_timing_stream(ul_api_t *a, ul_http_req_t *req);
 
 /* 1 when the server is draining: answered 503 (and counted). */
 int ul_api_refuse_draining(ul_api_t *a, ul_http_req_t *req);

@@ -435,6 +435,7 @@ static void on_answer(ul_gen_t *g) {
         }
         ul_gen_printf(&b, ",\"finish_reason\":\"%s\"}", ch->finish_reason);
     }
+    ul_api_timing_answer(g);
     ul_gen_respond(g, &b);
 }
 
@@ -556,6 +557,7 @@ int ul_api_chat_completions(ul_http_req_t *req, void *data) {
     ul_gen_prompt_t pr = {0};
     pr.ids =
         ul_api_tokenize_text(&a->codec, text.p, text.len, (const uint8_t *)plain.p, 1, &pr.n_ids);
+    if (p.stream) ul_api_timing_stream(a, req);
     if (ul_gen_start(g, &pr) == 0) send_roles(g);
     free(pr.ids);
 out:

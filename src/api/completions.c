@@ -141,6 +141,7 @@ static void on_answer(ul_gen_t *g) {
             ul_gen_printf(&b, ",\"finish_reason\":\"%s\"}", ch->finish_reason);
         }
     }
+    ul_api_timing_answer(g);
     ul_gen_respond(g, &b);
 }
 
@@ -271,6 +272,7 @@ static void start(ul_gen_t *g) {
         pr[i] = (ul_gen_prompt_t){c->prompts[i].ids, c->prompts[i].n_ids};
         c->prompts[i].ids = NULL;
     }
+    if (g->p.stream) ul_api_timing_stream(g->api, g->req);
     /* On failure g is gone (answered and freed); the scheduler copied the ids. */
     if (ul_gen_start(g, pr) == 0 && echo) echo_prompts(g, c, pr);
     for (int i = 0; i < n; i++) free(pr[i].ids);

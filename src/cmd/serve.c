@@ -14,6 +14,7 @@
 #include "base/size.h"
 #include "cmd/cmd.h"
 #include "cpu/kv.h"
+#include "cpu/pool.h"
 #include "model/model.h"
 #include "uvllm/err.h"
 #include "uvllm/log.h"
@@ -24,15 +25,20 @@
  * token, engine/null.c), so the flag bounds its pages by the same arithmetic */
 #define NULL_KV_BYTES_PER_TOKEN 12
 #define CHAT_TEMPLATE_MAX (1 << 20)
+#define MAX_API_KEYS 64 /* --api-key flags; a key file may hold more */
 
 typedef struct serve_args_s {
     const char *model, *backend, *host, *log_level, *chat_template, *null_reply;
     int port, threads, max_batch_tokens, max_conns, max_seqs, null_ctx, kv_type;
     int ctx_size, max_tokens_default, truncate_max_tokens, parse_special;
     int64_t null_delay_us, max_body, kv_mem, null_token_us, null_prefill_us;
-    double shutdown_grace, header_timeout, idle_timeout;
+    double shutdown_grace, header_timeout, idle_timeout, stall_timeout;
     double itl_target_ms, max_queue_wait_s;
     int max_queue, no_prefix_cache;
+    double canary_interval_s, drain_delay_s;
+    int64_t null_fail_after; /* -1: off */
+    const char *api_keys[MAX_API_KEYS], *api_key_file, *metrics_key;
+    int n_api_keys;
     const char *aliases[UL_API_MAX_ALIASES];
     const char *cors[MAX_CORS];
     int n_aliases, n_cors;
@@ -53,7 +59,11 @@ static void usage(FILE *f) {
                "                   [--cors-origin ORIGIN]... [--chat-template FILE]\n"
                "                   [--itl-target-ms MS] [--no-prefix-cache] [--max-queue N]\n"
                "                   [--max-queue-wait-s SEC] [--null-token-us N]\n"
-               "                   [--null-prefill-us N]\n"
+               "                   [--null-prefill-us N] [--stall-timeout-s SEC]\n"
+               "                   [--null-fail-after N]\n"
+               "                   [--canary-interval-s SEC] [--drain-delay-s SEC]\n"
+               "                   [--api-key KEY]... [--api-key-file PATH]\n"
+               "                   [--metrics-key KEY]\n"
                "\n"
                "  --model PATH           GGUF model (implies --backend cpu)\n"
                "  --backend cpu|null     null: no model, deterministic pseudo-tokens (default\n"
@@ -69,7 +79,11 @@ static void usage(FILE *f) {
                "                         eos: a known output for testing the serving layer\n"
                "  --null-token-us N      null backend: extra time per decode token (default 0)\n"
                "  --null-prefill-us N    null backend: extra time per prefill token (default 0)\n"
-               "  --threads N            cpu backend threads (default: all cores)\n"
+               "  --null-fail-after N    null backend, fault injection: the first N steps\n"
+               "                         succeed, every later one fails (its requests get 500,\n"
+               "                         /health/ready turns 503)\n"
+               "  --threads N            cpu backend threads (default: the CPUs the process may\n"
+               "                         use: its affinity mask and cgroup CPU quota)\n"
                "  --kv-type f16|f32      cpu backend KV cache element type (default f16)\n"
                "  --ctx-size N           context per sequence (default: the model's training\n"
                "                         context; more is refused); with --backend null it\n"
@@ -104,9 +118,27 @@ static void usage(FILE *f) {
                "                         limit)\n"
                "  --max-queue-wait-s SEC answer 429 with Retry-After when a request's predicted\n"
                "                         wait is over SEC (default: no limit)\n"
-               "  --shutdown-grace SEC   time streams get to finish on SIGTERM (default 30)\n"
+               "  --shutdown-grace SEC   time streams get to finish once the listener closed\n"
+               "                         after SIGTERM (default 30)\n"
+               "  --drain-delay-s SEC    after SIGTERM keep the listener open SEC seconds,\n"
+               "                         answering /health/ready and new /v1 requests 503, so\n"
+               "                         load balancers stop sending first (default 0); the\n"
+               "                         process exits within SEC + --shutdown-grace\n"
+               "  --canary-interval-s SEC readiness: a one-token canary step runs at start-up and\n"
+               "                         whenever no step completed for SEC (default 5);\n"
+               "                         /health/ready is 200 while the last step succeeded\n"
+               "                         and one succeeded within 3 x SEC\n"
+               "  --api-key KEY          require 'Authorization: Bearer KEY' on /v1/*,\n"
+               "                         /tokenize, /detokenize, /apply-template (repeatable;\n"
+               "                         any listed key is accepted; health stays open)\n"
+               "  --api-key-file PATH    more keys, one per line ('#' comments, blank lines\n"
+               "                         ignored); the environment's UVLLM_API_KEY adds one\n"
+               "  --metrics-key KEY      require 'Authorization: Bearer KEY' on /metrics\n"
                "  --header-timeout SEC   request headers must arrive within (default 10)\n"
                "  --idle-timeout SEC     idle keep-alive connections close after (default 75)\n"
+               "  --stall-timeout-s SEC  a client that takes none of its waiting output for SEC\n"
+               "                         is dropped: its paused stream is cancelled and its KV\n"
+               "                         pages return (default 60)\n"
                "  --log-level L          (default info)\n");
 }
 
@@ -164,6 +196,13 @@ enum {
     O_MAX_QUEUE_WAIT,
     O_NULL_TOKEN,
     O_NULL_PREFILL,
+    O_STALL_TIMEOUT,
+    O_NULL_FAIL_AFTER,
+    O_CANARY_INTERVAL,
+    O_DRAIN_DELAY,
+    O_API_KEY,
+    O_API_KEY_FILE,
+    O_METRICS_KEY,
     O_DEVICE,
     O_TRUNCATE, /* flags without a value from here on */
     O_NO_PARSE_SPECIAL,
@@ -199,6 +238,13 @@ static const char *const g_opts[O_COUNT] = {"--model",
                                             "--max-queue-wait-s",
                                             "--null-token-us",
                                             "--null-prefill-us",
+                                            "--stall-timeout-s",
+                                            "--null-fail-after",
+                                            "--canary-interval-s",
+                                            "--drain-delay-s",
+                                            "--api-key",
+                                            "--api-key-file",
+                                            "--metrics-key",
                                             "--device",
                                             "--truncate-max-tokens",
                                             "--no-parse-special",
@@ -280,6 +326,24 @@ static int apply_opt(serve_args_t *a, int k, const char *v) {
         return parse_i64(v, 0, 10000000, &a->null_token_us);
     case O_NULL_PREFILL:
         return parse_i64(v, 0, 10000000, &a->null_prefill_us);
+    case O_STALL_TIMEOUT:
+        return parse_sec(v, 86400, &a->stall_timeout) || a->stall_timeout <= 0;
+    case O_NULL_FAIL_AFTER:
+        return parse_i64(v, 0, (int64_t)1 << 62, &a->null_fail_after);
+    case O_CANARY_INTERVAL:
+        return parse_sec(v, 86400, &a->canary_interval_s) || a->canary_interval_s < 0.05;
+    case O_DRAIN_DELAY:
+        return parse_sec(v, 86400, &a->drain_delay_s);
+    case O_API_KEY:
+        if (a->n_api_keys == MAX_API_KEYS) return 1;
+        a->api_keys[a->n_api_keys++] = v;
+        return 0;
+    case O_API_KEY_FILE:
+        a->api_key_file = v;
+        return !*v;
+    case O_METRICS_KEY:
+        a->metrics_key = v;
+        return 0;
     case O_DEVICE:
         return parse_int(v, 0, 1023, &a->device);
     }
@@ -298,7 +362,10 @@ static int parse_args(int argc, char **argv, serve_args_t *a) {
                         .shutdown_grace = 30,
                         .header_timeout = 10,
                         .idle_timeout = 75,
+                        .stall_timeout = 60,
                         .parse_special = 1,
+                        .canary_interval_s = 5,
+                        .null_fail_after = -1,
                         .log_level = "info"};
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -310,7 +377,9 @@ static int parse_args(int argc, char **argv, serve_args_t *a) {
         for (int j = 0; j < O_COUNT; j++)
             if (!strcmp(o, g_opts[j])) k = j;
         if (k < 0) {
-            fprintf(stderr, "uvllm serve: unknown option '%s' (see 'uvllm serve --help')\n", o);
+            /* "--api-key=KEY" and the like: the name only, a secret may follow the '=' */
+            fprintf(stderr, "uvllm serve: unknown option '%.*s' (see 'uvllm serve --help')\n",
+                    (int)strcspn(o, "="), o);
             return 2;
         }
         if (k >= O_TRUNCATE) {
@@ -324,6 +393,7 @@ static int parse_args(int argc, char **argv, serve_args_t *a) {
             return 2;
         }
         if (apply_opt(a, k, v)) {
+            if (k == O_API_KEY || k == O_METRICS_KEY) v = "(not shown)"; /* secrets stay out */
             fprintf(stderr, "uvllm serve: bad value '%s' for %s (see 'uvllm serve --help')\n", v,
                     o);
             return 2;
@@ -333,6 +403,10 @@ static int parse_args(int argc, char **argv, serve_args_t *a) {
     if (!a->backend) a->backend = a->model ? "cpu" : "null";
     if (strcmp(a->backend, "null") && !a->model) {
         fprintf(stderr, "uvllm serve: --backend %s needs --model PATH\n", a->backend);
+        return 2;
+    }
+    if (a->null_fail_after >= 0 && strcmp(a->backend, "null")) {
+        fprintf(stderr, "uvllm serve: --null-fail-after needs the null backend\n");
         return 2;
     }
     if (!strcmp(a->backend, "null") && !a->null_reply != !a->model) {
@@ -352,8 +426,9 @@ typedef struct server_s {
     ul_router_t router;
     ul_http_server_t http;
     uv_signal_t sigterm, sigint;
-    uint64_t grace_ms;
-    int signals, http_up, sched_up;
+    uv_timer_t drain_timer; /* --drain-delay-s: closes the listener when it fires */
+    uint64_t grace_ms, drain_delay_ms;
+    int signals, http_up, sched_up, drain_timer_up;
     int bad_config;    /* setup failed on the flags' values: exit 2, like a usage error */
     char kv_note[192]; /* how the KV pool was sized, for the start-up line */
 } server_t;
@@ -363,18 +438,50 @@ static void on_sched_closed(ul_sched_t *s) { UL_LOG_INFO("scheduler stopped"); }
 static void on_http_closed(ul_http_server_t *h) {
     server_t *sv = h->data;
     UL_LOG_INFO("all connections closed");
+    ul_api_ready_stop(&sv->api);
+    if (sv->drain_timer_up) uv_close((uv_handle_t *)&sv->drain_timer, NULL);
+    sv->drain_timer_up = 0;
     ul_sched_close(&sv->sched, on_sched_closed);
     uv_close((uv_handle_t *)&sv->sigterm, NULL);
     uv_close((uv_handle_t *)&sv->sigint, NULL);
 }
 
+/* The listener closes; open requests get the grace period. */
+static void shutdown_http(server_t *sv, uint64_t grace) {
+    if (sv->drain_timer_up) uv_timer_stop(&sv->drain_timer);
+    ul_http_server_shutdown(&sv->http, grace, on_http_closed);
+}
+
+static void on_drain_delay(uv_timer_t *t) {
+    server_t *sv = t->data;
+    UL_LOG_INFO("drain delay over: closing the listener (in-flight requests may finish)");
+    shutdown_http(sv, sv->grace_ms);
+}
+
+/* The first signal turns readiness (and /health, and new /v1 work) 503 at once; with
+ * --drain-delay-s the listener stays open that long so load balancers notice and stop
+ * sending before connections are refused. A second signal cuts everything. */
 static void on_signal(uv_signal_t *h, int signum) {
     server_t *sv = h->data;
+    const char *name = signum == SIGTERM ? "SIGTERM" : "SIGINT";
     sv->signals++;
+    if (sv->signals == 1) {
+        sv->api.draining = 1;
+        ul_api_ready_stop(&sv->api);
+        ul_http_server_drain_begin(&sv->http);
+        if (sv->drain_delay_ms && uv_timer_init(&sv->loop, &sv->drain_timer) == 0) {
+            sv->drain_timer_up = 1;
+            sv->drain_timer.data = sv;
+            uv_timer_start(&sv->drain_timer, on_drain_delay, sv->drain_delay_ms, 0);
+            UL_LOG_INFO("%s: draining: not ready; the listener closes in %.1f s", name,
+                        (double)sv->drain_delay_ms / 1e3);
+            return;
+        }
+    }
     uint64_t grace = sv->signals == 1 ? sv->grace_ms : 0;
-    UL_LOG_INFO("%s: shutting down (%s)", signum == SIGTERM ? "SIGTERM" : "SIGINT",
+    UL_LOG_INFO("%s: shutting down (%s)", name,
                 grace ? "in-flight requests may finish" : "cutting connections now");
-    ul_http_server_shutdown(&sv->http, grace, on_http_closed);
+    shutdown_http(sv, grace);
 }
 
 /* MemAvailable now, or -1. A start-up read: the loop is not running yet. */
@@ -448,6 +555,8 @@ static int null_reply(const serve_args_t *a, server_t *sv, ul_null_config_t *nc,
 
 static int make_null(const serve_args_t *a, server_t *sv) {
     ul_null_config_t nc = {.delay_us = a->null_delay_us,
+                           .fail = a->null_fail_after >= 0,
+                           .fail_after = a->null_fail_after > 0 ? a->null_fail_after : 0,
                            .token_us = a->null_token_us,
                            .prefill_us = a->null_prefill_us,
                            .n_ctx = a->ctx_size ? a->ctx_size : a->null_ctx,
@@ -523,13 +632,16 @@ static int make_backend(const serve_args_t *a, server_t *sv) {
     if (!strcmp(a->backend, "cuda")) return make_cuda(a, sv, n_ctx);
     int64_t page =
         (int64_t)ul_kv_page_bytes(a->kv_type, hp->n_layer, hp->n_head_kv, hp->head_dim, PAGE_SIZE);
-    ul_cpu_config_t cc = {.n_threads = a->threads,
+    char why[160] = "--threads";
+    ul_cpu_config_t cc = {.n_threads =
+                              a->threads ? a->threads : ul_pool_default_threads(why, sizeof why),
                           .kv_type = a->kv_type,
                           .n_ctx = n_ctx,
                           .page_size = PAGE_SIZE,
                           .kv_bytes = kv_budget(a, sv, n_ctx, page),
                           .max_batch_tokens = a->max_batch_tokens};
     if (!cc.kv_bytes) return UL_EINVAL;
+    UL_LOG_INFO("cpu backend: %d threads (%s)", cc.n_threads, why);
     rc = ul_cpu_backend_create(sv->model, &cc, &sv->backend);
     if (rc) fprintf(stderr, "uvllm serve: cannot start the cpu backend: %s\n", ul_strerror(rc));
     return rc;
@@ -561,6 +673,67 @@ static int read_file(const char *path, char **out, const char **why) {
 static const char *base_name(const char *path) {
     const char *s = strrchr(path, '/');
     return s ? s + 1 : path;
+}
+
+/* The API keys: --api-key flags, --api-key-file's lines, UVLLM_API_KEY. A key file that
+ * holds no key is an error: it would leave the API open by surprise. Keys are never
+ * printed, only counted. */
+static int add_key(ul_http_keys_t *k, const char *key, size_t len, const char *from) {
+    int rc = ul_http_keys_add(k, key, len);
+    if (rc)
+        fprintf(stderr,
+                "uvllm serve: %s: a key must be 1..%d printable ASCII characters without "
+                "spaces\n",
+                from, UL_HTTP_KEY_MAX);
+    return rc;
+}
+
+static int key_file(ul_http_keys_t *k, const char *path) {
+    char *text = NULL;
+    const char *why = "";
+    int rc = read_file(path, &text, &why);
+    if (rc) {
+        fprintf(stderr, "uvllm serve: cannot read --api-key-file '%s': %s\n", path, why);
+        return rc;
+    }
+    size_t before = k->n;
+    for (char *line = text, *next; line && !rc; line = next) {
+        next = strchr(line, '\n');
+        if (next) *next++ = '\0';
+        size_t n = strlen(line);
+        while (n && strchr(" \t\r", line[n - 1])) n--;
+        while (n && strchr(" \t", *line)) line++, n--;
+        if (n && *line != '#') rc = add_key(k, line, n, "--api-key-file");
+    }
+    memset(text, 0, strlen(text));
+    free(text);
+    if (!rc && k->n == before) {
+        fprintf(stderr, "uvllm serve: --api-key-file '%s' holds no key\n", path);
+        rc = UL_EINVAL;
+    }
+    return rc;
+}
+
+static int setup_keys(const serve_args_t *a, server_t *sv) {
+    ul_api_t *api = &sv->api;
+    int rc = 0;
+    for (int i = 0; i < a->n_api_keys && !rc; i++)
+        rc = add_key(&api->api_keys, a->api_keys[i], strlen(a->api_keys[i]), "--api-key");
+    if (!rc && a->api_key_file) rc = key_file(&api->api_keys, a->api_key_file);
+    const char *env = getenv("UVLLM_API_KEY");
+    if (!rc && env && *env) rc = add_key(&api->api_keys, env, strlen(env), "UVLLM_API_KEY");
+    if (!rc && a->metrics_key)
+        rc = add_key(&api->metrics_keys, a->metrics_key, strlen(a->metrics_key), "--metrics-key");
+    if (rc) {
+        sv->bad_config = 1;
+        return rc;
+    }
+    if (api->api_keys.n)
+        UL_LOG_INFO("API keys: %zu; /v1/* needs 'Authorization: Bearer <key>'", api->api_keys.n);
+    else
+        UL_LOG_INFO("no API key: /v1/* is open to every client that can connect");
+    if (api->metrics_keys.n) UL_LOG_INFO("/metrics needs its key (--metrics-key)");
+    return 0;
 }
 
 /* The api's settings from the flags; the chat template file is read here, once. */
@@ -660,6 +833,7 @@ static int setup(const serve_args_t *a, server_t *sv) {
     ul_api_init(&sv->api, &sv->sched, &codec, sv->model ? base_name(a->model) : "null");
     if ((rc = setup_api(a, sv)) != 0) return rc;
     if ((rc = setup_chat(a, sv)) != 0) return rc;
+    if ((rc = setup_keys(a, sv)) != 0) return rc;
     ul_router_init(&sv->router);
     if ((rc = ul_api_register(&sv->api, &sv->router)) != 0) return rc;
     ul_http_config_t hc;
@@ -670,8 +844,12 @@ static int setup(const serve_args_t *a, server_t *sv) {
     hc.max_conns = (unsigned)a->max_conns;
     hc.header_timeout_ms = (uint64_t)(a->header_timeout * 1000);
     hc.idle_timeout_ms = (uint64_t)(a->idle_timeout * 1000);
+    hc.stall_timeout_ms = (uint64_t)(a->stall_timeout * 1000);
     hc.cors_origins = a->cors;
     hc.n_cors_origins = (size_t)a->n_cors;
+    hc.before = ul_api_authorize;
+    hc.resp_header = ul_api_load_header;
+    hc.hook_data = &sv->api;
     if ((rc = ul_http_server_init(&sv->loop, &sv->http, &hc, &sv->router)) != 0) return rc;
     sv->http_up = 1;
     sv->http.data = sv;
@@ -725,6 +903,7 @@ int ul_cmd_serve(int argc, char **argv) {
         return 1;
     }
     sv->grace_ms = (uint64_t)(a.shutdown_grace * 1000);
+    sv->drain_delay_ms = (uint64_t)(a.drain_delay_s * 1000);
     rc = setup(&a, sv);
     if (rc == 0) {
         uv_signal_init(&sv->loop, &sv->sigterm);
@@ -736,6 +915,8 @@ int ul_cmd_serve(int argc, char **argv) {
                     sv->api.model_id, sv->backend->vt->name, sv->backend->n_ctx,
                     sv->backend->n_pages, sv->backend->page_size);
         log_kv(&a, sv);
+        if (ul_api_ready_start(&sv->api, &sv->loop, a.canary_interval_s))
+            UL_LOG_WARN("readiness canary not started: /health/ready stays 503");
         uv_run(&sv->loop, UV_RUN_DEFAULT);
         UL_LOG_INFO("stopped: %llu requests, %llu tokens generated",
                     (unsigned long long)sv->http.stats.requests_total,

@@ -1,7 +1,7 @@
-/* `uvllm synth` writes a random-weight llama, qwen2 or qwen3 model at a real shape
- * (TinyLlama-1.1B, a GPT-2-small-sized one, the shipped "mini") with the vocabulary of a
- * given GGUF, so speed can be measured at sizes where it means something without shipping
- * weights.
+/* `uvllm synth` writes a random-weight llama, qwen2, qwen3, gemma3 or phi3 model at a real
+ * shape (TinyLlama-1.1B, a GPT-2-small-sized one, the shipped "mini", Gemma-3-1B, Phi-3-mini)
+ * or a tiny test one, with the vocabulary of a given GGUF, so speed can be measured at sizes
+ * where it means something without shipping weights.
  * `uvllm quantize` converts a model's matrices to f16, q8_0 or q4_0 (norms stay f32).
  * Both stream tensor data through the GGUF writer row by row: multi-GB outputs never sit
  * in memory. */
@@ -20,13 +20,29 @@
 typedef struct {
     const char *name;
     int n_embd, n_layer, n_head, n_head_kv, n_ff, n_ctx;
+    /* gemma3 / phi3 shapes (0: unused) */
+    int head_dim;   /* attention.key_length; 0: n_embd / n_head */
+    int n_rot;      /* rope.dimension_count; 0: head_dim */
+    int n_swa;      /* attention.sliding_window (gemma3; phi3 writes it, llama.cpp ignores it) */
+    int n_ctx_orig; /* phi3: rope.scaling.original_context_length, LongRoPE factors if > 0 */
+    float softcap;  /* gemma3: final_logit_softcapping if > 0 */
 } shape_t;
 
 static const shape_t g_shapes[] = {
-    {"tinyllama", 2048, 22, 32, 4, 5632, 2048},
-    {"small", 768, 12, 12, 12, 2048, 2048},
-    {"mini", 256, 2, 4, 2, 768, 2048},
+    {"tinyllama", 2048, 22, 32, 4, 5632, 2048, 0, 0, 0, 0, 0},
+    {"small", 768, 12, 12, 12, 2048, 2048, 0, 0, 0, 0, 0},
+    {"mini", 256, 2, 4, 2, 768, 2048, 0, 0, 0, 0, 0},
+    /* tests: head_dim * n_head != n_embd, 5 sliding layers (window 8) and 1 global, softcap */
+    {"gemma3-tiny", 64, 6, 4, 2, 128, 2048, 32, 0, 8, 0, 4.0f},
+    {"gemma3-1b", 1152, 26, 4, 1, 6912, 32768, 256, 0, 512, 0, 0},
+    /* tests: fused qkv with GQA, partial rotary (24 of 32), LongRoPE long factors in use
+     * (context 4096 > 2048), a sliding window that must be ignored */
+    {"phi3-tiny", 128, 2, 4, 2, 256, 4096, 0, 24, 8, 2048, 0},
+    {"phi3-mini", 3072, 32, 32, 32, 8192, 4096, 0, 0, 2047, 0, 0},
 };
+
+static int shape_hd(const shape_t *s) { return s->head_dim ? s->head_dim : s->n_embd / s->n_head; }
+static int shape_rot(const shape_t *s) { return s->n_rot ? s->n_rot : shape_hd(s); }
 
 /* general.file_type values llama.cpp uses for "mostly <type>". */
 static int file_type_of(int type) {
@@ -95,28 +111,75 @@ static void fill_normal(rng_t *r, float *x, int64_t n, float std) {
 /* ---- synth ---- */
 
 static void synth_usage(FILE *f) {
-    fprintf(f, "usage: uvllm synth --shape tinyllama|small|mini --vocab VOCAB.gguf OUT.gguf\n"
-               "                   [--arch llama|qwen2|qwen3]\n"
+    fprintf(f, "usage: uvllm synth --shape SHAPE --vocab VOCAB.gguf OUT.gguf\n"
+               "                   [--arch llama|qwen2|qwen3|gemma3|phi3] [--layers N]\n"
                "                   [--type f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1] [--seed N]\n"
+               "SHAPE: tinyllama|small|mini (any arch), gemma3-tiny|gemma3-1b (gemma3),\n"
+               "phi3-tiny|phi3-mini (phi3).\n"
                "Random weights (normal, std 1/sqrt(fan_in)), norms 1, vocabulary copied from\n"
                "VOCAB.gguf (any GGUF with tokenizer.* keys). qwen2 adds q/k/v biases (normal,\n"
-               "std 0.1), qwen3 per-head q/k norms (1); both use rope.freq_base 1e6.\n");
+               "std 0.1), qwen3 per-head q/k norms (1); both use rope.freq_base 1e6. gemma3\n"
+               "and phi3 norms are 1 + normal(0, 0.1); gemma3 has tied output, q/k and post\n"
+               "norms; phi3 fused attn_qkv and gate|up, LongRoPE factors on phi3-tiny.\n");
 }
 
 typedef struct {
     const char *name;
     int64_t ne0, ne1; /* ne1 == 0: a 1-d norm (or bias) */
-    int bias;         /* 1-d, random instead of 1 */
+    int bias;         /* 1-d: 0 ones, 1 normal(0, 0.1), 2 1 + normal(0, 0.1) (gemma3/phi3
+                       * norms), 3 / 4 phi3's long / short RoPE factors */
 } wdesc_t;
 
-enum { ARCH_LLAMA, ARCH_QWEN2, ARCH_QWEN3 };
-static const char *const g_archs[] = {"llama", "qwen2", "qwen3"};
+enum { ARCH_LLAMA, ARCH_QWEN2, ARCH_QWEN3, ARCH_GEMMA3, ARCH_PHI3 };
+static const char *const g_archs[] = {"llama", "qwen2", "qwen3", "gemma3", "phi3"};
 #define MAX_PER_LAYER 14
 
 /* The tensor list in llama.cpp's order (llama; qwen2's biases and qwen3's q/k norms
  * follow the layer's llama tensors). Returns the count written to d. */
+/* gemma3 (llama.cpp's tensor order, tied output) and phi3 (fused qkv and gate|up, the
+ * LongRoPE factors first). */
+static int synth_tensors_gp(const shape_t *s, int arch, int64_t n_vocab, wdesc_t *d,
+                            char (*names)[48]) {
+    const int64_t e = s->n_embd, hd = shape_hd(s), q = (int64_t)s->n_head * hd,
+                  kv = (int64_t)s->n_head_kv * hd, ff = s->n_ff;
+    const int g = arch == ARCH_GEMMA3;
+    int n = 0;
+    if (!g && s->n_ctx_orig) {
+        d[n++] = (wdesc_t){"rope_factors_long.weight", shape_rot(s) / 2, 0, 3};
+        d[n++] = (wdesc_t){"rope_factors_short.weight", shape_rot(s) / 2, 0, 4};
+    }
+    d[n++] = (wdesc_t){"token_embd.weight", e, n_vocab, 0};
+    for (int l = 0; l < s->n_layer; l++) {
+        const wdesc_t w[] = {{"attn_norm.weight", e, 0, 2},
+                             {g ? "attn_q.weight" : "attn_qkv.weight", e, g ? q : q + 2 * kv, 0},
+                             {g ? "attn_k.weight" : NULL, e, kv, 0},
+                             {g ? "attn_v.weight" : NULL, e, kv, 0},
+                             {"attn_output.weight", q, e, 0},
+                             {g ? "attn_q_norm.weight" : NULL, hd, 0, 2},
+                             {g ? "attn_k_norm.weight" : NULL, hd, 0, 2},
+                             {g ? "post_attention_norm.weight" : NULL, e, 0, 2},
+                             {"ffn_norm.weight", e, 0, 2},
+                             {g ? "ffn_gate.weight" : NULL, e, ff, 0},
+                             {"ffn_up.weight", e, g ? ff : 2 * ff, 0},
+                             {"ffn_down.weight", ff, e, 0},
+                             {g ? "post_ffw_norm.weight" : NULL, e, 0, 2}};
+        for (size_t k = 0; k < sizeof w / sizeof w[0]; k++) {
+            if (!w[k].name) continue;
+            snprintf(names[n], 48, "blk.%d.%s", l, w[k].name);
+            d[n] = w[k];
+            d[n].name = names[n];
+            n++;
+        }
+    }
+    d[n++] = (wdesc_t){"output_norm.weight", e, 0, 2};
+    if (!g) d[n++] = (wdesc_t){"output.weight", e, n_vocab, 0};
+    return n;
+}
+
 static int synth_tensors(const shape_t *s, int arch, int64_t n_vocab, wdesc_t *d,
                          char (*names)[48]) {
+    if (arch == ARCH_GEMMA3 || arch == ARCH_PHI3)
+        return synth_tensors_gp(s, arch, n_vocab, d, names);
     int64_t e = s->n_embd, hd = s->n_embd / s->n_head, kv = (int64_t)s->n_head_kv * hd;
     int n = 0;
     d[n++] = (wdesc_t){"token_embd.weight", e, n_vocab, 0};
@@ -152,7 +215,10 @@ static int synth_meta(ul_gguf_writer_t *w, const shape_t *s, int arch, const ul_
                       int64_t n_vocab, int type) {
     const char *a = g_archs[arch];
     char name[64], key[96];
-    snprintf(name, sizeof name, "synthetic-%s", s->name);
+    /* without the arch prefix: llama.cpp's vocabulary loader treats a general.name holding
+     * "phi3" as Phi-3's and fails on a vocabulary without its special tokens */
+    const char *dash = strchr(s->name, '-');
+    snprintf(name, sizeof name, "synthetic-%s", dash ? dash + 1 : s->name);
     int rc = 0;
 #define KEY(suffix) (snprintf(key, sizeof key, "%s.%s", a, suffix), key)
     rc = rc ? rc : ul_gguf_w_str(w, "general.architecture", a, strlen(a));
@@ -163,7 +229,7 @@ static int synth_meta(ul_gguf_writer_t *w, const shape_t *s, int arch, const ul_
     rc = rc ? rc : ul_gguf_w_u32(w, KEY("embedding_length"), (uint32_t)s->n_embd);
     rc = rc ? rc : ul_gguf_w_u32(w, KEY("block_count"), (uint32_t)s->n_layer);
     rc = rc ? rc : ul_gguf_w_u32(w, KEY("feed_forward_length"), (uint32_t)s->n_ff);
-    rc = rc ? rc : ul_gguf_w_u32(w, KEY("rope.dimension_count"), (uint32_t)(s->n_embd / s->n_head));
+    rc = rc ? rc : ul_gguf_w_u32(w, KEY("rope.dimension_count"), (uint32_t)shape_rot(s));
     rc = rc ? rc : ul_gguf_w_u32(w, KEY("attention.head_count"), (uint32_t)s->n_head);
     rc = rc ? rc : ul_gguf_w_u32(w, KEY("attention.head_count_kv"), (uint32_t)s->n_head_kv);
     rc = rc ? rc
@@ -171,12 +237,23 @@ static int synth_meta(ul_gguf_writer_t *w, const shape_t *s, int arch, const ul_
                             arch == ARCH_LLAMA ? 1e-5f : 1e-6f);
     rc = rc ? rc : ul_gguf_w_f32(w, KEY("rope.freq_base"), arch == ARCH_LLAMA ? 10000.0f : 1e6f);
     rc = rc ? rc : ul_gguf_w_u32(w, KEY("vocab_size"), (uint32_t)n_vocab);
-    if (arch == ARCH_QWEN3) {
+    if (arch == ARCH_QWEN3 || arch == ARCH_GEMMA3) {
+        rc = rc ? rc : ul_gguf_w_u32(w, KEY("attention.key_length"), (uint32_t)shape_hd(s));
+        rc = rc ? rc : ul_gguf_w_u32(w, KEY("attention.value_length"), (uint32_t)shape_hd(s));
+    }
+    if ((arch == ARCH_GEMMA3 || arch == ARCH_PHI3) && s->n_swa)
+        rc = rc ? rc : ul_gguf_w_u32(w, KEY("attention.sliding_window"), (uint32_t)s->n_swa);
+    if (arch == ARCH_GEMMA3 && s->softcap > 0)
+        rc = rc ? rc : ul_gguf_w_f32(w, KEY("final_logit_softcapping"), s->softcap);
+    if (arch == ARCH_PHI3 && s->n_ctx_orig) {
+        /* the converter's LongRoPE attn_factor: sqrt(1 + ln(scale) / ln(orig)) */
+        double scale = (double)s->n_ctx / s->n_ctx_orig;
         rc = rc ? rc
-                : ul_gguf_w_u32(w, KEY("attention.key_length"), (uint32_t)(s->n_embd / s->n_head));
-        rc =
-            rc ? rc
-               : ul_gguf_w_u32(w, KEY("attention.value_length"), (uint32_t)(s->n_embd / s->n_head));
+                : ul_gguf_w_u32(w, KEY("rope.scaling.original_context_length"),
+                                (uint32_t)s->n_ctx_orig);
+        rc = rc ? rc
+                : ul_gguf_w_f32(w, KEY("rope.scaling.attn_factor"),
+                                (float)sqrt(1 + log(scale) / log(s->n_ctx_orig)));
     }
 #undef KEY
     for (uint64_t i = 0; !rc && i < voc->n_kv; i++) {
@@ -191,10 +268,15 @@ static int synth_meta(ul_gguf_writer_t *w, const shape_t *s, int arch, const ul_
 static int synth_data(ul_gguf_writer_t *w, const wdesc_t *d, int type, rng_t *r, float *row,
                       void *qrow) {
     if (!d->ne1) {
-        if (d->bias)
+        if (d->bias == 1 || d->bias == 2)
             fill_normal(r, row, d->ne0, 0.1f);
         else
-            for (int64_t i = 0; i < d->ne0; i++) row[i] = 1.0f;
+            for (int64_t i = 0; i < d->ne0; i++) row[i] = 0.0f;
+        for (int64_t i = 0; i < d->ne0; i++) /* the RoPE factors grow with the frequency index */
+            row[i] += d->bias == 1   ? 0.0f
+                      : d->bias == 3 ? 1.0f + 0.5f * (float)i
+                      : d->bias == 4 ? 1.0f + 0.05f * (float)i
+                                     : 1.0f;
         return ul_gguf_w_data(w, row, (size_t)d->ne0 * sizeof(float));
     }
     float std = 1.0f / sqrtf((float)d->ne0);
@@ -209,10 +291,11 @@ static int synth_data(ul_gguf_writer_t *w, const wdesc_t *d, int type, rng_t *r,
 
 static int synth_write(const shape_t *s, int arch, const ul_gguf_t *voc, int64_t n_vocab, int type,
                        uint64_t seed, const char *out) {
-    int max_t = 4 + MAX_PER_LAYER * s->n_layer;
+    int max_t = 6 + MAX_PER_LAYER * s->n_layer;
     wdesc_t *d = calloc((size_t)max_t, sizeof *d);
     char(*names)[48] = calloc((size_t)max_t, sizeof *names);
     int64_t max_row = s->n_embd > s->n_ff ? s->n_embd : s->n_ff;
+    if ((int64_t)s->n_head * shape_hd(s) > max_row) max_row = (int64_t)s->n_head * shape_hd(s);
     float *row = malloc((size_t)max_row * sizeof *row);
     void *qrow = malloc((size_t)max_row * sizeof(float));
     ul_gguf_writer_t *w = NULL;
@@ -243,6 +326,7 @@ static int synth_write(const shape_t *s, int arch, const ul_gguf_t *voc, int64_t
 int ul_cmd_synth(int argc, char **argv) {
     const char *shape = NULL, *vocab = NULL, *out = NULL, *tname = "f16", *aname = "llama";
     uint64_t seed = 42;
+    long layers = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) return synth_usage(stdout), 0;
@@ -256,18 +340,32 @@ int ul_cmd_synth(int argc, char **argv) {
             aname = argv[++i];
         else if (i + 1 < argc && !strcmp(a, "--seed"))
             seed = strtoull(argv[++i], NULL, 0);
+        else if (i + 1 < argc && !strcmp(a, "--layers"))
+            layers = strtol(argv[++i], NULL, 10);
         else if (a[0] != '-' && !out)
             out = a;
         else
             return synth_usage(stderr), 2;
     }
+    shape_t sh = {0};
     const shape_t *s = NULL;
     for (size_t i = 0; shape && i < sizeof g_shapes / sizeof g_shapes[0]; i++)
         if (!strcmp(shape, g_shapes[i].name)) s = &g_shapes[i];
     int type = parse_type(tname), arch = -1;
     for (int i = 0; i < (int)(sizeof g_archs / sizeof g_archs[0]); i++)
         if (!strcmp(aname, g_archs[i])) arch = i;
-    if (!s || !vocab || !out || type < 0 || arch < 0) return synth_usage(stderr), 2;
+    if (!s || !vocab || !out || type < 0 || arch < 0 || layers < 0 || layers > 1024)
+        return synth_usage(stderr), 2;
+    /* a gemma3-/phi3- shape is for that architecture only; the others for any */
+    if ((!strncmp(s->name, "gemma3", 6) && arch != ARCH_GEMMA3) ||
+        (!strncmp(s->name, "phi3", 4) && arch != ARCH_PHI3)) {
+        fprintf(stderr, "uvllm: shape %s needs --arch %.*s\n", s->name,
+                (int)(strchr(s->name, '-') - s->name), s->name);
+        return 2;
+    }
+    sh = *s;
+    if (layers) sh.n_layer = (int)layers;
+    s = &sh;
     ul_gguf_t voc;
     if (ul_gguf_open(&voc, vocab)) {
         fprintf(stderr, "uvllm: %s: %s\n", vocab, voc.err);

@@ -29,6 +29,8 @@ typedef struct null_backend_s {
     uint64_t *kv_owner; /* [n_pages * page_size]: seq_id + 1 of the position stored, 0 = empty */
     int32_t *kv_token;  /* [n_pages * page_size] */
     ul_worker_t worker; /* runs compute() on its thread, in submission order */
+    int fail;           /* fault injection: steps after the first fail_after fail */
+    int64_t fail_after, n_steps;
 } null_backend_t;
 
 static uint64_t mix64(uint64_t x) {
@@ -113,6 +115,15 @@ static int32_t scripted_token(const null_backend_t *nb, const ul_step_seq_t *s) 
     return nb->reply[0];
 }
 
+/* --null-fail-after: UL_EIO for every step after the first fail_after (logged once). */
+static int injected_fault(null_backend_t *nb) {
+    if (!nb->fail || ++nb->n_steps <= nb->fail_after) return 0;
+    if (nb->n_steps == nb->fail_after + 1)
+        UL_LOG_ERROR("null backend: injected fault: step %lld and every later step fail",
+                     (long long)nb->n_steps);
+    return UL_EIO;
+}
+
 static void compute(null_backend_t *nb, ul_step_t *step) {
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -125,7 +136,7 @@ static void compute(null_backend_t *nb, ul_step_t *step) {
         while (nanosleep(&d, &d) != 0) {
         }
     }
-    step->status = 0;
+    step->status = injected_fault(nb);
     for (int32_t i = 0; i < step->n_seqs && !step->status; i++)
         step->status = check_seq(nb, step, &step->seqs[i]);
     for (int32_t i = 0; i < step->n_seqs && !step->status; i++) {
@@ -193,12 +204,14 @@ int ul_null_backend_create(const ul_null_config_t *cfg, ul_backend_t **out) {
         c.eos_id = cfg->eos_id;
         c.reply = cfg->reply;
         c.n_reply = cfg->n_reply;
+        c.fail = cfg->fail;
+        c.fail_after = cfg->fail_after;
     }
     if (!c.eos_id) c.eos_id = c.n_vocab - 1;
     if (c.delay_us < 0 || c.token_us < 0 || c.prefill_us < 0 || c.n_vocab < 2 || c.n_ctx < 1 ||
         c.page_size < 1 || c.n_pages < 1 || c.eos_every < 0 ||
         (int64_t)c.n_pages * c.page_size > ((int64_t)1 << 31) || c.eos_id < 0 ||
-        c.eos_id >= c.n_vocab || c.n_reply < 0 || (c.n_reply && !c.reply))
+        c.eos_id >= c.n_vocab || c.n_reply < 0 || (c.n_reply && !c.reply) || c.fail_after < 0)
         return UL_EINVAL;
     null_backend_t *nb = calloc(1, sizeof *nb);
     if (!nb) return UL_ENOMEM;
@@ -225,6 +238,8 @@ int ul_null_backend_create(const ul_null_config_t *cfg, ul_backend_t **out) {
     nb->token_us = c.token_us;
     nb->prefill_us = c.prefill_us;
     nb->eos_every = c.eos_every;
+    nb->fail = c.fail;
+    nb->fail_after = c.fail_after;
     static const ul_worker_ops_t ops = {.step = worker_step};
     int rc = ul_worker_init(&nb->worker, &nb->base, &ops, nb);
     if (rc) {

@@ -254,6 +254,7 @@ static int build_request(ul_conn_t *c) {
     r->conn_id = c->id;
     r->req_id = ++c->n_req;
     r->request_id = c->rid;
+    r->t_start_ns = c->t_start;
     r->arena = &c->arena;
     r->user = NULL;
     r->conn_ = c;
@@ -281,7 +282,8 @@ static void dispatch(ul_conn_t *c, int upgrade) {
     /* No upgrades: after answering such a request the connection ends, so the parser is
      * never resumed past it. */
     upgrade |= c->parser.upgrade;
-    c->keep_alive = llhttp_should_keep_alive(&c->parser) && !s->draining && !upgrade;
+    c->keep_alive =
+        llhttp_should_keep_alive(&c->parser) && !s->draining && !s->no_keepalive && !upgrade;
     c->req_open = 1;
     if (ul_conn_std_headers(c, &c->resp_hdrs)) {
         ul_conn_close(c, UL_ENOMEM);
@@ -290,6 +292,7 @@ static void dispatch(ul_conn_t *c, int upgrade) {
         return;
     }
     if (ul_conn_cors_preflight(c)) return;
+    if (s->cfg.before && s->cfg.before(r, s->cfg.hook_data)) return;
 
     const ul_route_t *rt = NULL;
     char allow[96];
@@ -583,6 +586,7 @@ void ul_conn_fail(ul_conn_t *c, int status, const char *message) {
     ul_buf_t extra = {0};
     if (status == 503) rc |= ul_buf_puts(&extra, "Retry-After: 1\r\n");
     rc |= ul_conn_std_headers(c, &extra);
+    ul_conn_hook_headers(c, &extra);
     ul_http_head_t h = {
         .status = status,
         .content_type = "application/json",
@@ -621,8 +625,9 @@ void ul_conn_sweep(ul_conn_t *c, uint64_t now) {
         if (now >= c->linger_deadline) ul_conn_close(c, UL_ECLOSED);
         return;
     }
-    /* A client that stopped reading: nothing left the buffer for idle_timeout. */
-    if (ul_conn_pending(c) > 0 && now - c->last_out >= cfg->idle_timeout_ms) {
+    /* A client that stopped reading: nothing left the buffer for stall_timeout (a paused
+     * stream's sequence holds KV pages until this cancels it). */
+    if (ul_conn_pending(c) > 0 && now - c->last_out >= cfg->stall_timeout_ms) {
         ul_conn_close(c, UL_ETIMEDOUT);
         return;
     }

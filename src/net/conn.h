@@ -166,6 +166,9 @@ typedef struct ul_http_head_s {
     const char *date;
 } ul_http_head_t;
 int ul_http_head_write(ul_buf_t *b, const ul_http_head_t *h);
+/* Appends the config's resp_header hook lines to b (nothing without a hook; a line that
+ * does not fit is dropped: the headers are hints). */
+void ul_conn_hook_headers(const ul_conn_t *c, ul_buf_t *b);
 /* Appends {"error":{"message":...,"type":...,"param":null,"code":...}}. */
 int ul_http_error_body(ul_buf_t *b, const char *type, const char *code, const char *message);
 /* "invalid_request_error" etc. for a status net generates itself. */

@@ -37,6 +37,8 @@
 
 /* ---- configuration ---------------------------------------------------------------- */
 
+typedef struct ul_http_req_s ul_http_req_t;
+
 typedef struct ul_http_config_s {
     const char *host;           /* bind address, default "127.0.0.1"; IPv4 or IPv6 literal,
                                    or "localhost" (= 127.0.0.1) */
@@ -48,6 +50,9 @@ typedef struct ul_http_config_s {
     uint64_t header_timeout_ms; /* a request's headers must arrive within this, default 10000;
                                    over it: 408 + close (slowloris) */
     uint64_t idle_timeout_ms;   /* idle keep-alive connection, default 75000; then closed */
+    uint64_t stall_timeout_ms;  /* output waiting that the client takes none of for this
+                                   long (it stopped reading, e.g. a paused stream): closed,
+                                   the owner gets on_abort(UL_ETIMEDOUT); default 60000 */
     uint64_t sse_ping_ms;       /* ": ping" comment after this much SSE silence, default 15000;
                                    0 disables */
     size_t out_soft_limit;      /* pending output bytes per connection over which a stream is
@@ -66,6 +71,17 @@ typedef struct ul_http_config_s {
      * answered with "*". The array and its strings must outlive the server. */
     const char *const *cors_origins;
     size_t n_cors_origins;
+    /* Optional hooks, all called on the loop thread with hook_data.
+     * before: runs for every request after a CORS preflight was ruled out and before the
+     * router; returns 0 to let the request be routed, or 1 when it finished the request
+     * itself (an authentication check answering 401).
+     * resp_header: writes extra header lines ("Name: value\r\n"...) into out (at most cap
+     * bytes, no NUL needed) for every response head net writes (handlers' answers, SSE
+     * heads, preflights and net's own errors) at the moment it is written; returns the
+     * bytes written (0: none). */
+    int (*before)(ul_http_req_t *req, void *data);
+    size_t (*resp_header)(char *out, size_t cap, void *data);
+    void *hook_data;
 } ul_http_config_t;
 
 /* Fills every field with its default. */
@@ -94,7 +110,6 @@ typedef struct ul_http_header_s {
     size_t name_len, value_len;
 } ul_http_header_t;
 
-typedef struct ul_http_req_s ul_http_req_t;
 typedef struct ul_sse_s ul_sse_t;
 
 /* Owner callbacks of an open request; all optional. */
@@ -128,8 +143,9 @@ struct ul_http_req_s {
      * NUL-terminated; echoed as X-Request-Id on every response (net adds the header) and
      * written as request_id= in the access-log line. Same lifetime as the request. */
     const char *request_id;
-    ul_arena_t *arena; /* scratch for the owner; reset when the request ends */
-    void *user;        /* owner's, writable; net never reads it */
+    uint64_t t_start_ns; /* uv_hrtime() when the request was complete and dispatched */
+    ul_arena_t *arena;   /* scratch for the owner; reset when the request ends */
+    void *user;          /* owner's, writable; net never reads it */
     /* private */
     struct ul_conn_s *conn_;
 };
@@ -171,6 +187,33 @@ int ul_http_resp_header(ul_http_req_t *req, const char *name, const char *value)
  * or UL_ESTATE if the request was already finished / is a stream. */
 int ul_http_respond(ul_http_req_t *req, int status, const char *content_type, const char *body,
                     size_t len);
+
+/* ---- bearer-token authentication (auth.c) ----------------------------------------- */
+
+#define UL_HTTP_KEY_MAX 256 /* longest key, bytes */
+
+/* A set of secret keys (API keys). Compared in constant time: every check walks every
+ * key over UL_HTTP_KEY_MAX bytes, whatever the lengths and wherever the first difference
+ * is, so the time taken says nothing about the keys. Plain object; ul_http_keys_free. */
+typedef struct ul_http_keys_s {
+    unsigned char (*key)[UL_HTTP_KEY_MAX]; /* [n], zero-padded */
+    size_t *len;                           /* [n] */
+    size_t n, cap;
+} ul_http_keys_t;
+
+/* Adds a key of len bytes (1..UL_HTTP_KEY_MAX printable ASCII, no space). Returns 0,
+ * UL_EINVAL (empty, too long, or a byte outside 0x21..0x7e) or UL_ENOMEM. */
+int ul_http_keys_add(ul_http_keys_t *k, const char *key, size_t len);
+void ul_http_keys_free(ul_http_keys_t *k);
+/* 1 when token[0..len) equals one of the keys, in time independent of the keys. */
+int ul_http_keys_match(const ul_http_keys_t *k, const char *token, size_t len);
+/* 1 when the request carries "Authorization: Bearer <one of the keys>" (scheme
+ * case-insensitive); 0 when the header is missing, has another scheme or another token. */
+int ul_http_keys_check(const ul_http_keys_t *k, const ul_http_req_t *req);
+/* Answers 401 with WWW-Authenticate: Bearer and OpenAI's body for a wrong key
+ * ({"error":{"message":"Incorrect API key provided","type":"invalid_request_error",
+ * "param":null,"code":"invalid_api_key"}}) and FINISHES the request. */
+int ul_http_respond_unauthorized(ul_http_req_t *req);
 
 /* Sends the OpenAI-style error body
  * {"error":{"message":message,"type":type,"param":null,"code":code}} and FINISHES the
@@ -291,6 +334,7 @@ struct ul_http_server_s {
     char host[64];
     int port;
     int listening, draining, closing;
+    int no_keepalive;      /* ul_http_server_drain_begin was called */
     unsigned handles_open; /* listener + sweep + check, to know when the close callback may run */
     uint64_t next_conn_id;
     uint64_t drain_deadline; /* uv_now ms; 0 = none */
@@ -330,5 +374,11 @@ void ul_http_server_shutdown(ul_http_server_t *s, uint64_t grace_ms, ul_http_ser
 
 /* 1 after ul_http_server_shutdown was called. */
 int ul_http_server_draining(const ul_http_server_t *s);
+
+/* The first phase of a drain that keeps the listener open (serve --drain-delay-s): every
+ * response from now on carries Connection: close (also those of requests already open
+ * that have not answered yet), so clients and proxies stop reusing connections to this
+ * server while it still answers. Idempotent; ul_http_server_shutdown follows. */
+void ul_http_server_drain_begin(ul_http_server_t *s);
 
 #endif

@@ -139,6 +139,14 @@ void ul_http_access_log(ul_conn_t *c) {
                 c->rid_set ? c->rid : "-");
 }
 
+void ul_conn_hook_headers(const ul_conn_t *c, ul_buf_t *b) {
+    const ul_http_config_t *cfg = &c->srv->cfg;
+    if (!cfg->resp_header) return;
+    char line[512];
+    size_t n = cfg->resp_header(line, sizeof line, cfg->hook_data);
+    if (n > 0 && n <= sizeof line) ul_buf_append(b, line, n);
+}
+
 const ul_http_header_t *ul_http_req_header(const ul_http_req_t *req, const char *name) {
     size_t len = strlen(name);
     for (size_t i = 0; i < req->n_headers; i++) {
@@ -186,6 +194,7 @@ int ul_http_respond(ul_http_req_t *req, int status, const char *content_type, co
     ul_conn_t *c = req->conn_;
     if (!c->req_open || c->resp != UL_RESP_NONE) return UL_ESTATE;
     if (c->closing) return finish_closed(c, status);
+    ul_conn_hook_headers(c, &c->resp_hdrs);
     ul_http_head_t h = {
         .status = status,
         .content_type = content_type ? content_type : "application/json",

@@ -23,6 +23,7 @@ void ul_http_config_default(ul_http_config_t *cfg) {
     cfg->max_conns = 4096;
     cfg->header_timeout_ms = 10000;
     cfg->idle_timeout_ms = 75000;
+    cfg->stall_timeout_ms = 60000;
     cfg->sse_ping_ms = 15000;
     cfg->out_soft_limit = 256 * 1024;
     cfg->out_hard_limit = 4 * 1024 * 1024;
@@ -35,7 +36,7 @@ static int check_config(const ul_http_config_t *c) {
     if (c->port < 0 || c->port > 65535 || c->backlog <= 0) return UL_EINVAL;
     if (c->max_header_bytes < 64 || c->max_header_bytes > (1u << 30)) return UL_EINVAL;
     if (c->max_body > ((size_t)1 << 40) || c->max_conns == 0) return UL_EINVAL;
-    if (!c->header_timeout_ms || !c->idle_timeout_ms) return UL_EINVAL;
+    if (!c->header_timeout_ms || !c->idle_timeout_ms || !c->stall_timeout_ms) return UL_EINVAL;
     if (!c->out_soft_limit || c->out_hard_limit < c->out_soft_limit) return UL_EINVAL;
     if (c->n_cors_origins && !c->cors_origins) return UL_EINVAL;
     for (size_t i = 0; i < c->n_cors_origins; i++)
@@ -48,6 +49,7 @@ static int check_config(const ul_http_config_t *c) {
 static uint64_t sweep_interval(const ul_http_config_t *c) {
     uint64_t t = c->header_timeout_ms;
     if (c->idle_timeout_ms < t) t = c->idle_timeout_ms;
+    if (c->stall_timeout_ms < t) t = c->stall_timeout_ms;
     if (c->sse_ping_ms && c->sse_ping_ms < t) t = c->sse_ping_ms;
     if (c->linger_ms && c->linger_ms < t) t = c->linger_ms;
     t /= 4;
@@ -196,6 +198,20 @@ static void maybe_done(ul_http_server_t *s) {
 
 void ul_http_server_conn_gone(ul_http_server_t *s) { maybe_done(s); }
 
+/* Responses still to come carry Connection: close. */
+static void close_after_answers(ul_http_server_t *s) {
+    ul_queue_t *q;
+    UL_QUEUE_FOREACH(q, &s->conns) {
+        ul_conn_t *c = UL_QUEUE_DATA(q, ul_conn_t, node);
+        if (c->req_open && c->resp == UL_RESP_NONE) c->keep_alive = 0;
+    }
+}
+
+void ul_http_server_drain_begin(ul_http_server_t *s) {
+    s->no_keepalive = 1;
+    close_after_answers(s);
+}
+
 void ul_http_server_shutdown(ul_http_server_t *s, uint64_t grace_ms, ul_http_server_cb cb) {
     if (cb) s->shutdown_cb = cb;
     uint64_t now = uv_now(s->loop);
@@ -210,12 +226,7 @@ void ul_http_server_shutdown(ul_http_server_t *s, uint64_t grace_ms, ul_http_ser
         if (!ul_queue_empty(&s->conns))
             UL_LOG_INFO("draining %" PRIu64 " connection(s), grace %" PRIu64 " ms",
                         s->stats.conns_open, grace_ms);
-        /* Responses still to come carry Connection: close. */
-        ul_queue_t *q;
-        UL_QUEUE_FOREACH(q, &s->conns) {
-            ul_conn_t *c = UL_QUEUE_DATA(q, ul_conn_t, node);
-            if (c->req_open && c->resp == UL_RESP_NONE) c->keep_alive = 0;
-        }
+        close_after_answers(s);
         /* The sweep timer enforces the deadline; it may not be running if listen failed. */
         if (!uv_is_active((uv_handle_t *)&s->sweep)) {
             uint64_t iv = sweep_interval(&s->cfg);

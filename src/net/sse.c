@@ -34,6 +34,7 @@ int ul_sse_start(ul_http_req_t *req, ul_sse_t **out) {
     c->chunked = !http10;
     /* A 1.0 client learns the end of the stream only from the connection closing. */
     if (http10) c->keep_alive = 0;
+    ul_conn_hook_headers(c, &c->resp_hdrs);
     ul_http_head_t h = {
         .status = 200,
         .content_length = -1,

@@ -97,6 +97,8 @@ struct ul_seq_s {
     uint64_t deadline_ns; /* 0, or a uv_hrtime() after which the sequence ends at the next
                            * step with UL_FINISH_DEADLINE (tokens not yet delivered are
                            * dropped) */
+    int probe;            /* 1: a health probe (the api's readiness canary), not load: not
+                           * counted against max_seqs, in latency histograms or tokens */
     /* scheduler's, read-only for the caller */
     uint64_t id;
     ul_seq_state_t state;
@@ -131,8 +133,9 @@ struct ul_seq_s {
     uint64_t prefix_hash;
     int32_t n_cached; /* prompt tokens found in the prefix cache at its last admission */
     int expired;      /* past deadline_ns: ends like a cancel, with UL_FINISH_DEADLINE */
-    /* uv_hrtime() of: ul_sched_add, first admission into a step, last token delivered */
-    uint64_t t_add_ns, t_sched_ns, t_last_ns;
+    /* uv_hrtime() of: ul_sched_add, first admission into a step, first and last token
+     * delivered */
+    uint64_t t_add_ns, t_sched_ns, t_first_ns, t_last_ns;
     ul_queue_t node; /* in the waiting or running list */
 };
 
@@ -214,7 +217,12 @@ struct ul_sched_s {
     uint64_t idle_ns;    /* uv_metrics_idle_time then */
     int32_t pace_hold;   /* completions to wait before write_every changes again */
     void (*close_cb)(ul_sched_t *s);
-    void *data; /* owner's */
+    /* The last step absorbed, for readiness (api/ready.c): uv_hrtime() when it completed,
+     * its status, and when a step last succeeded (0: never). */
+    uint64_t t_step_done_ns, t_step_ok_ns;
+    int step_status;
+    int32_t n_probes; /* probe sequences not yet finished */
+    void *data;       /* owner's */
 };
 
 #define UL_SCHED_MAX_WRITE_EVERY 4
@@ -261,7 +269,9 @@ void ul_sched_cancel(ul_sched_t *s, ul_seq_t *seq);
 void ul_sched_set_paused(ul_sched_t *s, ul_seq_t *seq, int paused);
 /* Predicted seconds until a new sequence with an n_prompt-token prompt gets its first
  * token: the prefill queued ahead of it and its own, at the prefill rate the step-time
- * model and the latency target allow with the current decoders. 0 before any step ran. */
+ * model and the latency target allow with the current decoders, plus, when the KV pool
+ * cannot hold that prefill now, the decode steps until running sequences end (by their
+ * max_tokens or the context) and return enough pages. 0 before any step ran. */
 double ul_sched_predict_wait_s(const ul_sched_t *s, int32_t n_prompt);
 /* Sequences not yet finished. */
 static inline int32_t ul_sched_n_active(const ul_sched_t *s) { return s->n_waiting + s->n_running; }

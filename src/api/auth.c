@@ -1,0 +1,58 @@
+/* Who may call what, and the load hint on every response: the two hooks `uvllm serve`
+ * installs in net (ul_http_config_t.before / resp_header).
+ *
+ * With API keys (--api-key, --api-key-file, UVLLM_API_KEY) every path under /v1/ (also
+ * unknown ones: 401 before 404, as OpenAI answers) and the tokenizer endpoints need
+ * "Authorization: Bearer <key>"; /metrics needs --metrics-key's when set. Health stays
+ * open for probes and load balancers, and so is OPTIONS: CORS preflights are answered by
+ * net before this runs (a browser sends them without credentials), and without CORS an
+ * OPTIONS gets the router's 404/405 either way. */
+#include <stdio.h>
+#include <string.h>
+
+#include "api/api.h"
+#include "uvllm/log.h"
+
+static int is_path(const ul_http_req_t *req, const char *p) {
+    size_t n = strlen(p);
+    return req->path_len == n && !memcmp(req->path, p, n);
+}
+
+static int needs_api_key(const ul_http_req_t *req) {
+    return (req->path_len >= 3 && !memcmp(req->path, "/v1", 3) &&
+            (req->path_len == 3 || req->path[3] == '/')) ||
+           is_path(req, "/tokenize") || is_path(req, "/detokenize") ||
+           is_path(req, "/apply-template");
+}
+
+int ul_api_authorize(ul_http_req_t *req, void *data) {
+    ul_api_t *a = data;
+    const ul_http_keys_t *keys = NULL;
+    /* OPTIONS carries no credentials (a browser's preflight never does); no route
+     * answers it with data, so it is never worth a 401 */
+    if (req->method == UL_HTTP_OPTIONS) return 0;
+    if (a->api_keys.n && needs_api_key(req))
+        keys = &a->api_keys;
+    else if (a->metrics_keys.n && is_path(req, "/metrics"))
+        keys = &a->metrics_keys;
+    if (!keys || ul_http_keys_check(keys, req)) return 0;
+    a->unauthorized++;
+    UL_LOG_DEBUG("conn=%llu req=%llu %s: %s API key", (unsigned long long)req->conn_id,
+                 (unsigned long long)req->req_id, req->path,
+                 ul_http_req_header(req, "authorization") ? "wrong" : "no");
+    ul_http_respond_unauthorized(req);
+    return 1;
+}
+
+/* Sequences running and waiting, the readiness canary left out (it is not load). */
+size_t ul_api_load_header(char *out, size_t cap, void *data) {
+    const ul_api_t *a = data;
+    const ul_sched_t *s = a->sched;
+    int32_t running = s->n_running, waiting = s->n_waiting;
+    if (a->ready.canary_live) {
+        if (a->ready.canary.state == UL_SEQ_RUNNING) running--;
+        if (a->ready.canary.state == UL_SEQ_WAITING) waiting--;
+    }
+    int n = snprintf(out, cap, "X-Uvllm-Load: running=%d, waiting=%d\r\n", running, waiting);
+    return n > 0 && (size_t)n < cap ? (size_t)n : 0;
+}
