@@ -46,6 +46,21 @@ if [ ${#missing[@]} -gt 0 ]; then
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+# The CUDA toolkit (nvcc, cudart, cuBLAS) for src/gpu: this project's machine image ships it
+# in /usr/local/cuda (not a Debian package), and CMake's UVLLM_CUDA=AUTO builds the backend
+# when it finds nvcc there or on the PATH. Elsewhere, UVLLM_CUDA_DEPS=1 installs Debian's
+# nvidia-cuda-toolkit (needs the contrib/non-free components); without either the backend
+# is left out and everything else builds and tests as before.
+if ! command -v nvcc >/dev/null && [ ! -x /usr/local/cuda/bin/nvcc ]; then
+    if [ "${UVLLM_CUDA_DEPS:-0}" = 1 ]; then
+        SUDO=; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+        $SUDO apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
+            nvidia-cuda-toolkit >/dev/null
+    else
+        echo "deps: no CUDA toolkit (nvcc): the CUDA backend is not built" >&2
+    fi
+fi
 # The official OpenAI SDK for the end-to-end tests, exactly as the lock file pins it.
 e2e="$(dirname "$0")/../tests/e2e"
 if [ ! -d "$e2e/node_modules/openai" ] || [ "$e2e/package-lock.json" -nt "$e2e/node_modules/.package-lock.json" ]; then

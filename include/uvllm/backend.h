@@ -5,7 +5,20 @@
  * completion the step belongs to the backend, which reads its inputs and writes its
  * outputs. Completion: the backend posts &step->node to the bridge it was given
  * (base/bridge.h); the loop's bridge callback receives it on the loop thread and owns the
- * step again. submit() never blocks the loop.
+ * step again. submit() never blocks the loop. Backends do this through the one backend
+ * worker (src/engine/worker.h), the only backend code that touches the bridge.
+ *
+ * Borrowed while in flight: from submit until the completion callback the loop must not
+ * change or free
+ *   - the step's tokens and seqs arrays (the scheduler's own step buffers);
+ *   - each ul_step_seq_t's pages array (the sequence's page table: the scheduler may not
+ *     grow, shrink or reallocate it, nor free or reuse the pages it lists);
+ *   - each history array (the sequence's token list: no append, no reallocation);
+ *   - each sampling.logit_bias array (owned by the request, see ul_sampling_t).
+ * The backend writes only status, compute_us, and each sampled sequence's rng and out_*
+ * fields; it reads everything else. A GPU backend copies the borrowed arrays to pinned
+ * memory on its worker thread before the step's copies are queued, but the contract is
+ * the same for every backend: nothing borrowed changes until completion.
  *
  * KV cache: the backend owns KV storage of n_pages pages of page_size tokens each (for
  * every layer). The scheduler owns page tables: each sequence of a step lists the pages
@@ -14,6 +27,7 @@
 #ifndef UVLLM_BACKEND_H
 #define UVLLM_BACKEND_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "base/queue.h"
@@ -105,7 +119,18 @@ struct ul_backend_s {
     int32_t page_size; /* tokens per KV page */
     int32_t n_pages;   /* pages in the pool */
     int32_t eos_id;    /* end-of-generation token, -1 if none */
+    /* Largest step the backend accepts, in tokens (its scratch is sized for it); 0 = no
+     * limit. The scheduler's token budget never exceeds it (ul_backend_max_step_tokens). */
+    int32_t max_step_tokens;
 };
+
+/* The step budget a scheduler may use: want (0 = the backend's own limit, or 512 when it
+ * has none), never more than the backend accepts. */
+static inline int32_t ul_backend_max_step_tokens(const ul_backend_t *b, int32_t want) {
+    int32_t lim = b->max_step_tokens;
+    if (want <= 0) return lim > 0 ? lim : 512;
+    return lim > 0 && want > lim ? lim : want;
+}
 
 static inline int ul_backend_submit(ul_backend_t *b, ul_step_t *s) { return b->vt->submit(b, s); }
 static inline int ul_backend_run(ul_backend_t *b, ul_step_t *s) { return b->vt->run(b, s); }
@@ -153,5 +178,21 @@ typedef struct ul_cpu_config_s {
 } ul_cpu_config_t;
 
 int ul_cpu_backend_create(const ul_model_t *m, const ul_cpu_config_t *cfg, ul_backend_t **out);
+
+/* The CUDA backend (src/gpu; built when UVLLM_CUDA finds the toolkit): weights uploaded to
+ * device `device` once, KV pages in one device pool, one step at a time on a compute
+ * stream whose end (cudaLaunchHostFunc) hands the step back through the backend worker.
+ * Returns UL_ENOTSUP with no usable device or a model it cannot run, UL_ENOMEM when the
+ * weights, KV pool or scratch do not fit; the reason is written to err. */
+typedef struct ul_gpu_config_s {
+    int32_t device;           /* CUDA device ordinal, default 0 */
+    int32_t n_ctx;            /* 0 = the model's training context */
+    int32_t page_size;        /* tokens per page, default 16 */
+    int64_t kv_bytes;         /* KV pool budget; 0 = half the device memory left */
+    int32_t max_batch_tokens; /* largest step, default 512 */
+} ul_gpu_config_t;
+
+int ul_gpu_backend_create(const ul_model_t *m, const ul_gpu_config_t *cfg, ul_backend_t **out,
+                          char *err, size_t errlen);
 
 #endif

@@ -42,10 +42,12 @@ typedef struct serve_args_s {
     const char *aliases[UL_API_MAX_ALIASES];
     const char *cors[MAX_CORS];
     int n_aliases, n_cors;
+    int device; /* --backend cuda */
 } serve_args_t;
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: uvllm serve [--model PATH] [--backend cpu|null] [--host H] [--port P]\n"
+    fprintf(f, "usage: uvllm serve [--model PATH] [--backend cpu|null|cuda] [--device N]\n"
+               "                   [--host H] [--port P]\n"
                "                   [--null-delay-us N] [--null-ctx N] [--threads N]\n"
                "                   [--max-body BYTES]\n"
                "                   [--max-conns N] [--max-seqs N] [--max-batch-tokens N]\n"
@@ -65,7 +67,9 @@ static void usage(FILE *f) {
                "\n"
                "  --model PATH           GGUF model (implies --backend cpu)\n"
                "  --backend cpu|null     null: no model, deterministic pseudo-tokens (default\n"
-               "                         without --model); prompts are one token per word\n"
+               "                         without --model); prompts are one token per word;\n"
+               "                         cuda: the model on an NVIDIA GPU (builds with CUDA)\n"
+               "  --device N             cuda backend: device ordinal (default 0)\n"
                "  --host H               bind address (default 127.0.0.1)\n"
                "  --port P               TCP port, 0 picks a free one (default 8080)\n"
                "  --null-delay-us N      null backend: time per step (default 0)\n"
@@ -199,6 +203,7 @@ enum {
     O_API_KEY,
     O_API_KEY_FILE,
     O_METRICS_KEY,
+    O_DEVICE,
     O_TRUNCATE, /* flags without a value from here on */
     O_NO_PARSE_SPECIAL,
     O_NO_PREFIX_CACHE,
@@ -240,6 +245,7 @@ static const char *const g_opts[O_COUNT] = {"--model",
                                             "--api-key",
                                             "--api-key-file",
                                             "--metrics-key",
+                                            "--device",
                                             "--truncate-max-tokens",
                                             "--no-parse-special",
                                             "--no-prefix-cache"};
@@ -254,7 +260,7 @@ static int apply_opt(serve_args_t *a, int k, const char *v) {
         return 0;
     case O_BACKEND:
         a->backend = v;
-        return strcmp(v, "cpu") && strcmp(v, "null");
+        return strcmp(v, "cpu") && strcmp(v, "null") && strcmp(v, "cuda");
     case O_HOST:
         a->host = v;
         return 0;
@@ -338,6 +344,8 @@ static int apply_opt(serve_args_t *a, int k, const char *v) {
     case O_METRICS_KEY:
         a->metrics_key = v;
         return 0;
+    case O_DEVICE:
+        return parse_int(v, 0, 1023, &a->device);
     }
     return 1;
 }
@@ -393,8 +401,8 @@ static int parse_args(int argc, char **argv, serve_args_t *a) {
         i++;
     }
     if (!a->backend) a->backend = a->model ? "cpu" : "null";
-    if (!strcmp(a->backend, "cpu") && !a->model) {
-        fprintf(stderr, "uvllm serve: --backend cpu needs --model PATH\n");
+    if (strcmp(a->backend, "null") && !a->model) {
+        fprintf(stderr, "uvllm serve: --backend %s needs --model PATH\n", a->backend);
         return 2;
     }
     if (a->null_fail_after >= 0 && strcmp(a->backend, "null")) {
@@ -580,6 +588,29 @@ static int make_null(const serve_args_t *a, server_t *sv) {
     return rc;
 }
 
+/* --backend cuda: the model on device a->device; every start-up failure (no device, no
+ * CUDA in this build, out of device memory) is one clear line and a non-zero exit. */
+static int make_cuda(const serve_args_t *a, server_t *sv, int32_t n_ctx) {
+#ifdef UVLLM_HAVE_CUDA
+    char err[256] = "";
+    ul_gpu_config_t gc = {.device = a->device,
+                          .n_ctx = n_ctx,
+                          .page_size = PAGE_SIZE,
+                          .kv_bytes = a->kv_mem,
+                          .max_batch_tokens = a->max_batch_tokens};
+    int rc = ul_gpu_backend_create(sv->model, &gc, &sv->backend, err, sizeof err);
+    if (rc)
+        fprintf(stderr, "uvllm serve: cannot start the cuda backend: %s\n",
+                err[0] ? err : ul_strerror(rc));
+    return rc;
+#else
+    (void)a, (void)sv, (void)n_ctx;
+    fprintf(stderr, "uvllm serve: cannot start the cuda backend: this build has no CUDA "
+                    "(configure with -DUVLLM_CUDA=ON on a machine with the CUDA toolkit)\n");
+    return UL_ENOTSUP;
+#endif
+}
+
 static int make_backend(const serve_args_t *a, server_t *sv) {
     if (!strcmp(a->backend, "null")) return make_null(a, sv);
     char err[256] = "";
@@ -598,6 +629,7 @@ static int make_backend(const serve_args_t *a, server_t *sv) {
         return UL_EINVAL;
     }
     int32_t n_ctx = a->ctx_size ? a->ctx_size : hp->n_ctx_train;
+    if (!strcmp(a->backend, "cuda")) return make_cuda(a, sv, n_ctx);
     int64_t page =
         (int64_t)ul_kv_page_bytes(a->kv_type, hp->n_layer, hp->n_head_kv, hp->head_dim, PAGE_SIZE);
     char why[160] = "--threads";
@@ -779,7 +811,9 @@ static int setup(const serve_args_t *a, server_t *sv) {
     int rc = make_backend(a, sv);
     if (rc) return rc;
     ul_codec_t codec;
-    ul_sched_config_t scfg = {.max_batch_tokens = a->max_batch_tokens,
+    /* a backend with a step limit (sized from --max-batch-tokens at create) sets the budget */
+    ul_sched_config_t scfg = {.max_batch_tokens =
+                                  sv->backend->max_step_tokens ? 0 : a->max_batch_tokens,
                               .max_seqs = a->max_seqs,
                               .no_prefix_cache = a->no_prefix_cache,
                               .itl_target_ms = a->itl_target_ms};

@@ -1,14 +1,14 @@
-/* The CPU backend behind include/uvllm/backend.h: a dedicated worker thread takes steps
- * from a queue (submit never blocks the loop beyond a mutex), runs the forward pass and
- * the sampling on the thread pool, and posts each finished step to the loop's bridge.
- * run() does the same synchronously on the caller's thread, serialised with the worker
- * because one ul_fwd_t computes one step at a time. */
+/* The CPU backend behind include/uvllm/backend.h: the backend worker (engine/worker.h)
+ * takes steps in order, runs the forward pass and the sampling on the thread pool, and
+ * hands each finished step back to the loop. run() does the same synchronously on the
+ * caller's thread, serialised with the worker because one ul_fwd_t computes one step at a
+ * time. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <time.h>
 
-#include "base/bridge.h"
 #include "cpu/forward.h"
+#include "engine/worker.h"
 #include "uvllm/backend.h"
 #include "uvllm/err.h"
 #include "uvllm/log.h"
@@ -16,12 +16,7 @@
 typedef struct {
     ul_backend_t base;
     ul_fwd_t *fwd;
-    pthread_t thread;
-    int started;
-    pthread_mutex_t mu; /* guards queue and stop */
-    pthread_cond_t cv;
-    ul_queue_t queue; /* submitted steps, in order */
-    int stop;
+    ul_worker_t worker;
     pthread_mutex_t fwd_mu; /* one step at a time through fwd (worker vs run) */
 } cpu_backend_t;
 
@@ -42,61 +37,25 @@ static void compute(cpu_backend_t *b, ul_step_t *step) {
                     ul_strerror(step->status));
 }
 
-/* How long the worker waits for the next step before parking the pool's spinning
- * threads: longer than the loop's turnaround between two steps, so a busy server never
- * pays the futex wake-up, short enough that an idle one stops burning cores. */
-#define PARK_AFTER_NS 3000000L
+static int worker_step(void *ctx, ul_step_t *step) {
+    compute(ctx, step);
+    return UL_WORKER_DONE;
+}
 
-static void wait_for_step(cpu_backend_t *b) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_nsec += PARK_AFTER_NS;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
-    while (!b->stop && ul_queue_empty(&b->queue))
-        if (pthread_cond_timedwait(&b->cv, &b->mu, &ts)) break;
-    if (b->stop || !ul_queue_empty(&b->queue)) return;
-    pthread_mutex_unlock(&b->mu);
+/* Parks the pool's spinning threads once the worker has waited PARK_AFTER_NS for a step. */
+static void worker_idle(void *ctx) {
+    cpu_backend_t *b = ctx;
     pthread_mutex_lock(&b->fwd_mu);
     ul_pool_sleep(b->fwd->pool);
     pthread_mutex_unlock(&b->fwd_mu);
-    pthread_mutex_lock(&b->mu);
-    while (!b->stop && ul_queue_empty(&b->queue)) pthread_cond_wait(&b->cv, &b->mu);
 }
 
-static void *worker(void *arg) {
-    cpu_backend_t *b = arg;
-    pthread_mutex_lock(&b->mu);
-    for (;;) {
-        if (!b->stop && ul_queue_empty(&b->queue)) wait_for_step(b);
-        /* destroy: finish the step in flight only; queued ones are dropped, never posted */
-        if (b->stop) break;
-        ul_queue_t *q = ul_queue_head(&b->queue);
-        ul_queue_remove(q);
-        pthread_mutex_unlock(&b->mu);
-        ul_step_t *step = UL_QUEUE_DATA(q, ul_step_t, node);
-        compute(b, step);
-        ul_bridge_post(b->base.bridge, &step->node);
-        pthread_mutex_lock(&b->mu);
-    }
-    pthread_mutex_unlock(&b->mu);
-    return NULL;
-}
+/* Longer than the loop's turnaround between two steps, so a busy server never pays the
+ * futex wake-up, short enough that an idle one stops burning cores. */
+#define PARK_AFTER_NS 3000000L
 
 static int cpu_submit(ul_backend_t *base, ul_step_t *step) {
-    cpu_backend_t *b = (cpu_backend_t *)base;
-    if (!base->bridge) return UL_ESTATE;
-    pthread_mutex_lock(&b->mu);
-    if (b->stop) {
-        pthread_mutex_unlock(&b->mu);
-        return UL_ECLOSED;
-    }
-    ul_queue_insert_tail(&b->queue, &step->node);
-    pthread_cond_signal(&b->cv);
-    pthread_mutex_unlock(&b->mu);
-    return 0;
+    return ul_worker_submit(&((cpu_backend_t *)base)->worker, step);
 }
 
 static int cpu_run(ul_backend_t *base, ul_step_t *step) {
@@ -107,16 +66,8 @@ static int cpu_run(ul_backend_t *base, ul_step_t *step) {
 
 static void cpu_destroy(ul_backend_t *base) {
     cpu_backend_t *b = (cpu_backend_t *)base;
-    if (b->started) {
-        pthread_mutex_lock(&b->mu);
-        b->stop = 1;
-        pthread_cond_signal(&b->cv);
-        pthread_mutex_unlock(&b->mu);
-        pthread_join(b->thread, NULL);
-    }
+    ul_worker_free(&b->worker);
     ul_fwd_free(b->fwd);
-    pthread_cond_destroy(&b->cv);
-    pthread_mutex_destroy(&b->mu);
     pthread_mutex_destroy(&b->fwd_mu);
     free(b);
 }
@@ -132,21 +83,12 @@ int ul_cpu_backend_create(const ul_model_t *m, const ul_cpu_config_t *cfg, ul_ba
     *out = NULL;
     cpu_backend_t *b = calloc(1, sizeof *b);
     if (!b) return UL_ENOMEM;
-    pthread_mutex_init(&b->mu, NULL);
     pthread_mutex_init(&b->fwd_mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* the park timeout ignores clock jumps */
-    pthread_cond_init(&b->cv, &ca);
-    pthread_condattr_destroy(&ca);
-    ul_queue_init(&b->queue);
     int rc = ul_fwd_create(m, cfg, &b->fwd);
-    if (!rc && pthread_create(&b->thread, NULL, worker, b)) rc = UL_ENOMEM;
     if (rc) {
         cpu_destroy(&b->base);
         return rc;
     }
-    b->started = 1;
     b->base = (ul_backend_t){
         .vt = &cpu_vtbl,
         .bridge = NULL,
@@ -156,7 +98,14 @@ int ul_cpu_backend_create(const ul_model_t *m, const ul_cpu_config_t *cfg, ul_ba
         .page_size = b->fwd->kv.page_size,
         .n_pages = b->fwd->kv.n_pages,
         .eos_id = m->vocab ? ul_vocab_eos(m->vocab) : -1,
+        .max_step_tokens = b->fwd->max_tokens,
     };
+    static const ul_worker_ops_t ops = {
+        .step = worker_step, .idle = worker_idle, .idle_after_ns = PARK_AFTER_NS};
+    if ((rc = ul_worker_init(&b->worker, &b->base, &ops, b)) != 0) {
+        cpu_destroy(&b->base);
+        return rc;
+    }
     *out = &b->base;
     return 0;
 }

@@ -1,8 +1,8 @@
 /* The null backend: a stand-in for a model that lets the serving layer (HTTP, scheduler,
- * SSE) be tested and benchmarked without weights. One worker thread takes submitted steps
- * in order, sleeps delay_us per step (plus token_us per decode token and prefill_us per
- * prefill token: a step cost the scheduler's latency tests can rely on), and "samples"
- * token = hash(seq_id, position) % n_vocab, so the same sequence always produces the same
+ * SSE) be tested and benchmarked without weights. The backend worker (engine/worker.h)
+ * takes submitted steps in order; each sleeps delay_us (plus token_us per decode token and
+ * prefill_us per prefill token: a step cost the scheduler's latency tests can rely on) and
+ * "samples" token = hash(seq_id, position) % n_vocab, so the same sequence always produces the same
  * tokens, even after preemption and recompute.
  *
  * It also behaves like a KV cache as far as bookkeeping goes: every position computed is
@@ -11,12 +11,11 @@
  * sharing another's prompt pages: that every shared position holds its token). A scheduler
  * that hands one page to two sequences, or forgets a page, gets status UL_ESTATE instead of
  * silently wrong output. */
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "base/bridge.h"
+#include "engine/worker.h"
 #include "uvllm/backend.h"
 #include "uvllm/err.h"
 #include "uvllm/log.h"
@@ -29,12 +28,8 @@ typedef struct null_backend_s {
     int32_t n_reply;
     uint64_t *kv_owner; /* [n_pages * page_size]: seq_id + 1 of the position stored, 0 = empty */
     int32_t *kv_token;  /* [n_pages * page_size] */
-    pthread_t thread;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    ul_queue_t queue; /* submitted steps not yet run; guarded by mu */
-    int stop;         /* guarded by mu */
-    int fail;         /* fault injection: steps after the first fail_after fail */
+    ul_worker_t worker; /* runs compute() on its thread, in submission order */
+    int fail;           /* fault injection: steps after the first fail_after fail */
     int64_t fail_after, n_steps;
 } null_backend_t;
 
@@ -163,32 +158,13 @@ static void compute(null_backend_t *nb, ul_step_t *step) {
         (double)(t1.tv_sec - t0.tv_sec) * 1e6 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e3;
 }
 
-static void *worker(void *arg) {
-    null_backend_t *nb = arg;
-    pthread_mutex_lock(&nb->mu);
-    for (;;) {
-        while (!nb->stop && ul_queue_empty(&nb->queue)) pthread_cond_wait(&nb->cv, &nb->mu);
-        if (nb->stop) break;
-        ul_queue_t *q = ul_queue_head(&nb->queue);
-        ul_queue_remove(q);
-        pthread_mutex_unlock(&nb->mu);
-        ul_step_t *step = UL_QUEUE_DATA(q, ul_step_t, node);
-        compute(nb, step);
-        ul_bridge_post(nb->base.bridge, &step->node);
-        pthread_mutex_lock(&nb->mu);
-    }
-    pthread_mutex_unlock(&nb->mu);
-    return NULL;
+static int worker_step(void *ctx, ul_step_t *step) {
+    compute(ctx, step);
+    return UL_WORKER_DONE;
 }
 
 static int null_submit(ul_backend_t *b, ul_step_t *step) {
-    null_backend_t *nb = (null_backend_t *)b;
-    if (!b->bridge) return UL_ESTATE;
-    pthread_mutex_lock(&nb->mu);
-    ul_queue_insert_tail(&nb->queue, &step->node);
-    pthread_cond_signal(&nb->cv);
-    pthread_mutex_unlock(&nb->mu);
-    return 0;
+    return ul_worker_submit(&((null_backend_t *)b)->worker, step);
 }
 
 static int null_run(ul_backend_t *b, ul_step_t *step) {
@@ -200,13 +176,7 @@ static int null_run(ul_backend_t *b, ul_step_t *step) {
 
 static void null_destroy(ul_backend_t *b) {
     null_backend_t *nb = (null_backend_t *)b;
-    pthread_mutex_lock(&nb->mu);
-    nb->stop = 1;
-    pthread_cond_signal(&nb->cv);
-    pthread_mutex_unlock(&nb->mu);
-    pthread_join(nb->thread, NULL);
-    pthread_cond_destroy(&nb->cv);
-    pthread_mutex_destroy(&nb->mu);
+    ul_worker_free(&nb->worker);
     free(nb->kv_owner);
     free(nb->kv_token);
     free(nb->reply);
@@ -270,13 +240,9 @@ int ul_null_backend_create(const ul_null_config_t *cfg, ul_backend_t **out) {
     nb->eos_every = c.eos_every;
     nb->fail = c.fail;
     nb->fail_after = c.fail_after;
-    ul_queue_init(&nb->queue);
-    pthread_mutex_init(&nb->mu, NULL);
-    pthread_cond_init(&nb->cv, NULL);
-    int rc = pthread_create(&nb->thread, NULL, worker, nb);
+    static const ul_worker_ops_t ops = {.step = worker_step};
+    int rc = ul_worker_init(&nb->worker, &nb->base, &ops, nb);
     if (rc) {
-        pthread_cond_destroy(&nb->cv);
-        pthread_mutex_destroy(&nb->mu);
         free(nb->kv_owner);
         free(nb->kv_token);
         free(nb->reply);

@@ -32,7 +32,8 @@ int ul_sched_init(ul_sched_t *s, ul_backend_t *backend, const ul_sched_config_t 
     memset(s, 0, sizeof *s);
     s->backend = backend;
     if (cfg) s->cfg = *cfg;
-    s->cfg.max_batch_tokens = cfg && cfg->max_batch_tokens ? cfg->max_batch_tokens : 512;
+    /* the backend says how large a step it accepts; a configured budget only lowers it */
+    s->cfg.max_batch_tokens = ul_backend_max_step_tokens(backend, cfg ? cfg->max_batch_tokens : 0);
     s->cfg.max_seqs = cfg && cfg->max_seqs ? cfg->max_seqs : 4096;
     if (s->cfg.itl_target_ms == 0) s->cfg.itl_target_ms = 100;
     if (s->cfg.min_prefill <= 0) {

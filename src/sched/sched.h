@@ -140,7 +140,7 @@ struct ul_seq_s {
 };
 
 typedef struct ul_sched_config_s {
-    int32_t max_batch_tokens; /* token budget of a step; default 512 */
+    int32_t max_batch_tokens; /* token budget of a step; 0: the backend's max_step_tokens */
     int32_t max_seqs;         /* sequences admitted at once (waiting + running); default 4096 */
     /* optional: other end-of-generation tokens than backend->eos_id (a vocabulary's eot,
      * eom...); the api sets it for real models so sched needs no tokenizer */

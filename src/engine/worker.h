@@ -1,0 +1,96 @@
+/* The one backend worker: a thread that takes submitted steps in order, hands each to its
+ * backend's step function, and brings every finished step back to the loop through the
+ * backend's bridge. Backends (null, cpu, gpu) embed one and never see libuv: the only way
+ * a step crosses back is ul_worker_complete, which posts it on the bridge (base/bridge.c).
+ *
+ * Two kinds of step function:
+ * - synchronous (null, cpu): computes the step on the worker thread and returns
+ *   UL_WORKER_DONE; the worker completes the step itself.
+ * - asynchronous (gpu): enqueues the step's work (copies, kernels) and returns
+ *   UL_WORKER_PENDING; later, from the device runtime's thread, the job's host function
+ *   (ul_worker_job_done, below) hands it back to the worker, which finishes and completes
+ *   it. (ul_worker_complete may also be called directly from any thread: it only locks a
+ *   mutex, posts on the bridge and wakes a waiting stop; it never calls the backend.)
+ *
+ * Idle parking: when no step arrives within idle_after_ns of the last one, idle() runs on
+ * the worker thread (the cpu backend parks its spinning pool there); the worker then waits
+ * without a timeout until the next step or ul_worker_stop.
+ *
+ * Threads: ul_worker_submit from the loop thread; ul_worker_complete and
+ * ul_worker_job_done from any thread;
+ * ul_worker_stop / ul_worker_free from the thread that owns the backend (never from the
+ * worker or a completion callback). */
+#ifndef UL_ENGINE_WORKER_H
+#define UL_ENGINE_WORKER_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "base/queue.h"
+#include "uvllm/backend.h"
+
+#define UL_WORKER_DONE 0
+#define UL_WORKER_PENDING 1
+
+typedef struct ul_worker_s ul_worker_t;
+
+typedef struct ul_worker_ops_s {
+    /* Worker thread. Fills step->status (and outputs) and returns UL_WORKER_DONE, or returns
+     * UL_WORKER_PENDING and completes the step later with ul_worker_complete. */
+    int (*step)(void *ctx, ul_step_t *step);
+    void (*idle)(void *ctx); /* optional: worker thread, after idle_after_ns without a step */
+    int64_t idle_after_ns;   /* 0 = never call idle */
+    /* Steps handed to step() and not yet completed, at most (0 = no limit): a backend whose
+     * pinned buffers hold one step sets 1, and the next step waits for the previous one's
+     * completion, not for its submission. */
+    int32_t max_in_flight;
+} ul_worker_ops_t;
+
+struct ul_worker_s {
+    ul_backend_t *backend; /* completions go to backend->bridge, read at completion time */
+    ul_worker_ops_t ops;
+    void *ctx;
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;    /* a step was queued, or stop */
+    pthread_cond_t drain; /* in_flight went down */
+    ul_queue_t queue;     /* submitted, not yet handed to ops.step; guarded by mu */
+    ul_queue_t finishing; /* ul_worker_job_t whose device work is done; guarded by mu */
+    int32_t in_flight;    /* handed to ops.step, not yet completed; guarded by mu */
+    int stop;             /* guarded by mu */
+    int started;
+};
+
+/* Starts the thread. On failure (UL_ENOMEM) nothing is left to free. */
+int ul_worker_init(ul_worker_t *w, ul_backend_t *backend, const ul_worker_ops_t *ops, void *ctx);
+/* Loop thread: queue the step and return at once. UL_ESTATE without a bridge, UL_ECLOSED
+ * after ul_worker_stop. */
+int ul_worker_submit(ul_worker_t *w, ul_step_t *step);
+/* Any thread, once per step handed to ops.step: post it to the loop. */
+void ul_worker_complete(ul_worker_t *w, ul_step_t *step);
+
+/* An asynchronous step's completion as a device runtime calls it: one function taking one
+ * pointer (the shape of cudaHostFn_t), run on a thread of the runtime's, where it only
+ * enqueues the job back to the worker thread and wakes it. The worker runs finish (host
+ * work on the step's results: unpacking pinned buffers, sampling from copied logits), if
+ * set, then completes the step, so steps reach the loop in the order their device work
+ * ended, and only the worker thread ever posts on the bridge for an asynchronous backend.
+ * Finished jobs go before new steps. The job is the backend's, one per step in flight,
+ * valid until the step is completed. */
+typedef struct ul_worker_job_s {
+    ul_queue_t node; /* in the worker's finish queue */
+    ul_worker_t *w;
+    ul_step_t *step;
+    void (*finish)(void *ctx, ul_step_t *step); /* optional; worker thread */
+    void *ctx;
+} ul_worker_job_t;
+
+void ul_worker_job_done(void *job);
+/* Stops taking steps: the step in the worker's hands finishes (and for asynchronous
+ * backends every pending step completes) before this returns; queued steps are dropped,
+ * never posted. Idempotent. */
+void ul_worker_stop(ul_worker_t *w);
+/* ul_worker_stop, then releases the thread and locks. */
+void ul_worker_free(ul_worker_t *w);
+
+#endif

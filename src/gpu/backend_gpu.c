@@ -1,0 +1,615 @@
+/* The CUDA backend behind include/uvllm/backend.h. At create: the model's weights are
+ * uploaded once into one device allocation, the KV pool and the scratch into two more,
+ * and pinned host buffers hold a step's inputs and outputs. A step runs on the backend
+ * worker's thread (engine/worker.h), which only enqueues: H2D copies of token ids,
+ * positions and page tables, the forward pass (kernels through gpu.h, cuBLAS for the
+ * products of many tokens), greedy argmax on the device, D2H copies of the sampled ids
+ * and of the logits rows that need the full sampler, then cudaLaunchHostFunc with
+ * ul_worker_job_done, whose only work is to enqueue. The worker then finishes the step on
+ * its own thread (ids out of pinned memory, ul_sample for non-greedy rows: the same
+ * sampler as the CPU backend) and hands it to the loop.
+ *
+ * Every CUDA call is checked. A failure while enqueuing, or a device error seen when the
+ * step is finished, fails that step (UL_EIO: its requests end with an error) and the
+ * next step starts clean; running out of device memory at create is a start-up error. */
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine/sampling.h"
+#include "engine/worker.h"
+#include "gpu/gpu.h"
+#include "gpu/twin.h"
+#include "model/model.h"
+#include "model/vocab.h"
+#include "uvllm/backend.h"
+#include "uvllm/err.h"
+#include "uvllm/log.h"
+
+#define MATVEC_MAX_TOK 8        /* more tokens than this: cuBLAS on dequantised tiles */
+#define TILE_FLOATS (16u << 20) /* 64 MiB of f32 per dequantised tile */
+
+typedef struct {
+    const uint8_t *d; /* device copy, GGUF layout */
+    int type;
+    int64_t n_cols, n_rows;
+} dmat_t;
+
+typedef struct {
+    dmat_t wq, wk, wv, wo, gate, up, down;
+    const float *attn_norm, *ffn_norm; /* device */
+    const float *bq, *bk, *bv;         /* qwen2's biases, or NULL */
+    const float *q_norm, *k_norm;      /* qwen3's per-head norms, or NULL */
+} dlayer_t;
+
+typedef struct {
+    ul_backend_t base;
+    ul_worker_t worker;
+    ul_worker_job_t job; /* the step in flight (max_in_flight 1) */
+    const ul_model_t *m;
+    ul_hparams_t hp;
+    int device;
+    int32_t max_tokens, q_dim, kv_dim, max_pages; /* max_pages: page-table entries per step */
+    cudaStream_t stream;
+    cublasHandle_t blas;
+    void *d_weights, *d_scratch;
+    ul_gpu_kv_t kv;
+    dlayer_t *layers;
+    dmat_t tok_embd, output;
+    const float *output_norm, *rope_freqs;
+    /* scratch (device) */
+    float *x, *xb, *xo, *q, *k, *v, *att, *hb, *hb2, *logits, *tile, *lp;
+    int32_t *tokens, *pos, *tok_seq, *pages, *page_off, *ids;
+    /* pinned host: inputs [max_tokens] (pages [max_pages]), outputs */
+    int32_t *h_in; /* tokens | pos | tok_seq | page_off | pages, one copy */
+    int32_t *h_ids;
+    float *h_lp, *h_logits; /* [max_tokens], [max_tokens][n_vocab] rows sampled on the host */
+    int32_t *out_seq;       /* host: sequence of each output row */
+    int32_t *host_row;      /* host: row of h_logits for out row i, or -1 (device greedy) */
+    int32_t n_out;
+    void *smp_scratch; /* ul_sample's, zeroed */
+    double t0_us;
+} gpu_t;
+
+static double now_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+/* Logs a failed CUDA call and turns it into UL_EIO (UL_ENOMEM for allocations). */
+static int cuda_ok(cudaError_t e, const char *what) {
+    if (e == cudaSuccess) return 0;
+    UL_LOG_ERROR("gpu: %s: %s", what, cudaGetErrorString(e));
+    return e == cudaErrorMemoryAllocation ? UL_ENOMEM : UL_EIO;
+}
+#define CU(call) cuda_ok((call), #call)
+
+static int launch_ok(int rc) {
+    if (rc == UL_EIO) {
+        char buf[160];
+        UL_LOG_ERROR("gpu: kernel %s", ul_gpu_launch_error(buf, sizeof buf));
+    }
+    return rc;
+}
+#define K(call) launch_ok(call)
+
+static int blas_ok(cublasStatus_t s, const char *what) {
+    if (s == CUBLAS_STATUS_SUCCESS) return 0;
+    UL_LOG_ERROR("gpu: %s: cuBLAS status %d", what, (int)s);
+    return UL_EIO;
+}
+
+/* ---------- the forward pass, enqueued ---------- */
+
+/* y [T][w->n_rows] = x [T][n_cols] W^T: decode sizes through the dequantising matvec, more
+ * tokens through cuBLAS SGEMM on row tiles dequantised into g->tile. */
+static int matmul(gpu_t *g, const dmat_t *w, const float *x, int32_t T, float *y) {
+    if (T <= MATVEC_MAX_TOK)
+        return K(ul_gpu_matvec(w->type, w->d, w->n_rows, w->n_cols, x, T, y, g->stream));
+    int64_t tile_rows = TILE_FLOATS / w->n_cols;
+    if (tile_rows > 65535) tile_rows = 65535;
+    const float one = 1.0f, zero = 0.0f;
+    for (int64_t r0 = 0; r0 < w->n_rows; r0 += tile_rows) {
+        int32_t n = (int32_t)(w->n_rows - r0 < tile_rows ? w->n_rows - r0 : tile_rows);
+        int rc = K(ul_gpu_dequant_rows(w->type, w->d, w->n_cols, NULL, r0, n, g->tile, g->stream));
+        if (rc) return rc;
+        /* column-major: Y^T[r0.., t] = tile^T (n x K) * X^T (K x T) */
+        rc = blas_ok(cublasSgemm(g->blas, CUBLAS_OP_T, CUBLAS_OP_N, n, T, (int)w->n_cols, &one,
+                                 g->tile, (int)w->n_cols, x, (int)w->n_cols, &zero, y + r0,
+                                 (int)w->n_rows),
+                     "cublasSgemm");
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+/* After the q/k/v products, before RoPE (cpu/forward_arch.c's order): qwen2's biases,
+ * qwen3's per-head RMSNorm of q and k. */
+static int arch_qkv(gpu_t *g, const dlayer_t *L, int32_t T) {
+    const ul_hparams_t *hp = &g->hp;
+    int rc = 0;
+    if (L->bq && ((rc = K(ul_gpu_add_rows(g->q, L->bq, T, g->q_dim, g->stream))) ||
+                  (rc = K(ul_gpu_add_rows(g->k, L->bk, T, g->kv_dim, g->stream))) ||
+                  (rc = K(ul_gpu_add_rows(g->v, L->bv, T, g->kv_dim, g->stream)))))
+        return rc;
+    if (L->q_norm && ((rc = K(ul_gpu_rmsnorm(g->q, L->q_norm, T * hp->n_head, hp->head_dim,
+                                             hp->rms_eps, g->q, g->stream))) ||
+                      (rc = K(ul_gpu_rmsnorm(g->k, L->k_norm, T * hp->n_head_kv, hp->head_dim,
+                                             hp->rms_eps, g->k, g->stream)))))
+        return rc;
+    return 0;
+}
+
+static int layer(gpu_t *g, int il, int32_t T) {
+    const ul_hparams_t *hp = &g->hp;
+    const dlayer_t *L = &g->layers[il];
+    const int32_t E = hp->n_embd;
+    const float scale = 1.0f / sqrtf((float)hp->head_dim);
+    const float *ff = g->rope_freqs;
+    int rc;
+    if ((rc = K(ul_gpu_rmsnorm(g->x, L->attn_norm, T, E, hp->rms_eps, g->xb, g->stream))) ||
+        (rc = matmul(g, &L->wq, g->xb, T, g->q)) || (rc = matmul(g, &L->wk, g->xb, T, g->k)) ||
+        (rc = matmul(g, &L->wv, g->xb, T, g->v)) || (rc = arch_qkv(g, L, T)) ||
+        (rc = K(ul_gpu_rope(g->q, g->pos, T, hp->n_head, hp->head_dim, g->q_dim, hp->n_rot,
+                            hp->rope_neox, hp->rope_freq_base, hp->rope_freq_scale, ff,
+                            g->stream))) ||
+        (rc = K(ul_gpu_rope(g->k, g->pos, T, hp->n_head_kv, hp->head_dim, g->kv_dim, hp->n_rot,
+                            hp->rope_neox, hp->rope_freq_base, hp->rope_freq_scale, ff,
+                            g->stream))) ||
+        (rc = K(ul_gpu_kv_store(&g->kv, il, g->k, g->v, T, g->pos, g->tok_seq, g->pages,
+                                g->page_off, g->stream))) ||
+        (rc = K(ul_gpu_attn(&g->kv, il, g->q, T, hp->n_head, g->pos, g->tok_seq, g->pages,
+                            g->page_off, scale, g->att, g->stream))) ||
+        (rc = matmul(g, &L->wo, g->att, T, g->xo)) ||
+        (rc = K(ul_gpu_add(g->x, g->xo, (int64_t)T * E, g->stream))) ||
+        (rc = K(ul_gpu_rmsnorm(g->x, L->ffn_norm, T, E, hp->rms_eps, g->xb, g->stream))) ||
+        (rc = matmul(g, &L->gate, g->xb, T, g->hb)) || (rc = matmul(g, &L->up, g->xb, T, g->hb2)) ||
+        (rc = K(ul_gpu_swiglu(g->hb, g->hb2, (int64_t)T * hp->n_ff, g->stream))) ||
+        (rc = matmul(g, &L->down, g->hb, T, g->xo)) ||
+        (rc = K(ul_gpu_add(g->x, g->xo, (int64_t)T * E, g->stream))))
+        return rc;
+    return 0;
+}
+
+/* Greedy rows that need nothing but the argmax and its logprob stay on the device. */
+static int device_greedy(const ul_step_seq_t *s) {
+    const ul_sampling_t *sp = &s->sampling;
+    int pen = sp->repeat_last_n != 0 && s->history && s->n_history > 0 &&
+              (sp->repeat_penalty != 1.0f || sp->frequency_penalty != 0.0f ||
+               sp->presence_penalty != 0.0f);
+    return !(sp->temperature > 0.0f) && sp->n_logprobs <= 0 && !pen &&
+           !(sp->n_logit_bias > 0 && sp->logit_bias);
+}
+
+static int output(gpu_t *g, ul_step_t *st) {
+    const int32_t E = g->hp.n_embd, V = g->hp.n_vocab, n = g->n_out;
+    int rc = 0;
+    for (int32_t i = 0; i < n && !rc; i++) {
+        const ul_step_seq_t *s = &st->seqs[g->out_seq[i]];
+        int32_t row = s->tok_offset + s->n_tokens - 1;
+        rc = CU(cudaMemcpyAsync(g->xo + (size_t)i * E, g->x + (size_t)row * E,
+                                (size_t)E * sizeof(float), cudaMemcpyDeviceToDevice, g->stream));
+    }
+    if (rc ||
+        (rc = K(ul_gpu_rmsnorm(g->xo, g->output_norm, n, E, g->hp.rms_eps, g->xb, g->stream))) ||
+        (rc = matmul(g, &g->output, g->xb, n, g->logits)) ||
+        (rc = K(ul_gpu_argmax(g->logits, n, V, g->ids, g->lp, g->stream))) ||
+        (rc = CU(cudaMemcpyAsync(g->h_ids, g->ids, (size_t)n * sizeof(int32_t),
+                                 cudaMemcpyDeviceToHost, g->stream))) ||
+        (rc = CU(cudaMemcpyAsync(g->h_lp, g->lp, (size_t)n * sizeof(float), cudaMemcpyDeviceToHost,
+                                 g->stream))))
+        return rc;
+    for (int32_t i = 0; i < n && !rc; i++)
+        if (g->host_row[i] >= 0)
+            rc = CU(cudaMemcpyAsync(g->h_logits + (size_t)g->host_row[i] * V,
+                                    g->logits + (size_t)i * V, (size_t)V * sizeof(float),
+                                    cudaMemcpyDeviceToHost, g->stream));
+    return rc;
+}
+
+/* Validates the step (as the CPU backend does) and lays its inputs out in pinned memory. */
+static int prepare(gpu_t *g, ul_step_t *st) {
+    const int32_t T = st->n_tokens, ps = g->kv.page_size, mt = g->max_tokens;
+    if (T < 1 || T > mt || st->n_seqs < 1 || st->n_seqs > T) return UL_EINVAL;
+    int32_t *tok = g->h_in, *pos = tok + mt, *seq = pos + mt, *poff = seq + mt, *pages = poff + mt;
+    for (int32_t t = 0; t < T; t++) {
+        if (st->tokens[t] < 0 || st->tokens[t] >= g->hp.n_vocab) return UL_EINVAL;
+        tok[t] = st->tokens[t];
+        seq[t] = -1;
+    }
+    int32_t np = 0, n_out = 0, n_host = 0;
+    for (int32_t si = 0; si < st->n_seqs; si++) {
+        const ul_step_seq_t *s = &st->seqs[si];
+        if (s->n_tokens < 1 || s->tok_offset < 0 || s->tok_offset > T - s->n_tokens ||
+            s->pos0 < 0 || s->pos0 > g->base.n_ctx - s->n_tokens || !s->pages)
+            return UL_EINVAL;
+        int32_t need = (s->pos0 + s->n_tokens + ps - 1) / ps;
+        if (s->n_pages < need || np + need > g->max_pages) return UL_EINVAL;
+        poff[si] = np;
+        for (int32_t i = 0; i < need; i++) {
+            if (s->pages[i] < 0 || s->pages[i] >= g->kv.n_pages) return UL_EINVAL;
+            pages[np++] = s->pages[i];
+        }
+        for (int32_t i = 0; i < s->n_tokens; i++) {
+            int32_t t = s->tok_offset + i;
+            if (seq[t] != -1) return UL_EINVAL;
+            seq[t] = si;
+            pos[t] = s->pos0 + i;
+        }
+        if (s->sample) {
+            g->out_seq[n_out] = si;
+            g->host_row[n_out++] = device_greedy(s) ? -1 : n_host++;
+        }
+    }
+    for (int32_t t = 0; t < T; t++)
+        if (seq[t] < 0) return UL_EINVAL;
+    g->n_out = n_out;
+    return CU(cudaMemcpyAsync(g->tokens, g->h_in, (size_t)(4 * mt + np) * sizeof(int32_t),
+                              cudaMemcpyHostToDevice, g->stream));
+}
+
+/* Worker thread, after the host function: the step's results out of pinned memory. */
+static void finish(void *ctx, ul_step_t *st) {
+    gpu_t *g = ctx;
+    /* A device fault during the step is sticky: the stream reports it (the host function
+     * that brought us here may still be returning, hence NotReady is no error). */
+    cudaError_t e = cudaStreamQuery(g->stream);
+    if (e != cudaSuccess && e != cudaErrorNotReady) {
+        UL_LOG_ERROR("gpu: step of %d tokens failed on the device: %s", st->n_tokens,
+                     cudaGetErrorString(e));
+        st->status = UL_EIO;
+    }
+    for (int32_t i = 0; i < g->n_out && !st->status; i++) {
+        ul_step_seq_t *s = &st->seqs[g->out_seq[i]];
+        if (g->host_row[i] >= 0) {
+            ul_sample(s, g->h_logits + (size_t)g->host_row[i] * g->hp.n_vocab, g->hp.n_vocab,
+                      g->smp_scratch);
+        } else {
+            s->out_token = g->h_ids[i];
+            s->out_logprob = g->h_lp[i];
+            s->out_n_top = 0;
+        }
+    }
+    st->compute_us = now_us() - g->t0_us;
+}
+
+/* Enqueues the whole step on the stream; on failure nothing will call back. */
+static int enqueue(gpu_t *g, ul_step_t *st) {
+    g->t0_us = now_us();
+    const int32_t T = st->n_tokens, E = g->hp.n_embd;
+    int rc = prepare(g, st);
+    if (!rc)
+        rc = K(ul_gpu_dequant_rows(g->tok_embd.type, g->tok_embd.d, E, g->tokens, 0, T, g->x,
+                                   g->stream));
+    for (int il = 0; il < g->hp.n_layer && !rc; il++) rc = layer(g, il, T);
+    if (!rc && g->n_out > 0) rc = output(g, st);
+    return rc;
+}
+
+/* A step that failed while being enqueued: let the stream drain so the next step's copies
+ * cannot race this one's, then fail it (UL_EINVAL: refused before any device work). */
+static int failed(gpu_t *g, ul_step_t *st, int rc) {
+    if (rc != UL_EINVAL) {
+        /* the step's own error is reported already; these only drain and reset */
+        (void)cuda_ok(cudaStreamSynchronize(g->stream), "cudaStreamSynchronize (failed step)");
+        (void)cudaGetLastError(); /* clear a non-sticky error for the next step */
+        rc = UL_EIO;
+    }
+    st->status = rc;
+    st->compute_us = now_us() - g->t0_us;
+    UL_LOG_WARN("gpu: step of %d tokens failed: %s", st->n_tokens, ul_strerror(rc));
+    return rc;
+}
+
+static int gpu_step(void *ctx, ul_step_t *st) {
+    gpu_t *g = ctx;
+    st->status = 0;
+    int rc = enqueue(g, st);
+    if (!rc) {
+        g->job = (ul_worker_job_t){.w = &g->worker, .step = st, .finish = finish, .ctx = g};
+        rc = CU(cudaLaunchHostFunc(g->stream, ul_worker_job_done, &g->job));
+        if (!rc) return UL_WORKER_PENDING;
+    }
+    failed(g, st, rc);
+    return UL_WORKER_DONE;
+}
+
+static int gpu_submit(ul_backend_t *b, ul_step_t *st) {
+    return ul_worker_submit(&((gpu_t *)b)->worker, st);
+}
+
+/* The synchronous twin (CLI tools, tests): the same enqueue, waited for on this thread.
+ * Never mixed with submit (backend.h). */
+static int gpu_run(ul_backend_t *b, ul_step_t *st) {
+    gpu_t *g = (gpu_t *)b;
+    st->status = 0;
+    int rc = enqueue(g, st);
+    if (!rc) rc = CU(cudaStreamSynchronize(g->stream));
+    if (rc) return failed(g, st, rc);
+    finish(g, st);
+    return st->status;
+}
+
+/* ---------- create / destroy ---------- */
+
+static void gpu_destroy(ul_backend_t *b) {
+    gpu_t *g = (gpu_t *)b;
+    ul_worker_free(&g->worker);
+    if (g->stream) (void)CU(cudaStreamSynchronize(g->stream));
+    if (g->blas) (void)blas_ok(cublasDestroy(g->blas), "cublasDestroy");
+    if (g->stream) (void)CU(cudaStreamDestroy(g->stream));
+    (void)CU(cudaFree(g->d_weights)); /* logged; nothing more to do at destroy */
+    (void)CU(cudaFree(g->d_scratch));
+    (void)CU(cudaFree(g->kv.kv));
+    (void)CU(cudaFreeHost(g->h_in));
+    free(g->layers);
+    free(g->out_seq);
+    free(g->host_row);
+    free(g->smp_scratch);
+    free(g);
+}
+
+static const ul_backend_vtbl_t gpu_vtbl = {
+    .name = "cuda",
+    .submit = gpu_submit,
+    .run = gpu_run,
+    .destroy = gpu_destroy,
+};
+
+#define ALIGN(n) (((n) + 255) & ~(size_t)255)
+
+static int weight_ok(const ul_gguf_tensor_t *t) {
+    return t && ul_tw_block_bytes((int)t->type) > 0 &&
+           t->ne[0] % ul_tw_block_elems((int)t->type) == 0;
+}
+
+/* Size pass (dst NULL) and copy pass over every weight the forward reads. */
+static int weights(gpu_t *g, uint8_t *dst, size_t *off) {
+    const ul_model_t *m = g->m;
+    int rc = 0;
+#define PUT(t, out_ptr)                                                                            \
+    do {                                                                                           \
+        size_t at = *off;                                                                          \
+        *off += ALIGN((size_t)(t)->nbytes);                                                        \
+        if (dst) {                                                                                 \
+            rc = rc ? rc                                                                           \
+                    : CU(cudaMemcpy(dst + at, (t)->data, (t)->nbytes, cudaMemcpyHostToDevice));    \
+            out_ptr = (const void *)(dst + at);                                                    \
+        }                                                                                          \
+    } while (0)
+#define MAT(t, dm)                                                                                 \
+    do {                                                                                           \
+        const void *p_ = NULL;                                                                     \
+        PUT(t, p_);                                                                                \
+        dm = (dmat_t){p_, (int)(t)->type, (t)->ne[0], (t)->ne[1]};                                 \
+    } while (0)
+    const void *p = NULL;
+    MAT(m->tok_embd, g->tok_embd);
+    if (m->output != m->tok_embd) {
+        MAT(m->output, g->output);
+    } else {
+        g->output = g->tok_embd;
+    }
+    PUT(m->output_norm, p);
+    g->output_norm = p;
+    if (m->rope_freqs) {
+        PUT(m->rope_freqs, p);
+        g->rope_freqs = p;
+    }
+    for (int il = 0; il < g->hp.n_layer; il++) {
+        const ul_layer_t *L = &m->layers[il];
+        dlayer_t *D = &g->layers[il];
+        MAT(L->wq, D->wq);
+        MAT(L->wk, D->wk);
+        MAT(L->wv, D->wv);
+        MAT(L->wo, D->wo);
+        MAT(L->ffn_gate, D->gate);
+        MAT(L->ffn_up, D->up);
+        MAT(L->ffn_down, D->down);
+        PUT(L->attn_norm, p);
+        D->attn_norm = p;
+        PUT(L->ffn_norm, p);
+        D->ffn_norm = p;
+        const ul_gguf_tensor_t *ex[] = {L->bq, L->bk, L->bv, L->q_norm, L->k_norm};
+        const float **dx[] = {&D->bq, &D->bk, &D->bv, &D->q_norm, &D->k_norm};
+        for (int i = 0; i < 5; i++)
+            if (ex[i]) {
+                PUT(ex[i], p);
+                *dx[i] = p;
+            }
+    }
+#undef MAT
+#undef PUT
+    return rc;
+}
+
+static int check_model(const ul_model_t *m, char *err, size_t errlen) {
+    const ul_hparams_t *hp = &m->hp;
+    if (!m->layers) return snprintf(err, errlen, "the model has no weights"), UL_EINVAL;
+    if (hp->head_dim > 256 || hp->n_head % hp->n_head_kv)
+        return snprintf(err, errlen, "head_dim %d: the attention kernel takes up to 256",
+                        hp->head_dim),
+               UL_ENOTSUP;
+    if (!weight_ok(m->tok_embd) || !weight_ok(m->output))
+        return snprintf(err, errlen, "embedding/output type %s not supported on CUDA",
+                        ul_type_name((int)m->tok_embd->type)),
+               UL_ENOTSUP;
+    for (int il = 0; il < hp->n_layer; il++) {
+        const ul_layer_t *L = &m->layers[il];
+        if (!L->bq != !L->bk || !L->bq != !L->bv || !L->q_norm != !L->k_norm)
+            return snprintf(err, errlen, "%s: q/k/v biases or q/k norms only in part", hp->arch),
+                   UL_ENOTSUP;
+        const ul_gguf_tensor_t *ts[] = {L->wq,       L->wk,     L->wv,      L->wo,
+                                        L->ffn_gate, L->ffn_up, L->ffn_down};
+        for (size_t i = 0; i < sizeof ts / sizeof *ts; i++)
+            if (!weight_ok(ts[i]))
+                return snprintf(err, errlen, "weight type %s not supported on CUDA",
+                                ul_type_name((int)ts[i]->type)),
+                       UL_ENOTSUP;
+    }
+    return 0;
+}
+
+/* Carves the scratch allocation; dst NULL measures it. */
+static size_t carve(gpu_t *g, uint8_t *base) {
+    const ul_hparams_t *hp = &g->hp;
+    const size_t T = (size_t)g->max_tokens, E = (size_t)hp->n_embd, V = (size_t)hp->n_vocab;
+    size_t off = 0;
+#define TAKE(ptr, n, type)                                                                         \
+    do {                                                                                           \
+        if (base) ptr = (type *)(base + off);                                                      \
+        off += ALIGN((n) * sizeof(type));                                                          \
+    } while (0)
+    TAKE(g->x, T * E, float);
+    TAKE(g->xb, T * E, float);
+    TAKE(g->xo, T * E, float);
+    TAKE(g->q, T * (size_t)g->q_dim, float);
+    TAKE(g->att, T * (size_t)g->q_dim, float);
+    TAKE(g->k, T * (size_t)g->kv_dim, float);
+    TAKE(g->v, T * (size_t)g->kv_dim, float);
+    TAKE(g->hb, T * (size_t)hp->n_ff, float);
+    TAKE(g->hb2, T * (size_t)hp->n_ff, float);
+    TAKE(g->logits, T * V, float);
+    TAKE(g->tile, (size_t)TILE_FLOATS, float);
+    TAKE(g->lp, T, float);
+    TAKE(g->ids, T, int32_t);
+    /* one block, in prepare()'s pinned order: tokens | pos | tok_seq | page_off | pages */
+    TAKE(g->tokens, 4 * T + (size_t)g->max_pages, int32_t);
+#undef TAKE
+    if (base) {
+        g->pos = g->tokens + T;
+        g->tok_seq = g->pos + T;
+        g->page_off = g->tok_seq + T;
+        g->pages = g->page_off + T;
+    }
+    return off;
+}
+
+static int pick_device(int device, char *err, size_t errlen) {
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess || n == 0)
+        return snprintf(err, errlen, "no CUDA device available (%s)",
+                        e != cudaSuccess ? cudaGetErrorString(e) : "0 devices"),
+               UL_ENOTSUP;
+    if (device < 0 || device >= n)
+        return snprintf(err, errlen, "--device %d: there are %d CUDA devices", device, n),
+               UL_EINVAL;
+    if ((e = cudaSetDevice(device)) != cudaSuccess)
+        return snprintf(err, errlen, "cudaSetDevice(%d): %s", device, cudaGetErrorString(e)),
+               UL_ENOTSUP;
+    return 0;
+}
+
+static int alloc_all(gpu_t *g, const ul_gpu_config_t *c, char *err, size_t errlen) {
+    const ul_hparams_t *hp = &g->hp;
+    size_t wbytes = 0;
+    weights(g, NULL, &wbytes);
+    size_t sbytes = carve(g, NULL);
+    size_t pinned = (4 * (size_t)g->max_tokens + (size_t)g->max_pages) * sizeof(int32_t) +
+                    (size_t)g->max_tokens * (sizeof(int32_t) + sizeof(float)) +
+                    (size_t)g->max_tokens * (size_t)hp->n_vocab * sizeof(float);
+    cudaError_t e;
+    if ((e = cudaMalloc(&g->d_weights, wbytes)) != cudaSuccess ||
+        (e = cudaMalloc(&g->d_scratch, sbytes)) != cudaSuccess)
+        return snprintf(err, errlen,
+                        "out of device memory for %.1f MiB of weights and %.1f MiB "
+                        "of scratch: %s",
+                        wbytes / 1048576.0, sbytes / 1048576.0, cudaGetErrorString(e)),
+               UL_ENOMEM;
+    if ((e = cudaMallocHost((void **)&g->h_in, pinned)) != cudaSuccess)
+        return snprintf(err, errlen, "cannot pin %.1f MiB of host memory: %s", pinned / 1048576.0,
+                        cudaGetErrorString(e)),
+               UL_ENOMEM;
+    g->h_ids = g->h_in + 4 * (size_t)g->max_tokens + (size_t)g->max_pages;
+    g->h_lp = (float *)(g->h_ids + g->max_tokens);
+    g->h_logits = g->h_lp + g->max_tokens;
+    carve(g, g->d_scratch);
+    size_t off = 0;
+    if (weights(g, g->d_weights, &off))
+        return snprintf(err, errlen, "uploading the weights failed"), UL_EIO;
+    /* KV pool: the budget, or half of what is left; at least one full context */
+    size_t free_b = 0, total_b = 0;
+    if ((e = cudaMemGetInfo(&free_b, &total_b)) != cudaSuccess)
+        return snprintf(err, errlen, "cudaMemGetInfo: %s", cudaGetErrorString(e)), UL_EIO;
+    size_t page = (size_t)hp->n_layer * 2 * (size_t)hp->n_head_kv * (size_t)g->kv.page_size *
+                  (size_t)hp->head_dim * sizeof(uint16_t);
+    size_t budget = c->kv_bytes > 0 ? (size_t)c->kv_bytes : free_b / 2;
+    int64_t n_pages = (int64_t)(budget / page),
+            need = (g->base.n_ctx + g->kv.page_size - 1) / g->kv.page_size;
+    if (n_pages > INT32_MAX / g->kv.page_size) n_pages = INT32_MAX / g->kv.page_size;
+    if (n_pages < need)
+        return snprintf(err, errlen,
+                        "KV pool of %.1f MiB holds %lld pages, one context needs "
+                        "%lld (device has %.1f MiB free)",
+                        budget / 1048576.0, (long long)n_pages, (long long)need,
+                        free_b / 1048576.0),
+               UL_ENOMEM;
+    if ((e = cudaMalloc((void **)&g->kv.kv, (size_t)n_pages * page)) != cudaSuccess)
+        return snprintf(err, errlen, "out of device memory for the KV pool (%.1f MiB): %s",
+                        (double)n_pages * page / 1048576.0, cudaGetErrorString(e)),
+               UL_ENOMEM;
+    g->kv.n_pages = (int32_t)n_pages;
+    return 0;
+}
+
+int ul_gpu_backend_create(const ul_model_t *m, const ul_gpu_config_t *cfg, ul_backend_t **out,
+                          char *err, size_t errlen) {
+    *out = NULL;
+    ul_gpu_config_t c = cfg ? *cfg : (ul_gpu_config_t){0};
+    if (!c.page_size) c.page_size = 16;
+    if (!c.max_batch_tokens) c.max_batch_tokens = 512;
+    if (!c.n_ctx) c.n_ctx = m->hp.n_ctx_train;
+    if (c.page_size < 1 || c.max_batch_tokens < 1 || c.max_batch_tokens > 65535 || c.n_ctx < 1)
+        return snprintf(err, errlen, "invalid CUDA backend configuration"), UL_EINVAL;
+    int rc = check_model(m, err, errlen);
+    if (rc || (rc = pick_device(c.device, err, errlen))) return rc;
+    gpu_t *g = calloc(1, sizeof *g);
+    if (!g) return UL_ENOMEM;
+    g->m = m;
+    g->hp = m->hp;
+    g->device = c.device;
+    g->max_tokens = c.max_batch_tokens;
+    g->q_dim = m->hp.n_head * m->hp.head_dim;
+    g->kv_dim = m->hp.n_head_kv * m->hp.head_dim;
+    g->max_pages = g->max_tokens * ((c.n_ctx + c.page_size - 1) / c.page_size);
+    g->kv = (ul_gpu_kv_t){.n_layer = m->hp.n_layer,
+                          .n_head_kv = m->hp.n_head_kv,
+                          .page_size = c.page_size,
+                          .head_dim = m->hp.head_dim};
+    g->base = (ul_backend_t){.vt = &gpu_vtbl,
+                             .model = m,
+                             .n_vocab = m->hp.n_vocab,
+                             .n_ctx = c.n_ctx,
+                             .page_size = c.page_size,
+                             .eos_id = m->vocab ? ul_vocab_eos(m->vocab) : -1,
+                             .max_step_tokens = c.max_batch_tokens};
+    g->layers = calloc((size_t)m->hp.n_layer, sizeof *g->layers);
+    g->out_seq = calloc((size_t)g->max_tokens, sizeof *g->out_seq);
+    g->host_row = calloc((size_t)g->max_tokens, sizeof *g->host_row);
+    g->smp_scratch = calloc(1, ul_sample_scratch_size(m->hp.n_vocab));
+    if (!g->layers || !g->out_seq || !g->host_row || !g->smp_scratch) rc = UL_ENOMEM;
+    if (!rc && (rc = CU(cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking))))
+        snprintf(err, errlen, "cannot create a CUDA stream");
+    if (!rc && (rc = blas_ok(cublasCreate(&g->blas), "cublasCreate")))
+        snprintf(err, errlen, "cannot initialise cuBLAS");
+    if (!rc && (rc = blas_ok(cublasSetStream(g->blas, g->stream), "cublasSetStream")))
+        snprintf(err, errlen, "cannot bind cuBLAS to the stream");
+    if (!rc) rc = alloc_all(g, &c, err, errlen);
+    g->base.n_pages = g->kv.n_pages;
+    static const ul_worker_ops_t ops = {.step = gpu_step, .max_in_flight = 1};
+    if (!rc) rc = ul_worker_init(&g->worker, &g->base, &ops, g);
+    if (rc) {
+        gpu_destroy(&g->base);
+        return rc;
+    }
+    UL_LOG_INFO("cuda: device %d, %d KV pages of %d tokens, steps up to %d tokens", c.device,
+                g->kv.n_pages, c.page_size, g->max_tokens);
+    *out = &g->base;
+    return 0;
+}

@@ -1,0 +1,232 @@
+/* The arithmetic of the CUDA kernels, shared with the host: every function here is
+ * compiled by nvcc as __host__ __device__ for the kernels (the .cu files here) and by the C
+ * compiler as static inline for the host twins that tests/unit/gpu compares against the
+ * CPU backend, so a wrong formula fails on a machine without a GPU. Plain C11 and CUDA C++
+ * alike: no templates, no C-only syntax.
+ *
+ * Weight rows are read as bytes in their GGUF layout (no struct packing assumptions):
+ *   Q8_0  34 B / 32: f16 d, int8 qs[32]                      w = d * q
+ *   Q4_0  18 B / 32: f16 d, u8 qs[16] (lo nibbles 0..15, hi 16..31)  w = d * (q - 8)
+ *   Q4_K 144 B / 256: f16 d, f16 dmin, u8 scales[12] (6-bit scale/min pairs), u8 qs[128]
+ *   Q6_K 210 B / 256: u8 ql[128], u8 qh[64], int8 scales[16], f16 d
+ *   F16, BF16 2 B, F32 4 B per element. */
+#ifndef UL_GPU_TWIN_H
+#define UL_GPU_TWIN_H
+
+#include <math.h>
+#include <stdint.h>
+
+#ifdef __CUDACC__
+#define UL_HD __host__ __device__ __forceinline__
+#else
+#define UL_HD static inline
+#endif
+
+/* GGUF type ids the kernels read (model/gguf.h's UL_TYPE_*, repeated so that .cu files
+ * need no project header). */
+enum {
+    UL_TW_F32 = 0,
+    UL_TW_F16 = 1,
+    UL_TW_Q4_0 = 2,
+    UL_TW_Q8_0 = 8,
+    UL_TW_Q4_K = 12,
+    UL_TW_Q6_K = 14,
+    UL_TW_BF16 = 30
+};
+
+UL_HD float ul_tw_u2f(uint32_t u) {
+    union {
+        uint32_t u;
+        float f;
+    } v;
+    v.u = u;
+    return v.f;
+}
+
+/* Exact f16 -> f32 (denormals, inf, quiet NaN), as cpu/fp16.c. */
+UL_HD float ul_tw_f16(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16;
+    uint32_t exp = (h >> 10) & 0x1f, man = h & 0x3ff;
+    if (exp == 0x1f) return ul_tw_u2f(sign | 0x7f800000 | (man ? 0x400000 : 0) | (man << 13));
+    if (exp == 0) {
+        float v = (float)man * 5.9604644775390625e-08f; /* 2^-24 */
+        return sign ? -v : v;
+    }
+    return ul_tw_u2f(sign | ((exp + 112) << 23) | (man << 13));
+}
+
+UL_HD float ul_tw_bf16(uint16_t h) { return ul_tw_u2f((uint32_t)h << 16); }
+
+UL_HD uint16_t ul_tw_rd16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+
+/* Bytes of one row of n elements, and elements per block. */
+UL_HD int ul_tw_block_elems(int type) {
+    return type == UL_TW_Q4_K || type == UL_TW_Q6_K   ? 256
+           : type == UL_TW_Q4_0 || type == UL_TW_Q8_0 ? 32
+                                                      : 1;
+}
+UL_HD int ul_tw_block_bytes(int type) {
+    switch (type) {
+    case UL_TW_F32:
+        return 4;
+    case UL_TW_F16:
+    case UL_TW_BF16:
+        return 2;
+    case UL_TW_Q4_0:
+        return 18;
+    case UL_TW_Q8_0:
+        return 34;
+    case UL_TW_Q4_K:
+        return 144;
+    case UL_TW_Q6_K:
+        return 210;
+    default:
+        return 0;
+    }
+}
+UL_HD int64_t ul_tw_row_bytes(int type, int64_t n) {
+    return n / ul_tw_block_elems(type) * ul_tw_block_bytes(type);
+}
+
+/* Q4_K's packed 6-bit scale and min of sub-block j (0..7). */
+UL_HD void ul_tw_q4k_sm(const uint8_t *s, int j, int *sc, int *m) {
+    if (j < 4) {
+        *sc = s[j] & 63;
+        *m = s[j + 4] & 63;
+    } else {
+        *sc = (s[j + 4] & 0xF) | ((s[j - 4] >> 6) << 4);
+        *m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+    }
+}
+
+/* Element i (0 <= i < block elems) of the block at b. */
+UL_HD float ul_tw_dq_q8_0(const uint8_t *b, int i) {
+    return ul_tw_f16(ul_tw_rd16(b)) * (float)(int8_t)b[2 + i];
+}
+UL_HD float ul_tw_dq_q4_0(const uint8_t *b, int i) {
+    int q = i < 16 ? (b[2 + i] & 15) : (b[2 + i - 16] >> 4);
+    return ul_tw_f16(ul_tw_rd16(b)) * (float)(q - 8);
+}
+UL_HD float ul_tw_dq_q4_k(const uint8_t *b, int i) {
+    int j = i / 32; /* sub-block: 64-element chunks, low nibbles then high nibbles */
+    int sc, m;
+    ul_tw_q4k_sm(b + 4, j, &sc, &m);
+    const uint8_t *q = b + 16 + (i / 64) * 32;
+    int v = (j & 1) ? (q[i % 32] >> 4) : (q[i % 32] & 0xF);
+    float d = ul_tw_f16(ul_tw_rd16(b)), dmin = ul_tw_f16(ul_tw_rd16(b + 2));
+    return d * (float)sc * (float)v - dmin * (float)m;
+}
+UL_HD float ul_tw_dq_q6_k(const uint8_t *b, int i) {
+    const uint8_t *ql = b + (i / 128) * 64, *qh = b + 128 + (i / 128) * 32;
+    const int8_t *sc = (const int8_t *)(b + 192) + (i / 128) * 8;
+    int r = i % 128, part = r / 32, l = r % 32;
+    int lo = part & 1 ? ql[l + 32] : ql[l];
+    lo = part < 2 ? lo & 0xF : lo >> 4;
+    int q = (lo | (((qh[l] >> (2 * part)) & 3) << 4)) - 32;
+    float d = ul_tw_f16(ul_tw_rd16(b + 208));
+    return d * (float)sc[l / 16 + 2 * part] * (float)q;
+}
+
+/* Element k of a row of the given type. */
+UL_HD float ul_tw_dq(int type, const uint8_t *row, int64_t k) {
+    switch (type) {
+    case UL_TW_F32:
+        return ul_tw_u2f((uint32_t)row[4 * k] | (uint32_t)row[4 * k + 1] << 8 |
+                         (uint32_t)row[4 * k + 2] << 16 | (uint32_t)row[4 * k + 3] << 24);
+    case UL_TW_F16:
+        return ul_tw_f16(ul_tw_rd16(row + 2 * k));
+    case UL_TW_BF16:
+        return ul_tw_bf16(ul_tw_rd16(row + 2 * k));
+    case UL_TW_Q8_0:
+        return ul_tw_dq_q8_0(row + (k / 32) * 34, (int)(k % 32));
+    case UL_TW_Q4_0:
+        return ul_tw_dq_q4_0(row + (k / 32) * 18, (int)(k % 32));
+    case UL_TW_Q4_K:
+        return ul_tw_dq_q4_k(row + (k / 256) * 144, (int)(k % 256));
+    case UL_TW_Q6_K:
+        return ul_tw_dq_q6_k(row + (k / 256) * 210, (int)(k % 256));
+    default:
+        return NAN;
+    }
+}
+
+/* ---- RMSNorm: y = x * scale * w, scale from the sum of squares ---- */
+UL_HD float ul_tw_rms_scale(float sumsq, int n, float eps) {
+    return 1.0f / sqrtf(sumsq / (float)n + eps);
+}
+
+/* ---- RoPE: the angle of pair p (0 <= p < n_rot/2) at pos, with the CPU cache's
+ * arithmetic (theta advanced by repeated multiplication, frequency factors divided first,
+ * then freq_scale) so both round alike. ff: [n_rot/2] or NULL. ---- */
+UL_HD float ul_tw_rope_theta(int32_t pos, int p, int n_rot, float base, float freq_scale,
+                             const float *ff) {
+    const float theta_scale = powf(base, -2.0f / (float)n_rot);
+    float theta = (float)pos;
+    for (int i = 0; i < p; i++) theta *= theta_scale;
+    return (ff ? theta / ff[p] : theta) * freq_scale;
+}
+
+/* Rotates the pair (x0, x1) by theta. NORM mode pairs (2p, 2p+1); NEOX pairs (p,
+ * p + n_rot/2); the angle depends on p alone in both. */
+UL_HD void ul_tw_rope_pair(float *x0, float *x1, float c, float s) {
+    float a = *x0, b = *x1;
+    *x0 = a * c - b * s;
+    *x1 = a * s + b * c;
+}
+
+/* ---- SwiGLU: silu(g) * u ---- */
+UL_HD float ul_tw_swiglu(float g, float u) { return g / (1.0f + expf(-g)) * u; }
+
+/* ---- paged KV: the element offset of (page, layer, K or V, kv head, slot) in the pool
+ * [n_pages][n_layer][2][n_head_kv][page_size][head_dim] (gpu.h's ul_gpu_kv_t) ---- */
+UL_HD int64_t ul_tw_kv_off(int32_t page, int il, int kind, int h, int slot, int n_layer,
+                           int n_head_kv, int page_size, int head_dim) {
+    return ((((int64_t)page * n_layer + il) * 2 + kind) * n_head_kv + h) * (int64_t)page_size *
+               head_dim +
+           (int64_t)slot * head_dim;
+}
+
+/* ---- attention: online softmax over scores, one running (max, sum) per query head ----
+ * Adds score s (already scaled) of a value row: returns the factor that rescales the
+ * accumulated output and sum, and sets *w to the weight of the new row. */
+UL_HD float ul_tw_softmax_step(float *m, float *l, float s, float *w) {
+    float m_new = s > *m ? s : *m;
+    float corr = expf(*m - m_new); /* exp(-inf) = 0 on the first row */
+    *w = expf(s - m_new);
+    *l = *l * corr + *w;
+    *m = m_new;
+    return corr;
+}
+
+/* ---- greedy sampling: the largest value, ties to the lowest id (ul_sample's rule), and
+ * the log-sum-exp for its logprob, combined pairwise so a tree reduction and a loop give
+ * the same answer up to the sum's rounding ---- */
+typedef struct {
+    float max;
+    int32_t id;
+    float sum; /* sum of exp(x - max) */
+} ul_tw_amax_t;
+
+UL_HD ul_tw_amax_t ul_tw_amax_one(float x, int32_t id) {
+    ul_tw_amax_t r;
+    r.max = x;
+    r.id = id;
+    r.sum = 1.0f;
+    return r;
+}
+UL_HD ul_tw_amax_t ul_tw_amax_merge(ul_tw_amax_t a, ul_tw_amax_t b) {
+    if (b.id < 0) return a;
+    if (a.id < 0) return b;
+    ul_tw_amax_t r;
+    if (b.max > a.max || (b.max == a.max && b.id < a.id)) {
+        r.max = b.max;
+        r.id = b.id;
+    } else {
+        r.max = a.max;
+        r.id = a.id;
+    }
+    r.sum = a.sum * expf(a.max - r.max) + b.sum * expf(b.max - r.max);
+    return r;
+}
+
+#endif
