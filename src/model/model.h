@@ -1,6 +1,6 @@
 /* A loaded model: the validated GGUF, hyper-parameters and the weight table of the
- * `llama`, `qwen2` or `qwen3` architecture, plus its vocabulary. Read-only after ul_model_load;
- * shared by every thread. */
+ * `llama`, `qwen2`, `qwen3` or `qwen3moe` architecture, plus its vocabulary. Read-only after
+ * ul_model_load; shared by every thread. */
 #ifndef UL_MODEL_MODEL_H
 #define UL_MODEL_MODEL_H
 
@@ -17,6 +17,9 @@ typedef struct ul_hparams_s {
     float rms_eps;         /* attention.layer_norm_rms_epsilon, default 1e-5 */
     int32_t rope_neox;     /* 1: RoPE rotates pairs (i, i + n_rot/2) (llama.cpp's NEOX mode,
                             * qwen2/qwen3); 0: adjacent pairs (NORM mode, llama) */
+    /* mixture of experts (qwen3moe), 0 for dense models: expert_count, expert_used_count,
+     * expert_feed_forward_length (default n_ff / n_expert_used, as llama.cpp) */
+    int32_t n_expert, n_expert_used, n_ff_exp;
 } ul_hparams_t;
 
 typedef struct ul_layer_s {
@@ -27,6 +30,10 @@ typedef struct ul_layer_s {
     const ul_gguf_tensor_t *bq, *bk, *bv;    /* [q_dim], [kv_dim], [kv_dim] f32 (qwen2), or NULL */
     const ul_gguf_tensor_t *q_norm, *k_norm; /* [head_dim] f32, per-head RMSNorm of q and k
                                               * before RoPE (qwen3), or NULL */
+    /* qwen3moe, instead of ffn_gate/up/down (NULL then): the router [n_embd, n_expert]
+     * and the experts stacked on ne[2]: gate, up [n_embd, n_ff_exp, n_expert], down
+     * [n_ff_exp, n_embd, n_expert] (expert e's matrix starts at row e * ne[1]) */
+    const ul_gguf_tensor_t *ffn_gate_inp, *ffn_gate_exps, *ffn_up_exps, *ffn_down_exps;
 } ul_layer_t;
 
 struct ul_model_s {
