@@ -1,5 +1,6 @@
-/* `uvllm synth` writes a random-weight llama, qwen2 or qwen3 model at a real shape
- * (TinyLlama-1.1B, a GPT-2-small-sized one, the shipped "mini") with the vocabulary of a
+/* `uvllm synth` writes a random-weight llama, qwen2, qwen3 or qwen3moe model at a real shape
+ * (TinyLlama-1.1B, a GPT-2-small-sized one, the shipped "mini", Qwen3-30B-A3B's layer and a
+ * tiny mixture of experts for tests) with the vocabulary of a
  * given GGUF, so speed can be measured at sizes where it means something without shipping
  * weights.
  * `uvllm quantize` converts a model's matrices to f16, q8_0 or q4_0 (norms stay f32).
@@ -20,12 +21,18 @@
 typedef struct {
     const char *name;
     int n_embd, n_layer, n_head, n_head_kv, n_ff, n_ctx;
+    /* head_dim (0: n_embd / n_head); experts (qwen3moe): count, used per token, their FFN
+     * width */
+    int head_dim, n_expert, n_expert_used, n_ff_exp;
 } shape_t;
 
 static const shape_t g_shapes[] = {
-    {"tinyllama", 2048, 22, 32, 4, 5632, 2048},
-    {"small", 768, 12, 12, 12, 2048, 2048},
-    {"mini", 256, 2, 4, 2, 768, 2048},
+    {"tinyllama", 2048, 22, 32, 4, 5632, 2048, 0, 0, 0, 0},
+    {"small", 768, 12, 12, 12, 2048, 2048, 0, 0, 0, 0},
+    {"mini", 256, 2, 4, 2, 768, 2048, 0, 0, 0, 0},
+    /* Qwen3-30B-A3B (48 layers; --layers N cuts it), and a tiny one for tests */
+    {"30b-a3b", 2048, 48, 32, 4, 6144, 4096, 128, 128, 8, 768},
+    {"moe-tiny", 64, 2, 4, 2, 192, 2048, 16, 16, 4, 64},
 };
 
 /* general.file_type values llama.cpp uses for "mostly <type>". */
@@ -95,46 +102,60 @@ static void fill_normal(rng_t *r, float *x, int64_t n, float std) {
 /* ---- synth ---- */
 
 static void synth_usage(FILE *f) {
-    fprintf(f, "usage: uvllm synth --shape tinyllama|small|mini --vocab VOCAB.gguf OUT.gguf\n"
-               "                   [--arch llama|qwen2|qwen3]\n"
-               "                   [--type f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1] [--seed N]\n"
-               "Random weights (normal, std 1/sqrt(fan_in)), norms 1, vocabulary copied from\n"
-               "VOCAB.gguf (any GGUF with tokenizer.* keys). qwen2 adds q/k/v biases (normal,\n"
-               "std 0.1), qwen3 per-head q/k norms (1); both use rope.freq_base 1e6.\n");
+    fprintf(f,
+            "usage: uvllm synth --shape tinyllama|small|mini|30b-a3b|moe-tiny --vocab VOCAB.gguf\n"
+            "                   OUT.gguf [--arch llama|qwen2|qwen3|qwen3moe] [--layers N]\n"
+            "                   [--experts E --experts-used K --expert-ff F]\n"
+            "                   [--type f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1] [--seed N]\n"
+            "Random weights (normal, std 1/sqrt(fan_in)), norms 1, vocabulary copied from\n"
+            "VOCAB.gguf (any GGUF with tokenizer.* keys). qwen2 adds q/k/v biases (normal,\n"
+            "std 0.1), qwen3 per-head q/k norms (1); both use rope.freq_base 1e6. qwen3moe\n"
+            "(default shape moe-tiny) is qwen3 with a router (f32) and E experts of width F,\n"
+            "K used per token, instead of the dense FFN.\n");
 }
 
 typedef struct {
     const char *name;
     int64_t ne0, ne1; /* ne1 == 0: a 1-d norm (or bias) */
     int bias;         /* 1-d, random instead of 1 */
+    int64_t ne2;      /* > 0: a stack of ne2 matrices (experts) */
+    int f32;          /* a matrix kept f32 whatever --type says (the MoE router, as llama.cpp) */
 } wdesc_t;
 
-enum { ARCH_LLAMA, ARCH_QWEN2, ARCH_QWEN3 };
-static const char *const g_archs[] = {"llama", "qwen2", "qwen3"};
-#define MAX_PER_LAYER 14
+enum { ARCH_LLAMA, ARCH_QWEN2, ARCH_QWEN3, ARCH_QWEN3MOE };
+static const char *const g_archs[] = {"llama", "qwen2", "qwen3", "qwen3moe"};
+
+static int head_dim(const shape_t *s) { return s->head_dim ? s->head_dim : s->n_embd / s->n_head; }
+#define MAX_PER_LAYER 18
 
 /* The tensor list in llama.cpp's order (llama; qwen2's biases and qwen3's q/k norms
  * follow the layer's llama tensors). Returns the count written to d. */
 static int synth_tensors(const shape_t *s, int arch, int64_t n_vocab, wdesc_t *d,
                          char (*names)[48]) {
-    int64_t e = s->n_embd, hd = s->n_embd / s->n_head, kv = (int64_t)s->n_head_kv * hd;
+    int64_t e = s->n_embd, hd = head_dim(s), kv = (int64_t)s->n_head_kv * hd;
+    int64_t q = (int64_t)s->n_head * hd, ne = s->n_expert, fe = s->n_ff_exp;
+    const int moe = arch == ARCH_QWEN3MOE, qk_norm = arch == ARCH_QWEN3 || moe;
     int n = 0;
-    d[n++] = (wdesc_t){"token_embd.weight", e, n_vocab, 0};
+    d[n++] = (wdesc_t){"token_embd.weight", e, n_vocab, 0, 0, 0};
     for (int l = 0; l < s->n_layer; l++) {
-        const wdesc_t w[] = {{"attn_norm.weight", e, 0, 0},
-                             {"attn_q.weight", e, e, 0},
-                             {"attn_k.weight", e, kv, 0},
-                             {"attn_v.weight", e, kv, 0},
-                             {"attn_output.weight", e, e, 0},
-                             {"ffn_norm.weight", e, 0, 0},
-                             {"ffn_gate.weight", e, s->n_ff, 0},
-                             {"ffn_up.weight", e, s->n_ff, 0},
-                             {"ffn_down.weight", s->n_ff, e, 0},
-                             {arch == ARCH_QWEN2 ? "attn_q.bias" : NULL, e, 0, 1},
-                             {arch == ARCH_QWEN2 ? "attn_k.bias" : NULL, kv, 0, 1},
-                             {arch == ARCH_QWEN2 ? "attn_v.bias" : NULL, kv, 0, 1},
-                             {arch == ARCH_QWEN3 ? "attn_q_norm.weight" : NULL, hd, 0, 0},
-                             {arch == ARCH_QWEN3 ? "attn_k_norm.weight" : NULL, hd, 0, 0}};
+        const wdesc_t w[] = {{"attn_norm.weight", e, 0, 0, 0, 0},
+                             {"attn_q.weight", e, q, 0, 0, 0},
+                             {"attn_k.weight", e, kv, 0, 0, 0},
+                             {"attn_v.weight", e, kv, 0, 0, 0},
+                             {"attn_output.weight", q, e, 0, 0, 0},
+                             {"ffn_norm.weight", e, 0, 0, 0, 0},
+                             {moe ? NULL : "ffn_gate.weight", e, s->n_ff, 0, 0, 0},
+                             {moe ? NULL : "ffn_up.weight", e, s->n_ff, 0, 0, 0},
+                             {moe ? NULL : "ffn_down.weight", s->n_ff, e, 0, 0, 0},
+                             {arch == ARCH_QWEN2 ? "attn_q.bias" : NULL, q, 0, 1, 0, 0},
+                             {arch == ARCH_QWEN2 ? "attn_k.bias" : NULL, kv, 0, 1, 0, 0},
+                             {arch == ARCH_QWEN2 ? "attn_v.bias" : NULL, kv, 0, 1, 0, 0},
+                             {qk_norm ? "attn_q_norm.weight" : NULL, hd, 0, 0, 0, 0},
+                             {qk_norm ? "attn_k_norm.weight" : NULL, hd, 0, 0, 0, 0},
+                             {moe ? "ffn_gate_inp.weight" : NULL, e, ne, 0, 0, 1},
+                             {moe ? "ffn_gate_exps.weight" : NULL, e, fe, 0, ne, 0},
+                             {moe ? "ffn_up_exps.weight" : NULL, e, fe, 0, ne, 0},
+                             {moe ? "ffn_down_exps.weight" : NULL, fe, e, 0, ne, 0}};
         for (size_t k = 0; k < sizeof w / sizeof w[0]; k++) {
             if (!w[k].name) continue;
             snprintf(names[n], 48, "blk.%d.%s", l, w[k].name);
@@ -143,8 +164,8 @@ static int synth_tensors(const shape_t *s, int arch, int64_t n_vocab, wdesc_t *d
             n++;
         }
     }
-    d[n++] = (wdesc_t){"output_norm.weight", e, 0, 0};
-    d[n++] = (wdesc_t){"output.weight", e, n_vocab, 0};
+    d[n++] = (wdesc_t){"output_norm.weight", e, 0, 0, 0, 0};
+    d[n++] = (wdesc_t){"output.weight", e, n_vocab, 0, 0, 0};
     return n;
 }
 
@@ -163,7 +184,7 @@ static int synth_meta(ul_gguf_writer_t *w, const shape_t *s, int arch, const ul_
     rc = rc ? rc : ul_gguf_w_u32(w, KEY("embedding_length"), (uint32_t)s->n_embd);
     rc = rc ? rc : ul_gguf_w_u32(w, KEY("block_count"), (uint32_t)s->n_layer);
     rc = rc ? rc : ul_gguf_w_u32(w, KEY("feed_forward_length"), (uint32_t)s->n_ff);
-    rc = rc ? rc : ul_gguf_w_u32(w, KEY("rope.dimension_count"), (uint32_t)(s->n_embd / s->n_head));
+    rc = rc ? rc : ul_gguf_w_u32(w, KEY("rope.dimension_count"), (uint32_t)head_dim(s));
     rc = rc ? rc : ul_gguf_w_u32(w, KEY("attention.head_count"), (uint32_t)s->n_head);
     rc = rc ? rc : ul_gguf_w_u32(w, KEY("attention.head_count_kv"), (uint32_t)s->n_head_kv);
     rc = rc ? rc
@@ -171,12 +192,14 @@ static int synth_meta(ul_gguf_writer_t *w, const shape_t *s, int arch, const ul_
                             arch == ARCH_LLAMA ? 1e-5f : 1e-6f);
     rc = rc ? rc : ul_gguf_w_f32(w, KEY("rope.freq_base"), arch == ARCH_LLAMA ? 10000.0f : 1e6f);
     rc = rc ? rc : ul_gguf_w_u32(w, KEY("vocab_size"), (uint32_t)n_vocab);
-    if (arch == ARCH_QWEN3) {
-        rc = rc ? rc
-                : ul_gguf_w_u32(w, KEY("attention.key_length"), (uint32_t)(s->n_embd / s->n_head));
-        rc =
-            rc ? rc
-               : ul_gguf_w_u32(w, KEY("attention.value_length"), (uint32_t)(s->n_embd / s->n_head));
+    if (arch == ARCH_QWEN3 || arch == ARCH_QWEN3MOE) {
+        rc = rc ? rc : ul_gguf_w_u32(w, KEY("attention.key_length"), (uint32_t)head_dim(s));
+        rc = rc ? rc : ul_gguf_w_u32(w, KEY("attention.value_length"), (uint32_t)head_dim(s));
+    }
+    if (arch == ARCH_QWEN3MOE) {
+        rc = rc ? rc : ul_gguf_w_u32(w, KEY("expert_count"), (uint32_t)s->n_expert);
+        rc = rc ? rc : ul_gguf_w_u32(w, KEY("expert_used_count"), (uint32_t)s->n_expert_used);
+        rc = rc ? rc : ul_gguf_w_u32(w, KEY("expert_feed_forward_length"), (uint32_t)s->n_ff_exp);
     }
 #undef KEY
     for (uint64_t i = 0; !rc && i < voc->n_kv; i++) {
@@ -198,9 +221,9 @@ static int synth_data(ul_gguf_writer_t *w, const wdesc_t *d, int type, rng_t *r,
         return ul_gguf_w_data(w, row, (size_t)d->ne0 * sizeof(float));
     }
     float std = 1.0f / sqrtf((float)d->ne0);
-    for (int64_t j = 0; j < d->ne1; j++) {
+    for (int64_t j = 0; j < d->ne1 * (d->ne2 ? d->ne2 : 1); j++) {
         fill_normal(r, row, d->ne0, std);
-        size_t nb = ul_cpu_quant_row(type, row, qrow, d->ne0);
+        size_t nb = ul_cpu_quant_row(d->f32 ? UL_TYPE_F32 : type, row, qrow, d->ne0);
         int rc = nb ? ul_gguf_w_data(w, qrow, nb) : UL_EINVAL;
         if (rc) return rc;
     }
@@ -213,6 +236,9 @@ static int synth_write(const shape_t *s, int arch, const ul_gguf_t *voc, int64_t
     wdesc_t *d = calloc((size_t)max_t, sizeof *d);
     char(*names)[48] = calloc((size_t)max_t, sizeof *names);
     int64_t max_row = s->n_embd > s->n_ff ? s->n_embd : s->n_ff;
+    max_row = max_row > s->n_ff_exp ? max_row : s->n_ff_exp;
+    max_row =
+        max_row > (int64_t)s->n_head * head_dim(s) ? max_row : (int64_t)s->n_head * head_dim(s);
     float *row = malloc((size_t)max_row * sizeof *row);
     void *qrow = malloc((size_t)max_row * sizeof(float));
     ul_gguf_writer_t *w = NULL;
@@ -220,9 +246,12 @@ static int synth_write(const shape_t *s, int arch, const ul_gguf_t *voc, int64_t
     int n = rc ? 0 : synth_tensors(s, arch, n_vocab, d, names);
     if (!rc) rc = synth_meta(w, s, arch, voc, n_vocab, type);
     for (int i = 0; !rc && i < n; i++) {
-        int t = d[i].ne1 ? type : UL_TYPE_F32;
-        rc = ul_gguf_w_tensor(w, d[i].name, (uint32_t)t, d[i].ne1 ? 2 : 1,
-                              (int64_t[]){d[i].ne0, d[i].ne1}, NULL);
+        int t = d[i].ne1 && !d[i].f32 ? type : UL_TYPE_F32;
+        rc = ul_gguf_w_tensor(w, d[i].name, (uint32_t)t,
+                              d[i].ne2   ? 3
+                              : d[i].ne1 ? 2
+                                         : 1,
+                              (int64_t[]){d[i].ne0, d[i].ne1, d[i].ne2}, NULL);
     }
     if (!rc) rc = ul_gguf_w_begin(w, out);
     rng_t r;
@@ -240,9 +269,24 @@ static int synth_write(const shape_t *s, int arch, const ul_gguf_t *voc, int64_t
     return rc;
 }
 
+/* Option a of ov_opt with value v into ov; 0 if a is none of them. Values in [0, 1e6]. */
+static int synth_override(const char *a, const char *v, const char *const *ov_opt, long *ov) {
+    for (int i = 0; i < 4; i++) {
+        if (strcmp(a, ov_opt[i])) continue;
+        char *end;
+        long x = strtol(v, &end, 10);
+        ov[i] = *v && !*end && x >= 0 && x <= 1000000 ? x : 0;
+        return 1;
+    }
+    return 0;
+}
+
 int ul_cmd_synth(int argc, char **argv) {
     const char *shape = NULL, *vocab = NULL, *out = NULL, *tname = "f16", *aname = "llama";
     uint64_t seed = 42;
+    /* overrides of the shape: --layers, --experts, --experts-used, --expert-ff */
+    static const char *const ov_opt[] = {"--layers", "--experts", "--experts-used", "--expert-ff"};
+    long ov[4] = {-1, -1, -1, -1};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) return synth_usage(stdout), 0;
@@ -256,18 +300,31 @@ int ul_cmd_synth(int argc, char **argv) {
             aname = argv[++i];
         else if (i + 1 < argc && !strcmp(a, "--seed"))
             seed = strtoull(argv[++i], NULL, 0);
+        else if (i + 1 < argc && !strncmp(a, "--", 2) && synth_override(a, argv[i + 1], ov_opt, ov))
+            i++;
         else if (a[0] != '-' && !out)
             out = a;
         else
             return synth_usage(stderr), 2;
     }
-    const shape_t *s = NULL;
-    for (size_t i = 0; shape && i < sizeof g_shapes / sizeof g_shapes[0]; i++)
-        if (!strcmp(shape, g_shapes[i].name)) s = &g_shapes[i];
     int type = parse_type(tname), arch = -1;
     for (int i = 0; i < (int)(sizeof g_archs / sizeof g_archs[0]); i++)
         if (!strcmp(aname, g_archs[i])) arch = i;
+    if (!shape && arch == ARCH_QWEN3MOE) shape = "moe-tiny";
+    shape_t sh = {0}, *s = NULL;
+    for (size_t i = 0; shape && i < sizeof g_shapes / sizeof g_shapes[0]; i++)
+        if (!strcmp(shape, g_shapes[i].name)) sh = g_shapes[i], s = &sh;
     if (!s || !vocab || !out || type < 0 || arch < 0) return synth_usage(stderr), 2;
+    int *fld[4] = {&sh.n_layer, &sh.n_expert, &sh.n_expert_used, &sh.n_ff_exp};
+    for (int i = 0; i < 4; i++)
+        if (ov[i] >= 0) *fld[i] = (int)ov[i];
+    if (sh.n_layer < 1 ||
+        (arch == ARCH_QWEN3MOE) != (sh.n_expert > 0 && sh.n_expert_used > 0 &&
+                                    sh.n_expert_used <= sh.n_expert && sh.n_ff_exp > 0)) {
+        fprintf(stderr, "uvllm: synth: %s needs %s (1 <= experts-used <= experts, expert-ff > 0)\n",
+                g_archs[arch], arch == ARCH_QWEN3MOE ? "experts" : "no experts");
+        return 2;
+    }
     ul_gguf_t voc;
     if (ul_gguf_open(&voc, vocab)) {
         fprintf(stderr, "uvllm: %s: %s\n", vocab, voc.err);
