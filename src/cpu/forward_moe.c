@@ -4,19 +4,22 @@
  * the router's order (largest first), as ggml adds its expert views.
  *
  * A batched step does not run the experts token by token: the (token, slot) pairs are
- * grouped by expert, the inputs gathered into one contiguous block per expert, and each
- * expert that any token chose runs ONE matrix product over its block, so its weights stream
- * from memory once per step whatever the batch; experts nobody chose are not read at all.
- * The per-row results are the same as a token-by-token run (each output row is its own
- * dot products over the same quantised activation row).
+ * grouped by expert (their activation rows converted once, in grouped order) and each expert
+ * that any token chose multiplies its whole group at once, so its weights stream from
+ * memory once per step whatever the batch; experts nobody chose are not read at all. All
+ * experts of one product share one parallel phase (ul_cpu_matmul_id: two barriers for the
+ * step's gate|up, two for its down). A row's results are those of a token-by-token run (the
+ * same tile kernels over the same converted activation row).
  *
- * All threads of the step job run ul_fwd_moe together; the matrix products split rows as
- * everywhere else (ul_cpu_matmul_mat), the element-wise phases split tokens or elements. */
+ * All threads of the step job run ul_fwd_moe together; thread 0 routes (softmax and top-k
+ * of every token, small next to the products), element-wise phases split tokens or
+ * elements. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cpu/forward.h"
+#include "cpu/matmul_id.h"
 #include "uvllm/err.h"
 #include "uvllm/log.h"
 
@@ -25,6 +28,9 @@ struct ul_moe_s {
     ul_cpu_mat_t *router; /* [n_layer] */
     ul_cpu_mat_t *gu;     /* [n_layer][n_expert] gate|up of one expert */
     ul_cpu_mat_t *down;   /* [n_layer][n_expert] */
+    ul_cpu_mat_t *up;     /* [n_layer][n_expert] up alone when gate and up differ in type
+                           * (then gu is the gate alone), else NULL */
+    ul_mm_group_t *grp;   /* [3][n_expert] the step's groups of gate|up, down, up */
     uint8_t *packed;      /* the packed copies of the mats above, one allocation */
     void *mem;            /* the scratch below, one allocation */
     float *probs;         /* [max_tokens][n_expert] router logits, then probabilities */
@@ -32,9 +38,9 @@ struct ul_moe_s {
     float *w;             /* [max_tokens][n_used] their renormalised weights */
     int32_t *count;       /* [n_expert] rows of the step routed to each expert */
     int32_t *start;       /* [n_expert] first gathered row of each expert */
-    int32_t *row_of;      /* [max_tokens * n_used] gathered row of (token, slot) */
-    int32_t *tok_of;      /* [max_tokens * n_used] token of a gathered row */
-    float *xg;            /* [max_tokens * n_used][n_embd] gathered inputs, then outputs */
+    int32_t *row_of;      /* [max_tokens * n_used] grouped row of (token, slot) */
+    int32_t *tok_of;      /* [max_tokens * n_used] token of a grouped row */
+    float *yd;            /* [max_tokens * n_used][n_embd] expert outputs */
     float *hg, *hu;       /* [max_tokens * n_used][n_ff] gate, up products */
     void *mm_scratch;     /* the expert products' activation formats */
 };
@@ -51,50 +57,54 @@ static ul_gguf_tensor_t expert_view(const ul_gguf_tensor_t *t, int32_t e) {
     return v;
 }
 
-/* The parts of mat i: per layer the router, then gate|up and down of each expert. */
-static int moe_parts(const ul_fwd_t *f, size_t i, ul_gguf_tensor_t parts[2]) {
-    const size_t per = 1 + 2 * (size_t)f->moe->n_expert;
-    const ul_layer_t *L = &f->m->layers[i / per];
-    const size_t j = i % per;
+/* Mat i: per layer the router, then per expert gate|up (or gate), down, and up (an empty
+ * slot unless gate and up differ in type). Returns its parts' count (0: no mat). */
+static int moe_parts(const ul_fwd_t *f, size_t i, ul_gguf_tensor_t parts[2], ul_cpu_mat_t **mat) {
+    ul_moe_t *moe = f->moe;
+    const size_t per = 1 + 3 * (size_t)moe->n_expert, il = i / per, j = i % per;
+    const ul_layer_t *L = &f->m->layers[il];
     if (j == 0) {
+        *mat = &moe->router[il];
         parts[0] = *L->ffn_gate_inp;
         return 1;
     }
-    const int32_t e = (int32_t)((j - 1) / 2);
-    if ((j - 1) % 2) {
+    const int32_t e = (int32_t)((j - 1) / 3);
+    const size_t k = il * (size_t)moe->n_expert + (size_t)e;
+    switch ((j - 1) % 3) {
+    case 0:
+        *mat = &moe->gu[k];
+        parts[0] = expert_view(L->ffn_gate_exps, e);
+        parts[1] = expert_view(L->ffn_up_exps, e);
+        return moe->up ? 1 : 2;
+    case 1:
+        *mat = &moe->down[k];
         parts[0] = expert_view(L->ffn_down_exps, e);
         return 1;
+    default:
+        *mat = moe->up ? &moe->up[k] : NULL;
+        parts[0] = expert_view(L->ffn_up_exps, e);
+        return moe->up ? 1 : 0;
     }
-    parts[0] = expert_view(L->ffn_gate_exps, e);
-    parts[1] = expert_view(L->ffn_up_exps, e);
-    return parts[0].type == parts[1].type ? 2 : 1;
-}
-
-static ul_cpu_mat_t *moe_mat(ul_moe_t *moe, size_t i) {
-    const size_t per = 1 + 2 * (size_t)moe->n_expert, il = i / per, j = i % per;
-    if (j == 0) return &moe->router[il];
-    const size_t e = (j - 1) / 2;
-    return (j - 1) % 2 ? &moe->down[il * moe->n_expert + e] : &moe->gu[il * moe->n_expert + e];
 }
 
 /* Like forward.c's init_mats: one allocation for every packed copy; the file pages of a
- * packed matrix leave resident memory. A gate|up pair of different types (a mixed-type
- * file) cannot stack; the forward pass then multiplies up on its own (mats_up). */
+ * packed matrix leave resident memory. */
 static int init_mats(ul_fwd_t *f) {
     ul_moe_t *moe = f->moe;
-    const size_t n = (size_t)f->hp.n_layer * (1 + 2 * (size_t)moe->n_expert);
+    const size_t n = (size_t)f->hp.n_layer * (1 + 3 * (size_t)moe->n_expert);
     ul_gguf_tensor_t parts[2];
     const ul_gguf_tensor_t *pp[2] = {&parts[0], &parts[1]};
+    ul_cpu_mat_t *m;
     size_t total = 0;
     for (size_t i = 0; i < n; i++) {
-        int np = moe_parts(f, i, parts);
-        total += (ul_cpu_mat_packed_bytes(pp, np, 1) + 63) & ~(size_t)63;
+        int np = moe_parts(f, i, parts, &m);
+        total += np ? (ul_cpu_mat_packed_bytes(pp, np, 1) + 63) & ~(size_t)63 : 0;
     }
     if (total && !(moe->packed = ul_cpu_alloc_weights(total))) return UL_ENOMEM;
     uint8_t *dst = moe->packed;
     for (size_t i = 0; i < n; i++) {
-        int np = moe_parts(f, i, parts);
-        ul_cpu_mat_t *m = moe_mat(moe, i);
+        int np = moe_parts(f, i, parts, &m);
+        if (!np) continue;
         int rc = ul_cpu_mat_init_in(m, pp, np, 1, dst);
         if (rc) return rc;
         dst += (m->packed_bytes + 63) & ~(size_t)63;
@@ -118,7 +128,7 @@ static size_t mm_scratch_bytes(const ul_fwd_t *f, int n_rows) {
         const ul_layer_t *L = &f->m->layers[il];
         const ul_gguf_tensor_t *ws[] = {L->ffn_gate_exps, L->ffn_up_exps, L->ffn_down_exps};
         for (int i = 0; i < 3; i++) {
-            size_t s = ul_cpu_matmul_scratch((int)ws[i]->type, ws[i]->ne[0], n_rows);
+            size_t s = ul_cpu_matmul_id_scratch((int)ws[i]->type, ws[i]->ne[0], n_rows);
             mx = s > mx ? s : mx;
         }
         size_t s = ul_cpu_matmul_scratch((int)L->ffn_gate_inp->type, L->ffn_gate_inp->ne[0],
@@ -139,6 +149,7 @@ static int alloc_scratch(ul_fwd_t *f) {
                             R * 4,
                             R * 4,
                             R * (size_t)f->hp.n_embd * F,
+                            3 * (size_t)moe->n_expert * sizeof(ul_mm_group_t),
                             R * (size_t)moe->n_ff * F,
                             R * (size_t)moe->n_ff * F,
                             mm_scratch_bytes(f, (int)R)};
@@ -155,7 +166,8 @@ static int alloc_scratch(ul_fwd_t *f) {
     moe->start = carve(&p, sizes[i++]);
     moe->row_of = carve(&p, sizes[i++]);
     moe->tok_of = carve(&p, sizes[i++]);
-    moe->xg = carve(&p, sizes[i++]);
+    moe->yd = carve(&p, sizes[i++]);
+    moe->grp = carve(&p, sizes[i++]);
     moe->hg = carve(&p, sizes[i++]);
     moe->hu = carve(&p, sizes[i++]);
     moe->mm_scratch = carve(&p, sizes[i++]);
@@ -192,6 +204,12 @@ int ul_fwd_moe_init(ul_fwd_t *f) {
     moe->gu = calloc(ne, sizeof *moe->gu);
     moe->down = calloc(ne, sizeof *moe->down);
     if (!moe->router || !moe->gu || !moe->down) return UL_ENOMEM;
+    for (int il = 0; il < hp->n_layer; il++) {
+        const ul_layer_t *L = &f->m->layers[il];
+        if (L->ffn_gate_exps->type != L->ffn_up_exps->type && !moe->up &&
+            !(moe->up = calloc(ne, sizeof *moe->up)))
+            return UL_ENOMEM;
+    }
     int rc = init_mats(f);
     return rc ? rc : alloc_scratch(f);
 }
@@ -203,6 +221,8 @@ void ul_fwd_moe_free(ul_fwd_t *f) {
     for (size_t i = 0; moe->router && i < nl; i++) ul_cpu_mat_free(&moe->router[i]);
     for (size_t i = 0; moe->gu && i < ne; i++) ul_cpu_mat_free(&moe->gu[i]);
     for (size_t i = 0; moe->down && i < ne; i++) ul_cpu_mat_free(&moe->down[i]);
+    for (size_t i = 0; moe->up && i < ne; i++) ul_cpu_mat_free(&moe->up[i]);
+    free(moe->up);
     free(moe->router);
     free(moe->gu);
     free(moe->down);
@@ -248,24 +268,36 @@ static void route(const float *p, int n, int k, int32_t *sel, float *w) {
     for (int j = 0; j < k; j++) w[j] /= s;
 }
 
-/* One thread: rows of each expert, contiguous, experts in index order and within an expert
- * tokens in step order. */
-static void group(ul_moe_t *moe, int32_t T) {
-    const int32_t K = moe->n_used;
-    memset(moe->count, 0, (size_t)moe->n_expert * sizeof *moe->count);
+/* One thread, every token of the step: softmax, top-k and weights; then the (token, slot)
+ * rows grouped by expert, contiguous, experts in index order and within an expert tokens in
+ * step order; then the groups of the three products of layer il. */
+static void route_group(ul_moe_t *moe, int il, int32_t T) {
+    const int32_t K = moe->n_used, NE = moe->n_expert;
+    for (int32_t t = 0; t < T; t++) {
+        softmax(moe->probs + (size_t)t * NE, NE);
+        route(moe->probs + (size_t)t * NE, NE, K, moe->sel + (size_t)t * K, moe->w + (size_t)t * K);
+    }
+    memset(moe->count, 0, (size_t)NE * sizeof *moe->count);
     for (int32_t i = 0; i < T * K; i++) moe->count[moe->sel[i]]++;
     int32_t at = 0;
-    for (int32_t e = 0; e < moe->n_expert; e++) {
+    for (int32_t e = 0; e < NE; e++) {
         moe->start[e] = at;
         at += moe->count[e];
     }
-    memset(moe->count, 0, (size_t)moe->n_expert * sizeof *moe->count);
+    memset(moe->count, 0, (size_t)NE * sizeof *moe->count);
     for (int32_t t = 0; t < T; t++)
         for (int32_t k = 0; k < K; k++) {
             const int32_t e = moe->sel[t * K + k], r = moe->start[e] + moe->count[e]++;
             moe->row_of[t * K + k] = r;
             moe->tok_of[r] = t;
         }
+    const size_t l0 = (size_t)il * (size_t)NE;
+    for (int32_t e = 0; e < NE; e++) {
+        const int32_t r0 = moe->start[e], n = moe->count[e];
+        moe->grp[e] = (ul_mm_group_t){&moe->gu[l0 + e], r0, n};
+        moe->grp[NE + e] = (ul_mm_group_t){&moe->down[l0 + e], r0, n};
+        moe->grp[2 * NE + e] = (ul_mm_group_t){moe->up ? &moe->up[l0 + e] : NULL, r0, n};
+    }
 }
 
 /* ---------- the FFN ---------- */
@@ -280,63 +312,37 @@ static void swiglu(const ul_fwd_t *f, float *g, const float *u, size_t n, int it
     for (size_t i = i0; i < i1; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
 
-/* Every expert with rows this step: one product over its gathered rows. */
-static void experts_mm(ul_fwd_t *f, int il, int down, int ith, int nth) {
-    ul_moe_t *moe = f->moe;
-    const ul_layer_t *L = &f->m->layers[il];
-    const int64_t E = f->hp.n_embd, F = moe->n_ff;
-    for (int32_t e = 0; e < moe->n_expert; e++) {
-        const int32_t n = moe->count[e], r0 = moe->start[e];
-        if (!n) continue;
-        const ul_cpu_mat_t *m = &(down ? moe->down : moe->gu)[(size_t)il * moe->n_expert + e];
-        if (down) {
-            float *y[1] = {moe->xg + (size_t)r0 * E};
-            ul_cpu_matmul_mat(f->pool, m, moe->hg + (size_t)r0 * F, n, y, moe->mm_scratch, ith,
-                              nth);
-            continue;
-        }
-        float *y[2] = {moe->hg + (size_t)r0 * F, moe->hu + (size_t)r0 * F};
-        const float *x = moe->xg + (size_t)r0 * E;
-        ul_cpu_matmul_mat(f->pool, m, x, n, y, moe->mm_scratch, ith, nth);
-        if (m->n_parts == 1) { /* gate and up of different types: up alone */
-            ul_gguf_tensor_t up = expert_view(L->ffn_up_exps, e);
-            ul_cpu_matmul(f->pool, &up, x, n, y[1], moe->mm_scratch, ith, nth);
-        }
-    }
-}
-
 void ul_fwd_moe(ul_fwd_t *f, int il, int32_t t0, int32_t t1, int ith, int nth) {
     ul_moe_t *moe = f->moe;
-    const int32_t T = f->step->n_tokens, K = moe->n_used, NE = moe->n_expert;
+    const int32_t T = f->step->n_tokens, K = moe->n_used, NE = moe->n_expert, R = T * K;
     const int64_t E = f->hp.n_embd;
     float *probs[1] = {moe->probs};
     ul_cpu_matmul_mat(f->pool, &moe->router[il], f->xb, T, probs, moe->mm_scratch, ith, nth);
-    for (int32_t t = t0; t < t1; t++) {
-        softmax(moe->probs + (size_t)t * NE, NE);
-        route(moe->probs + (size_t)t * NE, NE, K, moe->sel + (size_t)t * K, moe->w + (size_t)t * K);
-    }
+    /* routing on one thread: a softmax and a top-k per token, small next to the products
+     * (and one barrier instead of two) */
+    if (ith == 0) route_group(moe, il, T);
     ul_pool_barrier(f->pool);
-    if (ith == 0) group(moe, T);
-    ul_pool_barrier(f->pool);
-    const int32_t R = T * K;
-    for (int32_t r = (int32_t)((int64_t)R * ith / nth); r < (int64_t)R * (ith + 1) / nth; r++)
-        memcpy(moe->xg + (size_t)r * E, f->xb + (size_t)moe->tok_of[r] * E,
-               (size_t)E * sizeof(float));
-    ul_pool_barrier(f->pool);
-    experts_mm(f, il, 0, ith, nth);
+    ul_mm_group_t *gu = moe->grp, *down = gu + NE, *up = down + NE;
+    float *F0 = moe->hg, *F1 = moe->hu;
+    ul_cpu_matmul_id(f->pool, gu, NE, f->xb, moe->tok_of, R, (float *[]){F0, F1, NULL},
+                     moe->mm_scratch, ith, nth);
+    if (moe->up)
+        ul_cpu_matmul_id(f->pool, up, NE, f->xb, moe->tok_of, R, (float *[]){F1, NULL, NULL},
+                         moe->mm_scratch, ith, nth);
     swiglu(f, moe->hg, moe->hu, (size_t)R * (size_t)moe->n_ff, ith, nth);
     ul_pool_barrier(f->pool);
-    experts_mm(f, il, 1, ith, nth);
+    ul_cpu_matmul_id(f->pool, down, NE, moe->hg, NULL, R, (float *[]){moe->yd, NULL, NULL},
+                     moe->mm_scratch, ith, nth);
     /* ggml: each expert's output times its weight, then the slots added left to right, then
      * the residual */
     for (int32_t t = t0; t < t1; t++) {
         float *x = f->x + (size_t)t * E, *acc = f->xo + (size_t)t * E;
         const float *w = moe->w + (size_t)t * K;
         const int32_t *rows = moe->row_of + (size_t)t * K;
-        const float *y0 = moe->xg + (size_t)rows[0] * E;
+        const float *y0 = moe->yd + (size_t)rows[0] * E;
         for (int64_t i = 0; i < E; i++) acc[i] = y0[i] * w[0];
         for (int32_t k = 1; k < K; k++) {
-            const float *y = moe->xg + (size_t)rows[k] * E;
+            const float *y = moe->yd + (size_t)rows[k] * E;
             for (int64_t i = 0; i < E; i++) acc[i] += y[i] * w[k];
         }
         for (int64_t i = 0; i < E; i++) x[i] += acc[i];
