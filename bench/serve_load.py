@@ -5,7 +5,8 @@ within the first second, so new prompts arrive while others decode. Measures per
 the time to first token and every gap between two SSE chunks carrying text, and the
 aggregate generated tokens per second. Prints one JSON line:
 {"n":..,"ttft_p50":..,"ttft_p99":..,"itl_p50":..,"itl_p99":..,"tok_s":..,"errors":..}
-(seconds; tok_s counts completion tokens from the chunks)."""
+(seconds; tok_s counts completion tokens from the chunks). --dump FILE also writes one JSON
+line per request: client, round, start (seconds since the load began), ttft, max_gap."""
 
 import argparse
 import json
@@ -80,9 +81,11 @@ def main():
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--prompt-words", type=int, default=40)
     ap.add_argument("--max-tokens", type=int, default=64)
+    ap.add_argument("--dump", help="per-request lines (JSON) to this file")
     a = ap.parse_args()
     words = "the quick brown fox jumps over a lazy dog while seven small birds sing".split()
     results, lock = [], threading.Lock()
+    t0 = time.monotonic()
 
     def client(k):
         rnd = random.Random(k)
@@ -92,7 +95,7 @@ def main():
             body = json.dumps({"prompt": f"{k} {r} {prompt}", "max_tokens": a.max_tokens,
                                "temperature": 0, "stream": True, "ignore_eos": True,
                                "n_predict": a.max_tokens}).encode()
-            out = {}
+            out = {"client": k, "round": r, "start": time.monotonic() - t0}
             try:
                 one(a.host, a.port, body, out)
             except OSError as e:
@@ -100,7 +103,6 @@ def main():
             with lock:
                 results.append(out)
 
-    t0 = time.monotonic()
     th = [threading.Thread(target=client, args=(k,)) for k in range(a.n)]
     for t in th:
         t.start()
@@ -108,6 +110,13 @@ def main():
         t.join()
     wall = time.monotonic() - t0
     ok = [r for r in results if "error" not in r and r.get("ttft") is not None]
+    if a.dump:
+        with open(a.dump, "w") as f:
+            for r in sorted(results, key=lambda r: r["start"]):
+                f.write(json.dumps({"client": r["client"], "round": r["round"],
+                                    "start": round(r["start"], 3), "ttft": r.get("ttft"),
+                                    "max_gap": max(r.get("gaps") or [0]),
+                                    "error": r.get("error")}) + "\n")
     gaps = [g for r in ok for g in r["gaps"]]
     ttft = [r["ttft"] for r in ok]
     print(json.dumps({"n": a.n, "requests": len(results), "errors": len(results) - len(ok),

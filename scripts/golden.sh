@@ -10,11 +10,11 @@
 # bench/work/llama.cpp; without one, bench/peer.sh clones and builds it). The dumper is our
 # own tools/golden_dump.c, compiled here against llama.cpp's static libraries into
 # bench/work/golden/golden_dump (rebuilt when the source or the libraries change).
-# Options after OUT.jsonl go to golden_dump (defaults: the 5 prompts of the shared mini
-# goldens, 24 tokens, 2 threads).
+# Options after OUT.jsonl go to golden_dump (--tokens, --prompts, --threads, --ubatch;
+# defaults: the 5 prompts of the shared mini goldens, 24 tokens, 2 threads, one ubatch).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-[ $# -ge 2 ] || { sed -n '2,14p' "$0" >&2; exit 2; }
+[ $# -ge 2 ] || { sed -n '2,15p' "$0" >&2; exit 2; }
 MODEL="$1" OUT="$2"
 shift 2
 

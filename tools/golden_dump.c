@@ -3,12 +3,14 @@
  * C API (llama.h); scripts/golden.sh builds llama.cpp (bench/peer.sh) and compiles this
  * file against its static libraries, so no llama.cpp code lives in this repository.
  *
- *   golden_dump MODEL.gguf [--tokens N] [--prompts FILE] [--threads N] [-v] > OUT.jsonl
+ *   golden_dump MODEL.gguf [--tokens N] [--prompts FILE] [--threads N] [--ubatch N] [-v]
+ *               > OUT.jsonl
  *
  * For every prompt (built-in list, or FILE with one prompt per line, blank lines skipped):
  *  - prompt_tokens: llama_tokenize with add_special (BOS as the vocabulary decides:
  *    tokenizer.ggml.add_bos_token, else SPM yes / gpt2 BPE no), special tokens not parsed;
- *  - prompt_top: the whole prompt decoded in ONE batch with logits requested at every
+ *  - prompt_top: the whole prompt decoded in ONE batch (one llama_decode, one ubatch unless
+ *    --ubatch N splits it into ubatches of N rows) with logits requested at every
  *    position (teacher forcing); per position the 20 largest logits as [id, logit],
  *    largest first (equal logits: smaller id first), printed with %g (6 digits);
  *  - tokens: greedy (argmax, first index on ties) continuation of up to N tokens (default
@@ -18,8 +20,9 @@
  *  - text: the continuation's pieces (llama_token_to_piece, lstrip 0, special false)
  *    concatenated, decoded as UTF-8 with U+FFFD for each maximal invalid subsequence (as
  *    Python's errors="replace"); text_bytes_hex: the exact bytes.
- * Context: the model's training context (n_ctx 0), otherwise default parameters (f16 K and V cache,
- * flash attention as llama.cpp decides), 2 threads, one sequence, a fresh KV cache per prompt. */
+ * Context: the model's training context (n_ctx 0), otherwise default parameters (f16 K and
+ * V cache, flash attention as llama.cpp decides), 2 threads, one sequence, a fresh KV cache
+ * per prompt. */
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -177,7 +180,7 @@ static void decode_or_die(struct llama_context *ctx, struct llama_batch b) {
 }
 
 static void dump_prompt(FILE *o, struct llama_model *model, const char *prompt, int n_gen,
-                        int n_threads) {
+                        int n_threads, int n_ubatch) {
     const struct llama_vocab *vocab = llama_model_get_vocab(model);
     const int32_t n_vocab = llama_vocab_n_tokens(vocab);
     const int32_t plen = (int32_t)strlen(prompt);
@@ -194,6 +197,7 @@ static void dump_prompt(FILE *o, struct llama_model *model, const char *prompt, 
     cp.n_ctx = 0; /* the model's training context, as the shared goldens */
     if ((uint32_t)n > cp.n_batch) cp.n_batch = (uint32_t)n;
     if ((uint32_t)n > cp.n_ubatch) cp.n_ubatch = (uint32_t)n; /* one ubatch: one graph */
+    if (n_ubatch > 0) cp.n_ubatch = (uint32_t)n_ubatch;
     struct llama_context *ctx = llama_init_from_model(model, cp);
     if (!ctx) die("llama_init_from_model failed", NULL);
     const uint32_t n_ctx = llama_n_ctx(ctx);
@@ -288,7 +292,7 @@ static char **read_prompts(const char *path, int *n_out) {
 
 int main(int argc, char **argv) {
     const char *model_path = NULL, *prompts_path = NULL;
-    int n_gen = 24, n_threads = 2;
+    int n_gen = 24, n_threads = 2, n_ubatch = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--tokens") && i + 1 < argc)
             n_gen = atoi(argv[++i]);
@@ -296,13 +300,15 @@ int main(int argc, char **argv) {
             prompts_path = argv[++i];
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc)
             n_threads = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--ubatch") && i + 1 < argc)
+            n_ubatch = atoi(argv[++i]);
         else if (!strcmp(argv[i], "-v"))
             g_verbose = 1;
         else if (argv[i][0] != '-' && !model_path)
             model_path = argv[i];
         else {
             fprintf(stderr, "usage: golden_dump MODEL.gguf [--tokens N] [--prompts FILE] "
-                            "[--threads N] [-v] > OUT.jsonl\n");
+                            "[--threads N] [--ubatch N] [-v] > OUT.jsonl\n");
             return 2;
         }
     }
@@ -317,7 +323,8 @@ int main(int argc, char **argv) {
     int n_prompts = (int)(sizeof g_default_prompts / sizeof *g_default_prompts);
     char **prompts = (char **)g_default_prompts;
     if (prompts_path) prompts = read_prompts(prompts_path, &n_prompts);
-    for (int i = 0; i < n_prompts; i++) dump_prompt(stdout, model, prompts[i], n_gen, n_threads);
+    for (int i = 0; i < n_prompts; i++)
+        dump_prompt(stdout, model, prompts[i], n_gen, n_threads, n_ubatch);
 
     llama_model_free(model);
     llama_backend_free();

@@ -30,7 +30,7 @@ typedef struct serve_args_s {
     int port, threads, max_batch_tokens, max_conns, max_seqs, null_ctx, kv_type;
     int ctx_size, max_tokens_default, truncate_max_tokens, parse_special;
     int64_t null_delay_us, max_body, kv_mem, null_token_us, null_prefill_us;
-    double shutdown_grace, header_timeout, idle_timeout;
+    double shutdown_grace, header_timeout, idle_timeout, stall_timeout;
     double itl_target_ms, max_queue_wait_s;
     int max_queue, no_prefix_cache;
     const char *aliases[UL_API_MAX_ALIASES];
@@ -51,7 +51,7 @@ static void usage(FILE *f) {
                "                   [--cors-origin ORIGIN]... [--chat-template FILE]\n"
                "                   [--itl-target-ms MS] [--no-prefix-cache] [--max-queue N]\n"
                "                   [--max-queue-wait-s SEC] [--null-token-us N]\n"
-               "                   [--null-prefill-us N]\n"
+               "                   [--null-prefill-us N] [--stall-timeout-s SEC]\n"
                "\n"
                "  --model PATH           GGUF model (implies --backend cpu)\n"
                "  --backend cpu|null     null: no model, deterministic pseudo-tokens (default\n"
@@ -103,6 +103,9 @@ static void usage(FILE *f) {
                "  --shutdown-grace SEC   time streams get to finish on SIGTERM (default 30)\n"
                "  --header-timeout SEC   request headers must arrive within (default 10)\n"
                "  --idle-timeout SEC     idle keep-alive connections close after (default 75)\n"
+               "  --stall-timeout-s SEC  a client that takes none of its waiting output for SEC\n"
+               "                         is dropped: its paused stream is cancelled and its KV\n"
+               "                         pages return (default 60)\n"
                "  --log-level L          (default info)\n");
 }
 
@@ -160,6 +163,7 @@ enum {
     O_MAX_QUEUE_WAIT,
     O_NULL_TOKEN,
     O_NULL_PREFILL,
+    O_STALL_TIMEOUT,
     O_TRUNCATE, /* flags without a value from here on */
     O_NO_PARSE_SPECIAL,
     O_NO_PREFIX_CACHE,
@@ -194,6 +198,7 @@ static const char *const g_opts[O_COUNT] = {"--model",
                                             "--max-queue-wait-s",
                                             "--null-token-us",
                                             "--null-prefill-us",
+                                            "--stall-timeout-s",
                                             "--truncate-max-tokens",
                                             "--no-parse-special",
                                             "--no-prefix-cache"};
@@ -274,6 +279,8 @@ static int apply_opt(serve_args_t *a, int k, const char *v) {
         return parse_i64(v, 0, 10000000, &a->null_token_us);
     case O_NULL_PREFILL:
         return parse_i64(v, 0, 10000000, &a->null_prefill_us);
+    case O_STALL_TIMEOUT:
+        return parse_sec(v, 86400, &a->stall_timeout) || a->stall_timeout <= 0;
     }
     return 1;
 }
@@ -290,6 +297,7 @@ static int parse_args(int argc, char **argv, serve_args_t *a) {
                         .shutdown_grace = 30,
                         .header_timeout = 10,
                         .idle_timeout = 75,
+                        .stall_timeout = 60,
                         .parse_special = 1,
                         .log_level = "info"};
     for (int i = 1; i < argc; i++) {
@@ -636,6 +644,7 @@ static int setup(const serve_args_t *a, server_t *sv) {
     hc.max_conns = (unsigned)a->max_conns;
     hc.header_timeout_ms = (uint64_t)(a->header_timeout * 1000);
     hc.idle_timeout_ms = (uint64_t)(a->idle_timeout * 1000);
+    hc.stall_timeout_ms = (uint64_t)(a->stall_timeout * 1000);
     hc.cors_origins = a->cors;
     hc.n_cors_origins = (size_t)a->n_cors;
     if ((rc = ul_http_server_init(&sv->loop, &sv->http, &hc, &sv->router)) != 0) return rc;

@@ -1,11 +1,9 @@
-/* `uvllm synth` writes a random-weight llama, qwen2, qwen3 or qwen3moe model at a real shape
- * (TinyLlama-1.1B, a GPT-2-small-sized one, the shipped "mini", Qwen3-30B-A3B's layer and a
- * tiny mixture of experts for tests) with the vocabulary of a
- * given GGUF, so speed can be measured at sizes where it means something without shipping
- * weights.
- * `uvllm quantize` converts a model's matrices to f16, q8_0 or q4_0 (norms stay f32).
- * Both stream tensor data through the GGUF writer row by row: multi-GB outputs never sit
- * in memory. */
+/* `uvllm synth` writes a random-weight llama, qwen2, qwen3, qwen3moe, gemma3 or phi3 model at a
+ * real shape (TinyLlama-1.1B, a GPT-2-small-sized one, the shipped "mini", Gemma-3-1B,
+ * Phi-3-mini, Qwen3-30B-A3B's layer) or a tiny test one, with the vocabulary of a given GGUF, so
+ * speed can be measured at sizes where it means something without shipping weights. `uvllm
+ * quantize` converts a model's matrices to f16, q8_0 or q4_0 (norms stay f32). Both stream tensor
+ * data through the GGUF writer row by row: multi-GB outputs never sit in memory. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,19 +19,34 @@
 typedef struct {
     const char *name;
     int n_embd, n_layer, n_head, n_head_kv, n_ff, n_ctx;
-    /* head_dim (0: n_embd / n_head); experts (qwen3moe): count, used per token, their FFN
-     * width */
-    int head_dim, n_expert, n_expert_used, n_ff_exp;
+    /* gemma3 / phi3 shapes (0: unused) */
+    int head_dim;   /* attention.key_length; 0: n_embd / n_head */
+    int n_rot;      /* rope.dimension_count; 0: head_dim */
+    int n_swa;      /* attention.sliding_window (gemma3; phi3 writes it, llama.cpp ignores it) */
+    int n_ctx_orig; /* phi3: rope.scaling.original_context_length, LongRoPE factors if > 0 */
+    float softcap;  /* gemma3: final_logit_softcapping if > 0 */
+    /* qwen3moe: experts, used per token, their FFN width (0: a dense model) */
+    int n_expert, n_expert_used, n_ff_exp;
 } shape_t;
 
 static const shape_t g_shapes[] = {
-    {"tinyllama", 2048, 22, 32, 4, 5632, 2048, 0, 0, 0, 0},
-    {"small", 768, 12, 12, 12, 2048, 2048, 0, 0, 0, 0},
-    {"mini", 256, 2, 4, 2, 768, 2048, 0, 0, 0, 0},
-    /* Qwen3-30B-A3B (48 layers; --layers N cuts it), and a tiny one for tests */
-    {"30b-a3b", 2048, 48, 32, 4, 6144, 4096, 128, 128, 8, 768},
-    {"moe-tiny", 64, 2, 4, 2, 192, 2048, 16, 16, 4, 64},
+    {"tinyllama", 2048, 22, 32, 4, 5632, 2048, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"small", 768, 12, 12, 12, 2048, 2048, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"mini", 256, 2, 4, 2, 768, 2048, 0, 0, 0, 0, 0, 0, 0, 0},
+    /* tests: head_dim * n_head != n_embd, 5 sliding layers (window 8) and 1 global, softcap */
+    {"gemma3-tiny", 64, 6, 4, 2, 128, 2048, 32, 0, 8, 0, 4.0f, 0, 0, 0},
+    {"gemma3-1b", 1152, 26, 4, 1, 6912, 32768, 256, 0, 512, 0, 0, 0, 0, 0},
+    /* tests: fused qkv with GQA, partial rotary (24 of 32), LongRoPE long factors in use
+     * (context 4096 > 2048), a sliding window that must be ignored */
+    {"phi3-tiny", 128, 2, 4, 2, 256, 4096, 0, 24, 8, 2048, 0, 0, 0, 0},
+    {"phi3-mini", 3072, 32, 32, 32, 8192, 4096, 0, 0, 2047, 0, 0, 0, 0, 0},
+    /* Qwen3-30B-A3B (48 layers; --layers N cuts it) and a tiny one for tests (qwen3moe) */
+    {"30b-a3b", 2048, 48, 32, 4, 6144, 4096, 128, 0, 0, 0, 0, 128, 8, 768},
+    {"moe-tiny", 64, 2, 4, 2, 192, 2048, 16, 0, 0, 0, 0, 16, 4, 64},
 };
+
+static int shape_hd(const shape_t *s) { return s->head_dim ? s->head_dim : s->n_embd / s->n_head; }
+static int shape_rot(const shape_t *s) { return s->n_rot ? s->n_rot : shape_hd(s); }
 
 /* general.file_type values llama.cpp uses for "mostly <type>". */
 static int file_type_of(int type) {
@@ -102,37 +115,82 @@ static void fill_normal(rng_t *r, float *x, int64_t n, float std) {
 /* ---- synth ---- */
 
 static void synth_usage(FILE *f) {
-    fprintf(f,
-            "usage: uvllm synth --shape tinyllama|small|mini|30b-a3b|moe-tiny --vocab VOCAB.gguf\n"
-            "                   OUT.gguf [--arch llama|qwen2|qwen3|qwen3moe] [--layers N]\n"
-            "                   [--experts E --experts-used K --expert-ff F]\n"
-            "                   [--type f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1] [--seed N]\n"
-            "Random weights (normal, std 1/sqrt(fan_in)), norms 1, vocabulary copied from\n"
-            "VOCAB.gguf (any GGUF with tokenizer.* keys). qwen2 adds q/k/v biases (normal,\n"
-            "std 0.1), qwen3 per-head q/k norms (1); both use rope.freq_base 1e6. qwen3moe\n"
-            "(default shape moe-tiny) is qwen3 with a router (f32) and E experts of width F,\n"
-            "K used per token, instead of the dense FFN.\n");
+    fprintf(f, "usage: uvllm synth --shape SHAPE --vocab VOCAB.gguf OUT.gguf\n"
+               "                   [--arch llama|qwen2|qwen3|qwen3moe|gemma3|phi3] [--layers N]\n"
+               "                   [--experts E --experts-used K --expert-ff F]\n"
+               "                   [--type f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1] [--seed N]\n"
+               "SHAPE: tinyllama|small|mini (any arch), gemma3-tiny|gemma3-1b (gemma3),\n"
+               "phi3-tiny|phi3-mini (phi3), moe-tiny (the qwen3moe default)|30b-a3b (qwen3moe).\n"
+               "Random weights (normal, std 1/sqrt(fan_in)), norms 1, vocabulary copied from\n"
+               "VOCAB.gguf (any GGUF with tokenizer.* keys). qwen2 adds q/k/v biases (normal,\n"
+               "std 0.1), qwen3 per-head q/k norms (1); both use rope.freq_base 1e6. gemma3\n"
+               "and phi3 norms are 1 + normal(0, 0.1); gemma3 has tied output, q/k and post\n"
+               "norms; phi3 fused attn_qkv and gate|up, LongRoPE factors on phi3-tiny.\n"
+               "qwen3moe is qwen3 with a router (f32) and E experts of width F, K used per\n"
+               "token, instead of the dense FFN.\n");
 }
 
 typedef struct {
     const char *name;
     int64_t ne0, ne1; /* ne1 == 0: a 1-d norm (or bias) */
-    int bias;         /* 1-d, random instead of 1 */
-    int64_t ne2;      /* > 0: a stack of ne2 matrices (experts) */
+    int bias;         /* 1-d: 0 ones, 1 normal(0, 0.1), 2 1 + normal(0, 0.1) (gemma3/phi3
+                       * norms), 3 / 4 phi3's long / short RoPE factors */
+    int64_t ne2;      /* > 0: a stack of ne2 matrices (qwen3moe's experts) */
     int f32;          /* a matrix kept f32 whatever --type says (the MoE router, as llama.cpp) */
 } wdesc_t;
 
-enum { ARCH_LLAMA, ARCH_QWEN2, ARCH_QWEN3, ARCH_QWEN3MOE };
-static const char *const g_archs[] = {"llama", "qwen2", "qwen3", "qwen3moe"};
-
-static int head_dim(const shape_t *s) { return s->head_dim ? s->head_dim : s->n_embd / s->n_head; }
+enum { ARCH_LLAMA, ARCH_QWEN2, ARCH_QWEN3, ARCH_GEMMA3, ARCH_PHI3, ARCH_QWEN3MOE };
+static const char *const g_archs[] = {"llama", "qwen2", "qwen3", "gemma3", "phi3", "qwen3moe"};
 #define MAX_PER_LAYER 18
 
 /* The tensor list in llama.cpp's order (llama; qwen2's biases and qwen3's q/k norms
  * follow the layer's llama tensors). Returns the count written to d. */
+/* gemma3 (llama.cpp's tensor order, tied output) and phi3 (fused qkv and gate|up, the
+ * LongRoPE factors first). */
+static int synth_tensors_gp(const shape_t *s, int arch, int64_t n_vocab, wdesc_t *d,
+                            char (*names)[48]) {
+    const int64_t e = s->n_embd, hd = shape_hd(s), q = (int64_t)s->n_head * hd,
+                  kv = (int64_t)s->n_head_kv * hd, ff = s->n_ff;
+    const int g = arch == ARCH_GEMMA3;
+    int n = 0;
+    if (!g && s->n_ctx_orig) {
+        d[n++] = (wdesc_t){"rope_factors_long.weight", shape_rot(s) / 2, 0, 3, 0, 0};
+        d[n++] = (wdesc_t){"rope_factors_short.weight", shape_rot(s) / 2, 0, 4, 0, 0};
+    }
+    d[n++] = (wdesc_t){"token_embd.weight", e, n_vocab, 0, 0, 0};
+    for (int l = 0; l < s->n_layer; l++) {
+        const wdesc_t w[] = {
+            {"attn_norm.weight", e, 0, 2, 0, 0},
+            {g ? "attn_q.weight" : "attn_qkv.weight", e, g ? q : q + 2 * kv, 0, 0, 0},
+            {g ? "attn_k.weight" : NULL, e, kv, 0, 0, 0},
+            {g ? "attn_v.weight" : NULL, e, kv, 0, 0, 0},
+            {"attn_output.weight", q, e, 0, 0, 0},
+            {g ? "attn_q_norm.weight" : NULL, hd, 0, 2, 0, 0},
+            {g ? "attn_k_norm.weight" : NULL, hd, 0, 2, 0, 0},
+            {g ? "post_attention_norm.weight" : NULL, e, 0, 2, 0, 0},
+            {"ffn_norm.weight", e, 0, 2, 0, 0},
+            {g ? "ffn_gate.weight" : NULL, e, ff, 0, 0, 0},
+            {"ffn_up.weight", e, g ? ff : 2 * ff, 0, 0, 0},
+            {"ffn_down.weight", ff, e, 0, 0, 0},
+            {g ? "post_ffw_norm.weight" : NULL, e, 0, 2, 0, 0}};
+        for (size_t k = 0; k < sizeof w / sizeof w[0]; k++) {
+            if (!w[k].name) continue;
+            snprintf(names[n], 48, "blk.%d.%s", l, w[k].name);
+            d[n] = w[k];
+            d[n].name = names[n];
+            n++;
+        }
+    }
+    d[n++] = (wdesc_t){"output_norm.weight", e, 0, 2, 0, 0};
+    if (!g) d[n++] = (wdesc_t){"output.weight", e, n_vocab, 0, 0, 0};
+    return n;
+}
+
 static int synth_tensors(const shape_t *s, int arch, int64_t n_vocab, wdesc_t *d,
                          char (*names)[48]) {
-    int64_t e = s->n_embd, hd = head_dim(s), kv = (int64_t)s->n_head_kv * hd;
+    if (arch == ARCH_GEMMA3 || arch == ARCH_PHI3)
+        return synth_tensors_gp(s, arch, n_vocab, d, names);
+    int64_t e = s->n_embd, hd = shape_hd(s), kv = (int64_t)s->n_head_kv * hd;
     int64_t q = (int64_t)s->n_head * hd, ne = s->n_expert, fe = s->n_ff_exp;
     const int moe = arch == ARCH_QWEN3MOE, qk_norm = arch == ARCH_QWEN3 || moe;
     int n = 0;
@@ -173,7 +231,10 @@ static int synth_meta(ul_gguf_writer_t *w, const shape_t *s, int arch, const ul_
                       int64_t n_vocab, int type) {
     const char *a = g_archs[arch];
     char name[64], key[96];
-    snprintf(name, sizeof name, "synthetic-%s", s->name);
+    /* without the arch prefix: llama.cpp's vocabulary loader treats a general.name holding
+     * "phi3" as Phi-3's and fails on a vocabulary without its special tokens */
+    const char *dash = strchr(s->name, '-');
+    snprintf(name, sizeof name, "synthetic-%s", dash ? dash + 1 : s->name);
     int rc = 0;
 #define KEY(suffix) (snprintf(key, sizeof key, "%s.%s", a, suffix), key)
     rc = rc ? rc : ul_gguf_w_str(w, "general.architecture", a, strlen(a));
@@ -184,7 +245,7 @@ static int synth_meta(ul_gguf_writer_t *w, const shape_t *s, int arch, const ul_
     rc = rc ? rc : ul_gguf_w_u32(w, KEY("embedding_length"), (uint32_t)s->n_embd);
     rc = rc ? rc : ul_gguf_w_u32(w, KEY("block_count"), (uint32_t)s->n_layer);
     rc = rc ? rc : ul_gguf_w_u32(w, KEY("feed_forward_length"), (uint32_t)s->n_ff);
-    rc = rc ? rc : ul_gguf_w_u32(w, KEY("rope.dimension_count"), (uint32_t)head_dim(s));
+    rc = rc ? rc : ul_gguf_w_u32(w, KEY("rope.dimension_count"), (uint32_t)shape_rot(s));
     rc = rc ? rc : ul_gguf_w_u32(w, KEY("attention.head_count"), (uint32_t)s->n_head);
     rc = rc ? rc : ul_gguf_w_u32(w, KEY("attention.head_count_kv"), (uint32_t)s->n_head_kv);
     rc = rc ? rc
@@ -192,14 +253,28 @@ static int synth_meta(ul_gguf_writer_t *w, const shape_t *s, int arch, const ul_
                             arch == ARCH_LLAMA ? 1e-5f : 1e-6f);
     rc = rc ? rc : ul_gguf_w_f32(w, KEY("rope.freq_base"), arch == ARCH_LLAMA ? 10000.0f : 1e6f);
     rc = rc ? rc : ul_gguf_w_u32(w, KEY("vocab_size"), (uint32_t)n_vocab);
-    if (arch == ARCH_QWEN3 || arch == ARCH_QWEN3MOE) {
-        rc = rc ? rc : ul_gguf_w_u32(w, KEY("attention.key_length"), (uint32_t)head_dim(s));
-        rc = rc ? rc : ul_gguf_w_u32(w, KEY("attention.value_length"), (uint32_t)head_dim(s));
+    if (arch == ARCH_QWEN3 || arch == ARCH_GEMMA3 || arch == ARCH_QWEN3MOE) {
+        rc = rc ? rc : ul_gguf_w_u32(w, KEY("attention.key_length"), (uint32_t)shape_hd(s));
+        rc = rc ? rc : ul_gguf_w_u32(w, KEY("attention.value_length"), (uint32_t)shape_hd(s));
     }
     if (arch == ARCH_QWEN3MOE) {
         rc = rc ? rc : ul_gguf_w_u32(w, KEY("expert_count"), (uint32_t)s->n_expert);
         rc = rc ? rc : ul_gguf_w_u32(w, KEY("expert_used_count"), (uint32_t)s->n_expert_used);
         rc = rc ? rc : ul_gguf_w_u32(w, KEY("expert_feed_forward_length"), (uint32_t)s->n_ff_exp);
+    }
+    if ((arch == ARCH_GEMMA3 || arch == ARCH_PHI3) && s->n_swa)
+        rc = rc ? rc : ul_gguf_w_u32(w, KEY("attention.sliding_window"), (uint32_t)s->n_swa);
+    if (arch == ARCH_GEMMA3 && s->softcap > 0)
+        rc = rc ? rc : ul_gguf_w_f32(w, KEY("final_logit_softcapping"), s->softcap);
+    if (arch == ARCH_PHI3 && s->n_ctx_orig) {
+        /* the converter's LongRoPE attn_factor: sqrt(1 + ln(scale) / ln(orig)) */
+        double scale = (double)s->n_ctx / s->n_ctx_orig;
+        rc = rc ? rc
+                : ul_gguf_w_u32(w, KEY("rope.scaling.original_context_length"),
+                                (uint32_t)s->n_ctx_orig);
+        rc = rc ? rc
+                : ul_gguf_w_f32(w, KEY("rope.scaling.attn_factor"),
+                                (float)sqrt(1 + log(scale) / log(s->n_ctx_orig)));
     }
 #undef KEY
     for (uint64_t i = 0; !rc && i < voc->n_kv; i++) {
@@ -214,10 +289,15 @@ static int synth_meta(ul_gguf_writer_t *w, const shape_t *s, int arch, const ul_
 static int synth_data(ul_gguf_writer_t *w, const wdesc_t *d, int type, rng_t *r, float *row,
                       void *qrow) {
     if (!d->ne1) {
-        if (d->bias)
+        if (d->bias == 1 || d->bias == 2)
             fill_normal(r, row, d->ne0, 0.1f);
         else
-            for (int64_t i = 0; i < d->ne0; i++) row[i] = 1.0f;
+            for (int64_t i = 0; i < d->ne0; i++) row[i] = 0.0f;
+        for (int64_t i = 0; i < d->ne0; i++) /* the RoPE factors grow with the frequency index */
+            row[i] += d->bias == 1   ? 0.0f
+                      : d->bias == 3 ? 1.0f + 0.5f * (float)i
+                      : d->bias == 4 ? 1.0f + 0.05f * (float)i
+                                     : 1.0f;
         return ul_gguf_w_data(w, row, (size_t)d->ne0 * sizeof(float));
     }
     float std = 1.0f / sqrtf((float)d->ne0);
@@ -232,13 +312,12 @@ static int synth_data(ul_gguf_writer_t *w, const wdesc_t *d, int type, rng_t *r,
 
 static int synth_write(const shape_t *s, int arch, const ul_gguf_t *voc, int64_t n_vocab, int type,
                        uint64_t seed, const char *out) {
-    int max_t = 4 + MAX_PER_LAYER * s->n_layer;
+    int max_t = 6 + MAX_PER_LAYER * s->n_layer;
     wdesc_t *d = calloc((size_t)max_t, sizeof *d);
     char(*names)[48] = calloc((size_t)max_t, sizeof *names);
     int64_t max_row = s->n_embd > s->n_ff ? s->n_embd : s->n_ff;
-    max_row = max_row > s->n_ff_exp ? max_row : s->n_ff_exp;
-    max_row =
-        max_row > (int64_t)s->n_head * head_dim(s) ? max_row : (int64_t)s->n_head * head_dim(s);
+    if ((int64_t)s->n_head * shape_hd(s) > max_row) max_row = (int64_t)s->n_head * shape_hd(s);
+    if (s->n_ff_exp > max_row) max_row = s->n_ff_exp;
     float *row = malloc((size_t)max_row * sizeof *row);
     void *qrow = malloc((size_t)max_row * sizeof(float));
     ul_gguf_writer_t *w = NULL;
@@ -271,7 +350,7 @@ static int synth_write(const shape_t *s, int arch, const ul_gguf_t *voc, int64_t
 
 /* Option a of ov_opt with value v into ov; 0 if a is none of them. Values in [0, 1e6]. */
 static int synth_override(const char *a, const char *v, const char *const *ov_opt, long *ov) {
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 3; i++) {
         if (strcmp(a, ov_opt[i])) continue;
         char *end;
         long x = strtol(v, &end, 10);
@@ -284,9 +363,10 @@ static int synth_override(const char *a, const char *v, const char *const *ov_op
 int ul_cmd_synth(int argc, char **argv) {
     const char *shape = NULL, *vocab = NULL, *out = NULL, *tname = "f16", *aname = "llama";
     uint64_t seed = 42;
-    /* overrides of the shape: --layers, --experts, --experts-used, --expert-ff */
-    static const char *const ov_opt[] = {"--layers", "--experts", "--experts-used", "--expert-ff"};
-    long ov[4] = {-1, -1, -1, -1};
+    long layers = 0;
+    /* qwen3moe's overrides of the shape: --experts, --experts-used, --expert-ff */
+    static const char *const ov_opt[] = {"--experts", "--experts-used", "--expert-ff"};
+    long ov[3] = {-1, -1, -1};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) return synth_usage(stdout), 0;
@@ -300,31 +380,44 @@ int ul_cmd_synth(int argc, char **argv) {
             aname = argv[++i];
         else if (i + 1 < argc && !strcmp(a, "--seed"))
             seed = strtoull(argv[++i], NULL, 0);
-        else if (i + 1 < argc && !strncmp(a, "--", 2) && synth_override(a, argv[i + 1], ov_opt, ov))
+        else if (i + 1 < argc && !strcmp(a, "--layers"))
+            layers = strtol(argv[++i], NULL, 10);
+        else if (i + 1 < argc && synth_override(a, argv[i + 1], ov_opt, ov))
             i++;
         else if (a[0] != '-' && !out)
             out = a;
         else
             return synth_usage(stderr), 2;
     }
+    shape_t sh = {0};
+    const shape_t *s = NULL;
     int type = parse_type(tname), arch = -1;
     for (int i = 0; i < (int)(sizeof g_archs / sizeof g_archs[0]); i++)
         if (!strcmp(aname, g_archs[i])) arch = i;
     if (!shape && arch == ARCH_QWEN3MOE) shape = "moe-tiny";
-    shape_t sh = {0}, *s = NULL;
     for (size_t i = 0; shape && i < sizeof g_shapes / sizeof g_shapes[0]; i++)
-        if (!strcmp(shape, g_shapes[i].name)) sh = g_shapes[i], s = &sh;
-    if (!s || !vocab || !out || type < 0 || arch < 0) return synth_usage(stderr), 2;
-    int *fld[4] = {&sh.n_layer, &sh.n_expert, &sh.n_expert_used, &sh.n_ff_exp};
-    for (int i = 0; i < 4; i++)
+        if (!strcmp(shape, g_shapes[i].name)) s = &g_shapes[i];
+    if (!s || !vocab || !out || type < 0 || arch < 0 || layers < 0 || layers > 1024)
+        return synth_usage(stderr), 2;
+    /* a gemma3-/phi3- shape is for that architecture only; the others for any */
+    if ((!strncmp(s->name, "gemma3", 6) && arch != ARCH_GEMMA3) ||
+        (!strncmp(s->name, "phi3", 4) && arch != ARCH_PHI3)) {
+        fprintf(stderr, "uvllm: shape %s needs --arch %.*s\n", s->name,
+                (int)(strchr(s->name, '-') - s->name), s->name);
+        return 2;
+    }
+    sh = *s;
+    if (layers) sh.n_layer = (int)layers;
+    int *fld[3] = {&sh.n_expert, &sh.n_expert_used, &sh.n_ff_exp};
+    for (int i = 0; i < 3; i++)
         if (ov[i] >= 0) *fld[i] = (int)ov[i];
-    if (sh.n_layer < 1 ||
-        (arch == ARCH_QWEN3MOE) != (sh.n_expert > 0 && sh.n_expert_used > 0 &&
+    if ((arch == ARCH_QWEN3MOE) != (sh.n_expert > 0 && sh.n_expert_used > 0 &&
                                     sh.n_expert_used <= sh.n_expert && sh.n_ff_exp > 0)) {
         fprintf(stderr, "uvllm: synth: %s needs %s (1 <= experts-used <= experts, expert-ff > 0)\n",
                 g_archs[arch], arch == ARCH_QWEN3MOE ? "experts" : "no experts");
         return 2;
     }
+    s = &sh;
     ul_gguf_t voc;
     if (ul_gguf_open(&voc, vocab)) {
         fprintf(stderr, "uvllm: %s: %s\n", vocab, voc.err);

@@ -35,7 +35,7 @@ static int check_weight(const ul_gguf_tensor_t *w, const char *what) {
 static int check_model(const ul_model_t *m) {
     const ul_hparams_t *hp = &m->hp;
     if (strcmp(hp->arch, "llama") && strcmp(hp->arch, "qwen2") && strcmp(hp->arch, "qwen3") &&
-        strcmp(hp->arch, "qwen3moe")) {
+        strcmp(hp->arch, "qwen3moe") && strcmp(hp->arch, "gemma3") && strcmp(hp->arch, "phi3")) {
         UL_LOG_ERROR("cpu: architecture '%s' is not supported", hp->arch);
         return UL_ENOTSUP;
     }
@@ -96,6 +96,7 @@ static int alloc_scratch(ul_fwd_t *f) {
                       B * (size_t)hp->n_ff * F,
                       B * (size_t)hp->n_ff * F,
                       B * (size_t)hp->n_rot * F,
+                      hp->n_swa > 0 ? B * (size_t)hp->n_rot * F : 0,
                       (size_t)f->logit_rows * (size_t)hp->n_vocab * F,
                       mm,
                       (size_t)f->nth * f->attn_tmp_floats * F,
@@ -123,6 +124,7 @@ static int alloc_scratch(ul_fwd_t *f) {
     f->hb = carve(&p, sizes[i++]);
     f->hb2 = carve(&p, sizes[i++]);
     f->rope = carve(&p, sizes[i++]);
+    f->rope_swa = hp->n_swa > 0 ? carve(&p, sizes[i++]) : (i++, NULL);
     f->logits = carve(&p, sizes[i++]);
     f->mm_scratch = carve(&p, sizes[i++]);
     f->attn_tmp = carve(&p, sizes[i++]);
@@ -232,6 +234,8 @@ int ul_fwd_create(const ul_model_t *m, const ul_cpu_config_t *cfg, ul_fwd_t **ou
     f->isa = ul_cpu_isa();
     /* before the pool's threads exist: they only read the sampler's choice */
     ul_sampling_init(ul_cpu_has_avx512f());
+    if (f->hp.ffn_gelu) ul_fwd_gemma3_init();
+    f->rope_ff = ul_fwd_rope_factors(m, c.n_ctx);
     int32_t seq_pages = (c.n_ctx + c.page_size - 1) / c.page_size;
     int64_t budget = c.kv_bytes;
     if (budget == 0) {
@@ -336,15 +340,16 @@ static void rmsnorm(float *dst, const float *x, const float *w, int n, float eps
 
 /* ggml's rope cache for NORM mode without YaRN: theta = pos * freq_scale * base^(-2i/n_rot),
  * the power advanced by repeated multiplication exactly as ggml_rope_cache_init does; with
- * frequency factors ff (rope_freqs, [n_rot/2]) theta is divided by ff[i/2] first, as there. */
+ * frequency factors ff (rope_freqs, [n_rot/2]) theta is divided by ff[i/2] first, as there;
+ * cos and sin are multiplied by mscale (its attn_factor, 1 unless phi3 LongRoPE). */
 static void rope_cache(float *cs, int32_t pos, int n_rot, float base, float freq_scale,
-                       const float *ff) {
+                       const float *ff, float mscale) {
     const float theta_scale = powf(base, -2.0f / (float)n_rot);
     float theta = (float)pos;
     for (int i = 0; i < n_rot; i += 2) {
         float th = (ff ? theta / ff[i / 2] : theta) * freq_scale;
-        cs[i] = cosf(th);
-        cs[i + 1] = sinf(th);
+        cs[i] = cosf(th) * mscale;
+        cs[i + 1] = sinf(th) * mscale;
         theta *= theta_scale;
     }
 }
@@ -381,7 +386,7 @@ static void store_col(const ul_kv_t *kv, void *dst, int32_t slot, const float *s
 static void qk_rope_store(ul_fwd_t *f, int il, int32_t t) {
     const ul_hparams_t *hp = &f->hp;
     const int32_t hd = hp->head_dim, ps = f->kv.page_size;
-    const float *cs = f->rope + (size_t)t * hp->n_rot;
+    const float *cs = (f->m->layers[il].swa ? f->rope_swa : f->rope) + (size_t)t * hp->n_rot;
     float *q = f->q + (size_t)t * f->q_dim, *k = f->k + (size_t)t * f->kv_dim;
     const float *v = f->v + (size_t)t * f->kv_dim;
     void (*rope)(float *, const float *, int) = hp->rope_neox ? ul_fwd_rope_neox : rope_apply;
@@ -450,6 +455,9 @@ static void layer(ul_fwd_t *f, int il, int32_t t0, int32_t t1, int ith, int nth)
     ul_pool_barrier(f->pool);
     mm(f, &M[MAT_O], f->att, T, f->xo, NULL, NULL, ith, nth);
     for (int32_t t = t0; t < t1; t++) {
+        if (L->attn_post_norm) /* gemma3 */
+            rmsnorm(f->xo + (size_t)t * E, f->xo + (size_t)t * E, L->attn_post_norm->data, E,
+                    hp->rms_eps);
         add_rows(f->x + (size_t)t * E, f->xo + (size_t)t * E, (size_t)E);
         rmsnorm(f->xb + (size_t)t * E, f->x + (size_t)t * E, fn, E, hp->rms_eps);
     }
@@ -464,7 +472,9 @@ static void layer(ul_fwd_t *f, int il, int32_t t0, int32_t t1, int ith, int nth)
     const size_t n_el = (size_t)hp->n_ff * (size_t)T;
     const size_t i0 = n_el * (size_t)ith / (size_t)nth & ~(size_t)15,
                  i1 = ith == nth - 1 ? n_el : n_el * (size_t)(ith + 1) / (size_t)nth & ~(size_t)15;
-    if (f->isa == UL_ISA_AVX512) {
+    if (hp->ffn_gelu) {
+        ul_fwd_geglu(f->hb + i0, f->hb2 + i0, i1 - i0, f->isa == UL_ISA_AVX512);
+    } else if (f->isa == UL_ISA_AVX512) {
         ul_swiglu_avx512(f->hb + i0, f->hb2 + i0, i1 - i0);
     } else {
         for (size_t i = i0; i < i1; i++) {
@@ -474,8 +484,12 @@ static void layer(ul_fwd_t *f, int il, int32_t t0, int32_t t1, int ith, int nth)
     }
     ul_pool_barrier(f->pool);
     mm(f, &M[MAT_DOWN], f->hb, T, f->xo, NULL, NULL, ith, nth);
-    for (int32_t t = t0; t < t1; t++)
+    for (int32_t t = t0; t < t1; t++) {
+        if (L->ffn_post_norm)
+            rmsnorm(f->xo + (size_t)t * E, f->xo + (size_t)t * E, L->ffn_post_norm->data, E,
+                    hp->rms_eps);
         add_rows(f->x + (size_t)t * E, f->xo + (size_t)t * E, (size_t)E);
+    }
     /* no barrier: the next layer's norm reads only this thread's own rows */
 }
 
@@ -494,6 +508,11 @@ static void output(ul_fwd_t *f, int ith, int nth) {
         float *dst = f->logits_all ? f->logits_all + (size_t)c0 * V : f->logits;
         mm(f, &f->mats[(size_t)hp->n_layer * MATS_PER_LAYER], f->xb + (size_t)c0 * E, cn, dst, NULL,
            NULL, ith, nth);
+        if (hp->final_softcap > 0) { /* gemma3 */
+            for (int32_t i = ith; i < cn; i += nth)
+                ul_fwd_softcap(dst + (size_t)i * V, (size_t)V, hp->final_softcap);
+            ul_pool_barrier(f->pool);
+        }
         int k = 0;
         for (int32_t i = 0; i < cn; i++) {
             int32_t si = f->out_seq[c0 + i];
@@ -513,11 +532,19 @@ static void step_job(void *ctx, int ith, int nth) {
     const ul_gguf_tensor_t *te = f->m->tok_embd;
     const size_t row_bytes = ul_type_row_bytes((int)te->type, E);
     for (int32_t t = t0; t < t1; t++) {
+        float *x = f->x + (size_t)t * E;
         ul_cpu_dequant_row((int)te->type,
-                           (const uint8_t *)te->data + (size_t)f->step->tokens[t] * row_bytes,
-                           f->x + (size_t)t * E, E);
+                           (const uint8_t *)te->data + (size_t)f->step->tokens[t] * row_bytes, x,
+                           E);
+        if (hp->embd_scale > 0) /* gemma3 */
+            for (int32_t i = 0; i < E; i++) x[i] *= hp->embd_scale;
         rope_cache(f->rope + (size_t)t * hp->n_rot, f->tok_pos[t], hp->n_rot, hp->rope_freq_base,
-                   hp->rope_freq_scale, f->m->rope_freqs ? f->m->rope_freqs->data : NULL);
+                   hp->rope_freq_scale, f->rope_ff,
+                   hp->rope_attn_factor > 0 ? hp->rope_attn_factor : 1.0f);
+        if (f->rope_swa) /* gemma3's sliding-window layers: their own base, frequency scale 1 */
+            rope_cache(f->rope_swa + (size_t)t * hp->n_rot, f->tok_pos[t], hp->n_rot,
+                       hp->rope_freq_base_swa, 1.0f, NULL,
+                       hp->rope_attn_factor > 0 ? hp->rope_attn_factor : 1.0f);
     }
     for (int il = 0; il < hp->n_layer; il++) layer(f, il, t0, t1, ith, nth);
     ul_pool_barrier(f->pool);

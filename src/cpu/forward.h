@@ -30,6 +30,8 @@ typedef struct ul_fwd_s {
     ul_pool_t *pool;
     int nth;
     ul_isa_t isa;
+    /* [n_rot/2] RoPE frequency divisors (rope_freqs, phi3's LongRoPE factors for n_ctx), or NULL */
+    const float *rope_ff;
     ul_kv_t kv;
     /* the weights as multiplied: per layer wq|wk|wv, wo, gate|up, down; then output */
     ul_cpu_mat_t *mats;
@@ -46,6 +48,7 @@ typedef struct ul_fwd_s {
     float *att;       /* [max_tokens][q_dim] attention output */
     float *hb, *hb2;  /* [max_tokens][n_ff] */
     float *rope;      /* [max_tokens][n_rot] (cos, sin) pairs */
+    float *rope_swa;  /* [max_tokens][n_rot] the same for sliding-window layers, or NULL */
     float *logits;    /* [logit_rows][n_vocab] */
     void *mm_scratch; /* ul_cpu_matmul's, shared by the threads */
     float *attn_tmp;  /* [nth][attn_tmp_floats] per-thread attention state */
@@ -96,5 +99,18 @@ void ul_fwd_moe_free(ul_fwd_t *f);
 void ul_fwd_moe(ul_fwd_t *f, int il, int32_t t0, int32_t t1, int ith, int nth);
 /* RoPE in NEOX mode on one head: pairs (i, i + n_rot/2), cs as forward.c's rope cache. */
 void ul_fwd_rope_neox(float *x, const float *cs, int n_rot);
+
+/* gemma3 (forward_gemma3.c). ul_fwd_gemma3_init fills the GELU table once; call it before
+ * any thread uses ul_fwd_geglu (ul_fwd_create does, for gemma3). */
+void ul_fwd_gemma3_init(void);
+/* g[i] = gelu(g[i]) * u[i], i < n, as ggml's CPU geglu computes it (tanh approximation,
+ * through its f16 table); avx512: the AVX-512 path (same bits; the caller checks the CPU). */
+void ul_fwd_geglu(float *g, const float *u, size_t n, int avx512);
+/* x[i] = cap * tanh(x[i] / cap), i < n (final_logit_softcapping). */
+void ul_fwd_softcap(float *x, size_t n, float cap);
+/* phi3 (forward_phi3.c): the RoPE frequency divisors for sequences of up to n_ctx tokens:
+ * rope_freqs (llama), or phi3's long factors above n_ctx_orig and short ones up to it
+ * (llama.cpp's get_rope_factors); NULL for none. */
+const float *ul_fwd_rope_factors(const ul_model_t *m, int32_t n_ctx);
 
 #endif

@@ -142,11 +142,11 @@ AVX512 static void scores(attn_t *a, const void *K, int c0, int m, int f16) {
 AVX512 static inline __attribute__((always_inline)) void update(const int NC, const int GN,
                                                                 attn_t *a, int g0, int m, int f16) {
     const int hd = a->hd;
-    __m512 acc[4][8];
+    __m512 acc[4][16];
     float ms[4][CH], vs[4][CH], S[4];
     _Pragma("GCC unroll 4") for (int h = 0; h < GN; h++) {
         const int g = g0 + h;
-        _Pragma("GCC unroll 8") for (int c = 0; c < NC; c++) acc[h][c] =
+        _Pragma("GCC unroll 16") for (int c = 0; c < NC; c++) acc[h][c] =
             _mm512_loadu_ps(a->acc + (size_t)g * hd + 16 * c);
         /* the running max before each key decides which factor is e^(s - M) */
         const float *s = a->sc + (size_t)g * CH;
@@ -171,13 +171,13 @@ AVX512 static inline __attribute__((always_inline)) void update(const int NC, co
         _Pragma("GCC unroll 4") for (int h = 0; h < GN; h++) {
             if (ms[h][j] != 1) {
                 const __m512 msv = _mm512_set1_ps(ms[h][j]);
-                _Pragma("GCC unroll 8") for (int c = 0; c < NC; c++) {
+                _Pragma("GCC unroll 16") for (int c = 0; c < NC; c++) {
                     acc[h][c] = _mm512_mul_ps(acc[h][c], msv);
                     if (f16) acc[h][c] = round16_ps(acc[h][c]);
                 }
             }
             const __m512 vsv = _mm512_set1_ps(vs[h][j]);
-            _Pragma("GCC unroll 8") for (int c = 0; c < NC; c++) {
+            _Pragma("GCC unroll 16") for (int c = 0; c < NC; c++) {
                 acc[h][c] = _mm512_fmadd_ps(_mm512_loadu_ps(v + 16 * c), vsv, acc[h][c]);
                 if (f16) acc[h][c] = round16_ps(acc[h][c]);
             }
@@ -186,7 +186,7 @@ AVX512 static inline __attribute__((always_inline)) void update(const int NC, co
     }
     _Pragma("GCC unroll 4") for (int h = 0; h < GN; h++) {
         a->S[g0 + h] = S[h];
-        _Pragma("GCC unroll 8") for (int c = 0; c < NC; c++)
+        _Pragma("GCC unroll 16") for (int c = 0; c < NC; c++)
             _mm512_storeu_ps(a->acc + (size_t)(g0 + h) * hd + 16 * c, acc[h][c]);
     }
 }
@@ -206,7 +206,8 @@ AVX512 static inline __attribute__((always_inline)) void update(const int NC, co
         }                                                                                          \
     } while (0)
 
-/* Keys [0, n) of one page; hd 16, 32, 64 or 128. */
+/* Keys [0, n) of one page; hd 16, 32, 64, 96 (Phi-3-mini), 128 or 256 (gemma3: one head at a
+ * time, its 16 accumulator vectors fill half the registers). */
 AVX512 static void page_avx512(attn_t *a, const void *K, const void *V, int n, int f16) {
     const int hd = a->hd, NC = hd / 16;
     for (int c0 = 0; c0 < n; c0 += CH) {
@@ -231,8 +232,15 @@ AVX512 static void page_avx512(attn_t *a, const void *K, const void *V, int n, i
             case 4:
                 UPDATE_GN(4);
                 break;
-            default:
+            case 6:
+                UPDATE_GN(6);
+                break;
+            case 8:
                 UPDATE_GN(8);
+                break;
+            default:
+                UPDATE_NC(16, 1);
+                g += 1;
                 break;
             }
         }
@@ -244,7 +252,13 @@ AVX512 static void page_avx512(attn_t *a, const void *K, const void *V, int n, i
 void ul_fwd_attn_item(const ul_fwd_t *f, int il, int32_t t, int32_t kvh, float *tmp) {
     const ul_step_seq_t *s = &f->step->seqs[f->tok_seq[t]];
     const int32_t pos = f->tok_pos[t], hd = f->hp.head_dim, ps = f->kv.page_size;
-    attn_t a = {.f = f, .G = f->n_gqa, .hd = hd, .ps = ps, .scale = 1.0f / sqrtf((float)hd)};
+    /* gemma3/phi3 scale Q (f32) before the f16 rounding, then not the scores, as llama.cpp */
+    const float qs = f->hp.q_scale;
+    attn_t a = {.f = f,
+                .G = f->n_gqa,
+                .hd = hd,
+                .ps = ps,
+                .scale = qs > 0 ? 1.0f : 1.0f / sqrtf((float)hd)};
     const size_t gh = (size_t)a.G * hd;
     a.acc = tmp;
     a.qf = a.acc + gh;
@@ -255,21 +269,32 @@ void ul_fwd_attn_item(const ul_fwd_t *f, int il, int32_t t, int32_t kvh, float *
     a.S = a.M + a.G;
     const float *q = f->q + (size_t)t * f->q_dim + (size_t)kvh * gh;
     const int f16 = f->kv.type == UL_TYPE_F16;
-    const int simd = f->isa == UL_ISA_AVX512 && (hd == 16 || hd == 32 || hd == 64 || hd == 128);
-    for (size_t i = 0; i < gh; i++) a.qf[i] = f16 ? round16(q[i]) : q[i];
+    const int simd = f->isa == UL_ISA_AVX512 &&
+                     (hd == 16 || hd == 32 || hd == 64 || hd == 96 || hd == 128 || hd == 256);
+    for (size_t i = 0; i < gh; i++) {
+        const float qi = qs > 0 ? q[i] * qs : q[i];
+        a.qf[i] = f16 ? round16(qi) : qi;
+    }
     memset(a.acc, 0, gh * sizeof *a.acc);
     for (int g = 0; g < a.G; g++) {
         a.M[g] = -INFINITY;
         a.S[g] = 0;
     }
-    for (int32_t p0 = 0; p0 <= pos; p0 += ps) {
+    /* a sliding-window layer sees positions (pos - n_swa, pos] (llama.cpp's is_masked_swa,
+     * whose masked keys its flash attention skips); its first page is entered at slot j0 */
+    const int32_t lo = f->m->layers[il].swa && pos >= f->hp.n_swa ? pos - f->hp.n_swa + 1 : 0;
+    const size_t es = (size_t)f->kv.esize;
+    for (int32_t p0 = lo - lo % ps; p0 <= pos; p0 += ps) {
         const int32_t n = pos + 1 - p0 < ps ? pos + 1 - p0 : ps, page = s->pages[p0 / ps];
-        const void *K = ul_kv_head(&f->kv, page, il, 0, kvh),
-                   *V = ul_kv_head(&f->kv, page, il, 1, kvh);
+        const int32_t j0 = p0 < lo ? lo - p0 : 0;
+        /* K is [hd][ps] (key j at column j), V [ps][hd] */
+        const uint8_t *K = (const uint8_t *)ul_kv_head(&f->kv, page, il, 0, kvh) + j0 * es,
+                      *V = (const uint8_t *)ul_kv_head(&f->kv, page, il, 1, kvh) +
+                           (size_t)j0 * hd * es;
         if (simd)
-            page_avx512(&a, K, V, n, f16);
+            page_avx512(&a, K, V, n - j0, f16);
         else
-            page_scalar(&a, K, V, n, f16);
+            page_scalar(&a, K, V, n - j0, f16);
     }
     float *out = f->att + (size_t)t * f->q_dim + (size_t)kvh * gh;
     for (int g = 0; g < a.G; g++) {

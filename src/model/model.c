@@ -1,6 +1,7 @@
 /* Model loader: turns a validated GGUF into hyper-parameters and the weight table of a
- * `llama`, `qwen2` (q/k/v biases), `qwen3` (per-head q/k RMSNorm) or `qwen3moe` (qwen3's
- * attention, a routed mixture of expert FFNs) model. Every hyper-parameter is
+ * `llama`, `qwen2` (q/k/v biases), `qwen3` (per-head q/k RMSNorm), `qwen3moe` (qwen3's
+ * attention, a routed mixture of expert FFNs), `gemma3` or `phi3` model (their extras in
+ * model_arch.c). Every hyper-parameter is
  * range-checked and every weight's presence, type and shape is compared with them here, once, so
  * the forward pass can index tensors without re-checking and a bad file fails at load with a
  * sentence naming the tensor or key. */
@@ -12,6 +13,7 @@
 
 #include "model/gguf_util.h"
 #include "model/model.h"
+#include "model/model_impl.h"
 #include "uvllm/err.h"
 #include "uvllm/log.h"
 
@@ -26,12 +28,7 @@
 #define MAX_HEAD_DIM 4096
 #define MAX_EXPERT 1024 /* llama.cpp's LLAMA_MAX_EXPERTS */
 
-typedef struct {
-    ul_model_t *m;
-    int vocab_only;
-    char *err;
-    size_t errlen;
-} ld_t;
+typedef ul_model_ld_t ld_t;
 
 __attribute__((format(printf, 2, 3))) static int fail(ld_t *l, const char *fmt, ...) {
     if (!l->errlen) return UL_EFORMAT;
@@ -89,12 +86,15 @@ static int read_arch(ld_t *l) {
     l->m->hp.arch[s.len] = 0;
     const char *arch = l->m->hp.arch;
     if (!l->vocab_only && strcmp(arch, "llama") && strcmp(arch, "qwen2") && strcmp(arch, "qwen3") &&
-        strcmp(arch, "qwen3moe"))
-        return fail(l, "unsupported architecture '%s' (supported: llama, qwen2, qwen3, qwen3moe)",
+        strcmp(arch, "qwen3moe") && strcmp(arch, "gemma3") && strcmp(arch, "phi3"))
+        return fail(l,
+                    "unsupported architecture '%s' (supported: llama, qwen2, qwen3, qwen3moe, "
+                    "gemma3, phi3)",
                     arch);
     /* llama.cpp's LLAMA_ROPE_TYPE_NEOX architectures among ours */
-    l->m->hp.rope_neox =
-        !strcmp(arch, "qwen2") || !strcmp(arch, "qwen3") || !strcmp(arch, "qwen3moe");
+    l->m->hp.rope_neox = !strcmp(arch, "qwen2") || !strcmp(arch, "qwen3") ||
+                         !strcmp(arch, "qwen3moe") || !strcmp(arch, "gemma3") ||
+                         !strcmp(arch, "phi3");
     return 0;
 }
 
@@ -182,7 +182,8 @@ static int read_hparams(ld_t *l) {
         (rc = hp_float(l, "attention.layer_norm_rms_epsilon", 1e-5f, 1.0f, &hp->rms_eps)))
         return rc;
     if (!strcmp(hp->arch, "qwen3moe") && (rc = read_moe_hparams(l))) return rc;
-    return read_rope_scaling(l);
+    if ((rc = read_rope_scaling(l))) return rc;
+    return ul_model_arch_hparams(l);
 }
 
 static int weight_type_ok(uint32_t type) {
@@ -303,15 +304,17 @@ static int layer_weights(ld_t *l, int i, ul_layer_t *ly) {
         {"ffn_gate", 0, e, ff, &ly->ffn_gate},  {"ffn_up", 0, e, ff, &ly->ffn_up},
         {"ffn_down", 0, ff, e, &ly->ffn_down},
     };
+    int rc = ul_model_arch_layer(l, i, ly); /* sets the fused ones (phi3, attn_qkv) */
+    if (rc) return rc;
     const size_t n_w = sizeof w / sizeof w[0] - (hp->n_expert ? 3 : 0); /* no dense FFN */
     for (size_t k = 0; k < n_w; k++) {
+        if (*w[k].out) continue;
         char name[64];
         snprintf(name, sizeof name, "blk.%d.%s.weight", i, w[k].suffix);
-        int rc = weight(l, name, w[k].norm, w[k].ne0, w[k].ne1, w[k].out);
-        if (rc) return rc;
+        if ((rc = weight(l, name, w[k].norm, w[k].ne0, w[k].ne1, w[k].out))) return rc;
     }
-    int rc = hp->n_expert ? moe_layer_weights(l, i, ly) : 0;
-    return rc ? rc : arch_layer_weights(l, i, ly);
+    if (hp->n_expert && (rc = moe_layer_weights(l, i, ly))) return rc;
+    return arch_layer_weights(l, i, ly);
 }
 
 static int load_weights(ld_t *l) {
@@ -338,7 +341,7 @@ static int load_weights(ld_t *l) {
         else if ((rc = weight(l, "rope_freqs.weight", 3, hp->n_rot / 2, 1, &m->rope_freqs)))
             return rc;
     }
-    return 0;
+    return ul_model_arch_model(l);
 }
 
 static int load(ld_t *l) {
@@ -403,6 +406,23 @@ void ul_model_free(ul_model_t *m) {
     if (!m) return;
     if (m->vocab) ul_vocab_free(m->vocab);
     free(m->layers);
+    free(m->views);
     ul_gguf_free(&m->gguf);
     free(m);
+}
+
+/* ---- for the per-architecture loaders (model_impl.h) ---- */
+
+int ul_model_ld_int(ul_model_ld_t *l, const char *suffix, int64_t def, int64_t lo, int64_t hi,
+                    int32_t *out) {
+    return hp_int(l, suffix, def, lo, hi, out);
+}
+
+int ul_model_ld_float(ul_model_ld_t *l, const char *suffix, float def, float hi, float *out) {
+    return hp_float(l, suffix, def, hi, out);
+}
+
+int ul_model_ld_weight(ul_model_ld_t *l, const char *name, int kind, int64_t ne0, int64_t ne1,
+                       const ul_gguf_tensor_t **out) {
+    return weight(l, name, kind, ne0, ne1, out);
 }

@@ -1,6 +1,6 @@
 /* A loaded model: the validated GGUF, hyper-parameters and the weight table of the
- * `llama`, `qwen2`, `qwen3` or `qwen3moe` architecture, plus its vocabulary. Read-only after
- * ul_model_load; shared by every thread. */
+ * `llama`, `qwen2`, `qwen3`, `qwen3moe`, `gemma3` or `phi3` architecture, plus its vocabulary.
+ * Read-only after ul_model_load; shared by every thread. */
 #ifndef UL_MODEL_MODEL_H
 #define UL_MODEL_MODEL_H
 
@@ -16,7 +16,22 @@ typedef struct ul_hparams_s {
     float rope_freq_scale; /* 1 / rope.scaling.factor for linear scaling, default 1 */
     float rms_eps;         /* attention.layer_norm_rms_epsilon, default 1e-5 */
     int32_t rope_neox;     /* 1: RoPE rotates pairs (i, i + n_rot/2) (llama.cpp's NEOX mode,
-                            * qwen2/qwen3); 0: adjacent pairs (NORM mode, llama) */
+                            * qwen2/qwen3/gemma3/phi3); 0: adjacent pairs (NORM mode, llama) */
+    /* gemma3 / phi3 (model_arch.c); zero for the other architectures */
+    int32_t n_swa;            /* attention.sliding_window: a sliding-window layer (ul_layer_t.swa)
+                               * sees the keys at positions p > pos - n_swa; 0: none */
+    float rope_freq_base_swa; /* RoPE base of sliding-window layers (rope.freq_base_swa, default
+                               * 10000); their frequency scale is 1 */
+    float q_scale;            /* > 0: Q multiplied by it (f32) before attention and the scores not
+                               * scaled again, as llama.cpp's gemma3/phi3 graphs; 0: scores scaled
+                               * by 1/sqrt(head_dim) */
+    float embd_scale;         /* > 0: token embeddings multiplied by it (gemma3: sqrt(n_embd)) */
+    float final_softcap;      /* > 0: logits = cap * tanh(logits / cap) (final_logit_softcapping) */
+    int32_t ffn_gelu;         /* 1: GeGLU, gelu(gate) * up (gemma3); 0: SwiGLU */
+    int32_t n_ctx_orig;       /* rope.scaling.original_context_length: phi3's long RoPE factors
+                               * apply to contexts above it, the short ones up to it */
+    float rope_attn_factor;   /* rope.scaling.attn_factor (phi3 LongRoPE): multiplies RoPE's cos
+                               * and sin; 1 when absent */
     /* mixture of experts (qwen3moe), 0 for dense models: expert_count, expert_used_count,
      * expert_feed_forward_length (default n_ff / n_expert_used, as llama.cpp) */
     int32_t n_expert, n_expert_used, n_ff_exp;
@@ -29,7 +44,11 @@ typedef struct ul_layer_s {
     const ul_gguf_tensor_t *ffn_gate, *ffn_up, *ffn_down;
     const ul_gguf_tensor_t *bq, *bk, *bv;    /* [q_dim], [kv_dim], [kv_dim] f32 (qwen2), or NULL */
     const ul_gguf_tensor_t *q_norm, *k_norm; /* [head_dim] f32, per-head RMSNorm of q and k
-                                              * before RoPE (qwen3), or NULL */
+                                              * before RoPE (qwen3, gemma3), or NULL */
+    const ul_gguf_tensor_t *attn_post_norm;  /* [n_embd] f32: RMSNorm of the attention output
+                                              * before the residual add (gemma3), or NULL */
+    const ul_gguf_tensor_t *ffn_post_norm;   /* [n_embd] f32: the same for the FFN output */
+    int32_t swa; /* 1: sliding-window layer (hp.n_swa keys, RoPE base rope_freq_base_swa) */
     /* qwen3moe, instead of ffn_gate/up/down (NULL then): the router [n_embd, n_expert]
      * and the experts stacked on ne[2]: gate, up [n_embd, n_ff_exp, n_expert], down
      * [n_ff_exp, n_embd, n_expert] (expert e's matrix starts at row e * ne[1]) */
@@ -44,7 +63,11 @@ struct ul_model_s {
     const ul_gguf_tensor_t *output;      /* [n_vocab][n_embd]; == tok_embd when tied */
     const ul_gguf_tensor_t *rope_freqs;  /* [n_rot/2] f32: RoPE frequency i is divided by
                                           * element i (Llama 3.x rope scaling), or NULL */
-    ul_layer_t *layers;                  /* [n_layer] */
+    const ul_gguf_tensor_t *rope_long;   /* [n_rot/2] f32: phi3 LongRoPE frequency divisors for */
+    const ul_gguf_tensor_t *rope_short;  /* contexts above / up to n_ctx_orig, or NULL */
+    ul_gguf_tensor_t *views; /* owned: row ranges of fused tensors (attn_qkv, phi3's 2*n_ff
+                              * ffn_up) that stand in for wq/wk/wv and ffn_gate/ffn_up */
+    ul_layer_t *layers;      /* [n_layer] */
     ul_vocab_t *vocab;
 };
 typedef struct ul_model_s ul_model_t;

@@ -621,8 +621,9 @@ void ul_conn_sweep(ul_conn_t *c, uint64_t now) {
         if (now >= c->linger_deadline) ul_conn_close(c, UL_ECLOSED);
         return;
     }
-    /* A client that stopped reading: nothing left the buffer for idle_timeout. */
-    if (ul_conn_pending(c) > 0 && now - c->last_out >= cfg->idle_timeout_ms) {
+    /* A client that stopped reading: nothing left the buffer for stall_timeout (a paused
+     * stream's sequence holds KV pages until this cancels it). */
+    if (ul_conn_pending(c) > 0 && now - c->last_out >= cfg->stall_timeout_ms) {
         ul_conn_close(c, UL_ETIMEDOUT);
         return;
     }

@@ -48,6 +48,9 @@ typedef struct ul_http_config_s {
     uint64_t header_timeout_ms; /* a request's headers must arrive within this, default 10000;
                                    over it: 408 + close (slowloris) */
     uint64_t idle_timeout_ms;   /* idle keep-alive connection, default 75000; then closed */
+    uint64_t stall_timeout_ms;  /* output waiting that the client takes none of for this
+                                   long (it stopped reading, e.g. a paused stream): closed,
+                                   the owner gets on_abort(UL_ETIMEDOUT); default 60000 */
     uint64_t sse_ping_ms;       /* ": ping" comment after this much SSE silence, default 15000;
                                    0 disables */
     size_t out_soft_limit;      /* pending output bytes per connection over which a stream is

@@ -23,6 +23,7 @@ void ul_http_config_default(ul_http_config_t *cfg) {
     cfg->max_conns = 4096;
     cfg->header_timeout_ms = 10000;
     cfg->idle_timeout_ms = 75000;
+    cfg->stall_timeout_ms = 60000;
     cfg->sse_ping_ms = 15000;
     cfg->out_soft_limit = 256 * 1024;
     cfg->out_hard_limit = 4 * 1024 * 1024;
@@ -35,7 +36,7 @@ static int check_config(const ul_http_config_t *c) {
     if (c->port < 0 || c->port > 65535 || c->backlog <= 0) return UL_EINVAL;
     if (c->max_header_bytes < 64 || c->max_header_bytes > (1u << 30)) return UL_EINVAL;
     if (c->max_body > ((size_t)1 << 40) || c->max_conns == 0) return UL_EINVAL;
-    if (!c->header_timeout_ms || !c->idle_timeout_ms) return UL_EINVAL;
+    if (!c->header_timeout_ms || !c->idle_timeout_ms || !c->stall_timeout_ms) return UL_EINVAL;
     if (!c->out_soft_limit || c->out_hard_limit < c->out_soft_limit) return UL_EINVAL;
     if (c->n_cors_origins && !c->cors_origins) return UL_EINVAL;
     for (size_t i = 0; i < c->n_cors_origins; i++)
@@ -48,6 +49,7 @@ static int check_config(const ul_http_config_t *c) {
 static uint64_t sweep_interval(const ul_http_config_t *c) {
     uint64_t t = c->header_timeout_ms;
     if (c->idle_timeout_ms < t) t = c->idle_timeout_ms;
+    if (c->stall_timeout_ms < t) t = c->stall_timeout_ms;
     if (c->sse_ping_ms && c->sse_ping_ms < t) t = c->sse_ping_ms;
     if (c->linger_ms && c->linger_ms < t) t = c->linger_ms;
     t /= 4;

@@ -704,9 +704,52 @@ void ul_sched_step_complete(ul_sched_t *s) {
     ul_sched_step_deliver(s);
 }
 
+/* Decode steps until the pool can give the pages that the work queued ahead of a new
+ * sequence and its own prompt (need pages) still lack, when it cannot now. The running
+ * sequences decode one token a step and grow into new pages as they go; one that will
+ * end after r more tokens (max_tokens or the context; an earlier end-of-generation cannot
+ * be foreseen) returns all its pages at step r. The answer is the first r at which the
+ * pages free then cover need; 0 when they do now. O(running^2), only while the pool is
+ * short. A paused sequence neither grows nor ends. Uses s->scratch, which only step
+ * building uses otherwise (never at the same time: both run on the loop thread). */
+static int64_t steps_until_pages(const ul_sched_t *s, int64_t need) {
+    const ul_kv_pool_t *p = &s->pool;
+    if (need <= p->n_free) return 0;
+    int32_t n = 0;
+    const ul_queue_t *it;
+    for (it = s->running.next; it != &s->running; it = it->next) {
+        const ul_seq_t *q = UL_QUEUE_DATA(it, ul_seq_t, node);
+        if (!q->cancelled && !q->ending && !q->paused && q->n_tokens - q->n_computed <= 1 &&
+            n < s->cfg.max_seqs)
+            s->scratch[n++] = (ul_seq_t *)q;
+    }
+    int64_t best = -1;
+    for (int32_t i = 0; i < n; i++) {
+        /* candidate: the step at which sequence i ends */
+        int64_t r = s->scratch[i]->cap - s->scratch[i]->n_tokens;
+        if (best >= 0 && r >= best) continue;
+        int64_t free = p->n_free;
+        for (int32_t j = 0; j < n; j++) {
+            const ul_seq_t *q = s->scratch[j];
+            if (q->cap - q->n_tokens <= r) /* ended by then: its own pages are back */
+                free += q->n_pages - q->n_shared;
+            else /* grew by r tokens */
+                free -= ul_kv_pages_for(p, (int64_t)q->n_tokens + r) - q->n_pages;
+        }
+        if (free >= need) best = r;
+    }
+    if (best < 0) { /* not even when all of them end: at the last end */
+        for (int32_t i = 0; i < n; i++)
+            if (s->scratch[i]->cap - s->scratch[i]->n_tokens > best)
+                best = s->scratch[i]->cap - s->scratch[i]->n_tokens;
+    }
+    return best < 0 ? 0 : best;
+}
+
 double ul_sched_predict_wait_s(const ul_sched_t *s, int32_t n_prompt) {
     if (s->model.n_obs == 0) return 0;
     int64_t ahead = n_prompt;
+    int64_t need = ul_kv_pages_for(&s->pool, n_prompt); /* pages the prefill ahead lacks */
     int32_t n_dec = 0;
     ul_step_feat_t dec = {0};
     const ul_queue_t *lists[2] = {&s->waiting, &s->running};
@@ -718,6 +761,7 @@ double ul_sched_predict_wait_s(const ul_sched_t *s, int32_t n_prompt) {
             if (q->cancelled || q->ending) continue;
             if (left > 1 || q->state == UL_SEQ_WAITING) {
                 ahead += left;
+                need += ul_kv_pages_for(&s->pool, q->n_tokens) - q->n_pages;
             } else if (!q->paused && n_dec < s->cfg.max_batch_tokens) {
                 n_dec++;
                 ul_step_feat_add(&dec, 1, q->n_computed);
@@ -733,8 +777,17 @@ double ul_sched_predict_wait_s(const ul_sched_t *s, int32_t n_prompt) {
         if (per > room) per = room;
     }
     if (per < 1) per = 1;
-    ul_step_feat_t f = dec;
+    /* full steps of per prefill tokens, then one with the rest */
+    ul_step_feat_t f = dec, last = dec;
     ul_step_feat_add(&f, per, 0);
-    double steps = (double)((ahead + per - 1) / per);
-    return steps * ul_step_model_predict(&s->model, &f) / 1e6;
+    double wait = (double)(ahead / per) * ul_step_model_predict(&s->model, &f) / 1e6;
+    if (ahead % per) {
+        ul_step_feat_add(&last, (int32_t)(ahead % per), 0);
+        wait += ul_step_model_predict(&s->model, &last) / 1e6;
+    }
+    /* A full pool: the prefill ahead starts only when running sequences end and return
+     * their pages; until then the steps decode only. */
+    int64_t kv_steps = steps_until_pages(s, need);
+    if (kv_steps > 0) wait += (double)kv_steps * ul_step_model_predict(&s->model, &dec) / 1e6;
+    return wait;
 }

@@ -261,7 +261,9 @@ void ul_sched_cancel(ul_sched_t *s, ul_seq_t *seq);
 void ul_sched_set_paused(ul_sched_t *s, ul_seq_t *seq, int paused);
 /* Predicted seconds until a new sequence with an n_prompt-token prompt gets its first
  * token: the prefill queued ahead of it and its own, at the prefill rate the step-time
- * model and the latency target allow with the current decoders. 0 before any step ran. */
+ * model and the latency target allow with the current decoders, plus, when the KV pool
+ * cannot hold that prefill now, the decode steps until running sequences end (by their
+ * max_tokens or the context) and return enough pages. 0 before any step ran. */
 double ul_sched_predict_wait_s(const ul_sched_t *s, int32_t n_prompt);
 /* Sequences not yet finished. */
 static inline int32_t ul_sched_n_active(const ul_sched_t *s) { return s->n_waiting + s->n_running; }

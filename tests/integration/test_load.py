@@ -2,7 +2,8 @@
 sharing a 64-token prefix prefills only its own tokens, by counter, with the text of the
 uncached run; a second chat turn reuses the first), every golden exact among 16 concurrent
 mixed requests with a small KV pool, 429 with an honest Retry-After, per-request deadlines,
-a paused reader that does not slow the others, and the latency histograms in /metrics.
+a paused reader that does not slow the others, a stalled reader dropped after
+--stall-timeout-s, and the latency histograms in /metrics.
 Needs the shared folder ($UVLLM_SHARED, else $UVLLM_SOURCE_DIR/../shared)."""
 
 import json
@@ -166,6 +167,8 @@ def goldens_exact_among_16_concurrent_mixed_requests():
               f"{int(m['uvllm_prefix_cache_hit_tokens_total'])} tokens, evictions "
               f"{int(m['uvllm_prefix_cache_evictions_total'])}")
         assert m["uvllm_prefix_cache_hit_tokens_total"] > 0
+        # the issue's "eviction under a small pool with every output still golden"
+        assert m["uvllm_prefix_cache_evictions_total"] > 0, "the small pool evicted nothing"
 
 
 def kv_mem_for_pages(n):
@@ -315,6 +318,52 @@ def a_paused_reader_does_not_slow_the_others():
         assert ev[-1] == "[DONE]", ev[-2:]
         assert len(ev) >= 14000 + 1, len(ev)
         slow.close()
+
+
+def stall_until_paused(srv, slow):
+    """Starts a stream on slow that is never read; returns the generated-token counter once
+    the server stopped generating for it (its sequence paused)."""
+    body = json.dumps({"prompt": "never read " * 50, "max_tokens": 14000, "stream": True,
+                       "logprobs": 5})
+    slow.sendall(build_request("POST", "/v1/completions", body))
+    g, t_end = -1, time.monotonic() + 20
+    while time.monotonic() < t_end:
+        time.sleep(0.3)
+        g, g_prev = metrics(srv)["uvllm_tokens_generated_total"], g
+        if g == g_prev:
+            return g
+    raise AssertionError("the stalled reader's sequence never paused")
+
+
+@test
+def a_stalled_reader_is_dropped_after_the_stall_timeout():
+    # A client that keeps its connection open and never reads: paused, it holds its KV pages
+    # until --stall-timeout-s passes with none of its output taken; then its sequence is
+    # cancelled, its pages return, and the server serves others as before.
+    with Server("--null-delay-us", "200", "--null-ctx", "20000",
+                "--stall-timeout-s", "2") as srv:
+        slow = socket.socket()
+        slow.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        slow.connect(("127.0.0.1", srv.port))
+        try:
+            stall_until_paused(srv, slow)
+            t_paused = time.monotonic()
+            _, h = srv.health()
+            assert h["active_sequences"] == 1 and h["kv_pages_free"] < h["kv_pages_total"], h
+            while time.monotonic() < t_paused + 10:
+                _, h = srv.health()
+                if h["active_sequences"] == 0:
+                    break
+                time.sleep(0.2)
+            dt = time.monotonic() - t_paused
+            print(f"  dropped {dt:.1f} s after it paused (stall timeout 2 s)")
+            assert h["active_sequences"] == 0, ("still held after 10 s", h)
+            assert h["kv_pages_free"] == h["kv_pages_total"], h
+            assert 0.5 < dt < 5, dt  # from its last output, which was just before the pause
+            r = post(srv, "/v1/completions", {"prompt": "next", "max_tokens": 5})
+            assert r.status == 200 and r.json()["usage"]["completion_tokens"] == 5, r.body
+        finally:
+            slow.close()
 
 
 # ---- metrics -----------------------------------------------------------------------------

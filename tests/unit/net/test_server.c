@@ -31,6 +31,7 @@ Test(server, config_validation) {
     cr_assert_eq(c.max_body, 8u << 20);
     cr_assert_eq(c.header_timeout_ms, 10000);
     cr_assert_eq(c.idle_timeout_ms, 75000);
+    cr_assert_eq(c.stall_timeout_ms, 60000);
     cr_assert_eq(c.sse_ping_ms, 15000);
     cr_assert_geq(c.backlog, 1024);
 

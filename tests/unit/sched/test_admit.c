@@ -148,3 +148,50 @@ Test(admit, predicted_wait_follows_the_queue) {
     ul_sched_free(&s);
     ul_backend_destroy(b);
 }
+
+Test(admit, predicted_wait_counts_a_full_kv_pool) {
+    /* 14 pages of 16 tokens. Two sequences of 100 + 12 and 98 + 14 tokens hold all of them
+     * (7 pages each) once prefilled: a new 20-token prompt (2 pages) waits until one of
+     * them ends, ~12 decode steps, although there is no prefill queued ahead of it. */
+    ul_backend_t *b;
+    ul_null_config_t nc = {.delay_us = 10000,
+                           .token_us = 1000,
+                           .prefill_us = 100,
+                           .n_vocab = 1000,
+                           .n_ctx = 2048,
+                           .page_size = 16,
+                           .n_pages = 14};
+    cr_assert_eq(ul_null_backend_create(&nc, &b), 0);
+    ul_sched_t s;
+    ul_sched_config_t cfg = {.max_batch_tokens = 256, .itl_target_ms = 100};
+    cr_assert_eq(ul_sched_init(&s, b, &cfg), 0);
+    aseq_t w[3], a, c, d;
+    for (int i = 0; i < 3; i++) { /* the step-time model learns what steps cost */
+        aseq_init(&w[i], 6 + 2 * i);
+        cr_assert_eq(add(&s, &w[i], 20 + 10 * i, 30 * i), 0);
+    }
+    while (one_step(&s) > 0) {
+    }
+    aseq_init(&a, 12);
+    aseq_init(&c, 14);
+    cr_assert_eq(add(&s, &a, 100, 1), 0);
+    cr_assert_eq(add(&s, &c, 98, 2), 0);
+    one_step(&s);
+    one_step(&s);
+    cr_assert_eq(s.pool.n_free, 0, "the two hold the whole pool");
+    double w0 = ul_sched_predict_wait_s(&s, 20);
+    uint64_t t0 = uv_hrtime();
+    aseq_init(&d, 4);
+    cr_assert_eq(add(&s, &d, 20, 3), 0);
+    while (!d.n_out) cr_assert_gt(one_step(&s), 0);
+    double real = (double)(uv_hrtime() - t0) / 1e9;
+    cr_log_info("full pool: predicted wait %.3f s, real %.3f s", w0, real);
+    cr_assert(a.finished || c.finished, "it waited for the pages of one that ended");
+    cr_assert(w0 < 2 * real && real < 2 * w0, "predicted %.3f s, real %.3f s", w0, real);
+    while (one_step(&s) > 0) {
+    }
+    cr_assert(a.finished && c.finished && d.finished);
+    cr_assert_eq(s.pool.n_free, s.pool.n_pages);
+    ul_sched_free(&s);
+    ul_backend_destroy(b);
+}

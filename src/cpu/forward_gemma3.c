@@ -1,0 +1,76 @@
+/* gemma3's element-wise pieces of the forward pass (the rest is forward.c's layer, which
+ * takes the post-attention / post-FFN norms, the sliding-window RoPE cache and the
+ * embedding scale from the hyper-parameters, and forward_attn.c, which honours the window):
+ *
+ *  - GeGLU as ggml's CPU backend computes it (ggml_vec_geglu_f32 with GGML_GELU_FP16): the
+ *    gate is rounded to f16 and looked up in a 65536-entry table of
+ *    f16(0.5 x (1 + tanh(sqrt(2/pi) x (1 + 0.044715 x^2)))), then multiplied by up in f32;
+ *    gates <= -10 give 0 and gates >= 10 pass unchanged. The table entry is computed with
+ *    the one fused multiply-add GCC contracts in ggml's build (-march=native, GNU C), so the
+ *    table is bit-identical to ggml_table_gelu_f16.
+ *  - final logit softcapping: scale by 1/cap, tanh, scale by cap (three ggml ops). */
+#include <immintrin.h>
+#include <math.h>
+#include <pthread.h>
+
+#include "cpu/forward.h"
+
+/* f16 bits of gelu(f16 x), indexed by the bits of x; 2 spare entries let the AVX-512
+ * path gather 32 bits at any index */
+static uint16_t g_gelu[(1 << 16) + 2];
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+static float gelu_ref(float x) {
+    const float a = 0.044715f, s2pi = 0.79788456080286535587989211986876f;
+    return 0.5f * x * (1.0f + tanhf(s2pi * x * fmaf(a * x, x, 1.0f)));
+}
+
+static void build_table(void) {
+    for (uint32_t i = 0; i < (1u << 16); i++)
+        g_gelu[i] = ul_fp32_to_fp16(gelu_ref(ul_fp16_to_fp32((uint16_t)i)));
+}
+
+void ul_fwd_gemma3_init(void) { pthread_once(&g_once, build_table); }
+
+static void geglu_scalar(float *g, const float *u, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        const float x = g[i];
+        if (x <= -10.0f)
+            g[i] = 0.0f;
+        else if (x >= 10.0f)
+            g[i] = x * u[i];
+        else
+            g[i] = ul_fp16_to_fp32(g_gelu[ul_fp32_to_fp16(x)]) * u[i];
+    }
+}
+
+/* The same 16 at a time: the hardware f16 conversions (round to nearest even, as
+ * ul_fp32_to_fp16) around a gather of the table entries (the low half of each 32 bits
+ * read). */
+__attribute__((target("avx512f,f16c"))) static void geglu_avx512(float *g, const float *u,
+                                                                 size_t n) {
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m512 x = _mm512_loadu_ps(g + i), uv = _mm512_loadu_ps(u + i);
+        const __m512i idx = _mm512_cvtepu16_epi32(_mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
+        const __m512i t = _mm512_i32gather_epi32(idx, (const void *)g_gelu, 2);
+        __m512 y = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_cvtepi32_epi16(t)), uv);
+        y = _mm512_mask_mul_ps(y, _mm512_cmp_ps_mask(x, _mm512_set1_ps(10.0f), _CMP_GE_OQ), x, uv);
+        y = _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(x, _mm512_set1_ps(-10.0f), _CMP_LE_OQ),
+                               _mm512_setzero_ps());
+        _mm512_storeu_ps(g + i, y);
+    }
+    geglu_scalar(g + i, u + i, n - i);
+}
+
+void ul_fwd_geglu(float *g, const float *u, size_t n, int avx512) {
+    if (avx512)
+        geglu_avx512(g, u, n);
+    else
+        geglu_scalar(g, u, n);
+}
+
+void ul_fwd_softcap(float *x, size_t n, float cap) {
+    const float inv = 1.0f / cap;
+    for (size_t i = 0; i < n; i++) x[i] = tanhf(x[i] * inv) * cap;
+}
