@@ -88,6 +88,9 @@ static void print_shapes(const ul_model_t *m) {
            hp->n_rot);
     printf("  %-16s %g\n  %-16s %g\n  %-16s %g\n", "rope_freq_base", hp->rope_freq_base,
            "rope_freq_scale", hp->rope_freq_scale, "rms_eps", hp->rms_eps);
+    if (hp->n_expert)
+        printf("  %-16s %d (%d used per token, n_ff %d)\n", "experts", hp->n_expert,
+               hp->n_expert_used, hp->n_ff_exp);
 }
 
 static void print_tensors(const ul_model_t *m) {

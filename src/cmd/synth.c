@@ -1,11 +1,10 @@
-/* `uvllm synth` writes a random-weight llama, qwen2, qwen3, gemma3 or phi3 model at a real
- * shape (TinyLlama-1.1B, a GPT-2-small-sized one, the shipped "mini", Gemma-3-1B, Phi-3-mini,
- * Qwen2.5-1.5B) or a tiny test one, with the vocabulary of a given GGUF, so speed can be
- * measured at sizes where it means something without shipping weights.
- * `uvllm quantize` converts a model's matrices to one type (norms f32) or to a recipe's
- * per-tensor mix (model/quant_mix.h).
- * Both stream tensor data through the GGUF writer row by row: multi-GB outputs never sit
- * in memory. */
+/* `uvllm synth` writes a random-weight llama, qwen2, qwen3, qwen3moe, gemma3 or phi3 model at a
+ * real shape (TinyLlama-1.1B, a GPT-2-small-sized one, the shipped "mini", Gemma-3-1B,
+ * Phi-3-mini, Qwen2.5-1.5B, Qwen3-30B-A3B's layer) or a tiny test one, with the vocabulary of a
+ * given GGUF, so speed can be measured at sizes where it means something without shipping
+ * weights. `uvllm quantize` converts a model's matrices to one type (norms f32) or to a
+ * recipe's per-tensor mix (model/quant_mix.h). Both stream tensor data through the GGUF writer
+ * row by row: multi-GB outputs never sit in memory. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,20 +27,25 @@ typedef struct {
     int n_swa;      /* attention.sliding_window (gemma3; phi3 writes it, llama.cpp ignores it) */
     int n_ctx_orig; /* phi3: rope.scaling.original_context_length, LongRoPE factors if > 0 */
     float softcap;  /* gemma3: final_logit_softcapping if > 0 */
+    /* qwen3moe: experts, used per token, their FFN width (0: a dense model) */
+    int n_expert, n_expert_used, n_ff_exp;
 } shape_t;
 
 static const shape_t g_shapes[] = {
-    {"tinyllama", 2048, 22, 32, 4, 5632, 2048, 0, 0, 0, 0, 0},
-    {"small", 768, 12, 12, 12, 2048, 2048, 0, 0, 0, 0, 0},
-    {"mini", 256, 2, 4, 2, 768, 2048, 0, 0, 0, 0, 0},
-    {"qwen2.5-1.5b", 1536, 28, 12, 2, 8960, 4096, 0, 0, 0, 0, 0},
+    {"tinyllama", 2048, 22, 32, 4, 5632, 2048, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"small", 768, 12, 12, 12, 2048, 2048, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"mini", 256, 2, 4, 2, 768, 2048, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"qwen2.5-1.5b", 1536, 28, 12, 2, 8960, 4096, 0, 0, 0, 0, 0, 0, 0, 0},
     /* tests: head_dim * n_head != n_embd, 5 sliding layers (window 8) and 1 global, softcap */
-    {"gemma3-tiny", 64, 6, 4, 2, 128, 2048, 32, 0, 8, 0, 4.0f},
-    {"gemma3-1b", 1152, 26, 4, 1, 6912, 32768, 256, 0, 512, 0, 0},
+    {"gemma3-tiny", 64, 6, 4, 2, 128, 2048, 32, 0, 8, 0, 4.0f, 0, 0, 0},
+    {"gemma3-1b", 1152, 26, 4, 1, 6912, 32768, 256, 0, 512, 0, 0, 0, 0, 0},
     /* tests: fused qkv with GQA, partial rotary (24 of 32), LongRoPE long factors in use
      * (context 4096 > 2048), a sliding window that must be ignored */
-    {"phi3-tiny", 128, 2, 4, 2, 256, 4096, 0, 24, 8, 2048, 0},
-    {"phi3-mini", 3072, 32, 32, 32, 8192, 4096, 0, 0, 2047, 0, 0},
+    {"phi3-tiny", 128, 2, 4, 2, 256, 4096, 0, 24, 8, 2048, 0, 0, 0, 0},
+    {"phi3-mini", 3072, 32, 32, 32, 8192, 4096, 0, 0, 2047, 0, 0, 0, 0, 0},
+    /* Qwen3-30B-A3B (48 layers; --layers N cuts it) and a tiny one for tests (qwen3moe) */
+    {"30b-a3b", 2048, 48, 32, 4, 6144, 4096, 128, 0, 0, 0, 0, 128, 8, 768},
+    {"moe-tiny", 64, 2, 4, 2, 192, 2048, 16, 0, 0, 0, 0, 16, 4, 64},
 };
 
 static int shape_hd(const shape_t *s) { return s->head_dim ? s->head_dim : s->n_embd / s->n_head; }
@@ -115,16 +119,20 @@ static void fill_normal(rng_t *r, float *x, int64_t n, float std) {
 
 static void synth_usage(FILE *f) {
     fprintf(f, "usage: uvllm synth --shape SHAPE --vocab VOCAB.gguf OUT.gguf\n"
-               "                   [--arch llama|qwen2|qwen3|gemma3|phi3] [--layers N]\n"
+               "                   [--arch llama|qwen2|qwen3|qwen3moe|gemma3|phi3] [--layers N]\n"
+               "                   [--experts E --experts-used K --expert-ff F]\n"
                "                   [--type f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1|q4_k_m|q5_k_m|\n"
                "                           q6_k|iq4_nl|iq4_xs] [--seed N]\n"
                "SHAPE: tinyllama|small|mini|qwen2.5-1.5b (any arch), gemma3-tiny|gemma3-1b\n"
-               "(gemma3), phi3-tiny|phi3-mini (phi3).\n"
+               "(gemma3), phi3-tiny|phi3-mini (phi3), moe-tiny (the qwen3moe default)|30b-a3b\n"
+               "(qwen3moe).\n"
                "Random weights (normal, std 1/sqrt(fan_in)), norms 1, vocabulary copied from\n"
                "VOCAB.gguf (any GGUF with tokenizer.* keys). qwen2 adds q/k/v biases (normal,\n"
                "std 0.1), qwen3 per-head q/k norms (1); both use rope.freq_base 1e6. gemma3\n"
                "and phi3 norms are 1 + normal(0, 0.1); gemma3 has tied output, q/k and post\n"
                "norms; phi3 fused attn_qkv and gate|up, LongRoPE factors on phi3-tiny.\n"
+               "qwen3moe is qwen3 with a router (f32) and E experts of width F, K used per\n"
+               "token, instead of the dense FFN.\n"
                "A recipe (q4_k_m, ...) mixes types per tensor as llama-quantize does for it,\n"
                "written directly (no f16 file in between).\n");
 }
@@ -134,11 +142,13 @@ typedef struct {
     int64_t ne0, ne1; /* ne1 == 0: a 1-d norm (or bias) */
     int bias;         /* 1-d: 0 ones, 1 normal(0, 0.1), 2 1 + normal(0, 0.1) (gemma3/phi3
                        * norms), 3 / 4 phi3's long / short RoPE factors */
+    int64_t ne2;      /* > 0: a stack of ne2 matrices (qwen3moe's experts) */
+    int f32;          /* a matrix kept f32 whatever --type says (the MoE router, as llama.cpp) */
 } wdesc_t;
 
-enum { ARCH_LLAMA, ARCH_QWEN2, ARCH_QWEN3, ARCH_GEMMA3, ARCH_PHI3 };
-static const char *const g_archs[] = {"llama", "qwen2", "qwen3", "gemma3", "phi3"};
-#define MAX_PER_LAYER 14
+enum { ARCH_LLAMA, ARCH_QWEN2, ARCH_QWEN3, ARCH_GEMMA3, ARCH_PHI3, ARCH_QWEN3MOE };
+static const char *const g_archs[] = {"llama", "qwen2", "qwen3", "gemma3", "phi3", "qwen3moe"};
+#define MAX_PER_LAYER 18
 
 /* The tensor list in llama.cpp's order (llama; qwen2's biases and qwen3's q/k norms
  * follow the layer's llama tensors). Returns the count written to d. */
@@ -151,24 +161,25 @@ static int synth_tensors_gp(const shape_t *s, int arch, int64_t n_vocab, wdesc_t
     const int g = arch == ARCH_GEMMA3;
     int n = 0;
     if (!g && s->n_ctx_orig) {
-        d[n++] = (wdesc_t){"rope_factors_long.weight", shape_rot(s) / 2, 0, 3};
-        d[n++] = (wdesc_t){"rope_factors_short.weight", shape_rot(s) / 2, 0, 4};
+        d[n++] = (wdesc_t){"rope_factors_long.weight", shape_rot(s) / 2, 0, 3, 0, 0};
+        d[n++] = (wdesc_t){"rope_factors_short.weight", shape_rot(s) / 2, 0, 4, 0, 0};
     }
-    d[n++] = (wdesc_t){"token_embd.weight", e, n_vocab, 0};
+    d[n++] = (wdesc_t){"token_embd.weight", e, n_vocab, 0, 0, 0};
     for (int l = 0; l < s->n_layer; l++) {
-        const wdesc_t w[] = {{"attn_norm.weight", e, 0, 2},
-                             {g ? "attn_q.weight" : "attn_qkv.weight", e, g ? q : q + 2 * kv, 0},
-                             {g ? "attn_k.weight" : NULL, e, kv, 0},
-                             {g ? "attn_v.weight" : NULL, e, kv, 0},
-                             {"attn_output.weight", q, e, 0},
-                             {g ? "attn_q_norm.weight" : NULL, hd, 0, 2},
-                             {g ? "attn_k_norm.weight" : NULL, hd, 0, 2},
-                             {g ? "post_attention_norm.weight" : NULL, e, 0, 2},
-                             {"ffn_norm.weight", e, 0, 2},
-                             {g ? "ffn_gate.weight" : NULL, e, ff, 0},
-                             {"ffn_up.weight", e, g ? ff : 2 * ff, 0},
-                             {"ffn_down.weight", ff, e, 0},
-                             {g ? "post_ffw_norm.weight" : NULL, e, 0, 2}};
+        const wdesc_t w[] = {
+            {"attn_norm.weight", e, 0, 2, 0, 0},
+            {g ? "attn_q.weight" : "attn_qkv.weight", e, g ? q : q + 2 * kv, 0, 0, 0},
+            {g ? "attn_k.weight" : NULL, e, kv, 0, 0, 0},
+            {g ? "attn_v.weight" : NULL, e, kv, 0, 0, 0},
+            {"attn_output.weight", q, e, 0, 0, 0},
+            {g ? "attn_q_norm.weight" : NULL, hd, 0, 2, 0, 0},
+            {g ? "attn_k_norm.weight" : NULL, hd, 0, 2, 0, 0},
+            {g ? "post_attention_norm.weight" : NULL, e, 0, 2, 0, 0},
+            {"ffn_norm.weight", e, 0, 2, 0, 0},
+            {g ? "ffn_gate.weight" : NULL, e, ff, 0, 0, 0},
+            {"ffn_up.weight", e, g ? ff : 2 * ff, 0, 0, 0},
+            {"ffn_down.weight", ff, e, 0, 0, 0},
+            {g ? "post_ffw_norm.weight" : NULL, e, 0, 2, 0, 0}};
         for (size_t k = 0; k < sizeof w / sizeof w[0]; k++) {
             if (!w[k].name) continue;
             snprintf(names[n], 48, "blk.%d.%s", l, w[k].name);
@@ -177,8 +188,8 @@ static int synth_tensors_gp(const shape_t *s, int arch, int64_t n_vocab, wdesc_t
             n++;
         }
     }
-    d[n++] = (wdesc_t){"output_norm.weight", e, 0, 2};
-    if (!g) d[n++] = (wdesc_t){"output.weight", e, n_vocab, 0};
+    d[n++] = (wdesc_t){"output_norm.weight", e, 0, 2, 0, 0};
+    if (!g) d[n++] = (wdesc_t){"output.weight", e, n_vocab, 0, 0, 0};
     return n;
 }
 
@@ -186,24 +197,30 @@ static int synth_tensors(const shape_t *s, int arch, int64_t n_vocab, wdesc_t *d
                          char (*names)[48]) {
     if (arch == ARCH_GEMMA3 || arch == ARCH_PHI3)
         return synth_tensors_gp(s, arch, n_vocab, d, names);
-    int64_t e = s->n_embd, hd = s->n_embd / s->n_head, kv = (int64_t)s->n_head_kv * hd;
+    int64_t e = s->n_embd, hd = shape_hd(s), kv = (int64_t)s->n_head_kv * hd;
+    int64_t q = (int64_t)s->n_head * hd, ne = s->n_expert, fe = s->n_ff_exp;
+    const int moe = arch == ARCH_QWEN3MOE, qk_norm = arch == ARCH_QWEN3 || moe;
     int n = 0;
-    d[n++] = (wdesc_t){"token_embd.weight", e, n_vocab, 0};
+    d[n++] = (wdesc_t){"token_embd.weight", e, n_vocab, 0, 0, 0};
     for (int l = 0; l < s->n_layer; l++) {
-        const wdesc_t w[] = {{"attn_norm.weight", e, 0, 0},
-                             {"attn_q.weight", e, e, 0},
-                             {"attn_k.weight", e, kv, 0},
-                             {"attn_v.weight", e, kv, 0},
-                             {"attn_output.weight", e, e, 0},
-                             {"ffn_norm.weight", e, 0, 0},
-                             {"ffn_gate.weight", e, s->n_ff, 0},
-                             {"ffn_up.weight", e, s->n_ff, 0},
-                             {"ffn_down.weight", s->n_ff, e, 0},
-                             {arch == ARCH_QWEN2 ? "attn_q.bias" : NULL, e, 0, 1},
-                             {arch == ARCH_QWEN2 ? "attn_k.bias" : NULL, kv, 0, 1},
-                             {arch == ARCH_QWEN2 ? "attn_v.bias" : NULL, kv, 0, 1},
-                             {arch == ARCH_QWEN3 ? "attn_q_norm.weight" : NULL, hd, 0, 0},
-                             {arch == ARCH_QWEN3 ? "attn_k_norm.weight" : NULL, hd, 0, 0}};
+        const wdesc_t w[] = {{"attn_norm.weight", e, 0, 0, 0, 0},
+                             {"attn_q.weight", e, q, 0, 0, 0},
+                             {"attn_k.weight", e, kv, 0, 0, 0},
+                             {"attn_v.weight", e, kv, 0, 0, 0},
+                             {"attn_output.weight", q, e, 0, 0, 0},
+                             {"ffn_norm.weight", e, 0, 0, 0, 0},
+                             {moe ? NULL : "ffn_gate.weight", e, s->n_ff, 0, 0, 0},
+                             {moe ? NULL : "ffn_up.weight", e, s->n_ff, 0, 0, 0},
+                             {moe ? NULL : "ffn_down.weight", s->n_ff, e, 0, 0, 0},
+                             {arch == ARCH_QWEN2 ? "attn_q.bias" : NULL, q, 0, 1, 0, 0},
+                             {arch == ARCH_QWEN2 ? "attn_k.bias" : NULL, kv, 0, 1, 0, 0},
+                             {arch == ARCH_QWEN2 ? "attn_v.bias" : NULL, kv, 0, 1, 0, 0},
+                             {qk_norm ? "attn_q_norm.weight" : NULL, hd, 0, 0, 0, 0},
+                             {qk_norm ? "attn_k_norm.weight" : NULL, hd, 0, 0, 0, 0},
+                             {moe ? "ffn_gate_inp.weight" : NULL, e, ne, 0, 0, 1},
+                             {moe ? "ffn_gate_exps.weight" : NULL, e, fe, 0, ne, 0},
+                             {moe ? "ffn_up_exps.weight" : NULL, e, fe, 0, ne, 0},
+                             {moe ? "ffn_down_exps.weight" : NULL, fe, e, 0, ne, 0}};
         for (size_t k = 0; k < sizeof w / sizeof w[0]; k++) {
             if (!w[k].name) continue;
             snprintf(names[n], 48, "blk.%d.%s", l, w[k].name);
@@ -212,8 +229,8 @@ static int synth_tensors(const shape_t *s, int arch, int64_t n_vocab, wdesc_t *d
             n++;
         }
     }
-    d[n++] = (wdesc_t){"output_norm.weight", e, 0, 0};
-    d[n++] = (wdesc_t){"output.weight", e, n_vocab, 0};
+    d[n++] = (wdesc_t){"output_norm.weight", e, 0, 0, 0, 0};
+    d[n++] = (wdesc_t){"output.weight", e, n_vocab, 0, 0, 0};
     return n;
 }
 
@@ -246,9 +263,14 @@ static int synth_meta(ul_gguf_writer_t *w, const shape_t *s, int arch, const ul_
                             arch == ARCH_LLAMA ? 1e-5f : 1e-6f);
     rc = rc ? rc : ul_gguf_w_f32(w, KEY("rope.freq_base"), arch == ARCH_LLAMA ? 10000.0f : 1e6f);
     rc = rc ? rc : ul_gguf_w_u32(w, KEY("vocab_size"), (uint32_t)n_vocab);
-    if (arch == ARCH_QWEN3 || arch == ARCH_GEMMA3) {
+    if (arch == ARCH_QWEN3 || arch == ARCH_GEMMA3 || arch == ARCH_QWEN3MOE) {
         rc = rc ? rc : ul_gguf_w_u32(w, KEY("attention.key_length"), (uint32_t)shape_hd(s));
         rc = rc ? rc : ul_gguf_w_u32(w, KEY("attention.value_length"), (uint32_t)shape_hd(s));
+    }
+    if (arch == ARCH_QWEN3MOE) {
+        rc = rc ? rc : ul_gguf_w_u32(w, KEY("expert_count"), (uint32_t)s->n_expert);
+        rc = rc ? rc : ul_gguf_w_u32(w, KEY("expert_used_count"), (uint32_t)s->n_expert_used);
+        rc = rc ? rc : ul_gguf_w_u32(w, KEY("expert_feed_forward_length"), (uint32_t)s->n_ff_exp);
     }
     if ((arch == ARCH_GEMMA3 || arch == ARCH_PHI3) && s->n_swa)
         rc = rc ? rc : ul_gguf_w_u32(w, KEY("attention.sliding_window"), (uint32_t)s->n_swa);
@@ -289,9 +311,9 @@ static int synth_data(ul_gguf_writer_t *w, const wdesc_t *d, int type, rng_t *r,
         return ul_gguf_w_data(w, row, (size_t)d->ne0 * sizeof(float));
     }
     float std = 1.0f / sqrtf((float)d->ne0);
-    for (int64_t j = 0; j < d->ne1; j++) {
+    for (int64_t j = 0; j < d->ne1 * (d->ne2 ? d->ne2 : 1); j++) {
         fill_normal(r, row, d->ne0, std);
-        size_t nb = ul_cpu_quant_row(type, row, qrow, d->ne0);
+        size_t nb = ul_cpu_quant_row(d->f32 ? UL_TYPE_F32 : type, row, qrow, d->ne0);
         int rc = nb ? ul_gguf_w_data(w, qrow, nb) : UL_EINVAL;
         if (rc) return rc;
     }
@@ -302,17 +324,18 @@ static int synth_data(ul_gguf_writer_t *w, const wdesc_t *d, int type, rng_t *r,
  * (what it leaves alone is written as a plain f16 synth writes it). */
 static int synth_types(const shape_t *s, const ul_qmix_recipe_t *mix, int type, const wdesc_t *d,
                        int n, int *types) {
-    for (int i = 0; i < n; i++) types[i] = d[i].ne1 ? (mix ? UL_TYPE_F16 : type) : UL_TYPE_F32;
+    for (int i = 0; i < n; i++)
+        types[i] = d[i].ne1 && !d[i].f32 ? (mix ? UL_TYPE_F16 : type) : UL_TYPE_F32;
     if (!mix) return 0;
     ul_qmix_tensor_t *t = calloc((size_t)n, sizeof *t);
     int *mt = calloc((size_t)n, sizeof *mt);
     int rc = t && mt ? 0 : UL_ENOMEM;
     for (int i = 0; !rc && i < n; i++)
-        t[i] = (ul_qmix_tensor_t){d[i].name, d[i].ne1 ? 2 : 1, d[i].ne0};
-    const ul_qmix_model_t m = {s->n_layer, 0, s->n_head, s->n_head_kv};
+        t[i] = (ul_qmix_tensor_t){d[i].name, d[i].ne2 ? 3 : d[i].ne1 ? 2 : 1, d[i].ne0};
+    const ul_qmix_model_t m = {s->n_layer, s->n_expert, s->n_head, s->n_head_kv};
     if (!rc) rc = ul_qmix_types(mix, &m, t, n, mt);
     for (int i = 0; !rc && i < n; i++)
-        if (mt[i] >= 0) types[i] = mt[i];
+        if (mt[i] >= 0 && !d[i].f32) types[i] = mt[i];
     free(t);
     free(mt);
     return rc;
@@ -325,6 +348,7 @@ static int synth_write(const shape_t *s, int arch, const ul_gguf_t *voc, int64_t
     char(*names)[48] = calloc((size_t)max_t, sizeof *names);
     int64_t max_row = s->n_embd > s->n_ff ? s->n_embd : s->n_ff;
     if ((int64_t)s->n_head * shape_hd(s) > max_row) max_row = (int64_t)s->n_head * shape_hd(s);
+    if (s->n_ff_exp > max_row) max_row = s->n_ff_exp;
     float *row = malloc((size_t)max_row * sizeof *row);
     void *qrow = malloc((size_t)max_row * sizeof(float));
     ul_gguf_writer_t *w = NULL;
@@ -335,8 +359,11 @@ static int synth_write(const shape_t *s, int arch, const ul_gguf_t *voc, int64_t
     if (!rc) rc = synth_types(s, mix, type, d, n, types);
     if (!rc) rc = synth_meta(w, s, arch, voc, n_vocab, mix ? -mix->ftype - 1 : type);
     for (int i = 0; !rc && i < n; i++)
-        rc = ul_gguf_w_tensor(w, d[i].name, (uint32_t)types[i], d[i].ne1 ? 2 : 1,
-                              (int64_t[]){d[i].ne0, d[i].ne1}, NULL);
+        rc = ul_gguf_w_tensor(w, d[i].name, (uint32_t)types[i],
+                              d[i].ne2   ? 3
+                              : d[i].ne1 ? 2
+                                         : 1,
+                              (int64_t[]){d[i].ne0, d[i].ne1, d[i].ne2}, NULL);
     if (!rc) rc = ul_gguf_w_begin(w, out);
     rng_t r;
     rng_seed(&r, seed);
@@ -354,10 +381,25 @@ static int synth_write(const shape_t *s, int arch, const ul_gguf_t *voc, int64_t
     return rc;
 }
 
+/* Option a of ov_opt with value v into ov; 0 if a is none of them. Values in [0, 1e6]. */
+static int synth_override(const char *a, const char *v, const char *const *ov_opt, long *ov) {
+    for (int i = 0; i < 3; i++) {
+        if (strcmp(a, ov_opt[i])) continue;
+        char *end;
+        long x = strtol(v, &end, 10);
+        ov[i] = *v && !*end && x >= 0 && x <= 1000000 ? x : 0;
+        return 1;
+    }
+    return 0;
+}
+
 int ul_cmd_synth(int argc, char **argv) {
     const char *shape = NULL, *vocab = NULL, *out = NULL, *tname = "f16", *aname = "llama";
     uint64_t seed = 42;
     long layers = 0;
+    /* qwen3moe's overrides of the shape: --experts, --experts-used, --expert-ff */
+    static const char *const ov_opt[] = {"--experts", "--experts-used", "--expert-ff"};
+    long ov[3] = {-1, -1, -1};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) return synth_usage(stdout), 0;
@@ -373,6 +415,8 @@ int ul_cmd_synth(int argc, char **argv) {
             seed = strtoull(argv[++i], NULL, 0);
         else if (i + 1 < argc && !strcmp(a, "--layers"))
             layers = strtol(argv[++i], NULL, 10);
+        else if (i + 1 < argc && synth_override(a, argv[i + 1], ov_opt, ov))
+            i++;
         else if (a[0] != '-' && !out)
             out = a;
         else
@@ -380,12 +424,13 @@ int ul_cmd_synth(int argc, char **argv) {
     }
     shape_t sh = {0};
     const shape_t *s = NULL;
-    for (size_t i = 0; shape && i < sizeof g_shapes / sizeof g_shapes[0]; i++)
-        if (!strcmp(shape, g_shapes[i].name)) s = &g_shapes[i];
     const ul_qmix_recipe_t *mix = ul_qmix_find(tname);
     int type = mix ? mix->base : parse_type(tname), arch = -1;
     for (int i = 0; i < (int)(sizeof g_archs / sizeof g_archs[0]); i++)
         if (!strcmp(aname, g_archs[i])) arch = i;
+    if (!shape && arch == ARCH_QWEN3MOE) shape = "moe-tiny";
+    for (size_t i = 0; shape && i < sizeof g_shapes / sizeof g_shapes[0]; i++)
+        if (!strcmp(shape, g_shapes[i].name)) s = &g_shapes[i];
     if (!s || !vocab || !out || type < 0 || arch < 0 || layers < 0 || layers > 1024)
         return synth_usage(stderr), 2;
     /* a gemma3-/phi3- shape is for that architecture only; the others for any */
@@ -397,6 +442,15 @@ int ul_cmd_synth(int argc, char **argv) {
     }
     sh = *s;
     if (layers) sh.n_layer = (int)layers;
+    int *fld[3] = {&sh.n_expert, &sh.n_expert_used, &sh.n_ff_exp};
+    for (int i = 0; i < 3; i++)
+        if (ov[i] >= 0) *fld[i] = (int)ov[i];
+    if ((arch == ARCH_QWEN3MOE) != (sh.n_expert > 0 && sh.n_expert_used > 0 &&
+                                    sh.n_expert_used <= sh.n_expert && sh.n_ff_exp > 0)) {
+        fprintf(stderr, "uvllm: synth: %s needs %s (1 <= experts-used <= experts, expert-ff > 0)\n",
+                g_archs[arch], arch == ARCH_QWEN3MOE ? "experts" : "no experts");
+        return 2;
+    }
     s = &sh;
     ul_gguf_t voc;
     if (ul_gguf_open(&voc, vocab)) {

@@ -35,7 +35,7 @@ static int check_weight(const ul_gguf_tensor_t *w, const char *what) {
 static int check_model(const ul_model_t *m) {
     const ul_hparams_t *hp = &m->hp;
     if (strcmp(hp->arch, "llama") && strcmp(hp->arch, "qwen2") && strcmp(hp->arch, "qwen3") &&
-        strcmp(hp->arch, "gemma3") && strcmp(hp->arch, "phi3")) {
+        strcmp(hp->arch, "qwen3moe") && strcmp(hp->arch, "gemma3") && strcmp(hp->arch, "phi3")) {
         UL_LOG_ERROR("cpu: architecture '%s' is not supported", hp->arch);
         return UL_ENOTSUP;
     }
@@ -65,6 +65,7 @@ static size_t max_mm_scratch(const ul_model_t *m, int n_tok) {
         const ul_gguf_tensor_t *ws[] = {L->wq,       L->wk,     L->wv,      L->wo,
                                         L->ffn_gate, L->ffn_up, L->ffn_down};
         for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) {
+            if (!ws[i]) continue; /* MoE layers: no dense FFN */
             size_t s = ul_cpu_matmul_scratch((int)ws[i]->type, ws[i]->ne[0], n_tok);
             mx = s > mx ? s : mx;
         }
@@ -165,11 +166,12 @@ static int mat_parts(const ul_fwd_t *f, size_t i, const ul_gguf_tensor_t *parts[
         parts[0] = L->wo;
         return 1;
     case MAT_GU:
+        if (!L->ffn_gate) return 0; /* MoE layer: forward_moe.c has the FFN */
         parts[0] = L->ffn_gate, parts[1] = L->ffn_up;
         return L->ffn_gate->type == L->ffn_up->type ? 2 : 1;
     default:
         parts[0] = L->ffn_down;
-        return 1;
+        return L->ffn_down ? 1 : 0;
     }
 }
 
@@ -184,12 +186,14 @@ static int init_mats(ul_fwd_t *f) {
     size_t total = 0;
     for (size_t i = 0; i < n; i++) {
         int np = mat_parts(f, i, parts);
+        if (!np) continue;
         total += (ul_cpu_mat_packed_bytes(parts, np, 1) + 63) & ~(size_t)63;
     }
     if (total && !(f->packed = ul_cpu_alloc_weights(total))) return UL_ENOMEM;
     uint8_t *dst = f->packed;
     for (size_t i = 0; i < n; i++) {
         int np = mat_parts(f, i, parts);
+        if (!np) continue;
         int rc = ul_cpu_mat_init_in(&f->mats[i], parts, np, 1, dst);
         if (rc) return rc;
         dst += (f->mats[i].packed_bytes + 63) & ~(size_t)63;
@@ -245,6 +249,7 @@ int ul_fwd_create(const ul_model_t *m, const ul_cpu_config_t *cfg, ul_fwd_t **ou
     rc = ul_kv_init(&f->kv, c.kv_type, f->hp.n_layer, f->hp.n_head_kv, f->hp.head_dim, c.page_size,
                     budget, 1);
     if (!rc) rc = init_mats(f);
+    if (!rc) rc = ul_fwd_moe_init(f);
     if (!rc) rc = ul_pool_create(c.n_threads, &f->pool);
     if (!rc) {
         f->nth = ul_pool_n_threads(f->pool);
@@ -261,6 +266,7 @@ int ul_fwd_create(const ul_model_t *m, const ul_cpu_config_t *cfg, ul_fwd_t **ou
 void ul_fwd_free(ul_fwd_t *f) {
     if (!f) return;
     if (f->pool) ul_pool_free(f->pool);
+    ul_fwd_moe_free(f);
     ul_kv_free(&f->kv);
     if (f->mats)
         for (size_t i = 0; i <= (size_t)f->hp.n_layer * MATS_PER_LAYER; i++)
@@ -456,6 +462,10 @@ static void layer(ul_fwd_t *f, int il, int32_t t0, int32_t t1, int ith, int nth)
         rmsnorm(f->xb + (size_t)t * E, f->x + (size_t)t * E, fn, E, hp->rms_eps);
     }
     ul_pool_barrier(f->pool);
+    if (L->ffn_gate_inp) {
+        ul_fwd_moe(f, il, t0, t1, ith, nth);
+        return;
+    }
     mm_stack(f, &M[MAT_GU], gu, f->xb, T, f->hb, f->hb2, NULL, ith, nth);
     /* elements, not tokens, split over the threads (a barrier follows): one decode token
      * keeps every thread busy */

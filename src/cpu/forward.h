@@ -18,6 +18,8 @@
 #include "model/model.h"
 #include "uvllm/backend.h"
 
+typedef struct ul_moe_s ul_moe_t; /* forward_moe.c's router and experts */
+
 typedef struct ul_fwd_s {
     const ul_model_t *m;
     ul_hparams_t hp;
@@ -34,6 +36,7 @@ typedef struct ul_fwd_s {
     /* the weights as multiplied: per layer wq|wk|wv, wo, gate|up, down; then output */
     ul_cpu_mat_t *mats;
     uint8_t *packed; /* the packed copies of mats, one allocation (ul_cpu_alloc_weights) */
+    ul_moe_t *moe;   /* mixture-of-experts FFNs (qwen3moe), or NULL */
 
     /* scratch, one allocation (mem) */
     void *mem;
@@ -86,6 +89,14 @@ size_t ul_fwd_attn_tmp_floats(int32_t n_gqa, int32_t head_dim, int32_t page_size
 /* Architecture extras on token t's q, k, v after their product, before RoPE: biases
  * (qwen2), per-head RMSNorm of q and k (qwen3); nothing for llama. (forward_arch.c) */
 void ul_fwd_arch_qkv(ul_fwd_t *f, const ul_layer_t *L, int32_t t);
+/* The mixture-of-experts FFN (forward_moe.c). init: packs the router and expert matrices and
+ * allocates their scratch for max_tokens (nothing for dense models; 0, UL_EINVAL, UL_ENOTSUP
+ * or UL_ENOMEM). ul_fwd_moe: called by every pool thread after the FFN norm of layer il
+ * (input f->xb, complete); adds the FFN output to f->x rows [t0, t1) of this thread and
+ * uses f->xo as scratch. */
+int ul_fwd_moe_init(ul_fwd_t *f);
+void ul_fwd_moe_free(ul_fwd_t *f);
+void ul_fwd_moe(ul_fwd_t *f, int il, int32_t t0, int32_t t1, int ith, int nth);
 /* RoPE in NEOX mode on one head: pairs (i, i + n_rot/2), cs as forward.c's rope cache. */
 void ul_fwd_rope_neox(float *x, const float *cs, int n_rot);
 

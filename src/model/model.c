@@ -1,6 +1,7 @@
 /* Model loader: turns a validated GGUF into hyper-parameters and the weight table of a
- * `llama`, `qwen2` (q/k/v biases), `qwen3` (per-head q/k RMSNorm), `gemma3` or `phi3` model
- * (their extras in model_arch.c). Every hyper-parameter is
+ * `llama`, `qwen2` (q/k/v biases), `qwen3` (per-head q/k RMSNorm), `qwen3moe` (qwen3's
+ * attention, a routed mixture of expert FFNs), `gemma3` or `phi3` model (their extras in
+ * model_arch.c). Every hyper-parameter is
  * range-checked and every weight's presence, type and shape is compared with them here, once, so
  * the forward pass can index tensors without re-checking and a bad file fails at load with a
  * sentence naming the tensor or key. */
@@ -25,6 +26,7 @@
 #define MAX_CTX (1 << 24)
 #define MAX_VOCAB (1 << 24)
 #define MAX_HEAD_DIM 4096
+#define MAX_EXPERT 1024 /* llama.cpp's LLAMA_MAX_EXPERTS */
 
 typedef ul_model_ld_t ld_t;
 
@@ -84,13 +86,15 @@ static int read_arch(ld_t *l) {
     l->m->hp.arch[s.len] = 0;
     const char *arch = l->m->hp.arch;
     if (!l->vocab_only && strcmp(arch, "llama") && strcmp(arch, "qwen2") && strcmp(arch, "qwen3") &&
-        strcmp(arch, "gemma3") && strcmp(arch, "phi3"))
+        strcmp(arch, "qwen3moe") && strcmp(arch, "gemma3") && strcmp(arch, "phi3"))
         return fail(l,
-                    "unsupported architecture '%s' (supported: llama, qwen2, qwen3, gemma3, phi3)",
+                    "unsupported architecture '%s' (supported: llama, qwen2, qwen3, qwen3moe, "
+                    "gemma3, phi3)",
                     arch);
     /* llama.cpp's LLAMA_ROPE_TYPE_NEOX architectures among ours */
     l->m->hp.rope_neox = !strcmp(arch, "qwen2") || !strcmp(arch, "qwen3") ||
-                         !strcmp(arch, "gemma3") || !strcmp(arch, "phi3");
+                         !strcmp(arch, "qwen3moe") || !strcmp(arch, "gemma3") ||
+                         !strcmp(arch, "phi3");
     return 0;
 }
 
@@ -133,6 +137,18 @@ static int read_rope_scaling(ld_t *l) {
     return 0;
 }
 
+/* qwen3moe's router keys; llama.cpp's qwen3moe graph always softmaxes the router logits and
+ * renormalises the selected weights to sum 1 (it reads no gating or norm key for it). */
+static int read_moe_hparams(ld_t *l) {
+    ul_hparams_t *hp = &l->m->hp;
+    int rc;
+    if ((rc = hp_int(l, "expert_count", -1, 1, MAX_EXPERT, &hp->n_expert)) ||
+        (rc = hp_int(l, "expert_used_count", -1, 1, hp->n_expert, &hp->n_expert_used)))
+        return rc;
+    return hp_int(l, "expert_feed_forward_length", hp->n_ff / hp->n_expert_used, 1, MAX_FF,
+                  &hp->n_ff_exp);
+}
+
 static int read_hparams(ld_t *l) {
     ul_hparams_t *hp = &l->m->hp;
     int rc;
@@ -165,6 +181,7 @@ static int read_hparams(ld_t *l) {
     if ((rc = hp_float(l, "rope.freq_base", 10000.0f, 1e12f, &hp->rope_freq_base)) ||
         (rc = hp_float(l, "attention.layer_norm_rms_epsilon", 1e-5f, 1.0f, &hp->rms_eps)))
         return rc;
+    if (!strcmp(hp->arch, "qwen3moe") && (rc = read_moe_hparams(l))) return rc;
     if ((rc = read_rope_scaling(l))) return rc;
     return ul_model_arch_hparams(l);
 }
@@ -211,13 +228,45 @@ static int weight(ld_t *l, const char *name, int is_norm, int64_t ne0, int64_t n
     return 0;
 }
 
+/* A stack of n matrices [ne0, ne1] on ne[2] (the experts of a MoE layer). */
+static int weight3(ld_t *l, const char *name, int64_t ne0, int64_t ne1, int64_t n,
+                   const ul_gguf_tensor_t **out) {
+    const ul_gguf_tensor_t *t = ul_gguf_find_tensor(&l->m->gguf, name);
+    if (!t) return fail(l, "missing tensor '%s'", name);
+    if (!weight_type_ok(t->type))
+        return fail(l, "tensor '%s': unsupported type %s", name, ul_type_name((int)t->type));
+    if (t->ne[0] != ne0 || t->ne[1] != ne1 || t->ne[2] != n || t->ne[3] != 1)
+        return fail(l, "tensor '%s': shape [%lld, %lld, %lld, %lld], expected [%lld, %lld, %lld]",
+                    name, (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
+                    (long long)t->ne[3], (long long)ne0, (long long)ne1, (long long)n);
+    *out = t;
+    return 0;
+}
+
+/* qwen3moe's FFN: the router and the three expert stacks. */
+static int moe_layer_weights(ld_t *l, int i, ul_layer_t *ly) {
+    const ul_hparams_t *hp = &l->m->hp;
+    const int64_t e = hp->n_embd, ff = hp->n_ff_exp, n = hp->n_expert;
+    char name[64];
+    int rc;
+    snprintf(name, sizeof name, "blk.%d.ffn_gate_inp.weight", i);
+    if ((rc = weight(l, name, 0, e, n, &ly->ffn_gate_inp))) return rc;
+    snprintf(name, sizeof name, "blk.%d.ffn_gate_exps.weight", i);
+    if ((rc = weight3(l, name, e, ff, n, &ly->ffn_gate_exps))) return rc;
+    snprintf(name, sizeof name, "blk.%d.ffn_up_exps.weight", i);
+    if ((rc = weight3(l, name, e, ff, n, &ly->ffn_up_exps))) return rc;
+    snprintf(name, sizeof name, "blk.%d.ffn_down_exps.weight", i);
+    return weight3(l, name, ff, e, n, &ly->ffn_down_exps);
+}
+
 /* The tensors only some architectures have, all required where they exist (as llama.cpp
  * requires them): qwen2's q/k/v biases, qwen3's per-head q/k norms. */
 static int arch_layer_weights(ld_t *l, int i, ul_layer_t *ly) {
     const ul_hparams_t *hp = &l->m->hp;
     const int64_t q = (int64_t)hp->n_head * hp->head_dim,
                   kv = (int64_t)hp->n_head_kv * hp->head_dim;
-    const int qwen2 = !strcmp(hp->arch, "qwen2"), qwen3 = !strcmp(hp->arch, "qwen3");
+    const int qwen2 = !strcmp(hp->arch, "qwen2"),
+              qwen3 = !strcmp(hp->arch, "qwen3") || !strcmp(hp->arch, "qwen3moe");
     const struct {
         int on;
         const char *suffix;
@@ -259,12 +308,14 @@ static int layer_weights(ld_t *l, int i, ul_layer_t *ly) {
     };
     int rc = ul_model_arch_layer(l, i, ly); /* sets the fused ones (phi3, attn_qkv) */
     if (rc) return rc;
-    for (size_t k = 0; k < sizeof w / sizeof w[0]; k++) {
+    const size_t n_w = sizeof w / sizeof w[0] - (hp->n_expert ? 3 : 0); /* no dense FFN */
+    for (size_t k = 0; k < n_w; k++) {
         if (*w[k].out) continue;
         char name[64];
         snprintf(name, sizeof name, "blk.%d.%s.weight", i, w[k].suffix);
         if ((rc = weight(l, name, w[k].norm, w[k].ne0, w[k].ne1, w[k].out))) return rc;
     }
+    if (hp->n_expert && (rc = moe_layer_weights(l, i, ly))) return rc;
     return arch_layer_weights(l, i, ly);
 }
 

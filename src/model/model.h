@@ -1,6 +1,6 @@
 /* A loaded model: the validated GGUF, hyper-parameters and the weight table of the
- * `llama`, `qwen2`, `qwen3`, `gemma3` or `phi3` architecture, plus its vocabulary. Read-only after
- * ul_model_load; shared by every thread. */
+ * `llama`, `qwen2`, `qwen3`, `qwen3moe`, `gemma3` or `phi3` architecture, plus its vocabulary.
+ * Read-only after ul_model_load; shared by every thread. */
 #ifndef UL_MODEL_MODEL_H
 #define UL_MODEL_MODEL_H
 
@@ -32,6 +32,9 @@ typedef struct ul_hparams_s {
                                * apply to contexts above it, the short ones up to it */
     float rope_attn_factor;   /* rope.scaling.attn_factor (phi3 LongRoPE): multiplies RoPE's cos
                                * and sin; 1 when absent */
+    /* mixture of experts (qwen3moe), 0 for dense models: expert_count, expert_used_count,
+     * expert_feed_forward_length (default n_ff / n_expert_used, as llama.cpp) */
+    int32_t n_expert, n_expert_used, n_ff_exp;
 } ul_hparams_t;
 
 typedef struct ul_layer_s {
@@ -46,6 +49,10 @@ typedef struct ul_layer_s {
                                               * before the residual add (gemma3), or NULL */
     const ul_gguf_tensor_t *ffn_post_norm;   /* [n_embd] f32: the same for the FFN output */
     int32_t swa; /* 1: sliding-window layer (hp.n_swa keys, RoPE base rope_freq_base_swa) */
+    /* qwen3moe, instead of ffn_gate/up/down (NULL then): the router [n_embd, n_expert]
+     * and the experts stacked on ne[2]: gate, up [n_embd, n_ff_exp, n_expert], down
+     * [n_ff_exp, n_embd, n_expert] (expert e's matrix starts at row e * ne[1]) */
+    const ul_gguf_tensor_t *ffn_gate_inp, *ffn_gate_exps, *ffn_up_exps, *ffn_down_exps;
 } ul_layer_t;
 
 struct ul_model_s {
