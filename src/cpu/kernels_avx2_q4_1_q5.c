@@ -1,8 +1,9 @@
 /* Q4_1, Q5_0 and Q5_1 x Q8A on AVX2 (+FMA, F16C), the Q4_0 tile of kernels_avx2.c
  * generalised: the weights are unsigned (nibbles, plus the fifth bit from qh as 16 for the
  * Q5 types) for vpmaddubsw; Q5_0's -16 offset becomes -16 * sum(activation block) in the
- * accumulator's start (as Q4_0's -8), and the Q4_1 / Q5_1 min m adds m * d_x * sum(x) per
- * block, kept in a float beside the vector accumulator. (AVX-512: kernels_avx512_q4_1_q5.c) */
+ * accumulator's start (as Q4_0's -8), and the Q4_1 / Q5_1 min m adds m * s per block (s of
+ * the Q8A1 activations, as llama.cpp's Q8_1), kept in a float beside the vector
+ * accumulator. (AVX-512: kernels_avx512_q4_1_q5.c) */
 #include <immintrin.h>
 
 #include "cpu/kernels_impl.h"
@@ -60,17 +61,19 @@ AI void tile_lin(const int KIND, const int NR, const int NT, int64_t n_cols, con
                 W[r] = _mm256_or_si256(W[r], fifth_bits(((const blk_q5_1 *)blk)->qh));
         }
         _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
+            /* Q5_0 reads Q8A blocks, Q4_1 / Q5_1 Q8A1 ones */
             const blk_q8a *p = (const blk_q8a *)(x + (size_t)t * xs) + b;
-            __m256i X = _mm256_loadu_si256((const __m256i *)p->qs);
+            const blk_q8a1 *p1 = (const blk_q8a1 *)(x + (size_t)t * xs) + b;
+            const float dx = KIND == K_Q5_0 ? p->d : p1->d;
+            __m256i X = _mm256_loadu_si256((const __m256i *)(KIND == K_Q5_0 ? p->qs : p1->qs));
             /* Q5_0: -16 * sum over the block = -2 * sum on each of its 8 lanes */
             __m256i I = KIND == K_Q5_0 ? _mm256_set1_epi32(2 * p->nsum) : _mm256_setzero_si256();
-            const float xsum = p->d * (float)-p->nsum;
             _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {
                 __m256i s =
                     _mm256_add_epi32(I, _mm256_madd_epi16(_mm256_maddubs_epi16(W[r], X), one16));
                 acc[r][t] =
-                    _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(dw[r] * p->d), acc[r][t]);
-                if (KIND != K_Q5_0) macc[r][t] += mw[r] * xsum;
+                    _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(dw[r] * dx), acc[r][t]);
+                if (KIND != K_Q5_0) macc[r][t] += mw[r] * p1->s;
             }
         }
     }

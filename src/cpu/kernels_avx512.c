@@ -552,22 +552,37 @@ static void mm_q6_K_any(int64_t n_cols, const uint8_t *w, size_t ws, int nr, con
 
 /* ---- activation conversion, byte-identical to quant.c's scalar code ---- */
 
+/* One Q8A / Q8A1 block: qs and the f16-rounded d; returns the sum of qs, *du the unrounded
+ * scale (quant.c's quant_x_blk). */
+AI int32_t xq_blk(const float *x, int8_t *qs, float *d, float *du) {
+    const __m512 sign = _mm512_set1_ps(-0.0f);
+    __m512 a = _mm512_loadu_ps(x), b = _mm512_loadu_ps(x + 16);
+    float amax =
+        _mm512_reduce_max_ps(_mm512_max_ps(_mm512_andnot_ps(sign, a), _mm512_andnot_ps(sign, b)));
+    float id = amax != 0 ? 127.f / amax : 0.0f;
+    *du = amax / 127.f;
+    *d = ul_fp16_to_fp32(ul_fp32_to_fp16(*du));
+    if (*d == 0) id = 0; /* as the scalar code */
+    /* the current rounding mode (nearest even) = nearbyintf */
+    __m512i qa = _mm512_cvtps_epi32(_mm512_mul_ps(a, _mm512_set1_ps(id)));
+    __m512i qb = _mm512_cvtps_epi32(_mm512_mul_ps(b, _mm512_set1_ps(id)));
+    _mm_storeu_si128((__m128i *)qs, _mm512_cvtepi32_epi8(qa));
+    _mm_storeu_si128((__m128i *)(qs + 16), _mm512_cvtepi32_epi8(qb));
+    return _mm512_reduce_add_epi32(_mm512_add_epi32(qa, qb));
+}
+
 static void xq_q8a(const float *x, void *dst, int64_t n) {
     blk_q8a *y = dst;
-    const __m512 sign = _mm512_set1_ps(-0.0f);
+    float du;
+    for (int64_t i = 0; i < n / QK; i++, x += QK) y[i].nsum = -xq_blk(x, y[i].qs, &y[i].d, &du);
+}
+
+static void xq_q8a1(const float *x, void *dst, int64_t n) {
+    blk_q8a1 *y = dst;
+    float du;
     for (int64_t i = 0; i < n / QK; i++, x += QK) {
-        __m512 a = _mm512_loadu_ps(x), b = _mm512_loadu_ps(x + 16);
-        float amax = _mm512_reduce_max_ps(
-            _mm512_max_ps(_mm512_andnot_ps(sign, a), _mm512_andnot_ps(sign, b)));
-        float id = amax != 0 ? 127.f / amax : 0.0f;
-        y[i].d = ul_fp16_to_fp32(ul_fp32_to_fp16(amax / 127.f));
-        if (y[i].d == 0) id = 0; /* as the scalar code */
-        /* the current rounding mode (nearest even) = nearbyintf */
-        __m512i qa = _mm512_cvtps_epi32(_mm512_mul_ps(a, _mm512_set1_ps(id)));
-        __m512i qb = _mm512_cvtps_epi32(_mm512_mul_ps(b, _mm512_set1_ps(id)));
-        _mm_storeu_si128((__m128i *)y[i].qs, _mm512_cvtepi32_epi8(qa));
-        _mm_storeu_si128((__m128i *)(y[i].qs + 16), _mm512_cvtepi32_epi8(qb));
-        y[i].nsum = -_mm512_reduce_add_epi32(_mm512_add_epi32(qa, qb));
+        int32_t s = xq_blk(x, y[i].qs, &y[i].d, &du);
+        y[i].s = ul_fp16_to_fp32(ul_fp32_to_fp16((float)s * du));
     }
 }
 
@@ -652,5 +667,6 @@ const ul_cpu_kern_t ul_cpu_kern_avx512 = {.mm =
                                               [XF_F16R] = xq_f16r,
                                               [XF_BF16] = xq_bf16,
                                               [XF_Q8A] = xq_q8a,
+                                              [XF_Q8A1] = xq_q8a1,
                                               [XF_Q8K] = xq_q8k,
                                           }};

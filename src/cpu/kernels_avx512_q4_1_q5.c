@@ -3,8 +3,9 @@
  * plus 16 where the block's qh bit is set: the 64 bits of two blocks are a byte mask as
  * they are) and go straight into vpdpbusd. Q5_0's -16 offset becomes -16 * sum(activation
  * block) in the accumulator's start (2 * nsum on each of the block's 8 lanes); the
- * Q4_1 / Q5_1 min m adds m * d_x * sum(x) per block, spread as an eighth on each of the
- * block's 8 lanes (exact: a power of two) with one more FMA. */
+ * Q4_1 / Q5_1 min m adds m * s per block (s of the Q8A1 activations, as llama.cpp's
+ * Q8_1), spread as an eighth on each of the block's 8 lanes (exact: a power of two) with
+ * one more FMA. */
 #include <immintrin.h>
 #include <string.h>
 
@@ -65,22 +66,25 @@ AI void tile_lin(const int KIND, const int NR, const int NT, int64_t n_cols, con
         _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) W[r] =
             unpack2(KIND, w + (size_t)r * ws + (size_t)b * bs, two, &dw[r], &mw[r]);
         _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
+            /* Q5_0 reads Q8A blocks, Q4_1 / Q5_1 Q8A1 ones (same size, qs at the same place) */
             const blk_q8a *p = (const blk_q8a *)(x + (size_t)t * xs) + b;
-            __m256i xa = _mm256_loadu_si256((const __m256i *)p[0].qs);
-            __m256i xc =
-                two ? _mm256_loadu_si256((const __m256i *)p[1].qs) : _mm256_setzero_si256();
+            const blk_q8a1 *p1 = (const blk_q8a1 *)(x + (size_t)t * xs) + b;
+            const int8_t *q0 = KIND == K_Q5_0 ? p[0].qs : p1[0].qs;
+            const int8_t *q1 = KIND == K_Q5_0 ? p[1].qs : p1[1].qs;
+            __m256i xa = _mm256_loadu_si256((const __m256i *)q0);
+            __m256i xc = two ? _mm256_loadu_si256((const __m256i *)q1) : _mm256_setzero_si256();
             const __m512i X = join256(xa, xc);
-            const float d1 = two ? p[1].d : 0.f;
-            const int32_t n1 = two ? p[1].nsum : 0;
-            const __m512 dx = _mm512_insertf32x8(_mm512_set1_ps(p[0].d), _mm256_set1_ps(d1), 1);
+            const float d0 = KIND == K_Q5_0 ? p[0].d : p1[0].d;
+            const float d1 = two ? (KIND == K_Q5_0 ? p[1].d : p1[1].d) : 0.f;
+            const __m512 dx = _mm512_insertf32x8(_mm512_set1_ps(d0), _mm256_set1_ps(d1), 1);
             __m512i I = _mm512_setzero_si512();
             __m512 xsum = _mm512_setzero_ps();
             if (KIND == K_Q5_0)
-                I = _mm512_inserti64x4(_mm512_set1_epi32(2 * p[0].nsum), _mm256_set1_epi32(2 * n1),
-                                       1);
-            else /* d_x * sum(x) / 8 per lane */
-                xsum = _mm512_insertf32x8(_mm512_set1_ps(p[0].d * (float)-p[0].nsum * 0.125f),
-                                          _mm256_set1_ps(d1 * (float)-n1 * 0.125f), 1);
+                I = _mm512_inserti64x4(_mm512_set1_epi32(2 * p[0].nsum),
+                                       _mm256_set1_epi32(two ? 2 * p[1].nsum : 0), 1);
+            else /* s / 8 per lane */
+                xsum = _mm512_insertf32x8(_mm512_set1_ps(p1[0].s * 0.125f),
+                                          _mm256_set1_ps(two ? p1[1].s * 0.125f : 0.f), 1);
             _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {
                 __m512i s = _mm512_dpbusd_epi32(I, W[r], X);
                 acc[r][t] =

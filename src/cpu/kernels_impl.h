@@ -78,6 +78,15 @@ typedef struct {
     int32_t nsum; /* minus the sum of qs: the accumulator start the kernels want */
     int8_t qs[QK];
 } blk_q8a; /* 40 B */
+/* Q8A1: the Q8A quants and d, with llama.cpp's block_q8_1.s instead of the sum: the
+ * block's integer sum times the UNROUNDED scale amax/127, rounded through f16 (kept as
+ * f32). The Q4_1 / Q5_1 dot products add their min m as m * s, as llama.cpp's
+ * vec_dot_q{4,5}_1_q8_1 do. */
+typedef struct {
+    float d;
+    float s;
+    int8_t qs[QK];
+} blk_q8a1; /* 40 B */
 /* Q8K: ggml's block_q8_K (f32 d, sums per 16 for the K-quant mins). */
 typedef struct {
     float d;
@@ -86,7 +95,7 @@ typedef struct {
 } blk_q8K; /* 292 B */
 
 /* Which activation format a weight type's dot product consumes. */
-typedef enum { XF_F32, XF_F16R, XF_BF16, XF_Q8A, XF_Q8K } ul_xfmt_t;
+typedef enum { XF_F32, XF_F16R, XF_BF16, XF_Q8A, XF_Q8A1, XF_Q8K } ul_xfmt_t;
 /* XF_F16R: f32 values rounded through f16 (llama.cpp multiplies f16 weights by f16
  * activations; keeping them as f32 saves a conversion per load). */
 

@@ -52,38 +52,46 @@ static float dot_q4_0(int64_t n, const void *w, const void *x) {
     return s;
 }
 
-/* Q4_1: w = d q + m, so sum w x = d dx sum(q xq) + m dx sum(xq) */
+/* Q4_1: w = d q + m, so sum w x = d dx sum(q xq) + m dx sum(xq), the last as m * s
+ * (llama.cpp's vec_dot_q4_1_q8_1: s carries the unrounded dx, rounded through f16) */
 static float dot_q4_1(int64_t n, const void *w, const void *x) {
     const blk_q4_1 *a = w;
-    const blk_q8a *b = x;
+    const blk_q8a1 *b = x;
     float s = 0;
     for (int64_t i = 0; i < n / QK; i++) {
         int32_t si = 0;
         for (int j = 0; j < QK / 2; j++)
             si += (a[i].qs[j] & 15) * b[i].qs[j] + (a[i].qs[j] >> 4) * b[i].qs[j + 16];
-        s += (float)si * (F16(a[i].d) * b[i].d) + F16(a[i].m) * (b[i].d * (float)-b[i].nsum);
+        s += (float)si * (F16(a[i].d) * b[i].d) + F16(a[i].m) * b[i].s;
     }
     return s;
 }
 
-/* Q5_0 (q - 16) and Q5_1 (d q + m): the nibble plus the fifth bit from qh */
-static inline float dot_q5(int q5_1, int64_t n, const uint8_t *w, const blk_q8a *b) {
+/* Q5_0 (q - 16, x Q8A) and Q5_1 (d q + m, x Q8A1 as Q4_1): the nibble plus the fifth bit
+ * from qh */
+static inline float dot_q5(int q5_1, int64_t n, const uint8_t *w, const uint8_t *x) {
     const size_t bs = q5_1 ? sizeof(blk_q5_1) : sizeof(blk_q5_0);
+    const size_t xb = q5_1 ? sizeof(blk_q8a1) : sizeof(blk_q8a);
     float s = 0;
-    for (int64_t i = 0; i < n / QK; i++, w += bs) {
+    for (int64_t i = 0; i < n / QK; i++, w += bs, x += xb) {
         const blk_q5_0 *a0 = (const blk_q5_0 *)w;
         const blk_q5_1 *a1 = (const blk_q5_1 *)w;
         const uint8_t *qs = q5_1 ? a1->qs : a0->qs;
         const uint32_t qh = ul_q5_qh(q5_1 ? a1->qh : a0->qh);
         const int off = q5_1 ? 0 : 16;
+        const blk_q8a *b0 = (const blk_q8a *)x;
+        const blk_q8a1 *b1 = (const blk_q8a1 *)x;
+        const int8_t *xq = q5_1 ? b1->qs : b0->qs;
         int32_t si = 0;
         for (int j = 0; j < QK / 2; j++) {
             int x0 = (int)((qs[j] & 15) | ((qh >> j) & 1) << 4) - off;
             int x1 = (int)((qs[j] >> 4) | ((qh >> (j + 16)) & 1) << 4) - off;
-            si += x0 * b[i].qs[j] + x1 * b[i].qs[j + 16];
+            si += x0 * xq[j] + x1 * xq[j + 16];
         }
-        s += (float)si * (F16(q5_1 ? a1->d : a0->d) * b[i].d);
-        if (q5_1) s += F16(a1->m) * (b[i].d * (float)-b[i].nsum);
+        if (q5_1)
+            s += (float)si * (F16(a1->d) * b1->d) + F16(a1->m) * b1->s;
+        else
+            s += (float)si * (F16(a0->d) * b0->d);
     }
     return s;
 }

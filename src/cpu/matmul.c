@@ -28,7 +28,7 @@ size_t ul_cpu_matmul_scratch(int type, int64_t n_cols, int n_tok) {
  * format is per block (or per element), so any split gives the same bytes. */
 static void quant_x_part(ul_xfmt_t f, const float *x, int64_t n_cols, int n_tok, uint8_t *dst,
                          size_t xs, int ith, int nth) {
-    const int64_t blk = f == XF_Q8K ? QKK : f == XF_Q8A ? QK : 1;
+    const int64_t blk = f == XF_Q8K ? QKK : f == XF_Q8A || f == XF_Q8A1 ? QK : 1;
     const int64_t per_tok = n_cols / blk, units = per_tok * n_tok;
     int64_t u0 = units * ith / nth, u1 = units * (ith + 1) / nth;
     while (u0 < u1) {

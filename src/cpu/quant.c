@@ -302,11 +302,12 @@ ul_xfmt_t ul_cpu_xfmt(int type) {
         return XF_BF16;
     case UL_TYPE_Q8_0:
     case UL_TYPE_Q4_0:
-    case UL_TYPE_Q4_1:
     case UL_TYPE_Q5_0:
-    case UL_TYPE_Q5_1:
     case UL_TYPE_IQ4_NL: /* llama.cpp: vec_dot_type Q8_0 */
         return XF_Q8A;
+    case UL_TYPE_Q4_1:
+    case UL_TYPE_Q5_1: /* vec_dot_type Q8_1 */
+        return XF_Q8A1;
     case UL_TYPE_Q4_K:
     case UL_TYPE_Q5_K:
     case UL_TYPE_Q6_K:
@@ -326,6 +327,8 @@ size_t ul_cpu_xrow_bytes(ul_xfmt_t f, int64_t n) {
         return (size_t)n * 2;
     case XF_Q8A:
         return (size_t)(n / QK) * sizeof(blk_q8a);
+    case XF_Q8A1:
+        return (size_t)(n / QK) * sizeof(blk_q8a1);
     case XF_Q8K:
         return (size_t)(n / QKK) * sizeof(blk_q8K);
     }
@@ -339,19 +342,34 @@ static inline int round_even(float v) {
     return (int)((v + m) - m);
 }
 
-/* llama.cpp's AVX quantize_row_q8_0: id = 127/amax (not 1/d), round half to even. */
+/* One block as llama.cpp's AVX quantize_row_q8_0 / _q8_1: id = 127/amax (not 1/d), round
+ * half to even. Writes qs and the f16-rounded d; returns the sum of qs, *du the unrounded
+ * scale. */
+static inline int32_t quant_x_blk(const float *x, int8_t *qs, float *d, float *du) {
+    float amax = absmax(x, QK);
+    float id = amax != 0 ? 127.f / amax : 0.0f;
+    *du = amax / 127.f;
+    *d = F16(ul_fp32_to_fp16(*du));
+    if (*d == 0) id = 0; /* the block contributes 0 anyway; avoids inf * x */
+    int32_t s = 0;
+    for (int j = 0; j < QK; j++) {
+        qs[j] = (int8_t)round_even(x[j] * id);
+        s += qs[j];
+    }
+    return s;
+}
+
 static void quant_x_q8a(const float *x, blk_q8a *y, int64_t nb) {
+    float du;
+    for (int64_t i = 0; i < nb; i++, x += QK) y[i].nsum = -quant_x_blk(x, y[i].qs, &y[i].d, &du);
+}
+
+/* quantize_row_q8_1: s = fp16(sum * d) with the unrounded d */
+static void quant_x_q8a1(const float *x, blk_q8a1 *y, int64_t nb) {
+    float du;
     for (int64_t i = 0; i < nb; i++, x += QK) {
-        float amax = absmax(x, QK);
-        float id = amax != 0 ? 127.f / amax : 0.0f;
-        y[i].d = F16(ul_fp32_to_fp16(amax / 127.f));
-        if (y[i].d == 0) id = 0; /* the block contributes 0 anyway; avoids inf * x */
-        int32_t s = 0;
-        for (int j = 0; j < QK; j++) {
-            y[i].qs[j] = (int8_t)round_even(x[j] * id);
-            s += y[i].qs[j];
-        }
-        y[i].nsum = -s;
+        int32_t s = quant_x_blk(x, y[i].qs, &y[i].d, &du);
+        y[i].s = F16(ul_fp32_to_fp16((float)s * du));
     }
 }
 
@@ -398,6 +416,9 @@ static void quant_x_scalar(ul_xfmt_t f, const float *x, void *dst, int64_t n) {
         break;
     case XF_Q8A:
         quant_x_q8a(x, dst, n / QK);
+        break;
+    case XF_Q8A1:
+        quant_x_q8a1(x, dst, n / QK);
         break;
     case XF_Q8K:
         quant_x_q8k(x, dst, n / QKK);

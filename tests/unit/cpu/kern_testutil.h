@@ -69,6 +69,9 @@ static inline void tk_decode_x(ul_xfmt_t f, const void *xq, float *out, int64_t 
     } else if (f == XF_Q8A) {
         const blk_q8a *b = xq;
         for (int64_t i = 0; i < n; i++) out[i] = b[i / 32].d * b[i / 32].qs[i % 32];
+    } else if (f == XF_Q8A1) {
+        const blk_q8a1 *b = xq;
+        for (int64_t i = 0; i < n; i++) out[i] = b[i / 32].d * b[i / 32].qs[i % 32];
     } else {
         const blk_q8K *b = xq;
         for (int64_t i = 0; i < n; i++) out[i] = b[i / 256].d * b[i / 256].qs[i % 256];

@@ -12,6 +12,26 @@ static const int k_types[] = {UL_TYPE_F32,   UL_TYPE_F16,  UL_TYPE_BF16, UL_TYPE
                               UL_TYPE_IQ4_XS};
 #define N_TYPES (int)(sizeof(k_types) / sizeof(k_types[0]))
 
+/* Q4_1 / Q5_1 x Q8A1 add each block's min m as m * s (llama.cpp's Q8_1 s: the sum of the
+ * quants times the unrounded scale, rounded to f16) where the decoded activations give
+ * m * d * sum(q): the difference, to add to the reference (and m * s to *mag). */
+static double q8a1_min_fix(int type, const uint8_t *wrow, const uint8_t *xq, int64_t n_cols,
+                           double *mag) {
+    const blk_q8a1 *xb = (const blk_q8a1 *)xq;
+    const size_t bs = ul_type_block_bytes(type);
+    double fix = 0;
+    for (int64_t b = 0; b < n_cols / QK; b++) {
+        uint16_t mh; /* d, m lead both blk_q4_1 and blk_q5_1 */
+        memcpy(&mh, wrow + (size_t)b * bs + 2, 2);
+        const double m = ul_fp16_to_fp32(mh);
+        int32_t sq = 0;
+        for (int j = 0; j < QK; j++) sq += xb[b].qs[j];
+        fix += m * ((double)xb[b].s - (double)xb[b].d * sq);
+        *mag += fabs(m * xb[b].s);
+    }
+    return fix;
+}
+
 /* Checks mm for one (type, isa, shape); returns the worst error / bound ratio. The bound:
  * any float summation order of n products is within (n + c) * 2^-24 * sum|w_k x_k| of
  * the exact sum (c covers the per-block scale products); we allow 2^-22 per term, so a
@@ -44,6 +64,7 @@ static double check_mm(int type, ul_isa_t isa, int n_rows, int64_t n_cols, int n
                 ref += (double)wd[k] * xd[t * n_cols + k];
                 mag += fabs((double)wd[k] * xd[t * n_cols + k]);
             }
+            if (f == XF_Q8A1) ref += q8a1_min_fix(type, w + ws * r, xq + xs * t, n_cols, &mag);
             double bound = (double)n_cols * 0x1p-22 * mag + 1e-30;
             double err = fabs(y[t * n_rows + r] - ref);
             if (!(err <= bound)) {
@@ -232,8 +253,9 @@ Test(kernels, activation_conversion_matches_scalar) {
         x[100] = -x[101]; /* equal magnitudes: the first one sets the Q8K sign */
         for (int isa = UL_ISA_AVX2; isa <= (int)ul_cpu_isa(); isa++) {
             for (int f = XF_F16R; f <= XF_Q8K; f++) {
-                int64_t m = f == XF_Q8A ? 768 : f == XF_Q8K ? 768 : n;
-                if (rep == 7 && (f == XF_Q8A || f == XF_Q8K)) continue; /* inf has no scale */
+                const int blocked = f == XF_Q8A || f == XF_Q8A1 || f == XF_Q8K;
+                int64_t m = blocked ? 768 : n;
+                if (rep == 7 && blocked) continue; /* inf has no scale */
                 size_t nb = ul_cpu_xrow_bytes((ul_xfmt_t)f, m);
                 memset(a, 0x55, sizeof(a));
                 memset(b, 0x55, sizeof(b));
