@@ -8,17 +8,11 @@
  *    produced through the backend vtable (run) one decode step at a time;
  *  - the random-weight files (mini-*, tiny-bpe, qwen2/qwen3-tiny): the first greedy token
  *    through the backend equals llama.cpp's, or is a near-tie as below. */
-#include <cjson/cJSON.h>
 #include <criterion/criterion.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
-#include "cpu/forward.h"
-#include "engine/sampling.h"
-#include "model/model.h"
-#include "uvllm/backend.h"
+#include "golden_check.h"
 
 /* Largest |ours - llama.cpp| accepted on a top-20 logit, per weight file. Attention
  * reproduces llama.cpp's f16 flash-attention roundings and the matmuls quantise
@@ -99,180 +93,37 @@ static const char *shared_dir(void) {
     return buf;
 }
 
-static char *slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
-    cr_assert(f, "cannot open %s (set UVLLM_SHARED to the shared test data directory)", path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    cr_assert(s && fread(s, 1, (size_t)n, f) == (size_t)n);
-    s[n] = 0;
-    fclose(f);
-    return s;
-}
-
-static ul_model_t *load(const char *name, int local) {
-    char path[1200], err[256];
-    if (local)
-        snprintf(path, sizeof path, "%s/tests/models/%s.gguf", UVLLM_SOURCE_DIR, name);
-    else
-        snprintf(path, sizeof path, "%s/models/%s.gguf", shared_dir(), name);
-    ul_model_t *m = NULL;
-    int rc = ul_model_load(path, 0, &m, err, sizeof err);
-    cr_assert_eq(rc, 0, "cannot load %s: %s", path, err);
-    return m;
-}
-
-static int32_t *int_array(const cJSON *a, int *n) {
-    *n = cJSON_GetArraySize(a);
-    int32_t *v = malloc(((size_t)*n + 1) * sizeof *v);
-    for (int i = 0; i < *n; i++) v[i] = cJSON_GetArrayItem(a, i)->valueint;
-    return v;
-}
-
-/* llama.cpp's logit of its top-1 minus that of id, from one prompt_top row (INFINITY when
- * id is not among its top 20). */
-static double ref_gap(const cJSON *row, int32_t id) {
-    const cJSON *ref0 = cJSON_GetArrayItem(row, 0);
-    for (int k = 1; k < cJSON_GetArraySize(row); k++) {
-        const cJSON *pair = cJSON_GetArrayItem(row, k);
-        if (cJSON_GetArrayItem(pair, 0)->valueint == id)
-            return cJSON_GetArrayItem(ref0, 1)->valuedouble -
-                   cJSON_GetArrayItem(pair, 1)->valuedouble;
-    }
-    return INFINITY;
-}
-
-/* Teacher-forced logits of every prompt position compared with prompt_top. */
-static double check_prompt(ul_fwd_t *f, const golden_case_t *gc, const cJSON *line, int li,
-                           int *n_checked, int *n_ties) {
-    int n;
-    int32_t *toks = int_array(cJSON_GetObjectItem(line, "prompt_tokens"), &n);
-    const cJSON *top = cJSON_GetObjectItem(line, "prompt_top");
-    cr_assert_eq(cJSON_GetArraySize(top), n, "%s line %d: prompt_top length", gc->name, li);
-    const int32_t V = f->hp.n_vocab, ps = f->kv.page_size;
-    int32_t n_pages = (n + ps - 1) / ps, *pages = malloc((size_t)n_pages * sizeof *pages);
-    for (int i = 0; i < n_pages; i++) pages[i] = n_pages - 1 - i; /* reversed: not contiguous */
-    ul_step_seq_t s = {.n_tokens = n, .pages = pages, .n_pages = n_pages};
-    ul_step_t st = {.n_tokens = n, .tokens = toks, .n_seqs = 1, .seqs = &s};
-    float *logits = malloc((size_t)n * V * sizeof *logits);
-    cr_assert_eq(ul_fwd_step(f, &st, logits), 0);
-    double worst = 0;
-    for (int i = 0; i < n; i++) {
-        const cJSON *row = cJSON_GetArrayItem(top, i);
-        const float *l = logits + (size_t)i * V;
-        int32_t best = 0;
-        for (int32_t j = 1; j < V; j++)
-            if (l[j] > l[best]) best = j;
-        const cJSON *ref0 = cJSON_GetArrayItem(row, 0);
-        int32_t ref_best = cJSON_GetArrayItem(ref0, 0)->valueint;
-        if (best != ref_best) {
-            cr_expect_leq(ref_gap(row, best), gc->tol,
-                          "%s line %d pos %d: top-1 %d (%.5f), llama.cpp %d (ours %.5f)", gc->name,
-                          li, i, best, l[best], ref_best, l[ref_best]);
-            (*n_ties)++;
-        }
-        for (int k = 0; k < cJSON_GetArraySize(row); k++) {
-            const cJSON *pair = cJSON_GetArrayItem(row, k);
-            int32_t id = cJSON_GetArrayItem(pair, 0)->valueint;
-            double ref = cJSON_GetArrayItem(pair, 1)->valuedouble, d = fabs(l[id] - ref);
-            worst = d > worst ? d : worst;
-            cr_expect_leq(d, gc->tol, "%s line %d pos %d id %d: ours %.5f llama.cpp %.5f", gc->name,
-                          li, i, id, l[id], ref);
-            (*n_checked)++;
-        }
-    }
-    free(logits), free(pages), free(toks);
-    return worst;
-}
-
-/* Greedy continuation through the backend, one decode step per token. With gc->first only
- * the first token, sampled from the last prompt position's logits, which the backend
- * computes for that row alone (other kernels, other summation order than check_prompt's
- * run): it may differ only where llama.cpp's own logits make it a near-tie, as top-1 may. */
-static void check_greedy(ul_backend_t *be, const golden_case_t *gc, const cJSON *line, int li,
-                         int *n_ties) {
-    int n_p, n_g;
-    int32_t *prompt = int_array(cJSON_GetObjectItem(line, "prompt_tokens"), &n_p);
-    int32_t *want = int_array(cJSON_GetObjectItem(line, "tokens"), &n_g);
-    if (gc->first && n_g > 1) n_g = 1;
-    int32_t total = n_p + n_g, *toks = malloc((size_t)total * sizeof *toks);
-    memcpy(toks, prompt, (size_t)n_p * sizeof *toks);
-    int32_t n_pages = (total + be->page_size - 1) / be->page_size;
-    int32_t *pages = malloc((size_t)n_pages * sizeof *pages);
-    cr_assert_leq(2 * n_pages, be->n_pages);
-    for (int i = 0; i < n_pages; i++) pages[i] = 2 * i + 1; /* every other page of the pool */
-    ul_step_seq_t s = {.pages = pages, .n_pages = n_pages, .sample = 1};
-    ul_sampling_default(&s.sampling);
-    s.sampling.temperature = 0;
-    s.sampling.repeat_penalty = 1.0f;
-    ul_step_t st = {.n_seqs = 1, .seqs = &s};
-    int32_t n = n_p, from = 0;
-    for (int g = 0; g < n_g; g++) {
-        st.tokens = toks + from;
-        st.n_tokens = s.n_tokens = n - from;
-        s.pos0 = from;
-        s.history = toks;
-        s.n_history = n;
-        cr_assert_eq(ul_backend_run(be, &st), 0);
-        if (gc->first && s.out_token != want[g]) {
-            const cJSON *top = cJSON_GetObjectItem(line, "prompt_top");
-            cr_expect_leq(ref_gap(cJSON_GetArrayItem(top, n_p - 1), s.out_token), gc->tol,
-                          "%s line %d: first token %d, llama.cpp %d (not a near-tie)", gc->name, li,
-                          s.out_token, want[g]);
-            (*n_ties)++;
-            break;
-        }
-        cr_assert_eq(s.out_token, want[g], "%s line %d: generated token %d is %d, llama.cpp %d",
-                     gc->name, li, g, s.out_token, want[g]);
-        toks[n] = s.out_token;
-        from = n++;
-    }
-    free(prompt), free(want), free(toks), free(pages);
-}
-
 static void run_case_at(const golden_case_t *gc, int local) {
-    char path[1200];
-    if (local)
+    char path[1200], model[1200];
+    if (local) {
         snprintf(path, sizeof path, "%s/tests/golden/%s.jsonl", UVLLM_SOURCE_DIR, gc->name);
-    else
+        snprintf(model, sizeof model, "%s/tests/models/%s.gguf", UVLLM_SOURCE_DIR, gc->name);
+    } else {
         snprintf(path, sizeof path, "%s/golden/%s.public.jsonl", shared_dir(), gc->name);
-    char *text = slurp(path);
-    ul_model_t *m = load(gc->name, local);
-    ul_cpu_config_t cfg = {
-        .n_threads = 2, .kv_type = UL_TYPE_F16, .page_size = 16, .max_batch_tokens = 256};
-    ul_fwd_t *f;
-    cr_assert_eq(ul_fwd_create(m, &cfg, &f), 0);
-    ul_backend_t *be = NULL;
-    if (gc->greedy || gc->first) cr_assert_eq(ul_cpu_backend_create(m, &cfg, &be), 0);
-    double worst = 0;
-    int n_lines = 0, n_checked = 0, n_ties = 0, n_first_ties = 0;
-    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
-        cJSON *j = cJSON_Parse(line);
-        cr_assert(j, "%s: line %d is not JSON", path, n_lines + 1);
-        double w = check_prompt(f, gc, j, n_lines + 1, &n_checked, &n_ties);
-        worst = w > worst ? w : worst;
-        if (be) check_greedy(be, gc, j, n_lines + 1, &n_first_ties);
-        cJSON_Delete(j);
-        n_lines++;
+        snprintf(model, sizeof model, "%s/models/%s.gguf", shared_dir(), gc->name);
     }
-    cr_assert_gt(n_lines, 0, "%s has no lines", path);
+    ul_model_t *m = golden_load(model);
+    ul_fwd_t *f;
+    cr_assert_eq(ul_fwd_create(m, &golden_cfg, &f), 0);
+    ul_backend_t *be = NULL;
+    if (gc->greedy || gc->first) cr_assert_eq(ul_cpu_backend_create(m, &golden_cfg, &be), 0);
+    golden_stats_t st;
+    golden_check_file(path, gc->name, gc->tol, f, be, gc->greedy ? GOLDEN_GREEDY : GOLDEN_FIRST,
+                      NULL, NULL, &st);
     char tail[64] = "";
     if (gc->greedy)
         snprintf(tail, sizeof tail, ", greedy tokens equal");
-    else if (gc->first && n_first_ties)
-        snprintf(tail, sizeof tail, ", first tokens equal but %d near-tie", n_first_ties);
+    else if (gc->first && st.n_first_ties)
+        snprintf(tail, sizeof tail, ", first tokens equal but %d near-tie", st.n_first_ties);
     else if (gc->first)
         snprintf(tail, sizeof tail, ", first tokens equal");
     fprintf(stderr,
             "golden %-18s %2d prompts, %5d logits: largest |diff| %.6f (tolerance %g), %d near-tie "
             "top-1 swaps%s\n",
-            gc->name, n_lines, n_checked, worst, gc->tol, n_ties, tail);
+            gc->name, st.n_lines, st.n_checked, st.worst, gc->tol, st.n_ties, tail);
     if (be) ul_backend_destroy(be);
     ul_fwd_free(f);
     ul_model_free(m);
-    free(text);
 }
 
 static void run_case(const golden_case_t *gc) { run_case_at(gc, 0); }

@@ -40,19 +40,14 @@
  * like the others and must pass (measured against that branch's build at 2bc8392, with
  * this file compiled against its libraries: all eight cases pass, numbers below).
  * UVLLM_GOLDEN_POSITIONS=1 prints the largest |diff| of every position. */
-#include <cjson/cJSON.h>
 #include <criterion/criterion.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "cpu/forward.h"
-#include "engine/sampling.h"
+#include "golden_check.h"
 #include "model/gguf.h"
-#include "model/model.h"
-#include "uvllm/backend.h"
 
 typedef struct {
     const char *name; /* tests/golden/NAME.jsonl, tests/models/NAME.gguf */
@@ -69,9 +64,6 @@ typedef struct {
 #define GGUF_IQ4_NL 20
 #define GGUF_IQ4_XS 23
 
-/* positions whose largest |diff| exceeds this are counted in the summary line */
-#define OFF_LIMIT 1e-3
-
 /* largest |diff| measured: scalar / AVX2 / AVX-512 */
 static const own_case_t g_own[] = {
     {"tiny-q4_1", 0.1f, UL_TYPE_Q4_1, "q4_1", NULL},         /* 0.040 / 0.039 / 0.050 */
@@ -84,116 +76,6 @@ static const own_case_t g_own[] = {
     /* 0.0019 / 0.0023 / 0.0018: F16 like test_golden.c's mini-f16 */
     {"mistral-v3-f16", 0.005f, UL_TYPE_F16, "f16", "vocab-mistral-v3.gguf"},
 };
-
-static char *slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
-    cr_assert(f, "cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    cr_assert(s && fread(s, 1, (size_t)n, f) == (size_t)n);
-    s[n] = 0;
-    fclose(f);
-    return s;
-}
-
-static int32_t *int_array(const cJSON *a, int *n) {
-    *n = cJSON_GetArraySize(a);
-    int32_t *v = malloc(((size_t)*n + 1) * sizeof *v);
-    for (int i = 0; i < *n; i++) v[i] = cJSON_GetArrayItem(a, i)->valueint;
-    return v;
-}
-
-/* llama.cpp's logit of its top-1 minus that of id (INFINITY when id is not in its top 20) */
-static double ref_gap(const cJSON *row, int32_t id) {
-    const cJSON *ref0 = cJSON_GetArrayItem(row, 0);
-    for (int k = 1; k < cJSON_GetArraySize(row); k++) {
-        const cJSON *pair = cJSON_GetArrayItem(row, k);
-        if (cJSON_GetArrayItem(pair, 0)->valueint == id)
-            return cJSON_GetArrayItem(ref0, 1)->valuedouble -
-                   cJSON_GetArrayItem(pair, 1)->valuedouble;
-    }
-    return INFINITY;
-}
-
-/* Teacher-forced logits of every prompt position against prompt_top; returns the largest
- * |diff| and the position where it occurred. */
-static double check_prompt(ul_fwd_t *f, const own_case_t *gc, const cJSON *line, int li,
-                           int *n_checked, int *n_ties, int *worst_pos, int *n_pos, int *n_off) {
-    int n;
-    int32_t *toks = int_array(cJSON_GetObjectItem(line, "prompt_tokens"), &n);
-    const cJSON *top = cJSON_GetObjectItem(line, "prompt_top");
-    cr_assert_eq(cJSON_GetArraySize(top), n, "%s line %d: prompt_top length", gc->name, li);
-    const int32_t V = f->hp.n_vocab, ps = f->kv.page_size;
-    int32_t n_pages = (n + ps - 1) / ps, *pages = malloc((size_t)n_pages * sizeof *pages);
-    for (int i = 0; i < n_pages; i++) pages[i] = n_pages - 1 - i; /* reversed: not contiguous */
-    ul_step_seq_t s = {.n_tokens = n, .pages = pages, .n_pages = n_pages};
-    ul_step_t st = {.n_tokens = n, .tokens = toks, .n_seqs = 1, .seqs = &s};
-    float *logits = malloc((size_t)n * V * sizeof *logits);
-    cr_assert_eq(ul_fwd_step(f, &st, logits), 0);
-    double worst = 0;
-    for (int i = 0; i < n; i++) {
-        const cJSON *row = cJSON_GetArrayItem(top, i);
-        double row_worst = 0;
-        const float *l = logits + (size_t)i * V;
-        int32_t best = 0;
-        for (int32_t j = 1; j < V; j++)
-            if (l[j] > l[best]) best = j;
-        int32_t ref_best = cJSON_GetArrayItem(cJSON_GetArrayItem(row, 0), 0)->valueint;
-        if (best != ref_best) {
-            cr_expect_leq(ref_gap(row, best), gc->tol,
-                          "%s line %d pos %d: top-1 %d (%.5f), llama.cpp %d (ours %.5f)", gc->name,
-                          li, i, best, l[best], ref_best, l[ref_best]);
-            (*n_ties)++;
-        }
-        for (int k = 0; k < cJSON_GetArraySize(row); k++) {
-            const cJSON *pair = cJSON_GetArrayItem(row, k);
-            int32_t id = cJSON_GetArrayItem(pair, 0)->valueint;
-            double ref = cJSON_GetArrayItem(pair, 1)->valuedouble, d = fabs(l[id] - ref);
-            if (d > worst) worst = d, *worst_pos = i;
-            row_worst = d > row_worst ? d : row_worst;
-            cr_expect_leq(d, gc->tol, "%s line %d pos %d id %d: ours %.5f llama.cpp %.5f", gc->name,
-                          li, i, id, l[id], ref);
-            (*n_checked)++;
-        }
-        (*n_pos)++;
-        *n_off += row_worst > OFF_LIMIT;
-        if (getenv("UVLLM_GOLDEN_POSITIONS"))
-            fprintf(stderr, "%s line %d pos %d: largest |diff| %.6f\n", gc->name, li, i, row_worst);
-    }
-    free(logits), free(pages), free(toks);
-    return worst;
-}
-
-/* The first greedy token through the backend vtable (one prefill step, sampled). */
-static void check_first(ul_backend_t *be, const own_case_t *gc, const cJSON *line, int li,
-                        int *n_ties) {
-    int n_p, n_g;
-    int32_t *prompt = int_array(cJSON_GetObjectItem(line, "prompt_tokens"), &n_p);
-    int32_t *want = int_array(cJSON_GetObjectItem(line, "tokens"), &n_g);
-    cr_assert_gt(n_g, 0, "%s line %d: no generated tokens", gc->name, li);
-    int32_t n_pages = (n_p + be->page_size - 1) / be->page_size;
-    int32_t *pages = malloc((size_t)n_pages * sizeof *pages);
-    cr_assert_leq(2 * n_pages, be->n_pages);
-    for (int i = 0; i < n_pages; i++) pages[i] = 2 * i + 1; /* every other page of the pool */
-    ul_step_seq_t s = {.pages = pages, .n_pages = n_pages, .sample = 1, .n_tokens = n_p};
-    ul_sampling_default(&s.sampling);
-    s.sampling.temperature = 0;
-    s.sampling.repeat_penalty = 1.0f;
-    s.history = prompt;
-    s.n_history = n_p;
-    ul_step_t st = {.n_seqs = 1, .seqs = &s, .tokens = prompt, .n_tokens = n_p};
-    cr_assert_eq(ul_backend_run(be, &st), 0);
-    if (s.out_token != want[0]) {
-        const cJSON *top = cJSON_GetObjectItem(line, "prompt_top");
-        cr_expect_leq(ref_gap(cJSON_GetArrayItem(top, n_p - 1), s.out_token), gc->tol,
-                      "%s line %d: first token %d, llama.cpp %d (not a near-tie)", gc->name, li,
-                      s.out_token, want[0]);
-        (*n_ties)++;
-    }
-    free(prompt), free(want), free(pages);
-}
 
 /* CRC-32 (IEEE, zlib's crc32) and size of a file */
 static uint32_t file_crc32(const char *path, long *size) {
@@ -230,7 +112,7 @@ static void synth_model(const own_case_t *gc, const char *dir, char *path, size_
     cr_assert_eq(system(cmd), 0, "%s: failed: %s", gc->name, cmd);
     char want_path[1200];
     snprintf(want_path, sizeof want_path, "%s/tests/golden/%s.crc32", UVLLM_SOURCE_DIR, gc->name);
-    char *want = slurp(want_path);
+    char *want = golden_slurp(want_path);
     unsigned want_crc = 0;
     long want_size = 0, size = 0;
     cr_assert_eq(sscanf(want, "%x %ld", &want_crc, &want_size), 2, "%s: bad file", want_path);
@@ -242,12 +124,19 @@ static void synth_model(const own_case_t *gc, const char *dir, char *path, size_
     free(want);
 }
 
+typedef struct {
+    const ul_model_t *m;
+    const own_case_t *gc;
+} tok_ctx_t;
+
 /* Our tokenizer on the prompt text gives llama.cpp's prompt_tokens (BOS as the vocabulary
- * asks, control-token texts as plain text). */
-static void check_tokens(const ul_model_t *m, const own_case_t *gc, const cJSON *line, int li) {
+ * asks, control-token texts as plain text); ctx is a tok_ctx_t. */
+static void check_tokens(const cJSON *line, int li, void *ctx) {
+    const ul_model_t *m = ((const tok_ctx_t *)ctx)->m;
+    const own_case_t *gc = ((const tok_ctx_t *)ctx)->gc;
     const char *prompt = cJSON_GetObjectItem(line, "prompt")->valuestring;
     int n;
-    int32_t *want = int_array(cJSON_GetObjectItem(line, "prompt_tokens"), &n);
+    int32_t *want = golden_int_array(cJSON_GetObjectItem(line, "prompt_tokens"), &n);
     int32_t got[1024];
     int k = ul_tokenize(m->vocab, prompt, strlen(prompt), 1, 0, got, 1024);
     cr_assert_eq(k, n, "%s line %d: %d tokens, llama.cpp %d", gc->name, li, k, n);
@@ -265,9 +154,8 @@ static void run_own(const own_case_t *gc) {
                 gc->name, gc->gguf_type, gc->type_name, ul_type_name(gc->gguf_type));
         cr_skip_test("%s: type %s not supported by this build", gc->name, gc->type_name);
     }
-    char path[1200], err[256];
-    snprintf(path, sizeof path, "%s/tests/golden/%s.jsonl", UVLLM_SOURCE_DIR, gc->name);
-    char *text = slurp(path);
+    char golden[1200], path[1200];
+    snprintf(golden, sizeof golden, "%s/tests/golden/%s.jsonl", UVLLM_SOURCE_DIR, gc->name);
     char dir[] = "/tmp/uvllm-golden-XXXXXX";
     if (gc->synth_vocab) {
         cr_assert(mkdtemp(dir), "mkdtemp failed");
@@ -275,41 +163,24 @@ static void run_own(const own_case_t *gc) {
     } else {
         snprintf(path, sizeof path, "%s/tests/models/%s.gguf", UVLLM_SOURCE_DIR, gc->name);
     }
-    ul_model_t *m = NULL;
-    int rc = ul_model_load(path, 0, &m, err, sizeof err);
-    cr_assert_eq(rc, 0, "cannot load %s: %s", path, err);
-    ul_cpu_config_t cfg = {
-        .n_threads = 2, .kv_type = UL_TYPE_F16, .page_size = 16, .max_batch_tokens = 256};
+    ul_model_t *m = golden_load(path);
     ul_fwd_t *f;
-    cr_assert_eq(ul_fwd_create(m, &cfg, &f), 0);
+    cr_assert_eq(ul_fwd_create(m, &golden_cfg, &f), 0);
     ul_backend_t *be = NULL;
-    cr_assert_eq(ul_cpu_backend_create(m, &cfg, &be), 0);
-    double worst = 0;
-    int n_lines = 0, n_checked = 0, n_ties = 0, n_first_ties = 0, worst_line = 0, worst_pos = 0;
-    int n_pos = 0, n_off = 0;
-    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
-        cJSON *j = cJSON_Parse(line);
-        cr_assert(j, "%s: line %d is not JSON", gc->name, n_lines + 1);
-        check_tokens(m, gc, j, n_lines + 1);
-        int pos = 0;
-        double w = check_prompt(f, gc, j, n_lines + 1, &n_checked, &n_ties, &pos, &n_pos, &n_off);
-        if (w > worst) worst = w, worst_line = n_lines + 1, worst_pos = pos;
-        check_first(be, gc, j, n_lines + 1, &n_first_ties);
-        cJSON_Delete(j);
-        n_lines++;
-    }
-    cr_assert_gt(n_lines, 0, "%s has no lines", gc->name);
+    cr_assert_eq(ul_cpu_backend_create(m, &golden_cfg, &be), 0);
+    tok_ctx_t tc = {m, gc};
+    golden_stats_t st;
+    golden_check_file(golden, gc->name, gc->tol, f, be, GOLDEN_FIRST, check_tokens, &tc, &st);
     fprintf(
         stderr,
         "golden %-18s %2d prompts (tokens equal), %5d logits: largest |diff| %.6f (line %d pos %d; "
         "tolerance %g), %d of %d positions beyond %g, %d near-tie top-1 swaps, first "
         "tokens equal%s\n",
-        gc->name, n_lines, n_checked, worst, worst_line, worst_pos, gc->tol, n_off, n_pos,
-        OFF_LIMIT, n_ties, n_first_ties ? " but near-ties" : "");
+        gc->name, st.n_lines, st.n_checked, st.worst, st.worst_line, st.worst_pos, gc->tol,
+        st.n_off, st.n_pos, GOLDEN_OFF_LIMIT, st.n_ties, st.n_first_ties ? " but near-ties" : "");
     ul_backend_destroy(be);
     ul_fwd_free(f);
     ul_model_free(m);
-    free(text);
     if (gc->synth_vocab) {
         unlink(path);
         rmdir(dir);

@@ -23,173 +23,42 @@
  * (f32 instead of f16 KV moves its logits by up to 0.0045; an F32-weight twin of the model
  * differs from llama.cpp by at most 0.00073). A wrong gating moves logits far more: without
  * the renormalisation of the selected weights the largest |diff| is 1.37. */
-#include <cjson/cJSON.h>
 #include <criterion/criterion.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
-#include "cpu/forward.h"
-#include "engine/sampling.h"
-#include "model/model.h"
-#include "uvllm/backend.h"
+#include "golden_check.h"
 
 #define NAME "qwen3moe-tiny-f16"
 #define TOL 0.004f
 
-static char *slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
-    cr_assert(f, "cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    cr_assert(s && fread(s, 1, (size_t)n, f) == (size_t)n);
-    s[n] = 0;
-    fclose(f);
-    return s;
-}
-
 static ul_model_t *load(void) {
-    char path[1200], err[256];
+    char path[1200];
     snprintf(path, sizeof path, "%s/tests/models/%s.gguf", UVLLM_SOURCE_DIR, NAME);
-    ul_model_t *m = NULL;
-    int rc = ul_model_load(path, 0, &m, err, sizeof err);
-    cr_assert_eq(rc, 0, "cannot load %s: %s", path, err);
-    return m;
+    return golden_load(path);
 }
-
-static int32_t *int_array(const cJSON *a, int *n) {
-    *n = cJSON_GetArraySize(a);
-    int32_t *v = malloc(((size_t)*n + 1) * sizeof *v);
-    for (int i = 0; i < *n; i++) v[i] = cJSON_GetArrayItem(a, i)->valueint;
-    return v;
-}
-
-/* llama.cpp's logit of its top-1 minus that of id (INFINITY when id is not in its top 20) */
-static double ref_gap(const cJSON *row, int32_t id) {
-    const cJSON *ref0 = cJSON_GetArrayItem(row, 0);
-    for (int k = 1; k < cJSON_GetArraySize(row); k++) {
-        const cJSON *pair = cJSON_GetArrayItem(row, k);
-        if (cJSON_GetArrayItem(pair, 0)->valueint == id)
-            return cJSON_GetArrayItem(ref0, 1)->valuedouble -
-                   cJSON_GetArrayItem(pair, 1)->valuedouble;
-    }
-    return INFINITY;
-}
-
-/* Teacher-forced logits of one sequence of n tokens, [n][n_vocab]. */
-static float *prompt_logits(ul_fwd_t *f, const int32_t *toks, int n) {
-    const int32_t V = f->hp.n_vocab, ps = f->kv.page_size;
-    int32_t n_pages = (n + ps - 1) / ps, *pages = malloc((size_t)n_pages * sizeof *pages);
-    for (int i = 0; i < n_pages; i++) pages[i] = n_pages - 1 - i;
-    ul_step_seq_t s = {.n_tokens = n, .pages = pages, .n_pages = n_pages};
-    ul_step_t st = {.n_tokens = n, .tokens = (int32_t *)toks, .n_seqs = 1, .seqs = &s};
-    float *logits = malloc((size_t)n * V * sizeof *logits);
-    cr_assert_eq(ul_fwd_step(f, &st, logits), 0);
-    free(pages);
-    return logits;
-}
-
-static double check_prompt(ul_fwd_t *f, const cJSON *line, int li, int *n_checked, int *n_ties) {
-    int n;
-    int32_t *toks = int_array(cJSON_GetObjectItem(line, "prompt_tokens"), &n);
-    const cJSON *top = cJSON_GetObjectItem(line, "prompt_top");
-    cr_assert_eq(cJSON_GetArraySize(top), n, "line %d: prompt_top length", li);
-    const int32_t V = f->hp.n_vocab;
-    float *logits = prompt_logits(f, toks, n);
-    double worst = 0;
-    for (int i = 0; i < n; i++) {
-        const cJSON *row = cJSON_GetArrayItem(top, i);
-        const float *l = logits + (size_t)i * V;
-        int32_t best = 0;
-        for (int32_t j = 1; j < V; j++)
-            if (l[j] > l[best]) best = j;
-        int32_t ref_best = cJSON_GetArrayItem(cJSON_GetArrayItem(row, 0), 0)->valueint;
-        if (best != ref_best) {
-            cr_expect_leq(ref_gap(row, best), TOL,
-                          "line %d pos %d: top-1 %d (%.5f), llama.cpp %d (ours %.5f)", li, i, best,
-                          l[best], ref_best, l[ref_best]);
-            (*n_ties)++;
-        }
-        for (int k = 0; k < cJSON_GetArraySize(row); k++) {
-            const cJSON *pair = cJSON_GetArrayItem(row, k);
-            int32_t id = cJSON_GetArrayItem(pair, 0)->valueint;
-            double ref = cJSON_GetArrayItem(pair, 1)->valuedouble, d = fabs(l[id] - ref);
-            worst = d > worst ? d : worst;
-            cr_expect_leq(d, TOL, "line %d pos %d id %d: ours %.5f llama.cpp %.5f", li, i, id,
-                          l[id], ref);
-            (*n_checked)++;
-        }
-    }
-    free(logits), free(toks);
-    return worst;
-}
-
-/* The first greedy token through the backend (the last prompt row alone). */
-static void check_first(ul_backend_t *be, const cJSON *line, int li, int *n_ties) {
-    int n_p, n_g;
-    int32_t *prompt = int_array(cJSON_GetObjectItem(line, "prompt_tokens"), &n_p);
-    int32_t *want = int_array(cJSON_GetObjectItem(line, "tokens"), &n_g);
-    cr_assert_gt(n_g, 0);
-    int32_t n_pages = (n_p + be->page_size - 1) / be->page_size;
-    int32_t *pages = malloc((size_t)n_pages * sizeof *pages);
-    for (int i = 0; i < n_pages; i++) pages[i] = 2 * i + 1;
-    ul_step_seq_t s = {.pages = pages, .n_pages = n_pages, .sample = 1, .n_tokens = n_p};
-    ul_sampling_default(&s.sampling);
-    s.sampling.temperature = 0;
-    s.sampling.repeat_penalty = 1.0f;
-    s.history = prompt;
-    s.n_history = n_p;
-    ul_step_t st = {.n_seqs = 1, .seqs = &s, .tokens = prompt, .n_tokens = n_p};
-    cr_assert_eq(ul_backend_run(be, &st), 0);
-    if (s.out_token != want[0]) {
-        const cJSON *top = cJSON_GetObjectItem(line, "prompt_top");
-        cr_expect_leq(ref_gap(cJSON_GetArrayItem(top, n_p - 1), s.out_token), TOL,
-                      "line %d: first token %d, llama.cpp %d (not a near-tie)", li, s.out_token,
-                      want[0]);
-        (*n_ties)++;
-    }
-    free(prompt), free(want), free(pages);
-}
-
-static const ul_cpu_config_t g_cfg = {
-    .n_threads = 2, .kv_type = UL_TYPE_F16, .page_size = 16, .max_batch_tokens = 256};
 
 Test(moe, golden_llama_cpp) {
     char path[1200];
     snprintf(path, sizeof path, "%s/tests/golden/%s.jsonl", UVLLM_SOURCE_DIR, NAME);
-    char *text = slurp(path);
     ul_model_t *m = load();
     cr_assert_str_eq(m->hp.arch, "qwen3moe");
     cr_assert_eq(m->hp.n_expert, 16);
     cr_assert_eq(m->hp.n_expert_used, 4);
     ul_fwd_t *f;
-    cr_assert_eq(ul_fwd_create(m, &g_cfg, &f), 0);
+    cr_assert_eq(ul_fwd_create(m, &golden_cfg, &f), 0);
     ul_backend_t *be = NULL;
-    cr_assert_eq(ul_cpu_backend_create(m, &g_cfg, &be), 0);
-    double worst = 0;
-    int n_lines = 0, n_checked = 0, n_ties = 0, n_first_ties = 0;
-    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
-        cJSON *j = cJSON_Parse(line);
-        cr_assert(j, "%s: line %d is not JSON", path, n_lines + 1);
-        double w = check_prompt(f, j, n_lines + 1, &n_checked, &n_ties);
-        worst = w > worst ? w : worst;
-        check_first(be, j, n_lines + 1, &n_first_ties);
-        cJSON_Delete(j);
-        n_lines++;
-    }
-    cr_assert_gt(n_lines, 0);
+    cr_assert_eq(ul_cpu_backend_create(m, &golden_cfg, &be), 0);
+    golden_stats_t st;
+    golden_check_file(path, NAME, TOL, f, be, GOLDEN_FIRST, NULL, NULL, &st);
     fprintf(stderr,
             "golden %s (%s) %d prompts, %d logits: largest |diff| %.6f (tolerance %g), %d "
             "near-tie top-1 swaps, first tokens equal%s\n",
-            NAME, ul_cpu_isa_name(ul_cpu_isa()), n_lines, n_checked, worst, TOL, n_ties,
-            n_first_ties ? " but near-ties" : "");
+            NAME, ul_cpu_isa_name(ul_cpu_isa()), st.n_lines, st.n_checked, st.worst, TOL, st.n_ties,
+            st.n_first_ties ? " but near-ties" : "");
     ul_backend_destroy(be);
     ul_fwd_free(f);
     ul_model_free(m);
-    free(text);
 }
 
 /* Several sequences in one step (their tokens routed to overlapping sets of experts, each
@@ -199,7 +68,7 @@ Test(moe, golden_llama_cpp) {
 Test(moe, batched_equals_alone) {
     ul_model_t *m = load();
     ul_fwd_t *f;
-    cr_assert_eq(ul_fwd_create(m, &g_cfg, &f), 0);
+    cr_assert_eq(ul_fwd_create(m, &golden_cfg, &f), 0);
     const int32_t V = m->hp.n_vocab;
     enum { NS = 3 };
     const int32_t lens[NS] = {13, 1, 29};
@@ -207,7 +76,7 @@ Test(moe, batched_equals_alone) {
     for (int i = 0; i < 64; i++) toks[i] = (i * 37 + 11) % V;
     float *alone[NS];
     for (int s = 0; s < NS; s++) {
-        alone[s] = prompt_logits(f, toks + total, lens[s]);
+        alone[s] = golden_prompt_logits(f, toks + total, lens[s]);
         total += lens[s];
     }
     ul_step_seq_t seqs[NS];
