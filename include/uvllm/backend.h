@@ -169,7 +169,7 @@ int ul_null_backend_create(const ul_null_config_t *cfg, ul_backend_t **out);
  * KV pages are allocated once from kv_bytes; 0 means room for n_ctx tokens x 4 sequences,
  * capped at 2 GiB but never less than one full-context sequence. */
 typedef struct ul_cpu_config_s {
-    int32_t n_threads;        /* 0 = the cores available */
+    int32_t n_threads;        /* 0 = the CPUs we may use (affinity, cgroup quota) */
     int32_t kv_type;          /* UL_TYPE_F16 (default) or UL_TYPE_F32 */
     int32_t n_ctx;            /* 0 = the model's training context */
     int32_t page_size;        /* tokens per page, default 16 */

@@ -13,8 +13,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
+#include "cpu/pool.h"
 #include "engine/sampling.h"
 #include "uvllm/err.h"
 #include "uvllm/log.h"
@@ -214,10 +214,7 @@ int ul_fwd_create(const ul_model_t *m, const ul_cpu_config_t *cfg, ul_fwd_t **ou
     if (c.page_size == 0) c.page_size = 16;
     if (c.max_batch_tokens == 0) c.max_batch_tokens = 512;
     if (c.n_ctx == 0) c.n_ctx = m->hp.n_ctx_train;
-    if (c.n_threads == 0) {
-        long nc = sysconf(_SC_NPROCESSORS_ONLN);
-        c.n_threads = nc > 0 && nc < 1024 ? (int32_t)nc : 1;
-    }
+    if (c.n_threads == 0) c.n_threads = ul_pool_default_threads(NULL, 0);
     if (c.page_size < 1 || c.page_size > 4096 || c.max_batch_tokens < 1 ||
         c.max_batch_tokens > (1 << 20) || c.n_ctx < 1 || c.n_threads < 0 || c.kv_bytes < 0)
         return UL_EINVAL;
