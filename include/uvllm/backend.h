@@ -43,6 +43,17 @@ typedef struct ul_logit_bias_s {
     float bias;
 } ul_logit_bias_t;
 
+/* A constraint on the tokens a sequence may produce next (structured output, e.g. JSON
+ * mode: api/json_out.h). allows: 1 if id may come next; accept: id was chosen, advance.
+ * Both run on the backend's thread that samples the sequence, never concurrently for one
+ * sequence: a sequence is in at most one step, and its owner leaves the filter alone until
+ * the sequence has finished. At least one id must be allowed at every step. */
+typedef struct ul_token_filter_s ul_token_filter_t;
+struct ul_token_filter_s {
+    int (*allows)(const ul_token_filter_t *f, int32_t id);
+    void (*accept)(ul_token_filter_t *f, int32_t id);
+};
+
 /* Sampling parameters of one request; temperature 0 means greedy. */
 typedef struct ul_sampling_s {
     float temperature;       /* 0 = greedy */
@@ -62,6 +73,10 @@ typedef struct ul_sampling_s {
      * included), before penalties; the reported logprobs stay the model's own. */
     const ul_logit_bias_t *logit_bias; /* [n_logit_bias] or NULL */
     int32_t n_logit_bias;
+    /* Borrowed (the request's, see ul_token_filter_t): the token is chosen among the ids it
+     * allows, after bias and penalties; NULL = none. Backends that sample on the device
+     * sample such sequences on the host (ul_sample). */
+    ul_token_filter_t *filter;
 } ul_sampling_t;
 
 #define UL_MAX_LOGPROBS 20

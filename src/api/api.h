@@ -122,6 +122,8 @@ typedef struct ul_api_s {
     uint64_t unauthorized; /* requests answered 401 */
     int draining;          /* SIGTERM seen (serve): readiness, /health and new /v1 work 503 */
     ul_api_ready_t ready;
+    struct ul_json_vocab_s *json_vocab; /* JSON mode's token table (json_out.h), built on the
+                                           first request that asks for it; owned */
 } ul_api_t;
 
 /* Sets the codec's is_eog into the scheduler config before ul_sched_init when needed. */

@@ -19,6 +19,7 @@
 #include <time.h>
 
 #include "api/gen.h"
+#include "api/json_out.h"
 #include "uvllm/err.h"
 #include "uvllm/log.h"
 
@@ -302,6 +303,8 @@ ul_gen_t *ul_gen_new(ul_api_t *a, ul_http_req_t *req, const ul_api_params_t *p,
         g->p.sampling.logit_bias = g->p.bias;
     }
     g->p.user = p->user ? ul_arena_strndup(&g->arena, p->user, strlen(p->user)) : NULL;
+    if (p->json_object && !a->json_vocab && !(a->json_vocab = ul_json_vocab_new(&a->codec)))
+        goto fail;
     for (int i = 0; i < g->n_choices; i++) {
         ul_choice_t *ch = &g->choices[i];
         ch->g = g;
@@ -309,6 +312,12 @@ ul_gen_t *ul_gen_new(ul_api_t *a, ul_http_req_t *req, const ul_api_params_t *p,
         ch->prompt = i / p->best_of;
         ch->seq.sampling = g->p.sampling;
         ch->seq.sampling.seed = g->p.sampling.seed + (uint64_t)(i % p->best_of);
+        if (p->json_object) {
+            ul_json_filter_t *f = ul_arena_alloc(&g->arena, sizeof *f);
+            if (!f) goto fail;
+            ul_json_filter_init(f, a->json_vocab);
+            ch->seq.sampling.filter = &f->base;
+        }
         ch->seq.ignore_eos = p->ignore_eos;
         ch->seq.on_token = on_token;
         ch->seq.on_finish = on_finish;

@@ -233,16 +233,27 @@ static int refuse_chat_fields(const cJSON *root, ul_api_bad_t *bad) {
     return 0;
 }
 
-static int parse_response_format(const cJSON *root, ul_api_bad_t *bad) {
+/* "text" (the default) or "json_object" (JSON mode: json_out.h). A JSON schema is refused by
+ * name rather than answered with unconstrained or merely well-formed JSON. */
+static int parse_response_format(const ul_api_t *a, const cJSON *root, ul_api_params_t *p,
+                                 ul_api_bad_t *bad) {
     const cJSON *rf = field(root, "response_format");
     if (!rf) return 0;
     const cJSON *t = cJSON_GetObjectItemCaseSensitive(rf, "type");
     if (!cJSON_IsObject(rf) || !cJSON_IsString(t))
         return ul_api_bad(bad, "response_format",
                           "'response_format' must be an object with a type");
-    if (strcmp(t->valuestring, "text"))
+    if (!strcmp(t->valuestring, "text")) return 0;
+    if (strcmp(t->valuestring, "json_object"))
         return ul_api_bad(bad, "response_format",
-                          "'response_format' type '%.40s' is not supported yet", t->valuestring);
+                          "'response_format' type '%.40s' is not supported; use \"text\" or "
+                          "\"json_object\"",
+                          t->valuestring);
+    if (!a->codec.vocab || !a->codec.token_piece)
+        return ul_api_bad(bad, "response_format",
+                          "'response_format' json_object needs a model vocabulary (this server "
+                          "runs without one)");
+    p->json_object = 1;
     return 0;
 }
 
@@ -331,11 +342,15 @@ int ul_api_params_parse(ul_api_t *a, const cJSON *root, ul_gen_kind_t kind, ul_a
     if (!rc) rc = parse_stop(root, p, bad);
     if (!rc) rc = parse_bias(a, root, arena, p, bad);
     if (!rc) rc = parse_ids(root, p, bad);
-    if (!rc) rc = parse_response_format(root, bad);
+    if (!rc) rc = parse_response_format(a, root, p, bad);
     if (!rc && kind == UL_GEN_CHAT) rc = refuse_chat_fields(root, bad);
     if (rc) return rc;
     if ((rc = boolean(root, "ignore_eos", bad)) == UL_EINVAL) return rc;
     p->ignore_eos = rc == 1;
+    if (p->ignore_eos && p->json_object)
+        return ul_api_bad(bad, "ignore_eos",
+                          "'ignore_eos' cannot be used with response_format json_object (the "
+                          "output ends when the object closes)");
     p->sampling.logit_bias = p->bias;
     p->sampling.n_logit_bias = p->n_bias;
     /* Without a seed each request samples differently, as OpenAI's do. */

@@ -65,6 +65,16 @@ static void fill_logprobs(const null_backend_t *nb, ul_step_seq_t *s) {
     s->out_n_top = k;
 }
 
+/* A constrained sequence (ul_token_filter_t) takes the first allowed id from its token on. */
+static void filter_token(const null_backend_t *nb, ul_step_seq_t *s) {
+    ul_token_filter_t *f = s->sampling.filter;
+    if (!f) return;
+    int32_t n = nb->base.n_vocab, t = s->out_token;
+    for (int32_t k = 0; k < n && !f->allows(f, t); k++) t = (s->out_token + k + 1) % n;
+    s->out_token = t;
+    f->accept(f, t);
+}
+
 static int64_t slot_of(const null_backend_t *nb, const ul_step_seq_t *s, int32_t pos) {
     int32_t ps = nb->base.page_size;
     int32_t page = s->pages[pos / ps];
@@ -149,6 +159,7 @@ static void compute(null_backend_t *nb, ul_step_t *step) {
         if (s->sample) {
             s->out_token = nb->reply ? scripted_token(nb, s)
                                      : pseudo_token(nb, s->seq_id, s->pos0 + s->n_tokens);
+            filter_token(nb, s);
             fill_logprobs(nb, s);
             s->rng[0] = mix64(s->rng[0] + 1);
         }

@@ -320,6 +320,11 @@ static void apply_bias(const ul_sampling_t *sp, float *l, int32_t n_vocab) {
     }
 }
 
+static int32_t choose(ul_step_seq_t *seq, const float *l, int32_t n_vocab, cand_t *c) {
+    if (!(seq->sampling.temperature > 0.0f)) return argmax_f(l, n_vocab);
+    return draw(seq, l, n_vocab, c, (float *)c);
+}
+
 int32_t ul_sample(ul_step_seq_t *seq, const float *logits, int32_t n_vocab, void *scratch) {
     int32_t *counts = scratch;
     cand_t *c = (cand_t *)(counts + n_vocab);
@@ -332,11 +337,21 @@ int32_t ul_sample(ul_step_seq_t *seq, const float *logits, int32_t n_vocab, void
         if (penalties_active(seq)) apply_penalties(seq, pl, n_vocab, counts);
         l = pl;
     }
-    int32_t tok;
-    if (!(seq->sampling.temperature > 0.0f))
-        tok = argmax_f(l, n_vocab);
-    else
-        tok = draw(seq, l, n_vocab, c, (float *)c);
+    int32_t tok = choose(seq, l, n_vocab, c);
+    ul_token_filter_t *f = seq->sampling.filter;
+    if (f && !f->allows(f, tok)) {
+        /* The unconstrained choice is not allowed (rare once a structure is under way):
+         * mask everything the filter refuses and choose again from the same chain. */
+        if (l != pl) memcpy(pl, l, (size_t)n_vocab * sizeof *pl);
+        for (int32_t i = 0; i < n_vocab; i++)
+            if (!f->allows(f, i)) pl[i] = -INFINITY;
+        tok = choose(seq, pl, n_vocab, c);
+        if (!f->allows(f, tok)) { /* only by rounding of vanishing weights: the best allowed */
+            for (int32_t i = 0; i < n_vocab; i++)
+                if (pl[i] > -INFINITY && (!f->allows(f, tok) || pl[i] > pl[tok])) tok = i;
+        }
+    }
+    if (f) f->accept(f, tok);
     seq->out_token = tok;
     fill_logprobs(seq, logits, n_vocab, tok);
     return tok;

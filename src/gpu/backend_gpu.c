@@ -183,7 +183,7 @@ static int device_greedy(const ul_step_seq_t *s) {
               (sp->repeat_penalty != 1.0f || sp->frequency_penalty != 0.0f ||
                sp->presence_penalty != 0.0f);
     return !(sp->temperature > 0.0f) && sp->n_logprobs <= 0 && !pen &&
-           !(sp->n_logit_bias > 0 && sp->logit_bias);
+           !(sp->n_logit_bias > 0 && sp->logit_bias) && !sp->filter;
 }
 
 static int output(gpu_t *g, ul_step_t *st) {

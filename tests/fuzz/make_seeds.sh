@@ -75,6 +75,10 @@ echo "make_seeds.sh: $(ls "$out/jinja" | wc -l) Jinja seeds in $out/jinja" >&2
 mkdir -p "$out/chat"
 cp "$here"/seeds/chat/*.json "$out/chat/"
 
+# OUT_DIR/json_out: JSON objects for fuzz_json_out (seeds/json_out).
+mkdir -p "$out/json_out"
+cp "$here"/seeds/json_out/* "$out/json_out/"
+
 # OUT_DIR/chat_output: model outputs in every tool-call format (fuzz_chat_output's layout:
 # syntax byte, flags byte, split-seed byte, text), kept in the repository.
 mkdir -p "$out/chat_output"

@@ -115,7 +115,7 @@ def echo_returns_the_prompt_and_suffix_is_refused():
         prompt=G["prompt"], max_tokens=4, temperature=0)["choices"][0]["text"]
     bad({"prompt": "a", "suffix": "tail"}, "suffix")
     bad({"prompt": "a", "echo": True, "logprobs": 2}, "echo")
-    bad({"prompt": "a", "response_format": {"type": "json_object"}}, "response_format")
+    bad({"prompt": "a", "response_format": {"type": "json_schema"}}, "response_format")
 
 
 @test

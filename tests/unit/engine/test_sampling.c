@@ -224,3 +224,45 @@ static void large_vocabulary(void) {
     }
     free(l), free(sc), free(ord), free(in);
 }
+
+/* A filter allowing the ids of one parity, recording what was accepted. */
+typedef struct {
+    ul_token_filter_t base;
+    int parity;
+    int n_accepted;
+    int32_t last;
+} parity_filter_t;
+
+static int parity_allows(const ul_token_filter_t *f, int32_t id) {
+    return (id & 1) == ((const parity_filter_t *)f)->parity;
+}
+static void parity_accept(ul_token_filter_t *f, int32_t id) {
+    parity_filter_t *p = (parity_filter_t *)f;
+    p->n_accepted++;
+    p->last = id;
+}
+
+Test(sampling, a_filter_chooses_among_allowed_ids_and_sees_the_choice) {
+    float l[NV] = {0.5f, 3.0f, -1.0f, 2.0f, 2.9f, 0, 0, 0};
+    parity_filter_t f = {{parity_allows, parity_accept}, 0, 0, -1};
+    ul_step_seq_t s = seq_with(0);
+    s.sampling.filter = &f.base;
+    cr_assert_eq(ul_sample(&s, l, NV, g_scratch), 4, "greedy: the best even id");
+    cr_assert_eq(f.n_accepted, 1);
+    cr_assert_eq(f.last, 4);
+    f.parity = 1;
+    cr_assert_eq(ul_sample(&s, l, NV, g_scratch), 1, "allowed anyway: unchanged");
+    /* Drawn, with and without truncation: never a refused id; the allowed ones keep their
+     * relative odds (ids 1 and 3: e^3 : e^2 at temperature 1). */
+    for (int trunc = 0; trunc < 2; trunc++) {
+        ul_step_seq_t d = seq_with(1.0f);
+        d.sampling.filter = &f.base;
+        if (trunc) d.sampling.top_k = 6;
+        int count[NV] = {0};
+        for (int i = 0; i < 4000; i++) count[ul_sample(&d, l, NV, g_scratch)]++;
+        for (int i = 0; i < NV; i += 2) cr_assert_eq(count[i], 0, "even id %d drawn", i);
+        double ratio = (double)count[1] / (count[3] ? count[3] : 1);
+        cr_assert(ratio > 2.2 && ratio < 3.3, "odds of 1:3 = %.2f, expected e = 2.72", ratio);
+    }
+    cr_assert_eq(f.n_accepted, 2 + 8000);
+}
