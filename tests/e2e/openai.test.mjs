@@ -1,5 +1,5 @@
 // uvllm through the official OpenAI client SDK (node), as a user's application talks to it:
-// chat and completions, streamed and not, include_usage, n, logprobs, a tool-call round
+// chat and completions, streamed and not, include_usage, n, logprobs, JSON mode, a tool-call round
 // trip, and the SDK's typed errors. The server is the real binary on 127.0.0.1 with the
 // trained aidreams260K model (no chat template of its own: ChatML), so greedy output is
 // deterministic and streamed text must equal non-streamed text.
@@ -162,6 +162,28 @@ test("errors arrive as the SDK's typed errors with param", async () => {
     client.chat.completions.create({ model: MODEL, messages: [{ role: "user", content: [{ type: "image_url", image_url: { url: "http://x/y.png" } }] }] }),
     (e) => e instanceof OpenAI.BadRequestError && /text only/.test(e.message),
   );
+});
+
+test("chat: JSON mode answers parse as objects", async () => {
+  // Ids of '"', ':' and '}' in this vocabulary: a bias lets the prose model close objects.
+  const id = async (t) => (await (await fetch(client.baseURL.replace(/\/v1$/, "/tokenize"), {
+    method: "POST", body: JSON.stringify({ content: t, add_special: false }),
+  })).json()).tokens.at(-1);
+  const logit_bias = { [await id('"')]: 6, [await id(":")]: 4, [await id("}")]: 1 };
+  let finished = 0;
+  for (let seed = 1; seed <= 6; seed++) {
+    const r = await client.chat.completions.create({
+      model: MODEL, messages: [{ role: "user", content: "Hi" }], max_tokens: 80, temperature: 1, seed, logit_bias,
+      response_format: { type: "json_object" },
+    });
+    const c = r.choices[0];
+    assert.ok(c.message.content.startsWith("{"), c.message.content);
+    if (c.finish_reason === "stop") {
+      assert.equal(typeof JSON.parse(c.message.content), "object");
+      finished++;
+    }
+  }
+  assert.ok(finished >= 2, `finished objects: ${finished}`);
 });
 
 test("models lists the served model", async () => {
