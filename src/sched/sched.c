@@ -894,11 +894,13 @@ double ul_sched_predict_wait_s(const ul_sched_t *s, int32_t n_prompt) {
         }
     }
     /* prefill tokens per step: all the batch when nothing decodes, else what the target
-     * leaves (at least the minimum share) */
+     * leaves (at least the minimum share, as in prefill_budget) */
     int32_t room = s->cfg.max_batch_tokens - n_dec, per = room;
     if (n_dec > 0 && s->cfg.itl_target_ms > 0) {
         per = chunk_for_target(s, &dec, 0, room, step_target_us(s, &dec));
-        if (per < s->cfg.min_prefill) per = s->cfg.min_prefill;
+        int32_t floor =
+            overloaded(s, ul_step_model_predict(&s->model, &dec)) ? s->cfg.min_prefill : 1;
+        if (per < floor) per = floor;
         if (per > room) per = room;
     }
     if (per < 1) per = 1;
