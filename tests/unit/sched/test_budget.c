@@ -288,7 +288,7 @@ Test(budget, burst_first_tokens_wait_for_the_burst) {
         for (int k = 0; k < NPROMPT; k++) p[k] = 1 + (i * 131 + k * 7) % 900;
         cr_assert_eq(ul_sched_add(&s, &q[i].seq, p, NPROMPT), 0);
     }
-    int steps = 0, first_step = -1;
+    int steps = 0, first_step = -1, sum_prefill = 0;
     for (;;) {
         cr_assert_gt(ul_sched_step_build(&s), 0);
         int decode = 0, prefill = 0;
@@ -318,7 +318,10 @@ Test(budget, burst_first_tokens_wait_for_the_burst) {
             break;
         }
         cr_assert_eq(decode, 0, "step %d: nothing decodes while the burst is prefilled", steps);
-        cr_assert_eq(prefill, 64, "step %d: prefill fills the step (%d tokens)", steps, prefill);
+        sum_prefill += prefill;
+        /* full steps; only the burst's tail (its last prompt, cut before its last token) less */
+        cr_assert(prefill == 64 || (prefill > 0 && sum_prefill >= 8 * (NPROMPT - 1)),
+                  "step %d: prefill fills the step (%d tokens)", steps, prefill);
         cr_assert_lt(steps, 20);
     }
     cr_assert_geq(s.stats.steps_held, held0 + 1);
