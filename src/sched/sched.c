@@ -426,6 +426,98 @@ static void owe(ul_sched_t *s, ul_seq_t *q, int32_t token, const ul_step_seq_t *
     q->cb_pending = 1;
 }
 
+/* When the decoders alone take longer than the target, prefill may stretch a step this much
+ * over them: the target cannot be met anyway, and a fixed minimum share then starves new
+ * requests (64 streams on the CPU: first token after 21 s instead of 3 s). */
+#define OVERLOAD_STRETCH 1.5
+/* The latency contract: while the decoders alone are predicted at most CONTRACT_DEC x the
+ * target T, a step is planned to at most PLAN_FRAC x T, prefill getting at least
+ * MIN_SHARE x T of it (so it never starves). Over CONTRACT_DEC x T the contract does not
+ * bind: prefill's share ramps from MIN_SHARE x T up to (OVERLOAD_STRETCH - 1) x the
+ * decoders' time, reached when they take OVERLOAD_FULL x T. (The stretch used to start as
+ * soon as 1.5 x the decoders passed 0.9 T, i.e. at 0.6 T: 16 CPU decoders at ~80 ms then
+ * got 120 ms steps and a p99 gap of 152 ms, over the 110 ms the contract allows.) */
+#define CONTRACT_DEC 0.8
+#define PLAN_FRAC 0.9
+#define MIN_SHARE 0.1
+#define OVERLOAD_FULL 1.2
+
+static int by_arrival(const void *a, const void *b) {
+    const ul_seq_t *x = *(ul_seq_t *const *)a, *y = *(ul_seq_t *const *)b;
+    return x->arrival < y->arrival ? -1 : x->arrival > y->arrival;
+}
+
+/* Holding first tokens. A sequence whose prompt is computed but for its last token is
+ * "ready": the step that computes that token samples its first token, and from then on
+ * every step it is not in, or that is long, is a gap its client sees. While others' prompts
+ * are still to be prefilled, ready sequences may be held back: they stream nothing yet, so
+ * prefill is limited only by the sequences already streaming (by nothing when there are
+ * none), instead of by one more decoder per held sequence. A burst of prompts then goes
+ * through prefill at full speed and its first tokens come together, the first arrivals'
+ * later, the last arrivals' much sooner (16 CPU prompts of 50 tokens arriving over 1 s:
+ * the last first token at ~4.7 s under the target, where all streams stall at least one
+ * target-sized step per prompt chunk). A ready sequence is held only while its age is
+ * below the largest time to first token predicted for the prompts still to be prefilled
+ * (so holding never makes it the worst one), and at most HOLD_MAX_T targets. */
+#define HOLD_MAX_T 40.0
+
+static int hold_enabled(const ul_sched_t *s, const ul_seq_t *q) {
+    return s->cfg.itl_target_ms > 0 && !q->probe && q->n_tokens == q->n_prompt;
+}
+
+/* q's last prompt token is all it has left to compute: its next step samples its first. */
+static int ready_first(const ul_sched_t *s, const ul_seq_t *q) {
+    return hold_enabled(s, q) && q->state == UL_SEQ_RUNNING && q->n_computed == q->n_tokens - 1;
+}
+
+static int backlog_over_target(const ul_sched_t *s) {
+    return s->backlog_us > PLAN_FRAC * s->cfg.itl_target_ms * 1000.0;
+}
+
+/* Decides s->hold_first for the step being built (no_hold: never), and counts the
+ * streaming decoders. */
+static void decide_hold(ul_sched_t *s, int no_hold) {
+    s->hold_first = 0;
+    s->n_streaming = 0;
+    s->backlog_us = 0;
+    uint64_t now = uv_hrtime(), oldest = 0;
+    int32_t n = 0;
+    ul_queue_t *it;
+    UL_QUEUE_FOREACH(it, &s->running) {
+        ul_seq_t *q = UL_QUEUE_DATA(it, ul_seq_t, node);
+        if (!runnable(s, q)) continue;
+        int32_t left = q->n_tokens - q->n_computed;
+        if (ready_first(s, q)) {
+            if (!oldest || q->t_add_ns < oldest) oldest = q->t_add_ns;
+        } else if (left == 1) {
+            s->n_streaming++;
+        } else if (n < s->cfg.max_seqs) {
+            s->scratch[n++] = q;
+        }
+    }
+    UL_QUEUE_FOREACH(it, &s->waiting) {
+        ul_seq_t *q = UL_QUEUE_DATA(it, ul_seq_t, node);
+        if (runnable(s, q) && n < s->cfg.max_seqs) s->scratch[n++] = q;
+    }
+    if (n == 0 || s->cfg.itl_target_ms <= 0 || s->model.n_obs == 0) return;
+    /* the pending prompts' first tokens, prefilled oldest first at full speed */
+    qsort(s->scratch, (size_t)n, sizeof *s->scratch, by_arrival);
+    ul_step_feat_t f = {0};
+    double worst = 0;
+    for (int32_t i = 0; i < n; i++) {
+        ul_seq_t *q = s->scratch[i];
+        ul_step_feat_add(&f, q->n_tokens - q->n_computed, q->n_computed);
+        double t = (double)(now - q->t_add_ns) / 1e9 + ul_step_model_predict(&s->model, &f) / 1e6;
+        if (t > worst) worst = t;
+    }
+    s->backlog_us = ul_step_model_predict(&s->model, &f);
+    /* (a full pool: the pending prompts cannot advance, the held would only wait; a backlog
+     * that fits in one step within the target is not slowed by streams) */
+    if (no_hold || !oldest || s->pool.n_free == 0 || !backlog_over_target(s)) return;
+    double age = (double)(now - oldest) / 1e9;
+    s->hold_first = age < worst && age < HOLD_MAX_T * s->cfg.itl_target_ms / 1e3;
+}
+
 /* Pass 1: one token for every decoding sequence, in rotation order. Candidates are
  * collected first because preemption moves sequences between the lists. */
 static void add_decoders(ul_sched_t *s) {
@@ -433,7 +525,8 @@ static void add_decoders(ul_sched_t *s) {
     ul_queue_t *it;
     UL_QUEUE_FOREACH(it, &s->running) {
         ul_seq_t *q = UL_QUEUE_DATA(it, ul_seq_t, node);
-        if (runnable(s, q) && q->n_tokens - q->n_computed == 1 && n < s->cfg.max_seqs)
+        if (runnable(s, q) && q->n_tokens - q->n_computed == 1 && n < s->cfg.max_seqs &&
+            !(s->hold_first && ready_first(s, q)))
             s->scratch[n++] = q;
     }
     for (int32_t i = 0; i < n && s->step.n_tokens < s->cfg.max_batch_tokens; i++) {
@@ -470,11 +563,6 @@ static void add_decoders(ul_sched_t *s) {
     }
 }
 
-static int by_arrival(const void *a, const void *b) {
-    const ul_seq_t *x = *(ul_seq_t *const *)a, *y = *(ul_seq_t *const *)b;
-    return x->arrival < y->arrival ? -1 : x->arrival > y->arrival;
-}
-
 /* Gives q a prefill chunk of up to budget tokens, as far as pages allow. Returns the chunk
  * size (0: no page could be had). */
 static int32_t admit_chunk(ul_sched_t *s, ul_seq_t *q, int32_t budget) {
@@ -488,18 +576,22 @@ static int32_t admit_chunk(ul_sched_t *s, ul_seq_t *q, int32_t budget) {
     return c;
 }
 
-/* When the decoders alone take longer than the target, prefill may stretch a step this much
- * over them: the target cannot be met anyway, and a fixed minimum share then starves new
- * requests (64 streams on the CPU: first token after 21 s instead of 3 s). */
-#define OVERLOAD_STRETCH 1.5
+/* Whether the decoders of a step (predicted d us) are over the contract's bound: prefill
+ * may then stretch the step, and the minimum token share applies. */
+static int overloaded(const ul_sched_t *s, double d) {
+    return d > CONTRACT_DEC * s->cfg.itl_target_ms * 1000.0;
+}
 
 /* The step time prefill chunks may fill up to, given the step's decode part dec. Plans to
  * 90% of the target: the gap a client sees adds the loop's turnaround to the step, and
  * the model errs by a few percent. */
 static double step_target_us(const ul_sched_t *s, const ul_step_feat_t *dec) {
-    double t = s->cfg.itl_target_ms * 900.0;
-    double d = OVERLOAD_STRETCH * ul_step_model_predict(&s->model, dec);
-    return d > t ? d : t;
+    double T = s->cfg.itl_target_ms * 1000.0;
+    double d = ul_step_model_predict(&s->model, dec);
+    if (!overloaded(s, d)) return PLAN_FRAC * T;
+    double ramp = (d - CONTRACT_DEC * T) / ((OVERLOAD_FULL - CONTRACT_DEC) * T);
+    double share = (ramp < 1 ? ramp : 1) * (OVERLOAD_STRETCH - 1) * d;
+    return d + (share > MIN_SHARE * T ? share : MIN_SHARE * T);
 }
 
 /* The largest prefill chunk (at most n tokens from position pos0) that, added to a step
@@ -520,7 +612,11 @@ static int32_t chunk_for_target(const ul_sched_t *s, const ul_step_feat_t *base,
 }
 
 /* Prefill tokens q may get in this step: the token budget, cut to the latency target while
- * anything decodes, but never below the step's minimum prefill share. */
+ * anything decodes, but never below one token a step, nor, when the decoders alone are
+ * over the contract's bound, below the step's minimum prefill share in tokens. (Under the
+ * bound the target itself leaves prefill MIN_SHARE x T: a token floor on top would push the
+ * step over the target wherever a prefill token costs what a decode token does, as on the
+ * CPU, where 16 of them nearly double a 16-decoder step.) */
 static int32_t prefill_budget(ul_sched_t *s, const ul_seq_t *q, int32_t prefilled) {
     int32_t budget = s->cfg.max_batch_tokens - s->step.n_tokens;
     if (budget <= 0 || s->cfg.itl_target_ms < 0 || s->feat.n_decode == 0 || s->model.n_obs == 0)
@@ -528,7 +624,7 @@ static int32_t prefill_budget(ul_sched_t *s, const ul_seq_t *q, int32_t prefille
     int32_t want = q->n_tokens - q->n_computed;
     if (want > budget) want = budget;
     int32_t c = chunk_for_target(s, &s->feat, q->n_computed, want, s->prefill_target_us);
-    int32_t floor = s->cfg.min_prefill - prefilled;
+    int32_t floor = s->dec_overloaded ? s->cfg.min_prefill - prefilled : 1 - prefilled;
     if (c < floor) c = floor < budget ? floor : budget;
     if (c < want) s->budget_cut = 1;
     return c;
@@ -565,6 +661,13 @@ static void add_prefills(ul_sched_t *s) {
         }
         int32_t budget = prefill_budget(s, q, prefilled);
         if (budget <= 0) break; /* the latency target is spent */
+        /* The prompt's last token waits for the next step, where it may be held (see
+         * decide_hold), when holding can help: nothing streams yet, or other prompts are
+         * pending. Else it goes now, and the first token comes a step sooner. */
+        int32_t left = q->n_tokens - q->n_computed;
+        if (hold_enabled(s, q) && backlog_over_target(s) && left > 1 && budget >= left &&
+            (s->n_streaming == 0 || n > 1))
+            budget = left - 1;
         int32_t c = admit_chunk(s, q, budget);
         if (c == 0) break;
         prefilled += c;
@@ -585,13 +688,20 @@ int ul_sched_step_build(ul_sched_t *s) {
     s->step.n_seqs = 0;
     s->step.status = 0;
     s->preempted_for_decode = 0;
+    int no_hold = 0;
     for (;;) {
         s->feat = (ul_step_feat_t){0};
         s->budget_cut = 0;
+        decide_hold(s, no_hold);
         add_decoders(s);
+        s->dec_overloaded = overloaded(s, ul_step_model_predict(&s->model, &s->feat));
         s->prefill_target_us = step_target_us(s, &s->feat);
         add_prefills(s);
         if (s->step.n_seqs > 0) break;
+        if (s->hold_first) { /* no pending prompt could advance: release the held */
+            no_hold = 1;
+            continue;
+        }
         /* Nothing fits although there may be work: partial prefills can hold every page
          * between them. Free the newest holder's pages so the older ones advance. */
         ul_seq_t *victim = newest_holder(s);
@@ -610,6 +720,7 @@ int ul_sched_step_build(ul_sched_t *s) {
     }
     s->step_pred_us = ul_step_model_predict(&s->model, &s->feat);
     if (s->budget_cut) s->stats.steps_budgeted++;
+    if (s->hold_first) s->stats.steps_held++;
     return s->step.n_seqs;
 }
 
@@ -649,6 +760,11 @@ void ul_sched_step_absorb(ul_sched_t *s) {
         s->stats.step_errors++;
     else
         ul_step_model_observe(&s->model, &s->feat, st->compute_us);
+    UL_LOG_DEBUG("sched: step %llu: %.0f decode + %.0f prefill tokens, %.0f attended: "
+                 "predicted %.1f ms, took %.1f ms%s",
+                 (unsigned long long)s->stats.steps, s->feat.n_decode, s->feat.n_prefill,
+                 s->feat.attended, s->step_pred_us / 1e3, st->compute_us / 1e3,
+                 s->budget_cut ? " (prefill cut)" : "");
     for (int32_t i = 0; i < st->n_seqs; i++) s->step_owner[i]->in_step = 0;
     for (int32_t i = 0; i < st->n_seqs; i++) {
         ul_step_seq_t *ss = &st->seqs[i];
@@ -778,11 +894,13 @@ double ul_sched_predict_wait_s(const ul_sched_t *s, int32_t n_prompt) {
         }
     }
     /* prefill tokens per step: all the batch when nothing decodes, else what the target
-     * leaves (at least the minimum share) */
+     * leaves (at least the minimum share, as in prefill_budget) */
     int32_t room = s->cfg.max_batch_tokens - n_dec, per = room;
     if (n_dec > 0 && s->cfg.itl_target_ms > 0) {
         per = chunk_for_target(s, &dec, 0, room, step_target_us(s, &dec));
-        if (per < s->cfg.min_prefill) per = s->cfg.min_prefill;
+        int32_t floor =
+            overloaded(s, ul_step_model_predict(&s->model, &dec)) ? s->cfg.min_prefill : 1;
+        if (per < floor) per = floor;
         if (per > room) per = room;
     }
     if (per < 1) per = 1;

@@ -147,11 +147,14 @@ typedef struct ul_sched_config_s {
     int (*is_eog)(void *ctx, int32_t tok);
     void *eog_ctx;
     int no_prefix_cache; /* 1: computed pages are not kept for reuse (--no-prefix-cache) */
-    /* Latency budget (--itl-target-ms): while sequences decode, prefill chunks are sized so
-     * the step-time model predicts at most this per step (but at least min_prefill tokens
-     * of prefill per step, so time to first token stays bounded; and when the decoders
-     * alone are predicted over the target, up to 1.5x their time); when nothing decodes,
-     * prefill takes the whole token budget. 0: default 100; < 0: off. */
+    /* Latency budget (--itl-target-ms) T: while sequences decode and the decoders alone are
+     * predicted at most 0.8 T, prefill chunks are sized so the step-time model predicts at
+     * most 0.9 T per step (prefill gets at least 0.1 T, and at least one token, so time to
+     * first token stays bounded); over 0.8 T the contract cannot bind and prefill's share
+     * ramps up to half the decoders' time (at least min_prefill tokens); when nothing
+     * decodes, prefill takes the whole token budget. A ready sequence's first token may be
+     * held while a burst of prompts is prefilled (sched.c, decide_hold). 0: default 100;
+     * < 0: off. */
     double itl_target_ms;
     int32_t min_prefill; /* 0: default max(page_size, max_batch_tokens / 32) */
 } ul_sched_config_t;
@@ -169,6 +172,7 @@ typedef struct ul_sched_stats_s {
      * step; add -> on_finish (stop, length or deadline) */
     ul_hist_t ttft, itl, queue, e2e;
     uint64_t steps_budgeted; /* steps whose prefill was cut by the latency target */
+    uint64_t steps_held;     /* steps built while ready sequences' first tokens were held */
 } ul_sched_stats_t;
 
 typedef struct ul_sched_s ul_sched_t;
@@ -200,6 +204,10 @@ struct ul_sched_s {
     double step_pred_us;      /* the model's prediction for it when it was built */
     double step_last_us;      /* the backend's time for the last step absorbed */
     int budget_cut;           /* while building: the latency target cut a prefill chunk */
+    int dec_overloaded;       /* while building: the decoders alone are over 0.8 x target */
+    int hold_first;           /* while building: ready sequences' first tokens wait */
+    int32_t n_streaming;      /* while building: runnable decoders that have streamed */
+    double backlog_us;        /* while building: predicted prefill time of pending prompts */
     double prefill_target_us; /* while building: the step time prefill may fill up to */
     /* driver (ul_sched_start) */
     uv_loop_t *loop;
