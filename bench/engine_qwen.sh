@@ -8,13 +8,8 @@
 # Writes the "engine-qwen" section of RESULTS.md. Called by engine.sh when
 # ENGINE_QWEN=1, or on its own. PEER_BIN overrides llama.cpp's bin directory.
 set -euo pipefail
-# With sched_autogroup, nice orders processes only within a session: run in a session of
-# our own whose autogroup gets nice -15 (as root), as serve.sh and batched.sh do.
-if [ -z "${BENCH_SESSION:-}" ] && command -v setsid >/dev/null; then
-    BENCH_SESSION=1 exec setsid --wait bash "${BASH_SOURCE[0]}" "$@"
-fi
-echo "${BENCH_NICE:--15}" >/proc/self/autogroup 2>/dev/null || true
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+own_session "$@" # a session of its own at autogroup nice -15, as serve.sh and batched.sh
 LLAMA_BIN="${PEER_BIN:-$LLAMA_BIN}"
 D="$WORK/engine-qwen"; mkdir -p "$D"
 THREADS=2
@@ -22,7 +17,6 @@ N_PROMPT="${ENGINE_QWEN_PROMPT:-512}" # smaller on a crowded machine
 N_GEN="${ENGINE_QWEN_GEN:-128}"
 M="$WORK/qwen2.5-1.5b-q4_k_m.gguf"
 VOCAB="$SHARED/models/qwen2-tiny-f16.gguf"
-NICE=(nice -n -15)
 sec="$D/section.md"
 [ -x "$LLAMA_BIN/llama-bench" ] || die "no llama-bench in $LLAMA_BIN (bench/peer.sh, or set PEER_BIN)"
 need_shared models/qwen2-tiny-f16.gguf
@@ -45,18 +39,7 @@ echo "engine-qwen: prompt of $k words = $NTOK tokens" >&2
 LOAD0="$(cut -d' ' -f1-3 /proc/loadavg)"
 MACHINE="$(machine_line)"
 
-rm -f "$D"/*.json
-for ((r = 1; r <= RUNS; r++)); do
-    "${NICE[@]}" "$LLAMA_BIN/llama-bench" -m "$M" -p "$N_PROMPT" -n "$N_GEN" -t "$THREADS" -r 1 \
-        -o json >"$D/llama-$r.json" 2>"$D/llama-$r.err" || echo "engine-qwen: llama-bench failed" >&2
-    "${NICE[@]}" "$UVLLM_BIN" generate --model "$M" --prompt "$PROMPT" --max-tokens "$N_GEN" \
-        --threads "$THREADS" --json >"$D/uvllm-$r.json" 2>"$D/uvllm-$r.err" ||
-        echo "engine-qwen: uvllm generate failed (see $D/uvllm-$r.err)" >&2
-    "${NICE[@]}" "$UVLLM_BIN" generate --model "$M" --prompt "hello" --max-tokens "$N_GEN" \
-        --threads "$THREADS" --json >"$D/uvllm-s-$r.json" 2>"$D/uvllm-s-$r.err" ||
-        echo "engine-qwen: uvllm generate (short prompt) failed" >&2
-    echo "engine-qwen: round $r done" >&2
-done
+peer_rounds engine-qwen "$D" "$M" "$THREADS" "$N_PROMPT" "$N_GEN" "$PROMPT" "$N_GEN"
 LOAD1="$(cut -d' ' -f1-3 /proc/loadavg)"
 
 {
@@ -67,28 +50,14 @@ LOAD1="$(cut -d' ' -f1-3 /proc/loadavg)"
     echo "- model: \`uvllm synth --arch qwen2 --shape qwen2.5-1.5b --type q4_k_m\` (n_embd 1536, 28 layers, 12 heads, 2 kv heads, n_ff 8960, q/k/v biases; random weights; vocabulary of qwen2-tiny-f16, $(python3 -c 'import os,sys; print(f"{os.path.getsize(sys.argv[1])/1e9:.2f}")' "$M") GB; separate output.weight), types mixed by the q4_k_m recipe (Q4_K, Q6_K for output, attn_v and ffn_down in the more-bits layers)"
     echo "- peer: \`llama-bench -m MODEL -p $N_PROMPT -n $N_GEN -t $THREADS -r 1 -o json\` (pp$N_PROMPT, tg$N_GEN); uvllm: \`uvllm generate --model MODEL --prompt P --max-tokens $N_GEN --threads $THREADS --json\`, P = $NTOK tokens (prefill, decode after it) and P = \"hello\" (decode from an empty context, against tg$N_GEN); all in a session of their own at autogroup nice -15 (\`setsid\`, \`/proc/self/autogroup\`) and \`nice -n -15\`, $RUNS rounds interleaved (peer, then uvllm), medians"
     echo
-    python3 - "$D" "$RUNS" "$N_PROMPT" "$N_GEN" <<'PY'
-import json, statistics, sys
-d, runs = sys.argv[1], int(sys.argv[2])
-def load(p):
-    try:
-        return json.load(open(p))
-    except Exception:
-        return None
-lp, lg, up, ud, udd = [], [], [], [], []
-for r in range(1, runs + 1):
-    for e in load(f"{d}/llama-{r}.json") or []:
-        if e.get("n_prompt") and not e.get("n_gen"): lp.append(e["avg_ts"])
-        if e.get("n_gen") and not e.get("n_prompt"): lg.append(e["avg_ts"])
-    u = load(f"{d}/uvllm-{r}.json")
-    if u:
-        up.append(u["prefill_tokens_per_s"]); udd.append(u["decode_tokens_per_s"])
-    u = load(f"{d}/uvllm-s-{r}.json")
-    if u:
-        ud.append(u["decode_tokens_per_s"])
-med = lambda v: statistics.median(v) if v else None
+    python3 - "$BENCH_DIR" "$D" "$RUNS" "$N_PROMPT" "$N_GEN" <<'PY'
+import sys
+sys.path.insert(0, sys.argv.pop(1))
+from peer_runs import median as med, ratio, runs
+d, runs_n = sys.argv[1], int(sys.argv[2])
+v = runs(d, runs_n)
+lp, lg, up, ud, udd = v["llama_pp"], v["llama_tg"], v["prefill"], v["decode"], v["decode_after"]
 f = lambda x, nd=1: "—" if x is None else f"{x:.{nd}f}"
-ratio = lambda a, b: None if a is None or not b else a / b
 verdict = lambda r, t: "" if r is None else f" (target {t}: {'met' if r >= t else 'MISSED'})"
 LP, LG, UP, UD, UDD = map(med, (lp, lg, up, ud, udd))
 print("| | llama.cpp t/s | uvllm t/s | ratio |")

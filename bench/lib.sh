@@ -157,3 +157,41 @@ ensure_models() {
 runq_wait() {
     cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{s+=$2} END{printf "%.3f\n", s/1e9}'
 }
+
+# own_session ARGS...: re-runs the calling script (with ARGS) in a session of its own whose
+# autogroup is at nice $BENCH_NICE (default -15, as root): with sched_autogroup, nice orders
+# processes only within a session, so this is what puts the benchmark ahead of other
+# sessions' jobs. Call it right after sourcing lib.sh, as `own_session "$@"`.
+own_session() {
+    if [ -z "${BENCH_SESSION:-}" ] && command -v setsid >/dev/null; then
+        BENCH_SESSION=1 exec setsid --wait bash "$0" "$@"
+    fi
+    echo "${BENCH_NICE:--15}" >/proc/self/autogroup 2>/dev/null || true
+}
+
+# peer_rounds TAG DIR MODEL THREADS N_PROMPT N_GEN PROMPT PROMPT_MAX_TOKENS: $RUNS
+# interleaved rounds of llama.cpp against uvllm on one model file, each process under
+# `nice -n -15`. Round r writes
+#   DIR/llama-r.json    llama-bench -p N_PROMPT -n N_GEN -t THREADS -r 1 -o json
+#                       (from $LLAMA_BIN; pp N_PROMPT and tg N_GEN)
+#   DIR/uvllm-p-r.json  uvllm generate --prompt PROMPT --max-tokens PROMPT_MAX_TOKENS
+#                       (prefill; decode after the prompt)
+#   DIR/uvllm-d-r.json  uvllm generate --prompt hello --max-tokens N_GEN
+#                       (decode from an empty context, against tg N_GEN)
+# with each one's stderr next to it (.err); bench/peer_runs.py reads them back.
+peer_rounds() {
+    local tag="$1" d="$2" m="$3" th="$4" np="$5" ng="$6" prompt="$7" pmax="$8" r
+    local nice=(nice -n -15)
+    rm -f "$d"/llama-*.json "$d"/uvllm-*.json
+    for ((r = 1; r <= RUNS; r++)); do
+        "${nice[@]}" "$LLAMA_BIN/llama-bench" -m "$m" -p "$np" -n "$ng" -t "$th" -r 1 -o json \
+            >"$d/llama-$r.json" 2>"$d/llama-$r.err" || echo "$tag: llama-bench failed" >&2
+        "${nice[@]}" "$UVLLM_BIN" generate --model "$m" --prompt "$prompt" --max-tokens "$pmax" \
+            --threads "$th" --json >"$d/uvllm-p-$r.json" 2>"$d/uvllm-p-$r.err" ||
+            echo "$tag: uvllm generate (prompt) failed, see $d/uvllm-p-$r.err" >&2
+        "${nice[@]}" "$UVLLM_BIN" generate --model "$m" --prompt hello --max-tokens "$ng" \
+            --threads "$th" --json >"$d/uvllm-d-$r.json" 2>"$d/uvllm-d-$r.err" ||
+            echo "$tag: uvllm generate (decode) failed, see $d/uvllm-d-$r.err" >&2
+        echo "$tag: round $r done, load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+    done
+}

@@ -5,12 +5,15 @@
 # 8 used per token) but $MOE_LAYERS layers (default 12), random weights in the Q4_K_M mix,
 # written directly by `uvllm synth --arch qwen3moe --shape 30b-a3b --layers 12 --type q4_k_m`
 # (no F16 file in between; the recipe and K-quant quantisers come with the `quant` branch)
-# unless MOE_MODEL names an existing file.
-# 512-token prompt, 128 generated tokens, 2 threads; both sides under `nice -n -15`, runs
-# interleaved (llama-bench -r 1, then uvllm generate, per round), medians of $RUNS.
+# unless MOE_MODEL names an existing file. PEER_BIN overrides llama.cpp's bin directory.
+# 512-token prompt, 128 generated tokens, 2 threads; both sides under `nice -n -15` in a
+# session of their own at autogroup nice -15, runs interleaved (lib.sh's peer_rounds:
+# llama-bench -r 1, then uvllm generate, per round), medians of $RUNS.
 # Writes the "moe" section of RESULTS.md.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+own_session "$@"
+LLAMA_BIN="${PEER_BIN:-$LLAMA_BIN}"
 D="$WORK/moe"
 mkdir -p "$D"
 THREADS=2
@@ -18,7 +21,6 @@ N_PROMPT=512
 N_GEN=128
 LAYERS="${MOE_LAYERS:-12}"
 M="${MOE_MODEL:-$WORK/qwen3moe-a3b-${LAYERS}l-q4_k_m.gguf}"
-NICE=(nice -n -15)
 sec="$D/section.md"
 
 need_shared models/qwen3-tiny-f16.gguf
@@ -47,55 +49,31 @@ NTOK=$(count_tokens "$PROMPT")
 LOAD0="$(cut -d' ' -f1-3 /proc/loadavg)"
 MACHINE="$(machine_line)"
 
-rm -f "$D"/llama-*.json "$D"/uvllm-*.json
-for ((r = 1; r <= RUNS; r++)); do
-    "${NICE[@]}" "$LLAMA_BIN/llama-bench" -m "$M" -p "$N_PROMPT" -n "$N_GEN" -t "$THREADS" -r 1 \
-        -o json >"$D/llama-$r.json" 2>"$D/llama-$r.err" || echo "moe: llama-bench failed" >&2
-    "${NICE[@]}" "$UVLLM_BIN" generate --model "$M" --prompt "$PROMPT" --max-tokens 4 \
-        --threads "$THREADS" --json >"$D/uvllm-p-$r.json" 2>"$D/uvllm-p-$r.err" ||
-        echo "moe: uvllm generate (prefill) failed" >&2
-    "${NICE[@]}" "$UVLLM_BIN" generate --model "$M" --prompt "hello" --max-tokens "$N_GEN" \
-        --threads "$THREADS" --json >"$D/uvllm-d-$r.json" 2>"$D/uvllm-d-$r.err" ||
-        echo "moe: uvllm generate (decode) failed" >&2
-    echo "moe: round $r done, load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
-done
+peer_rounds moe "$D" "$M" "$THREADS" "$N_PROMPT" "$N_GEN" "$PROMPT" 4
 LOAD1="$(cut -d' ' -f1-3 /proc/loadavg)"
+LAYERS="$("$UVLLM_BIN" info "$M" | awk '$1 == "n_layer" {print $2}')" # of MOE_MODEL too
 
 {
     echo "## qwen3moe: Qwen3-30B-A3B layer shape, $LAYERS layers, Q4_K_M (random weights)"
     echo
     echo "- machine: $MACHINE; load average at end: $LOAD1"
-    echo "- uvllm: $(uvllm_commit); peer llama.cpp $(peer_commit)"
+    echo "- uvllm: $(uvllm_commit); peer llama.cpp $(git -C "$LLAMA_BIN/../.." log -1 --format=%H 2>/dev/null || peer_commit)"
     echo "- model: $(basename "$M"), $(du -m "$M" | cut -f1) MiB: qwen3moe, n_embd 2048, $LAYERS layers, 32 heads / 4 kv heads of head_dim 128, 128 experts of n_ff 768 with 8 used per token, vocabulary $("$UVLLM_BIN" info "$M" | awk '$1 == "n_vocab" {print $2}') (of qwen3-tiny-f16.gguf); $("$UVLLM_BIN" info "$M" | awk '$1 ~ /^(f32|q[0-9]_k|q8_0)$/ {printf "%s%s x%s", sep, $1, $2; sep=", "}') tensors; written directly by uvllm synth"
-    echo "- peer: \`nice -n -15 llama-bench -m MODEL -p $N_PROMPT -n $N_GEN -t $THREADS -r 1 -o json\` (pp$N_PROMPT; tg$N_GEN from an empty context); uvllm: \`nice -n -15 uvllm generate --model MODEL --prompt P --threads $THREADS --json\` with P = \"hello\" x $k ($NTOK tokens, prefill_tokens_per_s, --max-tokens 4) and P = \"hello\" (decode_tokens_per_s over --max-tokens $N_GEN); $RUNS rounds interleaved (peer, then uvllm, per round); medians"
+    echo "- peer: \`nice -n -15 llama-bench -m MODEL -p $N_PROMPT -n $N_GEN -t $THREADS -r 1 -o json\` (pp$N_PROMPT; tg$N_GEN from an empty context); uvllm: \`nice -n -15 uvllm generate --model MODEL --prompt P --threads $THREADS --json\` with P = \"hello\" x $k ($NTOK tokens, prefill_tokens_per_s, --max-tokens 4) and P = \"hello\" (decode_tokens_per_s over --max-tokens $N_GEN); $RUNS rounds interleaved (peer, then uvllm, per round), in a session of their own at autogroup nice -15; medians"
     echo
-    python3 - "$D" "$RUNS" <<'PY'
-import json, statistics, sys
-d, runs = sys.argv[1], int(sys.argv[2])
-def load(p):
-    try:
-        return json.load(open(p))
-    except Exception:
-        return None
-lp, lg, up, ud = [], [], [], []
-for r in range(1, runs + 1):
-    for e in load(f"{d}/llama-{r}.json") or []:
-        if e.get("n_prompt") and not e.get("n_gen"): lp.append(e["avg_ts"])
-        if e.get("n_gen") and not e.get("n_prompt"): lg.append(e["avg_ts"])
-    u = load(f"{d}/uvllm-p-{r}.json")
-    if u: up.append(u["prefill_tokens_per_s"])
-    u = load(f"{d}/uvllm-d-{r}.json")
-    if u: ud.append(u["decode_tokens_per_s"])
-med = lambda v: statistics.median(v) if v else None
+    python3 - "$BENCH_DIR" "$D" "$RUNS" <<'PY'
+import sys
+sys.path.insert(0, sys.argv[1])
+from peer_runs import median as med, ratio, runs
+v = runs(sys.argv[2], int(sys.argv[3]))
+lp, lg, up, ud = v["llama_pp"], v["llama_tg"], v["prefill"], v["decode"]
 f = lambda x: "—" if x is None else f"{x:.2f}"
-def ratio(a, b):
-    return "—" if a is None or b is None or not b else f"{a / b:.2f}"
 print("| | llama.cpp t/s | uvllm t/s | ratio (uvllm / llama.cpp) | target | runs (llama.cpp / uvllm) | all runs llama.cpp | all runs uvllm |")
 print("| --- | ---: | ---: | ---: | ---: | ---: | --- | --- |")
 for name, a, b, t in (("prefill 512", lp, up, 1.5), ("decode 128", lg, ud, 1.2)):
     r = ratio(med(b), med(a))
-    met = "" if r == "—" else (" met" if float(r) >= t else " MISSED")
-    print(f"| {name} | {f(med(a))} | {f(med(b))} | {r} | {t}{met} | {len(a)} / {len(b)} | "
+    met = "" if r is None else (" met" if r >= t else " MISSED")
+    print(f"| {name} | {f(med(a))} | {f(med(b))} | {f(r)} | {t}{met} | {len(a)} / {len(b)} | "
           f"{', '.join(f(x) for x in a)} | {', '.join(f(x) for x in b)} |")
 PY
 } >"$sec"

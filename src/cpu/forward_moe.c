@@ -87,32 +87,60 @@ static int moe_parts(const ul_fwd_t *f, size_t i, ul_gguf_tensor_t parts[2], ul_
     }
 }
 
-/* Like forward.c's init_mats: one allocation for every packed copy; the file pages of a
- * packed matrix leave resident memory. */
+/* The bytes mat i takes in moe->packed: its packed layout, or, for a type without one, a
+ * plain copy of its parts' rows. */
+static size_t mat_bytes(const ul_gguf_tensor_t *const *pp, int np, int copy) {
+    size_t b = ul_cpu_mat_packed_bytes(pp, np, 1);
+    if (b) return (b + 63) & ~(size_t)63;
+    for (int k = 0; copy && k < np; k++) b += (pp[k]->nbytes + 63) & ~(size_t)63;
+    return b;
+}
+
+/* Like forward.c's init_mats: one allocation (2 MiB pages) for every packed copy. An expert
+ * whose type has no packed layout is copied there as it is, rows in place: a decode token
+ * reads 8 of 128 experts per layer, so read from the file mapping the experts' pages are
+ * first touched (a page fault per 4 KiB to 64 KiB) during the decode steps of the first
+ * hundreds of tokens, and every 4 KiB of an expert's stream is a TLB miss; in the copy the
+ * faults are paid at load and a 2 MiB page covers two experts' gate|up. The file pages of a
+ * copied or packed matrix leave resident memory. UVLLM_MOE_COPY=0 reads unpacked experts
+ * from the mapping (A/B runs). */
 static int init_mats(ul_fwd_t *f) {
     ul_moe_t *moe = f->moe;
     const size_t n = (size_t)f->hp.n_layer * (1 + 3 * (size_t)moe->n_expert);
+    const char *env = getenv("UVLLM_MOE_COPY");
+    const int copy = !(env && !strcmp(env, "0"));
     ul_gguf_tensor_t parts[2];
     const ul_gguf_tensor_t *pp[2] = {&parts[0], &parts[1]};
     ul_cpu_mat_t *m;
     size_t total = 0;
     for (size_t i = 0; i < n; i++) {
         int np = moe_parts(f, i, parts, &m);
-        total += np ? (ul_cpu_mat_packed_bytes(pp, np, 1) + 63) & ~(size_t)63 : 0;
+        /* the router (f32, read by every token) stays in the mapping unless packed */
+        total += np ? mat_bytes(pp, np, copy && i % (1 + 3 * (size_t)moe->n_expert)) : 0;
     }
     if (total && !(moe->packed = ul_cpu_alloc_weights(total))) return UL_ENOMEM;
     uint8_t *dst = moe->packed;
     for (size_t i = 0; i < n; i++) {
         int np = moe_parts(f, i, parts, &m);
         if (!np) continue;
+        const size_t bytes = mat_bytes(pp, np, copy && i % (1 + 3 * (size_t)moe->n_expert));
+        const int packed = ul_cpu_mat_packed_bytes(pp, np, 1) > 0;
+        ul_gguf_tensor_t file[2] = {parts[0], parts[1]};
+        if (!packed && bytes) {
+            uint8_t *at = dst;
+            for (int k = 0; k < np; k++) {
+                memcpy(at, parts[k].data, parts[k].nbytes);
+                parts[k].data = at;
+                at += (parts[k].nbytes + 63) & ~(size_t)63;
+            }
+        }
         int rc = ul_cpu_mat_init_in(m, pp, np, 1, dst);
         if (rc) return rc;
-        dst += (m->packed_bytes + 63) & ~(size_t)63;
-        if (m->pk)
-            for (int k = 0; k < np; k++)
-                ul_gguf_release(&f->m->gguf, parts[k].data, parts[k].nbytes);
+        dst += bytes;
+        if (bytes)
+            for (int k = 0; k < np; k++) ul_gguf_release(&f->m->gguf, file[k].data, file[k].nbytes);
     }
-    if (total) UL_LOG_INFO("cpu: %.1f MiB of expert weights packed", total / 1048576.0);
+    if (total) UL_LOG_INFO("cpu: %.1f MiB of expert weights packed or copied", total / 1048576.0);
     return 0;
 }
 

@@ -7,15 +7,13 @@
 #include <sys/mman.h>
 
 #include "cpu/kernels_impl.h"
+#include "cpu/matmul_impl.h"
 #include "cpu/pack.h"
 #include "uvllm/err.h"
 
 /* Row chunks are multiples of this so SIMD kernels that take rows 4 or 8 at a time
  * see full groups except in the last chunk. */
 #define ROW_ALIGN 16
-/* Rows per dynamically handed-out chunk (a multiple of ROW_ALIGN): 64 rows of a 2048-wide
- * Q4_0 matrix are 72 KiB, enough to amortise the atomic, small enough to balance. */
-#define CHUNK_ROWS 64
 
 size_t ul_cpu_matmul_scratch(int type, int64_t n_cols, int n_tok) {
     ul_xfmt_t f = ul_cpu_xfmt(type);
@@ -23,19 +21,16 @@ size_t ul_cpu_matmul_scratch(int type, int64_t n_cols, int n_tok) {
     return ul_cpu_xrow_bytes(f, n_cols) * (size_t)n_tok;
 }
 
-/* Each thread converts an equal share of all (token, block) units, so a single decode
- * token is not converted by thread 0 alone while the others wait at the barrier. Every
- * format is per block (or per element), so any split gives the same bytes. */
-static void quant_x_part(ul_xfmt_t f, const float *x, int64_t n_cols, int n_tok, uint8_t *dst,
-                         size_t xs, int ith, int nth) {
+void ul_cpu_quant_rows(ul_xfmt_t f, const float *x, const int32_t *idx, int64_t n_cols, int n_rows,
+                       uint8_t *dst, size_t xs, int ith, int nth) {
     const int64_t blk = f == XF_Q8K ? QKK : f == XF_Q8A || f == XF_Q8A1 ? QK : 1;
-    const int64_t per_tok = n_cols / blk, units = per_tok * n_tok;
+    const int64_t per_row = n_cols / blk, units = per_row * n_rows;
     int64_t u0 = units * ith / nth, u1 = units * (ith + 1) / nth;
     while (u0 < u1) {
-        int64_t t = u0 / per_tok, b0 = u0 % per_tok;
-        int64_t b1 = per_tok < b0 + (u1 - u0) ? per_tok : b0 + (u1 - u0);
-        ul_cpu_quant_x(f, x + t * n_cols + b0 * blk,
-                       dst + (size_t)t * xs + ul_cpu_xrow_bytes(f, b0 * blk), (b1 - b0) * blk);
+        const int64_t r = u0 / per_row, b0 = u0 % per_row;
+        const int64_t b1 = per_row < b0 + (u1 - u0) ? per_row : b0 + (u1 - u0);
+        ul_cpu_quant_x(f, x + (idx ? idx[r] : r) * n_cols + b0 * blk,
+                       dst + (size_t)r * xs + ul_cpu_xrow_bytes(f, b0 * blk), (b1 - b0) * blk);
         u0 += b1 - b0;
     }
 }
@@ -130,10 +125,11 @@ void *ul_cpu_alloc_weights(size_t bytes) {
     return p;
 }
 
-/* Rows [r0, r1) of the stacked rows, part by part (packed parts start on a group). */
-static void mm_rows(const ul_cpu_mat_t *m, const ul_pack_kern_t *pk, ul_mm_fn mm, size_t ws,
-                    size_t gb, const uint8_t *xq, size_t xs, int n_tok, float *const *y, int64_t r0,
-                    int64_t r1) {
+void ul_cpu_mat_rows(const ul_cpu_mat_t *m, ul_mm_fn mm, const uint8_t *xq, size_t xs, int n,
+                     float *const *y, int64_t r0, int64_t r1) {
+    const ul_pack_kern_t *pk = m->pk;
+    const size_t ws = ul_type_row_bytes(m->type, m->n_cols),
+                 gb = pk ? pk->group_bytes(m->n_cols) : 0;
     int64_t base = 0;
     for (int i = 0; i < m->n_parts && r0 < r1; base += m->part_rows[i++]) {
         const int64_t end = base + m->part_rows[i];
@@ -141,12 +137,28 @@ static void mm_rows(const ul_cpu_mat_t *m, const ul_pack_kern_t *pk, ul_mm_fn mm
         const int64_t a = r0 - base, b = (r1 < end ? r1 : end) - base;
         if (pk)
             pk->mm(m->n_cols, m->packed + (size_t)((base + a) / UL_PACK_ROWS) * gb,
-                   (int)((b - a) / UL_PACK_ROWS), xq, xs, n_tok, y[i] + a, m->part_rows[i]);
+                   (int)((b - a) / UL_PACK_ROWS), xq, xs, n, y[i] + a, m->part_rows[i]);
         else
-            mm(m->n_cols, m->data[i] + (size_t)a * ws, ws, (int)(b - a), xq, xs, n_tok, y[i] + a,
+            mm(m->n_cols, m->data[i] + (size_t)a * ws, ws, (int)(b - a), xq, xs, n, y[i] + a,
                m->part_rows[i]);
         r0 = base + b;
     }
+}
+
+typedef struct {
+    const ul_cpu_mat_t *m;
+    ul_mm_fn mm;
+    const uint8_t *xq;
+    size_t xs;
+    int n_tok;
+    float *const *y;
+} chunk_ctx_t;
+
+static void chunk(void *ctx, int64_t c) {
+    const chunk_ctx_t *k = ctx;
+    const int64_t r0 = c * UL_MM_CHUNK_ROWS;
+    const int64_t r1 = r0 + UL_MM_CHUNK_ROWS < k->m->n_rows ? r0 + UL_MM_CHUNK_ROWS : k->m->n_rows;
+    ul_cpu_mat_rows(k->m, k->mm, k->xq, k->xs, k->n_tok, k->y, r0, r1);
 }
 
 void ul_cpu_matmul_mat(ul_pool_t *p, const ul_cpu_mat_t *m, const float *x, int n_tok,
@@ -160,35 +172,19 @@ void ul_cpu_matmul_mat(ul_pool_t *p, const ul_cpu_mat_t *m, const float *x, int 
     if (p && nth > 1) atomic_store_explicit(ul_pool_ticket(p, ith), 0, memory_order_relaxed);
     if (f != XF_F32) {
         UL_ASSERT(scratch != NULL);
-        quant_x_part(f, x, n_cols, n_tok, (uint8_t *)scratch, xs, ith, nth);
+        ul_cpu_quant_rows(f, x, NULL, n_cols, n_tok, (uint8_t *)scratch, xs, ith, nth);
         xq = scratch;
     }
     ul_pool_barrier(p); /* the activations are ready and the ticket is reset */
-    const ul_pack_kern_t *pk = m->pk;
-    const size_t ws = ul_type_row_bytes(type, n_cols), gb = pk ? pk->group_bytes(n_cols) : 0;
-    ul_mm_fn mm = pk ? NULL : ul_cpu_mm_fn(type, ul_cpu_isa());
+    ul_mm_fn mm = m->pk ? NULL : ul_cpu_mm_fn(type, ul_cpu_isa());
     if (p && nth > 1) {
-        /* Thread i owns segment i of the chunks and takes them front to back, so its
-         * rows are one sequential stream (the hardware prefetcher never restarts); a
-         * thread whose segment is done takes chunks from the others' fronts, so one
-         * slowed down by another process on its core is helped instead of waited for. */
-        const int64_t n_chunks = (m->n_rows + CHUNK_ROWS - 1) / CHUNK_ROWS;
-        for (int s = 0; s < nth; s++) {
-            const int j = (ith + s) % nth;
-            const int64_t lo = n_chunks * j / nth, hi = n_chunks * (j + 1) / nth;
-            atomic_int *ticket = ul_pool_ticket(p, j);
-            for (;;) {
-                const int64_t c = lo + atomic_fetch_add_explicit(ticket, 1, memory_order_relaxed);
-                if (c >= hi) break;
-                const int64_t r0 = c * CHUNK_ROWS;
-                const int64_t r1 = r0 + CHUNK_ROWS < m->n_rows ? r0 + CHUNK_ROWS : m->n_rows;
-                mm_rows(m, pk, mm, ws, gb, xq, xs, n_tok, y, r0, r1);
-            }
-        }
+        chunk_ctx_t k = {m, mm, xq, xs, n_tok, y};
+        ul_cpu_for_chunks(p, (m->n_rows + UL_MM_CHUNK_ROWS - 1) / UL_MM_CHUNK_ROWS, ith, nth, chunk,
+                          &k);
     } else {
         int64_t r0, r1;
         rows_of(m->n_rows, ith, nth, &r0, &r1);
-        mm_rows(m, pk, mm, ws, gb, xq, xs, n_tok, y, r0, r1);
+        ul_cpu_mat_rows(m, mm, xq, xs, n_tok, y, r0, r1);
     }
     ul_pool_barrier(p);
 }

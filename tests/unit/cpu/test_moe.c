@@ -115,3 +115,29 @@ Test(moe, batched_equals_alone) {
     ul_fwd_free(f);
     ul_model_free(m);
 }
+
+/* Experts of a type without a packed layout are copied at load into huge-page memory
+ * (forward_moe.c) instead of being read from the file mapping: the copy gives the logits
+ * of the mapping bit for bit, for every expert of both layers (a batch of 29 tokens routes
+ * to all 16). UVLLM_PACK=0 keeps the F16 experts in the row layout, so they are copied;
+ * UVLLM_MOE_COPY=0 reads them in place. Criterion runs each test in its own process. */
+Test(moe, copied_experts_equal_mapped) {
+    setenv("UVLLM_PACK", "0", 1);
+    ul_model_t *m = load();
+    const int32_t V = m->hp.n_vocab;
+    int32_t toks[29];
+    for (int i = 0; i < 29; i++) toks[i] = (i * 53 + 5) % V;
+    float *got[2];
+    for (int copy = 0; copy < 2; copy++) {
+        setenv("UVLLM_MOE_COPY", copy ? "1" : "0", 1);
+        ul_fwd_t *f;
+        cr_assert_eq(ul_fwd_create(m, &golden_cfg, &f), 0);
+        got[copy] = golden_prompt_logits(f, toks, 29);
+        ul_fwd_free(f);
+    }
+    for (int32_t i = 0; i < 29 * V; i++)
+        cr_assert_eq(got[1][i], got[0][i], "position %d id %d: copied %g, mapped %g", i / V, i % V,
+                     got[1][i], got[0][i]);
+    free(got[0]), free(got[1]);
+    ul_model_free(m);
+}
