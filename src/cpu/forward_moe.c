@@ -108,17 +108,26 @@ static int init_mats(ul_fwd_t *f) {
     ul_moe_t *moe = f->moe;
     const size_t n = (size_t)f->hp.n_layer * (1 + 3 * (size_t)moe->n_expert);
     const char *env = getenv("UVLLM_MOE_COPY");
-    const int copy = !(env && !strcmp(env, "0"));
+    int copy = !(env && !strcmp(env, "0"));
     ul_gguf_tensor_t parts[2];
     const ul_gguf_tensor_t *pp[2] = {&parts[0], &parts[1]};
     ul_cpu_mat_t *m;
-    size_t total = 0;
-    for (size_t i = 0; i < n; i++) {
-        int np = moe_parts(f, i, parts, &m);
-        /* the router (f32, read by every token) stays in the mapping unless packed */
-        total += np ? mat_bytes(pp, np, copy && i % (1 + 3 * (size_t)moe->n_expert)) : 0;
+    size_t total;
+    for (;;) {
+        total = 0;
+        for (size_t i = 0; i < n; i++) {
+            int np = moe_parts(f, i, parts, &m);
+            /* the router (f32, read by every token) stays in the mapping unless packed */
+            total += np ? mat_bytes(pp, np, copy && i % (1 + 3 * (size_t)moe->n_expert)) : 0;
+        }
+        if (!total || (moe->packed = ul_cpu_alloc_weights(total))) break;
+        if (!copy) return UL_ENOMEM;
+        /* the copy is for speed only: without the memory, read unpacked experts in place */
+        UL_LOG_WARN("cpu: no memory for a %.1f MiB copy of the experts; reading them from the "
+                    "file mapping",
+                    total / 1048576.0);
+        copy = 0;
     }
-    if (total && !(moe->packed = ul_cpu_alloc_weights(total))) return UL_ENOMEM;
     uint8_t *dst = moe->packed;
     for (size_t i = 0; i < n; i++) {
         int np = moe_parts(f, i, parts, &m);
