@@ -29,6 +29,7 @@
  * So a weight vector is two or three ALU ops from the stored bytes and the dot product
  * per sub-block is 4 vpdpbusd, scaled in float as for Q4_K. */
 #include <immintrin.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "cpu/kernels_impl.h"
@@ -37,11 +38,13 @@
 #include "cpu/kernels_tile.h"
 
 #define Q4K_REC 2368
+#define Q5K_REC 2880
 #define Q6K_REC 3392
 /* super-blocks per pass over a row: the Q4_K mins helper bytes of 4 tokens (8 KiB) */
 #define KB 128
 
 static size_t gb_q4_K(int64_t n_cols) { return (size_t)(n_cols / QKK) * Q4K_REC; }
+static size_t gb_q5_K(int64_t n_cols) { return (size_t)(n_cols / QKK) * Q5K_REC; }
 static size_t gb_q6_K(int64_t n_cols) { return (size_t)(n_cols / QKK) * Q6K_REC; }
 
 static void pack_q4_K(const uint8_t *rows, size_t rs, int64_t n_cols, uint8_t *dst) {
@@ -62,6 +65,36 @@ static void pack_q4_K(const uint8_t *rows, size_t rs, int64_t n_cols, uint8_t *d
             for (int c = 0; c < 4; c++)
                 for (int k = 0; k < 8; k++)
                     memcpy(g + 320 + 512 * c + 64 * k + 4 * r, s->qs + 32 * c + 4 * k, 4);
+        }
+    }
+}
+
+/* Q5_K: the Q4_K record of the same scales, mins and low nibbles (blk_q5_K shares
+ * blk_q4_K's head), then the fifth bits. */
+static void pack_q5_K(const uint8_t *rows, size_t rs, int64_t n_cols, uint8_t *dst) {
+    const int64_t nb = n_cols / QKK;
+    memset(dst, 0, gb_q5_K(n_cols));
+    for (int64_t b = 0; b < nb; b++) {
+        uint8_t *g = dst + (size_t)b * Q5K_REC;
+        for (int r = 0; r < UL_PACK_ROWS; r++) {
+            const blk_q5_K *s = (const blk_q5_K *)(rows + (size_t)r * rs) + b;
+            blk_q4_K q4;
+            memcpy(&q4, s, offsetof(blk_q4_K, qs));
+            memcpy(q4.qs, s->qs, sizeof q4.qs);
+            uint8_t tmp[Q4K_REC];
+            pack_q4_K((const uint8_t *)&q4, 0, QKK, tmp); /* row r in all 16 lanes */
+            /* mins and nibbles: 4 bytes of lane r in every vector */
+            for (size_t o = 192; o < Q4K_REC; o += 64) memcpy(g + o + 4 * r, tmp + o + 4 * r, 4);
+            memcpy(g + 2 * r, &s->d, 2);
+            memcpy(g + 32 + 2 * r, &s->dmin, 2);
+            for (int j = 0; j < 8; j++) g[64 + 16 * j + r] = tmp[64 + 16 * j + r];
+            /* element 32 j + l has bit j of qh[l] */
+            for (int c = 0; c < 4; c++)
+                for (int hi = 0; hi < 2; hi++)
+                    for (int k = 0; k < 8; k++)
+                        for (int bb = 0; bb < 4; bb++)
+                            g[Q4K_REC + 128 * c + 64 * hi + 4 * r + bb] |=
+                                (uint8_t)(((s->qh[4 * k + bb] >> (2 * c + hi)) & 1) << k);
         }
     }
 }
@@ -142,16 +175,16 @@ AI void q4k_aux(const blk_q8K *p, uint8_t *o) {
     _mm_storel_epi64((__m128i *)(o + 8), _mm256_cvtepi32_epi8(_mm256_srai_epi32(bs, 7)));
 }
 
-/* One group of Q4_K, NT tokens, super-blocks [b0, b1): y[t*ys + 0..16) (+)= products.
- * aux: the tokens' mins helpers, (t * KB + b - b0) * 16. */
-AI void tile_q4_K(const int NT, const uint8_t *g0, int64_t b0, int64_t b1, const uint8_t *x,
-                  size_t xs, const uint8_t *aux, float *y, int64_t ys, int add) {
+/* One group of Q4_K (Q5: Q5_K), NT tokens, super-blocks [b0, b1): y[t*ys + 0..16) (+)=
+ * products. aux: the tokens' mins helpers, (t * KB + b - b0) * 16. */
+AI void tile_q45_K(const int Q5, const int NT, const uint8_t *g0, int64_t b0, int64_t b1,
+                   const uint8_t *x, size_t xs, const uint8_t *aux, float *y, int64_t ys, int add) {
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     __m512 acc[4], sf[4];
     _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) acc[t] =
         add ? _mm512_loadu_ps(y + (int64_t)t * ys) : _mm512_setzero_ps();
     for (int64_t b = b0; b < b1; b++) {
-        const uint8_t *g = g0 + (size_t)b * Q4K_REC;
+        const uint8_t *g = g0 + (size_t)b * (Q5 ? Q5K_REC : Q4K_REC);
         const __m512i M0 = _mm512_load_si512((const void *)(g + 192));
         const __m512i M1 = _mm512_load_si512((const void *)(g + 256));
         const __m512 DM = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(g + 32)));
@@ -172,6 +205,16 @@ AI void tile_q4_K(const int NT, const uint8_t *g0, int64_t b0, int64_t b1, const
                     __m512i v = _mm512_load_si512((const void *)(q + 64 * k));
                     W[k] = _mm512_and_si512(hi ? _mm512_srli_epi16(v, 4) : v, m4);
                 }
+                if (Q5) { /* bit k of lane r's byte: the fifth bit of W[k]'s byte */
+                    const __m512i h =
+                        _mm512_load_si512((const void *)(g + Q4K_REC + 128 * c + 64 * hi));
+                    _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) {
+                        const __m512i hs = k < 4    ? _mm512_slli_epi16(h, 4 - k)
+                                           : k == 4 ? h
+                                                    : _mm512_srli_epi16(h, k - 4);
+                        W[k] = _mm512_ternarylogic_epi64(W[k], hs, _mm512_set1_epi8(0x10), 0xF8);
+                    }
+                }
                 const __m512 SC = _mm512_cvtepi32_ps(
                     _mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)(g + 64 + 16 * j))));
                 _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
@@ -187,6 +230,15 @@ AI void tile_q4_K(const int NT, const uint8_t *g0, int64_t b0, int64_t b1, const
     }
     _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++)
         _mm512_storeu_ps(y + (int64_t)t * ys, acc[t]);
+}
+
+AI void tile_q4_K(const int NT, const uint8_t *g0, int64_t b0, int64_t b1, const uint8_t *x,
+                  size_t xs, const uint8_t *aux, float *y, int64_t ys, int add) {
+    tile_q45_K(0, NT, g0, b0, b1, x, xs, aux, y, ys, add);
+}
+AI void tile_q5_K(const int NT, const uint8_t *g0, int64_t b0, int64_t b1, const uint8_t *x,
+                  size_t xs, const uint8_t *aux, float *y, int64_t ys, int add) {
+    tile_q45_K(1, NT, g0, b0, b1, x, xs, aux, y, ys, add);
 }
 
 /* Weight vector v (0..3) of half e of a Q6_K pair record. */
@@ -292,7 +344,9 @@ AI void tile_q6_K(const int NT, const uint8_t *g0, int64_t b0, int64_t b1, const
         }                                                                                          \
     }
 MM_PACK_K(q4_K, Q4K_REC, 1)
+MM_PACK_K(q5_K, Q5K_REC, 1)
 MM_PACK_K(q6_K, Q6K_REC, 0)
 
 const ul_pack_kern_t ul_pack_q4_K_avx512 = {gb_q4_K, pack_q4_K, mm_q4_K};
+const ul_pack_kern_t ul_pack_q5_K_avx512 = {gb_q5_K, pack_q5_K, mm_q5_K};
 const ul_pack_kern_t ul_pack_q6_K_avx512 = {gb_q6_K, pack_q6_K, mm_q6_K};

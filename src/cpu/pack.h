@@ -36,8 +36,9 @@ const ul_pack_kern_t *ul_cpu_pack_kern(int type, ul_isa_t isa);
 extern const ul_pack_kern_t ul_pack_q4_0_avx512;
 extern const ul_pack_kern_t ul_pack_q8_0_avx512;
 extern const ul_pack_kern_t ul_pack_f16_avx512;
-/* kernels_avx512_pack_k.c: Q4_K and Q6_K (Q8K activations) */
+/* kernels_avx512_pack_k.c: Q4_K, Q5_K and Q6_K (Q8K activations) */
 extern const ul_pack_kern_t ul_pack_q4_K_avx512;
+extern const ul_pack_kern_t ul_pack_q5_K_avx512;
 extern const ul_pack_kern_t ul_pack_q6_K_avx512;
 
 #endif

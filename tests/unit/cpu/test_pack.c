@@ -78,8 +78,8 @@ static int check_stack(ul_pool_t *p, int type, const int *rows, int n_parts, int
     return bad;
 }
 
-static const int k_types[] = {UL_TYPE_Q4_0, UL_TYPE_Q8_0, UL_TYPE_F16,
-                              UL_TYPE_F32,  UL_TYPE_Q4_K, UL_TYPE_Q6_K};
+static const int k_types[] = {UL_TYPE_Q4_0, UL_TYPE_Q8_0, UL_TYPE_F16, UL_TYPE_F32,
+                              UL_TYPE_Q4_K, UL_TYPE_Q5_K, UL_TYPE_Q6_K};
 
 Test(pack, stacked_parts_match_f64_reference_packed_and_not) {
     ul_pool_t *p;
@@ -113,13 +113,14 @@ Test(pack, stacked_parts_match_f64_reference_packed_and_not) {
     ul_pool_free(p);
 }
 
-/* On AVX-512 the quantised types users run most (Q4_0, Q8_0, Q4_K_M's Q4_K and Q6_K) must
- * take the packed path. */
-Test(pack, q4_0_q8_0_q4_k_q6_k_have_packed_layouts_on_avx512) {
+/* On AVX-512 the quantised types users run most (Q4_0, Q8_0, the K-quant mixes' Q4_K, Q5_K and
+ * Q6_K) must take the packed path. */
+Test(pack, q4_0_q8_0_and_k_quants_have_packed_layouts_on_avx512) {
     cr_assert(ul_cpu_isa() >= UL_ISA_AVX512, "this CPU lacks AVX-512; cannot test that path");
     cr_expect(ul_cpu_pack_kern(UL_TYPE_Q4_0, UL_ISA_AVX512) != NULL);
     cr_expect(ul_cpu_pack_kern(UL_TYPE_Q8_0, UL_ISA_AVX512) != NULL);
     cr_expect(ul_cpu_pack_kern(UL_TYPE_Q4_K, UL_ISA_AVX512) != NULL);
+    cr_expect(ul_cpu_pack_kern(UL_TYPE_Q5_K, UL_ISA_AVX512) != NULL);
     cr_expect(ul_cpu_pack_kern(UL_TYPE_Q6_K, UL_ISA_AVX512) != NULL);
     cr_expect(ul_cpu_pack_kern(UL_TYPE_Q4_0, UL_ISA_AVX2) == NULL);
 }
@@ -152,8 +153,8 @@ Test(pack, parts_must_agree) {
  * makes one matrix overwrite the next: pack the second slot first, then the first, and
  * both must hold exactly what an owned ul_cpu_mat_init packs. */
 Test(pack, packed_into_one_arena_equals_owned_copies) {
-    static const int types[] = {UL_TYPE_Q4_0, UL_TYPE_Q8_0, UL_TYPE_F16, UL_TYPE_Q4_K,
-                                UL_TYPE_Q6_K};
+    static const int types[] = {UL_TYPE_Q4_0, UL_TYPE_Q8_0, UL_TYPE_F16,
+                                UL_TYPE_Q4_K, UL_TYPE_Q5_K, UL_TYPE_Q6_K};
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
         const int type = types[ti];
         if (!ul_cpu_pack_kern(type, ul_cpu_isa())) continue;
