@@ -17,6 +17,15 @@ const ul_pack_kern_t *ul_cpu_pack_kern(int type, ul_isa_t isa) {
     case UL_TYPE_F16:
         k = &ul_pack_f16_avx512;
         break;
+    case UL_TYPE_Q4_K:
+        k = &ul_pack_q4_K_avx512;
+        break;
+    case UL_TYPE_Q5_K:
+        k = &ul_pack_q5_K_avx512;
+        break;
+    case UL_TYPE_Q6_K:
+        k = &ul_pack_q6_K_avx512;
+        break;
     default:
         break;
     }

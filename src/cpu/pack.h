@@ -19,7 +19,7 @@
 #define UL_PACK_ROWS 16
 
 typedef struct {
-    /* bytes of one packed group of 16 rows of n_cols (a multiple of 64) */
+    /* bytes of one packed group of 16 rows of n_cols (a multiple of 64; of 256 for K-quants) */
     size_t (*group_bytes)(int64_t n_cols);
     /* packs 16 rows in GGUF layout (row r at rows + r * row_stride) into dst */
     void (*pack)(const uint8_t *rows, size_t row_stride, int64_t n_cols, uint8_t *dst);
@@ -36,5 +36,9 @@ const ul_pack_kern_t *ul_cpu_pack_kern(int type, ul_isa_t isa);
 extern const ul_pack_kern_t ul_pack_q4_0_avx512;
 extern const ul_pack_kern_t ul_pack_q8_0_avx512;
 extern const ul_pack_kern_t ul_pack_f16_avx512;
+/* kernels_avx512_pack_k.c: Q4_K, Q5_K and Q6_K (Q8K activations) */
+extern const ul_pack_kern_t ul_pack_q4_K_avx512;
+extern const ul_pack_kern_t ul_pack_q5_K_avx512;
+extern const ul_pack_kern_t ul_pack_q6_K_avx512;
 
 #endif

@@ -78,20 +78,22 @@ static int check_stack(ul_pool_t *p, int type, const int *rows, int n_parts, int
     return bad;
 }
 
-static const int k_types[] = {UL_TYPE_Q4_0, UL_TYPE_Q8_0, UL_TYPE_F16, UL_TYPE_F32, UL_TYPE_Q4_K};
+static const int k_types[] = {UL_TYPE_Q4_0, UL_TYPE_Q8_0, UL_TYPE_F16, UL_TYPE_F32,
+                              UL_TYPE_Q4_K, UL_TYPE_Q5_K, UL_TYPE_Q6_K};
 
 Test(pack, stacked_parts_match_f64_reference_packed_and_not) {
     ul_pool_t *p;
     cr_assert_eq(ul_pool_create(2, &p), 0);
     /* three parts of 16-multiples (packable), and parts of 48 + 17 rows (never packed) */
     static const int rows_a[] = {64, 16, 48}, rows_b[] = {48, 17};
-    /* 5 and 69 blocks: an odd last pair, and 69 crosses the 32-block chunks of prefill */
-    static const int64_t cols[] = {32, 5 * 32, 69 * 32};
+    /* 5 and 69 blocks: an odd last pair, and 69 crosses the 32-block chunks of prefill;
+     * for K-quants 1, 8 and 5 super-blocks (an odd count) */
+    static const int64_t cols[] = {32, 5 * 32, 69 * 32, 41 * 32};
     static const int toks[] = {1, 2, 4, 5, 17, 40};
     for (size_t ti = 0; ti < sizeof k_types / sizeof k_types[0]; ti++) {
         const int type = k_types[ti];
         const int blk = ul_type_block_elems(type);
-        for (int ci = 0; ci < 3; ci++) {
+        for (int ci = 0; ci < 4; ci++) {
             int64_t n_cols = cols[ci] < blk ? blk : cols[ci] / blk * blk;
             for (int k = 0; k < 6; k++)
                 for (int pack = 0; pack < 2; pack++) {
@@ -111,11 +113,15 @@ Test(pack, stacked_parts_match_f64_reference_packed_and_not) {
     ul_pool_free(p);
 }
 
-/* On AVX-512 the two quantised types users run most must take the packed path. */
-Test(pack, q4_0_and_q8_0_have_packed_layouts_on_avx512) {
+/* On AVX-512 the quantised types users run most (Q4_0, Q8_0, the K-quant mixes' Q4_K, Q5_K and
+ * Q6_K) must take the packed path. */
+Test(pack, q4_0_q8_0_and_k_quants_have_packed_layouts_on_avx512) {
     cr_assert(ul_cpu_isa() >= UL_ISA_AVX512, "this CPU lacks AVX-512; cannot test that path");
     cr_expect(ul_cpu_pack_kern(UL_TYPE_Q4_0, UL_ISA_AVX512) != NULL);
     cr_expect(ul_cpu_pack_kern(UL_TYPE_Q8_0, UL_ISA_AVX512) != NULL);
+    cr_expect(ul_cpu_pack_kern(UL_TYPE_Q4_K, UL_ISA_AVX512) != NULL);
+    cr_expect(ul_cpu_pack_kern(UL_TYPE_Q5_K, UL_ISA_AVX512) != NULL);
+    cr_expect(ul_cpu_pack_kern(UL_TYPE_Q6_K, UL_ISA_AVX512) != NULL);
     cr_expect(ul_cpu_pack_kern(UL_TYPE_Q4_0, UL_ISA_AVX2) == NULL);
 }
 
@@ -147,11 +153,12 @@ Test(pack, parts_must_agree) {
  * makes one matrix overwrite the next: pack the second slot first, then the first, and
  * both must hold exactly what an owned ul_cpu_mat_init packs. */
 Test(pack, packed_into_one_arena_equals_owned_copies) {
-    static const int types[] = {UL_TYPE_Q4_0, UL_TYPE_Q8_0, UL_TYPE_F16};
+    static const int types[] = {UL_TYPE_Q4_0, UL_TYPE_Q8_0, UL_TYPE_F16,
+                                UL_TYPE_Q4_K, UL_TYPE_Q5_K, UL_TYPE_Q6_K};
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
         const int type = types[ti];
         if (!ul_cpu_pack_kern(type, ul_cpu_isa())) continue;
-        const int64_t n_cols = 5 * 32;
+        const int64_t n_cols = 5 * 32 * (ul_type_block_elems(type) == QKK ? 8 : 1);
         uint8_t *w0 = tk_weights(type, 48, n_cols, 11), *w1 = tk_weights(type, 32, n_cols, 12);
         ul_gguf_tensor_t t0 = {
             .n_dims = 2, .ne = {n_cols, 48, 1, 1}, .type = (uint32_t)type, .data = w0};
