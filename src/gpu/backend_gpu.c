@@ -23,6 +23,7 @@
 #include "engine/sampling.h"
 #include "engine/worker.h"
 #include "gpu/gpu.h"
+#include "gpu/support.h"
 #include "gpu/twin.h"
 #include "model/model.h"
 #include "model/vocab.h"
@@ -363,11 +364,6 @@ static const ul_backend_vtbl_t gpu_vtbl = {
 
 #define ALIGN(n) (((n) + 255) & ~(size_t)255)
 
-static int weight_ok(const ul_gguf_tensor_t *t) {
-    return t && ul_tw_block_bytes((int)t->type) > 0 &&
-           t->ne[0] % ul_tw_block_elems((int)t->type) == 0;
-}
-
 /* Size pass (dst NULL) and copy pass over every weight the forward reads. */
 static int weights(gpu_t *g, uint8_t *dst, size_t *off) {
     const ul_model_t *m = g->m;
@@ -426,33 +422,6 @@ static int weights(gpu_t *g, uint8_t *dst, size_t *off) {
 #undef MAT
 #undef PUT
     return rc;
-}
-
-static int check_model(const ul_model_t *m, char *err, size_t errlen) {
-    const ul_hparams_t *hp = &m->hp;
-    if (!m->layers) return snprintf(err, errlen, "the model has no weights"), UL_EINVAL;
-    if (hp->head_dim > 256 || hp->n_head % hp->n_head_kv)
-        return snprintf(err, errlen, "head_dim %d: the attention kernel takes up to 256",
-                        hp->head_dim),
-               UL_ENOTSUP;
-    if (!weight_ok(m->tok_embd) || !weight_ok(m->output))
-        return snprintf(err, errlen, "embedding/output type %s not supported on CUDA",
-                        ul_type_name((int)m->tok_embd->type)),
-               UL_ENOTSUP;
-    for (int il = 0; il < hp->n_layer; il++) {
-        const ul_layer_t *L = &m->layers[il];
-        if (!L->bq != !L->bk || !L->bq != !L->bv || !L->q_norm != !L->k_norm)
-            return snprintf(err, errlen, "%s: q/k/v biases or q/k norms only in part", hp->arch),
-                   UL_ENOTSUP;
-        const ul_gguf_tensor_t *ts[] = {L->wq,       L->wk,     L->wv,      L->wo,
-                                        L->ffn_gate, L->ffn_up, L->ffn_down};
-        for (size_t i = 0; i < sizeof ts / sizeof *ts; i++)
-            if (!weight_ok(ts[i]))
-                return snprintf(err, errlen, "weight type %s not supported on CUDA",
-                                ul_type_name((int)ts[i]->type)),
-                       UL_ENOTSUP;
-    }
-    return 0;
 }
 
 /* Carves the scratch allocation; dst NULL measures it. */
@@ -567,7 +536,7 @@ int ul_gpu_backend_create(const ul_model_t *m, const ul_gpu_config_t *cfg, ul_ba
     if (!c.n_ctx) c.n_ctx = m->hp.n_ctx_train;
     if (c.page_size < 1 || c.max_batch_tokens < 1 || c.max_batch_tokens > 65535 || c.n_ctx < 1)
         return snprintf(err, errlen, "invalid CUDA backend configuration"), UL_EINVAL;
-    int rc = check_model(m, err, errlen);
+    int rc = ul_gpu_check_model(m, err, errlen); /* before any device call */
     if (rc || (rc = pick_device(c.device, err, errlen))) return rc;
     gpu_t *g = calloc(1, sizeof *g);
     if (!g) return UL_ENOMEM;

@@ -9,6 +9,14 @@
  *   Q4_0  18 B / 32: f16 d, u8 qs[16] (lo nibbles 0..15, hi 16..31)  w = d * (q - 8)
  *   Q4_K 144 B / 256: f16 d, f16 dmin, u8 scales[12] (6-bit scale/min pairs), u8 qs[128]
  *   Q6_K 210 B / 256: u8 ql[128], u8 qh[64], int8 scales[16], f16 d
+ *   Q4_1  20 B / 32: f16 d, f16 m, u8 qs[16]                 w = d * q + m
+ *   Q5_0  22 B / 32: f16 d, u8 qh[4] (fifth bits), u8 qs[16] w = d * (q - 16)
+ *   Q5_1  24 B / 32: f16 d, f16 m, u8 qh[4], u8 qs[16]       w = d * q + m
+ *   Q5_K 176 B / 256: Q4_K's d, dmin, scales, then u8 qh[32] (bit j of byte l: the fifth bit
+ *                     of element 32 j + l), u8 qs[128]
+ *   IQ4_NL 18 B / 32: f16 d, u8 qs[16]: w = d * iq4nl[q] (a 16-level non-linear table)
+ *   IQ4_XS 136 B / 256: f16 d, u16 scales_h, u8 scales_l[4], u8 qs[128]: eight 32-blocks of
+ *                     IQ4_NL with 6-bit scales (minus 32)
  *   F16, BF16 2 B, F32 4 B per element. */
 #ifndef UL_GPU_TWIN_H
 #define UL_GPU_TWIN_H
@@ -28,9 +36,15 @@ enum {
     UL_TW_F32 = 0,
     UL_TW_F16 = 1,
     UL_TW_Q4_0 = 2,
+    UL_TW_Q4_1 = 3,
+    UL_TW_Q5_0 = 6,
+    UL_TW_Q5_1 = 7,
     UL_TW_Q8_0 = 8,
     UL_TW_Q4_K = 12,
+    UL_TW_Q5_K = 13,
     UL_TW_Q6_K = 14,
+    UL_TW_IQ4_NL = 20,
+    UL_TW_IQ4_XS = 23,
     UL_TW_BF16 = 30
 };
 
@@ -61,9 +75,22 @@ UL_HD uint16_t ul_tw_rd16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 
 
 /* Bytes of one row of n elements, and elements per block. */
 UL_HD int ul_tw_block_elems(int type) {
-    return type == UL_TW_Q4_K || type == UL_TW_Q6_K   ? 256
-           : type == UL_TW_Q4_0 || type == UL_TW_Q8_0 ? 32
-                                                      : 1;
+    switch (type) {
+    case UL_TW_Q4_K:
+    case UL_TW_Q5_K:
+    case UL_TW_Q6_K:
+    case UL_TW_IQ4_XS:
+        return 256;
+    case UL_TW_Q4_0:
+    case UL_TW_Q4_1:
+    case UL_TW_Q5_0:
+    case UL_TW_Q5_1:
+    case UL_TW_Q8_0:
+    case UL_TW_IQ4_NL:
+        return 32;
+    default:
+        return 1;
+    }
 }
 UL_HD int ul_tw_block_bytes(int type) {
     switch (type) {
@@ -73,13 +100,24 @@ UL_HD int ul_tw_block_bytes(int type) {
     case UL_TW_BF16:
         return 2;
     case UL_TW_Q4_0:
+    case UL_TW_IQ4_NL:
         return 18;
+    case UL_TW_Q4_1:
+        return 20;
+    case UL_TW_Q5_0:
+        return 22;
+    case UL_TW_Q5_1:
+        return 24;
     case UL_TW_Q8_0:
         return 34;
     case UL_TW_Q4_K:
         return 144;
+    case UL_TW_Q5_K:
+        return 176;
     case UL_TW_Q6_K:
         return 210;
+    case UL_TW_IQ4_XS:
+        return 136;
     default:
         return 0;
     }
@@ -127,6 +165,48 @@ UL_HD float ul_tw_dq_q6_k(const uint8_t *b, int i) {
     return d * (float)sc[l / 16 + 2 * part] * (float)q;
 }
 
+UL_HD float ul_tw_dq_q4_1(const uint8_t *b, int i) {
+    int q = i < 16 ? (b[4 + i] & 15) : (b[4 + i - 16] >> 4);
+    return (float)q * ul_tw_f16(ul_tw_rd16(b)) + ul_tw_f16(ul_tw_rd16(b + 2));
+}
+/* Q5_0 (q5_1 0: offset 16, no min; the CPU adds a zero min too, so -0 becomes +0 alike) and
+ * Q5_1: the nibble plus bit i of the little-endian qh word. */
+UL_HD float ul_tw_dq_q5(const uint8_t *b, int q5_1, int i) {
+    const uint8_t *qh = b + (q5_1 ? 4 : 2), *qs = qh + 4;
+    uint32_t h =
+        (uint32_t)qh[0] | (uint32_t)qh[1] << 8 | (uint32_t)qh[2] << 16 | (uint32_t)qh[3] << 24;
+    int lo = i < 16 ? (qs[i] & 15) : (qs[i - 16] >> 4);
+    int q = (int)(lo | ((h >> i) & 1) << 4) - (q5_1 ? 0 : 16);
+    float m = q5_1 ? ul_tw_f16(ul_tw_rd16(b + 2)) : 0.0f;
+    return (float)q * ul_tw_f16(ul_tw_rd16(b)) + m;
+}
+UL_HD float ul_tw_dq_q5_k(const uint8_t *b, int i) {
+    int j = i / 32;
+    int sc, m;
+    ul_tw_q4k_sm(b + 4, j, &sc, &m);
+    const uint8_t *qh = b + 16, *q = b + 48 + (i / 64) * 32;
+    int v = ((j & 1) ? (q[i % 32] >> 4) : (q[i % 32] & 0xF)) + (((qh[i % 32] >> j) & 1) << 4);
+    float d = ul_tw_f16(ul_tw_rd16(b)), dmin = ul_tw_f16(ul_tw_rd16(b + 2));
+    return d * (float)sc * (float)v - dmin * (float)m;
+}
+/* ggml's kvalues_iq4nl. */
+UL_HD float ul_tw_iq4nl(int q) {
+    const int8_t v[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+    return (float)v[q & 15];
+}
+UL_HD float ul_tw_dq_iq4_nl(const uint8_t *b, int i) {
+    int q = i < 16 ? (b[2 + i] & 15) : (b[2 + i - 16] >> 4);
+    return ul_tw_f16(ul_tw_rd16(b)) * ul_tw_iq4nl(q);
+}
+UL_HD float ul_tw_dq_iq4_xs(const uint8_t *b, int i) {
+    int ib = i / 32, e = i % 32;
+    int sh = ul_tw_rd16(b + 2);
+    int sc = (((b[4 + ib / 2] >> 4 * (ib % 2)) & 0xF) | (((sh >> 2 * ib) & 3) << 4)) - 32;
+    const uint8_t *qs = b + 8 + 16 * ib;
+    int q = e < 16 ? (qs[e] & 15) : (qs[e - 16] >> 4);
+    return ul_tw_f16(ul_tw_rd16(b)) * (float)sc * ul_tw_iq4nl(q);
+}
+
 /* Element k of a row of the given type. */
 UL_HD float ul_tw_dq(int type, const uint8_t *row, int64_t k) {
     switch (type) {
@@ -145,6 +225,18 @@ UL_HD float ul_tw_dq(int type, const uint8_t *row, int64_t k) {
         return ul_tw_dq_q4_k(row + (k / 256) * 144, (int)(k % 256));
     case UL_TW_Q6_K:
         return ul_tw_dq_q6_k(row + (k / 256) * 210, (int)(k % 256));
+    case UL_TW_Q4_1:
+        return ul_tw_dq_q4_1(row + (k / 32) * 20, (int)(k % 32));
+    case UL_TW_Q5_0:
+        return ul_tw_dq_q5(row + (k / 32) * 22, 0, (int)(k % 32));
+    case UL_TW_Q5_1:
+        return ul_tw_dq_q5(row + (k / 32) * 24, 1, (int)(k % 32));
+    case UL_TW_Q5_K:
+        return ul_tw_dq_q5_k(row + (k / 256) * 176, (int)(k % 256));
+    case UL_TW_IQ4_NL:
+        return ul_tw_dq_iq4_nl(row + (k / 32) * 18, (int)(k % 32));
+    case UL_TW_IQ4_XS:
+        return ul_tw_dq_iq4_xs(row + (k / 256) * 136, (int)(k % 256));
     default:
         return NAN;
     }
