@@ -9,6 +9,10 @@
  * its own thread (ids out of pinned memory, ul_sample for non-greedy rows: the same
  * sampler as the CPU backend) and hands it to the loop.
  *
+ * A step the device has not finished within step_timeout_ms is failed by the worker's
+ * watchdog (engine/worker.h): its requests end with an error, later steps fail at once
+ * until the device returns it, and the server keeps answering.
+ *
  * Every CUDA call is checked. A failure while enqueuing, or a device error seen when the
  * step is finished, fails that step (UL_EIO: its requests end with an error) and the
  * next step starts clean; running out of device memory at create is a start-up error. */
@@ -341,6 +345,12 @@ static int gpu_run(ul_backend_t *b, ul_step_t *st) {
 static void gpu_destroy(ul_backend_t *b) {
     gpu_t *g = (gpu_t *)b;
     ul_worker_free(&g->worker);
+    if (ul_worker_orphaned(&g->worker)) {
+        /* the device never returned a step: its host function may still run and touch
+         * g, and synchronising would hang; leave it all to process exit */
+        UL_LOG_ERROR("cuda: device unresponsive at shutdown; its memory is not freed");
+        return;
+    }
     if (g->stream) (void)CU(cudaStreamSynchronize(g->stream));
     if (g->blas) (void)blas_ok(cublasDestroy(g->blas), "cublasDestroy");
     if (g->stream) (void)CU(cudaStreamDestroy(g->stream));
@@ -533,8 +543,10 @@ int ul_gpu_backend_create(const ul_model_t *m, const ul_gpu_config_t *cfg, ul_ba
     ul_gpu_config_t c = cfg ? *cfg : (ul_gpu_config_t){0};
     if (!c.page_size) c.page_size = 16;
     if (!c.max_batch_tokens) c.max_batch_tokens = 512;
+    if (!c.step_timeout_ms) c.step_timeout_ms = 30000;
     if (!c.n_ctx) c.n_ctx = m->hp.n_ctx_train;
-    if (c.page_size < 1 || c.max_batch_tokens < 1 || c.max_batch_tokens > 65535 || c.n_ctx < 1)
+    if (c.page_size < 1 || c.max_batch_tokens < 1 || c.max_batch_tokens > 65535 || c.n_ctx < 1 ||
+        c.step_timeout_ms < 1)
         return snprintf(err, errlen, "invalid CUDA backend configuration"), UL_EINVAL;
     int rc = ul_gpu_check_model(m, err, errlen); /* before any device call */
     if (rc || (rc = pick_device(c.device, err, errlen))) return rc;
@@ -571,7 +583,9 @@ int ul_gpu_backend_create(const ul_model_t *m, const ul_gpu_config_t *cfg, ul_ba
         snprintf(err, errlen, "cannot bind cuBLAS to the stream");
     if (!rc) rc = alloc_all(g, &c, err, errlen);
     g->base.n_pages = g->kv.n_pages;
-    static const ul_worker_ops_t ops = {.step = gpu_step, .max_in_flight = 1};
+    const ul_worker_ops_t ops = {.step = gpu_step,
+                                 .max_in_flight = 1,
+                                 .step_timeout_ns = (int64_t)c.step_timeout_ms * 1000000};
     if (!rc) rc = ul_worker_init(&g->worker, &g->base, &ops, g);
     if (rc) {
         gpu_destroy(&g->base);
