@@ -3,11 +3,12 @@
  * and pinned host buffers hold a step's inputs and outputs. A step runs on the backend
  * worker's thread (engine/worker.h), which only enqueues: H2D copies of token ids,
  * positions and page tables, the forward pass (kernels through gpu.h, cuBLAS for the
- * products of many tokens), greedy argmax on the device, D2H copies of the sampled ids
- * and of the logits rows that need the full sampler, then cudaLaunchHostFunc with
- * ul_worker_job_done, whose only work is to enqueue. The worker then finishes the step on
- * its own thread (ids out of pinned memory, ul_sample for non-greedy rows: the same
- * sampler as the CPU backend) and hands it to the loop.
+ * products of many tokens), sampling on the device (a parallel argmax for plain greedy
+ * rows; the full chain of ul_sample, with per-sequence RNG states, for up to
+ * DEV_SAMPLE_ROWS others), D2H copies of the results (and of the logits of rows past
+ * those slots), then cudaLaunchHostFunc with ul_worker_job_done, whose only work is to
+ * enqueue. The worker then finishes the step on its own thread (results out of pinned
+ * memory, ul_sample for overflow rows) and hands it to the loop.
  *
  * A step the device has not finished within step_timeout_ms is failed by the worker's
  * watchdog (engine/worker.h): its requests end with an error, later steps fail at once
@@ -37,6 +38,11 @@
 
 #define MATVEC_MAX_TOK 8        /* more tokens than this: cuBLAS on dequantised tiles */
 #define TILE_FLOATS (16u << 20) /* 64 MiB of f32 per dequantised tile */
+/* Rows sampled on the device with the full chain per step (the rest on the host, as the
+ * CPU backend does), and the penalty windows and logit biases they may carry in all. */
+#define DEV_SAMPLE_ROWS 32
+#define DEV_HIST_CAP (DEV_SAMPLE_ROWS * 1024)
+#define DEV_BIAS_CAP (DEV_SAMPLE_ROWS * 256)
 
 typedef struct {
     const uint8_t *d; /* device copy, GGUF layout */
@@ -74,8 +80,16 @@ typedef struct {
     int32_t *h_ids;
     float *h_lp, *h_logits; /* [max_tokens], [max_tokens][n_vocab] rows sampled on the host */
     int32_t *out_seq;       /* host: sequence of each output row */
-    int32_t *host_row;      /* host: row of h_logits for out row i, or -1 (device greedy) */
+    int32_t *host_row;      /* host: row of h_logits for out row i, or -1 (on the device) */
+    int32_t *dev_row;       /* host: slot of h_smp for out row i, or -1 */
     int32_t n_out;
+    /* device sampling (sample.cu): pinned inputs/outputs and their device copies, scratch */
+    int32_t n_dev, n_hist, n_bias, dev_rows;
+    ul_tw_sample_t *h_smp, *d_smp;
+    int32_t *h_hist, *d_hist, *h_bias_ids, *d_bias_ids;
+    float *h_bias_vals, *d_bias_vals, *d_pl;
+    int32_t *d_counts;
+    ul_tw_cand_t *d_cand;
     void *smp_scratch; /* ul_sample's, zeroed */
     double t0_us;
 } gpu_t;
@@ -209,6 +223,21 @@ static int output(gpu_t *g, ul_step_t *st) {
         (rc = CU(cudaMemcpyAsync(g->h_lp, g->lp, (size_t)n * sizeof(float), cudaMemcpyDeviceToHost,
                                  g->stream))))
         return rc;
+    if (!rc && g->n_dev > 0 &&
+        (!(rc = CU(cudaMemcpyAsync(g->d_smp, g->h_smp, (size_t)g->n_dev * sizeof *g->h_smp,
+                                   cudaMemcpyHostToDevice, g->stream))) &&
+         !(rc = CU(cudaMemcpyAsync(g->d_hist, g->h_hist, (size_t)g->n_hist * sizeof(int32_t),
+                                   cudaMemcpyHostToDevice, g->stream))) &&
+         !(rc =
+               CU(cudaMemcpyAsync(g->d_bias_ids, g->h_bias_ids, (size_t)g->n_bias * sizeof(int32_t),
+                                  cudaMemcpyHostToDevice, g->stream))) &&
+         !(rc =
+               CU(cudaMemcpyAsync(g->d_bias_vals, g->h_bias_vals, (size_t)g->n_bias * sizeof(float),
+                                  cudaMemcpyHostToDevice, g->stream))) &&
+         !(rc = K(ul_gpu_sample(g->logits, V, g->d_smp, g->n_dev, g->d_hist, g->d_bias_ids,
+                                g->d_bias_vals, g->d_pl, g->d_counts, g->d_cand, g->stream)))))
+        rc = CU(cudaMemcpyAsync(g->h_smp, g->d_smp, (size_t)g->n_dev * sizeof *g->h_smp,
+                                cudaMemcpyDeviceToHost, g->stream));
     for (int32_t i = 0; i < n && !rc; i++)
         if (g->host_row[i] >= 0)
             rc = CU(cudaMemcpyAsync(g->h_logits + (size_t)g->host_row[i] * V,
@@ -228,6 +257,7 @@ static int prepare(gpu_t *g, ul_step_t *st) {
         seq[t] = -1;
     }
     int32_t np = 0, n_out = 0, n_host = 0;
+    g->n_dev = g->n_hist = g->n_bias = 0;
     for (int32_t si = 0; si < st->n_seqs; si++) {
         const ul_step_seq_t *s = &st->seqs[si];
         if (s->n_tokens < 1 || s->tok_offset < 0 || s->tok_offset > T - s->n_tokens ||
@@ -247,8 +277,20 @@ static int prepare(gpu_t *g, ul_step_t *st) {
             pos[t] = s->pos0 + i;
         }
         if (s->sample) {
+            /* greedy rows: the parallel argmax; others: the full chain on the device while
+             * its slots and buffers last, then the host's ul_sample */
             g->out_seq[n_out] = si;
-            g->host_row[n_out++] = device_greedy(s) ? -1 : n_host++;
+            g->host_row[n_out] = g->dev_row[n_out] = -1;
+            if (!device_greedy(s)) {
+                if (g->n_dev < g->dev_rows &&
+                    !ul_gpu_sample_pack(s, n_out, &g->h_smp[g->n_dev], g->h_hist, DEV_HIST_CAP,
+                                        &g->n_hist, g->h_bias_ids, g->h_bias_vals, DEV_BIAS_CAP,
+                                        &g->n_bias))
+                    g->dev_row[n_out] = g->n_dev++;
+                else
+                    g->host_row[n_out] = n_host++;
+            }
+            n_out++;
         }
     }
     for (int32_t t = 0; t < T; t++)
@@ -274,6 +316,8 @@ static void finish(void *ctx, ul_step_t *st) {
         if (g->host_row[i] >= 0) {
             ul_sample(s, g->h_logits + (size_t)g->host_row[i] * g->hp.n_vocab, g->hp.n_vocab,
                       g->smp_scratch);
+        } else if (g->dev_row[i] >= 0) {
+            ul_gpu_sample_unpack(&g->h_smp[g->dev_row[i]], s);
         } else {
             s->out_token = g->h_ids[i];
             s->out_logprob = g->h_lp[i];
@@ -358,9 +402,11 @@ static void gpu_destroy(ul_backend_t *b) {
     (void)CU(cudaFree(g->d_scratch));
     (void)CU(cudaFree(g->kv.kv));
     (void)CU(cudaFreeHost(g->h_in));
+    (void)CU(cudaFreeHost(g->h_smp));
     free(g->layers);
     free(g->out_seq);
     free(g->host_row);
+    free(g->dev_row);
     free(g->smp_scratch);
     free(g);
 }
@@ -459,6 +505,14 @@ static size_t carve(gpu_t *g, uint8_t *base) {
     TAKE(g->ids, T, int32_t);
     /* one block, in prepare()'s pinned order: tokens | pos | tok_seq | page_off | pages */
     TAKE(g->tokens, 4 * T + (size_t)g->max_pages, int32_t);
+    const size_t D = (size_t)g->dev_rows;
+    TAKE(g->d_smp, D, ul_tw_sample_t);
+    TAKE(g->d_hist, (size_t)DEV_HIST_CAP, int32_t);
+    TAKE(g->d_bias_ids, (size_t)DEV_BIAS_CAP, int32_t);
+    TAKE(g->d_bias_vals, (size_t)DEV_BIAS_CAP, float);
+    TAKE(g->d_pl, D * V, float);
+    TAKE(g->d_counts, D * V, int32_t);
+    TAKE(g->d_cand, D * V, ul_tw_cand_t);
 #undef TAKE
     if (base) {
         g->pos = g->tokens + T;
@@ -509,6 +563,21 @@ static int alloc_all(gpu_t *g, const ul_gpu_config_t *c, char *err, size_t errle
     g->h_lp = (float *)(g->h_ids + g->max_tokens);
     g->h_logits = g->h_lp + g->max_tokens;
     carve(g, g->d_scratch);
+    size_t smp_pinned = (size_t)g->dev_rows * sizeof(ul_tw_sample_t) +
+                        (size_t)DEV_HIST_CAP * sizeof(int32_t) +
+                        (size_t)DEV_BIAS_CAP * (sizeof(int32_t) + sizeof(float));
+    if ((e = cudaMallocHost((void **)&g->h_smp, smp_pinned)) != cudaSuccess)
+        return snprintf(err, errlen, "cannot pin %.1f MiB of host memory: %s",
+                        smp_pinned / 1048576.0, cudaGetErrorString(e)),
+               UL_ENOMEM;
+    g->h_hist = (int32_t *)(g->h_smp + g->dev_rows);
+    g->h_bias_ids = g->h_hist + DEV_HIST_CAP;
+    g->h_bias_vals = (float *)(g->h_bias_ids + DEV_BIAS_CAP);
+    /* the sampler's counts start zero and every row leaves them so */
+    if ((e = cudaMemset(g->d_counts, 0,
+                        (size_t)g->dev_rows * (size_t)hp->n_vocab * sizeof(int32_t))) !=
+        cudaSuccess)
+        return snprintf(err, errlen, "cudaMemset: %s", cudaGetErrorString(e)), UL_EIO;
     size_t off = 0;
     if (weights(g, g->d_weights, &off))
         return snprintf(err, errlen, "uploading the weights failed"), UL_EIO;
@@ -573,8 +642,10 @@ int ul_gpu_backend_create(const ul_model_t *m, const ul_gpu_config_t *cfg, ul_ba
     g->layers = calloc((size_t)m->hp.n_layer, sizeof *g->layers);
     g->out_seq = calloc((size_t)g->max_tokens, sizeof *g->out_seq);
     g->host_row = calloc((size_t)g->max_tokens, sizeof *g->host_row);
+    g->dev_row = calloc((size_t)g->max_tokens, sizeof *g->dev_row);
+    g->dev_rows = g->max_tokens < DEV_SAMPLE_ROWS ? g->max_tokens : DEV_SAMPLE_ROWS;
     g->smp_scratch = calloc(1, ul_sample_scratch_size(m->hp.n_vocab));
-    if (!g->layers || !g->out_seq || !g->host_row || !g->smp_scratch) rc = UL_ENOMEM;
+    if (!g->layers || !g->out_seq || !g->host_row || !g->dev_row || !g->smp_scratch) rc = UL_ENOMEM;
     if (!rc && (rc = CU(cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking))))
         snprintf(err, errlen, "cannot create a CUDA stream");
     if (!rc && (rc = blas_ok(cublasCreate(&g->blas), "cublasCreate")))

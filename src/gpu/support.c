@@ -63,3 +63,54 @@ int ul_gpu_check_model(const ul_model_t *m, char *err, size_t errlen) {
     }
     return 0;
 }
+
+int ul_gpu_sample_pack(const ul_step_seq_t *seq, int32_t row, ul_tw_sample_t *out, int32_t *hist,
+                       int32_t hist_cap, int32_t *n_hist, int32_t *bias_ids, float *bias_vals,
+                       int32_t bias_cap, int32_t *n_bias) {
+    const ul_sampling_t *sp = &seq->sampling;
+    /* engine/sampling.c's penalties_active and window */
+    int32_t w = 0;
+    if (sp->repeat_last_n != 0 && seq->history && seq->n_history > 0 &&
+        (sp->repeat_penalty != 1.0f || sp->frequency_penalty != 0.0f ||
+         sp->presence_penalty != 0.0f))
+        w = sp->repeat_last_n < 0 || sp->repeat_last_n > seq->n_history ? seq->n_history
+                                                                        : sp->repeat_last_n;
+    int32_t nb = sp->logit_bias && sp->n_logit_bias > 0 ? sp->n_logit_bias : 0;
+    if (w > hist_cap - *n_hist || nb > bias_cap - *n_bias) return UL_E2BIG;
+    memset(out, 0, sizeof *out);
+    out->row = row;
+    out->temperature = sp->temperature;
+    out->top_p = sp->top_p;
+    out->min_p = sp->min_p;
+    out->top_k = sp->top_k;
+    out->repeat_penalty = sp->repeat_penalty;
+    out->frequency_penalty = sp->frequency_penalty;
+    out->presence_penalty = sp->presence_penalty;
+    out->n_logprobs = sp->n_logprobs;
+    out->rng[0] = seq->rng[0];
+    out->rng[1] = seq->rng[1];
+    out->hist_off = *n_hist;
+    out->n_hist = w;
+    if (w) memcpy(hist + *n_hist, seq->history + (seq->n_history - w), (size_t)w * sizeof *hist);
+    *n_hist += w;
+    out->bias_off = *n_bias;
+    out->n_bias = nb;
+    for (int32_t i = 0; i < nb; i++) {
+        bias_ids[*n_bias + i] = sp->logit_bias[i].id;
+        bias_vals[*n_bias + i] = sp->logit_bias[i].bias;
+    }
+    *n_bias += nb;
+    return 0;
+}
+
+void ul_gpu_sample_unpack(const ul_tw_sample_t *s, ul_step_seq_t *seq) {
+    seq->out_token = s->token;
+    seq->out_logprob = s->logprob;
+    seq->out_n_top = s->n_top;
+    for (int32_t i = 0; i < s->n_top && i < UL_MAX_LOGPROBS; i++) {
+        seq->out_top_ids[i] = s->top_ids[i];
+        seq->out_top_logprobs[i] = s->top_lp[i];
+    }
+    seq->rng[0] = s->rng[0];
+    seq->rng[1] = s->rng[1];
+}
