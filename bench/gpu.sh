@@ -5,6 +5,8 @@
 # runtime), and the serving load of bench/serve.sh (bench/serve_load.py, N streaming
 # clients) on the same server. Medians of $RUNS runs.
 # Model: $GPU_MODEL, else bench/work/small-q4_0.gguf as bench/serve.sh makes it.
+# Also decode with the full device sampler (temperature, top-k, top-p, penalties) and with
+# CUDA graphs off (UVLLM_CUDA_GRAPHS=0), interleaved run by run with the greedy decode.
 # Device: $GPU_DEVICE (default 0). Writes the "gpu" section of RESULTS.md only when a
 # device ran the benchmark; without one it says so and exits 1, claiming nothing.
 set -euo pipefail
@@ -49,21 +51,26 @@ read -r _ WEIGHT_BYTES <<<"$(python3 "$BENCH_DIR/gguf_bytes.py" "$MODEL")"
 
 start() {
     PORT=$(free_port)
-    "$UVLLM_BIN" serve --backend cuda --device "$DEVICE" --model "$MODEL" --host 127.0.0.1 \
+    UVLLM_CUDA_GRAPHS="${1:-1}" "$UVLLM_BIN" serve --backend cuda --device "$DEVICE" --model "$MODEL" --host 127.0.0.1 \
         --port "$PORT" --log-level warn --ctx-size 2048 >"$D/server.log" 2>&1 &
     pids+=($!)
     wait_http "$PORT" /health 120 || die "uvllm --backend cuda did not start (see $D/server.log)"
 }
 
-# one_request PROMPT_WORDS MAX_TOKENS: prints "prompt_tokens prefill_s n_gen decode_s" from
-# one streaming greedy request (prefill = time to the first token).
+# one_request PROMPT_WORDS MAX_TOKENS [sampled]: prints "prompt_tokens prefill_s n_gen
+# decode_s" from one streaming request, greedy or (sampled) with every sampler stage on
+# (prefill = time to the first token).
 one_request() {
-    python3 - "$PORT" "$1" "$2" <<'EOF'
+    python3 - "$PORT" "$1" "$2" "${3:-greedy}" <<'EOF'
 import http.client, json, sys, time
 port, words, n = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
-body = json.dumps({"prompt": " ".join(["the quick brown fox"] * (words // 4)), "max_tokens": n,
-                   "temperature": 0, "ignore_eos": True, "stream": True,
-                   "stream_options": {"include_usage": True}})
+req = {"prompt": " ".join(["the quick brown fox"] * (words // 4)), "max_tokens": n,
+       "temperature": 0, "ignore_eos": True, "stream": True,
+       "stream_options": {"include_usage": True}}
+if sys.argv[4] == "sampled":
+    req.update(temperature=0.8, top_k=40, top_p=0.9, frequency_penalty=0.5,
+               presence_penalty=0.3, seed=1)
+body = json.dumps(req)
 c = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
 t0 = time.monotonic()
 c.request("POST", "/v1/completions", body, {"Content-Type": "application/json"})
@@ -93,8 +100,21 @@ for ((r = 1; r <= RUNS; r++)); do
     tps=$(awk -v a="$ng" -v b="$dt" 'BEGIN{printf "%.1f", a/b}')
     V[decode]="${V[decode]:-} $tps"
     V[bw]="${V[bw]:-} $(awk -v t="$tps" -v w="$WEIGHT_BYTES" 'BEGIN{printf "%.1f", t*w/1e9}')"
-    echo "gpu: run $r: prefill ${V[prefill]##* } tok/s, decode $tps tok/s" >&2
+    read -r _ _ ng dt <<<"$(one_request 16 256 sampled)"
+    V[sampled]="${V[sampled]:-} $(awk -v a="$ng" -v b="$dt" 'BEGIN{printf "%.1f", a/b}')"
+    echo "gpu: run $r: prefill ${V[prefill]##* } tok/s, decode $tps tok/s," \
+        "sampled decode ${V[sampled]##* } tok/s" >&2
 done
+# graphs off: a second server, decode only (the serving load below runs with graphs on)
+kill "${pids[-1]}" 2>/dev/null || true; wait "${pids[-1]}" 2>/dev/null || true
+start 0
+for ((r = 1; r <= RUNS; r++)); do
+    read -r _ _ ng dt <<<"$(one_request 16 256)"
+    V[nograph]="${V[nograph]:-} $(awk -v a="$ng" -v b="$dt" 'BEGIN{printf "%.1f", a/b}')"
+    echo "gpu: run $r: decode without graphs ${V[nograph]##* } tok/s" >&2
+done
+kill "${pids[-1]}" 2>/dev/null || true; wait "${pids[-1]}" 2>/dev/null || true
+start
 for n in $NS; do
     for ((r = 1; r <= RUNS; r++)); do
         out=$(python3 "$BENCH_DIR/serve_load.py" --port "$PORT" -n "$n" --rounds 2 \
@@ -116,10 +136,10 @@ sec="$D/section.md"
     echo "- machine: $(machine_line); device $DEVICE: $GPU_NAME, peak $PEAK_GBS GB/s"
     echo "- uvllm: $(uvllm_commit); model $(basename "$MODEL") ($WEIGHT_BYTES weight bytes); $RUNS runs, medians"
     echo
-    echo "| prefill tok/s (512-word prompt) | decode tok/s (1 stream) | achieved GB/s | of peak |"
-    echo "| ---: | ---: | ---: | ---: |"
+    echo "| prefill tok/s (512-word prompt) | decode tok/s (1 stream) | achieved GB/s | of peak | decode, device sampler | decode, no graphs |"
+    echo "| ---: | ---: | ---: | ---: | ---: | ---: |"
     # shellcheck disable=SC2086
-    echo "| $(median ${V[prefill]}) | $(median ${V[decode]}) | $bw | $(awk -v a="$bw" -v b="$PEAK_GBS" 'BEGIN{printf "%.0f%%", 100*a/b}') |"
+    echo "| $(median ${V[prefill]}) | $(median ${V[decode]}) | $bw | $(awk -v a="$bw" -v b="$PEAK_GBS" 'BEGIN{printf "%.0f%%", 100*a/b}') | $(median ${V[sampled]}) | $(median ${V[nograph]}) |"
     echo
     echo "| N | TTFT p50 s | ITL p50 s | ITL p99 s | tokens/s | errors per run |"
     echo "| ---: | ---: | ---: | ---: | ---: | --- |"

@@ -205,6 +205,7 @@ typedef struct ul_gpu_config_s {
     int32_t page_size;        /* tokens per page, default 16 */
     int64_t kv_bytes;         /* KV pool budget; 0 = half the device memory left */
     int32_t max_batch_tokens; /* largest step, default 512 */
+    int32_t step_timeout_ms;  /* a step not done by then fails (UL_ETIMEDOUT); default 30000 */
 } ul_gpu_config_t;
 
 int ul_gpu_backend_create(const ul_model_t *m, const ul_gpu_config_t *cfg, ul_backend_t **out,

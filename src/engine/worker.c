@@ -3,6 +3,8 @@
  * (cpu, gpu) never sees libuv. */
 #include "engine/worker.h"
 
+#include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "base/bridge.h"
@@ -11,6 +13,89 @@
 
 static int idle(const ul_worker_t *w) {
     return ul_queue_empty(&w->queue) && ul_queue_empty(&w->finishing);
+}
+
+static int64_t mono_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* The oldest pending step's deadline, or 0 when nothing is watched; mu held. */
+static int64_t deadline(const ul_worker_t *w) {
+    if (w->ops.step_timeout_ns <= 0 || w->n_pend == 0) return 0;
+    return w->pend[0].t0_ns + w->ops.step_timeout_ns;
+}
+
+static int expired(const ul_worker_t *w) {
+    int64_t d = deadline(w);
+    return d && mono_ns() >= d;
+}
+
+/* Waits on cv, at most until the watchdog's deadline (or until abs_ns when non-zero and
+ * earlier); mu held. Returns non-zero on a timeout. */
+static int wait_cv(ul_worker_t *w, int64_t abs_ns) {
+    int64_t d = deadline(w);
+    if (abs_ns && (!d || abs_ns < d)) d = abs_ns;
+    if (!d) return pthread_cond_wait(&w->cv, &w->mu), 0;
+    struct timespec ts = {.tv_sec = (time_t)(d / 1000000000), .tv_nsec = (long)(d % 1000000000)};
+    return pthread_cond_timedwait(&w->cv, &w->mu, &ts) != 0;
+}
+
+/* Remembers an asynchronous step for the watchdog; mu held. Without memory the step is
+ * simply not watched. */
+static void watch(ul_worker_t *w, ul_step_t *step) {
+    if (w->ops.step_timeout_ns <= 0) return;
+    if (w->n_pend == w->cap_pend) {
+        int32_t cap = w->cap_pend ? 2 * w->cap_pend : 8;
+        ul_worker_pend_t *p = realloc(w->pend, (size_t)cap * sizeof *p);
+        if (!p) return;
+        w->pend = p;
+        w->cap_pend = cap;
+    }
+    w->pend[w->n_pend++] = (ul_worker_pend_t){step, mono_ns()};
+}
+
+/* Forgets a pending step whose job came back; returns 0 if it was not pending; mu held. */
+static int unwatch(ul_worker_t *w, const ul_step_t *step) {
+    for (int32_t i = 0; i < w->n_pend; i++)
+        if (w->pend[i].step == step) {
+            memmove(&w->pend[i], &w->pend[i + 1], (size_t)(w->n_pend - i - 1) * sizeof *w->pend);
+            w->n_pend--;
+            return 1;
+        }
+    return 0;
+}
+
+/* The watchdog fired: every pending step fails (the oldest did not finish in time; the rest
+ * wait behind it on the device) and their jobs become lost. mu held, released while
+ * posting. */
+static void time_out_pending(ul_worker_t *w) {
+    int32_t n = w->n_pend;
+    ul_worker_pend_t stack[8], *v = n <= 8 ? stack : malloc((size_t)n * sizeof *v);
+    if (!v) { /* keep going without the copy: post one at a time */
+        n = 1;
+        v = stack;
+    }
+    memcpy(v, w->pend, (size_t)n * sizeof *v);
+    memmove(w->pend, w->pend + n, (size_t)(w->n_pend - n) * sizeof *w->pend);
+    w->n_pend -= n;
+    w->n_lost += n;
+    w->n_timed_out += n;
+    int64_t now = mono_ns();
+    pthread_mutex_unlock(&w->mu);
+    for (int32_t i = 0; i < n; i++) {
+        ul_step_t *st = v[i].step;
+        UL_LOG_ERROR("%s: step of %d tokens did not complete within %.1f s: failing its "
+                     "requests (device unresponsive)",
+                     w->backend->vt ? w->backend->vt->name : "backend", st->n_tokens,
+                     (double)(now - v[i].t0_ns) / 1e9);
+        st->status = UL_ETIMEDOUT;
+        st->compute_us = (double)(now - v[i].t0_ns) / 1e3;
+        ul_worker_complete(w, st);
+    }
+    if (v != stack) free(v);
+    pthread_mutex_lock(&w->mu);
 }
 
 /* Waits for a step, a job to finish or stop, with the idle hook after ops.idle_after_ns; mu held.
@@ -22,14 +107,15 @@ static void wait_for_step(ul_worker_t *w) {
         int64_t ns = (int64_t)ts.tv_nsec + w->ops.idle_after_ns;
         ts.tv_sec += (time_t)(ns / 1000000000L);
         ts.tv_nsec = (long)(ns % 1000000000L);
-        while (!w->stop && idle(w))
-            if (pthread_cond_timedwait(&w->cv, &w->mu, &ts)) break;
-        if (w->stop || !idle(w)) return;
+        int64_t until = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+        while (!w->stop && idle(w) && !expired(w))
+            if (wait_cv(w, until) && mono_ns() >= until) break;
+        if (w->stop || !idle(w) || expired(w)) return;
         pthread_mutex_unlock(&w->mu);
         w->ops.idle(w->ctx);
         pthread_mutex_lock(&w->mu);
     }
-    while (!w->stop && idle(w)) pthread_cond_wait(&w->cv, &w->mu);
+    while (!w->stop && idle(w) && !expired(w)) wait_cv(w, 0);
 }
 
 static void *run(void *arg) {
@@ -47,26 +133,47 @@ static void *run(void *arg) {
             pthread_mutex_lock(&w->mu);
             continue;
         }
+        if (expired(w)) {
+            time_out_pending(w);
+            continue;
+        }
         if (!w->stop && idle(w)) wait_for_step(w);
+        if (expired(w)) continue;
         if (!w->stop && w->ops.max_in_flight > 0 && w->in_flight >= w->ops.max_in_flight &&
             ul_queue_empty(&w->finishing)) {
-            pthread_cond_wait(&w->cv, &w->mu); /* woken by a completion or a finish job */
+            wait_cv(w, 0); /* woken by a completion, a finish job or the watchdog */
             continue;
         }
         if (!ul_queue_empty(&w->finishing)) continue;
         /* stop: steps in flight finish; queued ones are dropped, never posted */
         if (w->stop) {
             if (w->in_flight == 0) break;
-            pthread_cond_wait(&w->cv, &w->mu); /* a pending job may still need finishing */
+            wait_cv(w, 0); /* a pending job may still need finishing, or time out */
             continue;
         }
         ul_queue_t *q = ul_queue_head(&w->queue);
         ul_queue_remove(q);
         w->in_flight++;
-        pthread_mutex_unlock(&w->mu);
         ul_step_t *step = UL_QUEUE_DATA(q, ul_step_t, node);
-        if (w->ops.step(w->ctx, step) == UL_WORKER_DONE) ul_worker_complete(w, step);
+        if (w->n_lost > 0) { /* the device still holds timed-out work: refuse at once */
+            pthread_mutex_unlock(&w->mu);
+            step->status = UL_ETIMEDOUT;
+            step->compute_us = 0;
+            ul_worker_complete(w, step);
+            pthread_mutex_lock(&w->mu);
+            continue;
+        }
+        /* watched from before the launch: its job may come back before ops.step returns */
+        watch(w, step);
+        pthread_mutex_unlock(&w->mu);
+        int r = w->ops.step(w->ctx, step);
         pthread_mutex_lock(&w->mu);
+        if (r == UL_WORKER_DONE) {
+            unwatch(w, step);
+            pthread_mutex_unlock(&w->mu);
+            ul_worker_complete(w, step);
+            pthread_mutex_lock(&w->mu);
+        }
     }
     pthread_mutex_unlock(&w->mu);
     return NULL;
@@ -81,8 +188,8 @@ int ul_worker_init(ul_worker_t *w, ul_backend_t *backend, const ul_worker_ops_t 
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* the idle timeout ignores clock jumps */
     pthread_cond_init(&w->cv, &ca);
+    pthread_cond_init(&w->drain, &ca); /* stop's bounded wait for lost jobs */
     pthread_condattr_destroy(&ca);
-    pthread_cond_init(&w->drain, NULL);
     if (pthread_create(&w->thread, NULL, run, w)) {
         pthread_cond_destroy(&w->drain);
         pthread_cond_destroy(&w->cv);
@@ -121,6 +228,16 @@ void ul_worker_job_done(void *arg) {
     ul_worker_job_t *job = arg;
     ul_worker_t *w = job->w;
     pthread_mutex_lock(&w->mu);
+    if (!unwatch(w, job->step) && w->n_lost > 0) {
+        /* a timed-out step's job, late: its step went back to the loop failed and may be
+         * reused already; drop it untouched */
+        if (--w->n_lost == 0)
+            UL_LOG_WARN("%s: the device returned every timed-out step; steps run again",
+                        w->backend->vt ? w->backend->vt->name : "backend");
+        pthread_cond_broadcast(&w->drain); /* stop may wait for lost jobs */
+        pthread_mutex_unlock(&w->mu);
+        return;
+    }
     ul_queue_insert_tail(&w->finishing, &job->node);
     pthread_cond_signal(&w->cv);
     pthread_mutex_unlock(&w->mu);
@@ -139,15 +256,47 @@ void ul_worker_stop(ul_worker_t *w) {
     pthread_join(w->thread, NULL);
     pthread_mutex_lock(&w->mu);
     while (w->in_flight > 0) pthread_cond_wait(&w->drain, &w->mu);
+    /* lost jobs may still call back into the worker: give them one more bound */
+    if (w->n_lost > 0) {
+        int64_t until = mono_ns() + w->ops.step_timeout_ns;
+        struct timespec ts = {.tv_sec = (time_t)(until / 1000000000),
+                              .tv_nsec = (long)(until % 1000000000)};
+        while (w->n_lost > 0)
+            if (pthread_cond_timedwait(&w->drain, &w->mu, &ts)) break;
+        if (w->n_lost > 0) {
+            UL_LOG_ERROR("%s: the device never returned %d timed-out steps; leaving them",
+                         w->backend->vt ? w->backend->vt->name : "backend", (int)w->n_lost);
+            w->orphaned = 1;
+        }
+    }
     w->stop = 2;
     pthread_mutex_unlock(&w->mu);
+}
+
+int ul_worker_orphaned(ul_worker_t *w) {
+    if (!w->started) return w->orphaned; /* freed: read by the owner's thread only */
+    pthread_mutex_lock(&w->mu);
+    int o = w->orphaned;
+    pthread_mutex_unlock(&w->mu);
+    return o;
+}
+
+int64_t ul_worker_timed_out(ul_worker_t *w) {
+    pthread_mutex_lock(&w->mu);
+    int64_t n = w->n_timed_out;
+    pthread_mutex_unlock(&w->mu);
+    return n;
 }
 
 void ul_worker_free(ul_worker_t *w) {
     if (!w->started) return;
     ul_worker_stop(w);
-    pthread_cond_destroy(&w->drain);
-    pthread_cond_destroy(&w->cv);
-    pthread_mutex_destroy(&w->mu);
+    free(w->pend);
+    w->pend = NULL;
+    if (!w->orphaned) { /* else a late callback may still lock mu */
+        pthread_cond_destroy(&w->drain);
+        pthread_cond_destroy(&w->cv);
+        pthread_mutex_destroy(&w->mu);
+    }
     w->started = 0;
 }

@@ -16,6 +16,15 @@
  * the worker thread (the cpu backend parks its spinning pool there); the worker then waits
  * without a timeout until the next step or ul_worker_stop.
  *
+ * Watchdog (asynchronous steps, ops.step_timeout_ns > 0): a step whose job has not come
+ * back within the bound after ops.step returned UL_WORKER_PENDING is failed with
+ * UL_ETIMEDOUT, and so is every other step still pending (they queue behind it on the
+ * device), so their requests end with an error instead of waiting forever. The device
+ * still owns those jobs: until every one of them has called ul_worker_job_done (late: it
+ * is then dropped, its finish never runs and its step is not touched) the worker is "lost"
+ * and fails each new step at once with UL_ETIMEDOUT without calling ops.step; the last
+ * late callback ends that and steps run again. Synchronous steps are not watched.
+ *
  * Threads: ul_worker_submit from the loop thread; ul_worker_complete and
  * ul_worker_job_done from any thread;
  * ul_worker_stop / ul_worker_free from the thread that owns the backend (never from the
@@ -44,7 +53,15 @@ typedef struct ul_worker_ops_s {
      * pinned buffers hold one step sets 1, and the next step waits for the previous one's
      * completion, not for its submission. */
     int32_t max_in_flight;
+    /* Asynchronous steps not completed this long after ops.step fail (the watchdog, above);
+     * 0 = wait forever. */
+    int64_t step_timeout_ns;
 } ul_worker_ops_t;
+
+typedef struct ul_worker_pend_s {
+    ul_step_t *step;
+    int64_t t0_ns; /* CLOCK_MONOTONIC when ops.step returned UL_WORKER_PENDING */
+} ul_worker_pend_t;
 
 struct ul_worker_s {
     ul_backend_t *backend; /* completions go to backend->bridge, read at completion time */
@@ -59,6 +76,12 @@ struct ul_worker_s {
     int32_t in_flight;    /* handed to ops.step, not yet completed; guarded by mu */
     int stop;             /* guarded by mu */
     int started;
+    /* the watchdog's, guarded by mu: pending asynchronous steps, oldest first */
+    ul_worker_pend_t *pend;
+    int32_t n_pend, cap_pend;
+    int32_t n_lost;      /* jobs of timed-out steps the device has not called back yet */
+    int64_t n_timed_out; /* steps failed by the watchdog, ever */
+    int orphaned;        /* stop gave up on lost jobs: the worker's memory must stay valid */
 };
 
 /* Starts the thread. On failure (UL_ENOMEM) nothing is left to free. */
@@ -87,10 +110,18 @@ typedef struct ul_worker_job_s {
 
 void ul_worker_job_done(void *job);
 /* Stops taking steps: the step in the worker's hands finishes (and for asynchronous
- * backends every pending step completes) before this returns; queued steps are dropped,
- * never posted. Idempotent. */
+ * backends every pending step completes, or times out) before this returns; queued steps
+ * are dropped, never posted. Jobs of timed-out steps are waited for up to one more
+ * step_timeout_ns; if the device still holds some, the worker is orphaned (below).
+ * Idempotent. */
 void ul_worker_stop(ul_worker_t *w);
-/* ul_worker_stop, then releases the thread and locks. */
+/* Non-zero once stop has given up on jobs the device never returned: a late
+ * ul_worker_job_done may still touch the worker, so its owner must not free it (nor the
+ * jobs): it leaks them, which is all that is left to do with an unresponsive device. */
+int ul_worker_orphaned(ul_worker_t *w);
+/* Steps the watchdog has failed so far (any thread). */
+int64_t ul_worker_timed_out(ul_worker_t *w);
+/* ul_worker_stop, then releases the thread and locks (the locks stay when orphaned). */
 void ul_worker_free(ul_worker_t *w);
 
 #endif

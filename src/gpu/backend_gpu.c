@@ -1,13 +1,25 @@
 /* The CUDA backend behind include/uvllm/backend.h. At create: the model's weights are
  * uploaded once into one device allocation, the KV pool and the scratch into two more,
- * and pinned host buffers hold a step's inputs and outputs. A step runs on the backend
- * worker's thread (engine/worker.h), which only enqueues: H2D copies of token ids,
- * positions and page tables, the forward pass (kernels through gpu.h, cuBLAS for the
- * products of many tokens), greedy argmax on the device, D2H copies of the sampled ids
- * and of the logits rows that need the full sampler, then cudaLaunchHostFunc with
- * ul_worker_job_done, whose only work is to enqueue. The worker then finishes the step on
- * its own thread (ids out of pinned memory, ul_sample for non-greedy rows: the same
- * sampler as the CPU backend) and hands it to the loop.
+ * and two slots of pinned host buffers hold steps' inputs and outputs. A step runs on the
+ * backend worker's thread (engine/worker.h), which only enqueues, by overlap.h's plan:
+ * the step's inputs (token ids, positions, page tables, output rows, sampling rows) into
+ * its slot (n % 2), copied on a copy stream while the previous step may still compute,
+ * events ordering the copy stream, the compute stream and the host; then on the compute
+ * stream the forward pass (kernels through gpu.h, cuBLAS for the products of many
+ * tokens), sampling on the device (a parallel argmax for plain greedy rows; the full
+ * chain of ul_sample, with per-sequence RNG states, for up to DEV_SAMPLE_ROWS others),
+ * D2H copies of the results (and of the logits of rows past those), then
+ * cudaLaunchHostFunc with ul_worker_job_done, whose only work is to enqueue. Up to two
+ * steps are in flight. The worker finishes a step on its own thread (results out of its
+ * slot, ul_sample for overflow rows) and hands it to the loop.
+ *
+ * Decode steps (one token per sequence) sampled wholly on the device replay a CUDA graph
+ * of their shape (graphs.h: captured on first use, eager when capture or replay fails;
+ * UVLLM_CUDA_GRAPHS=0 turns graphs off).
+ *
+ * A step the device has not finished within step_timeout_ms is failed by the worker's
+ * watchdog (engine/worker.h): its requests end with an error, later steps fail at once
+ * until the device returns it, and the server keeps answering.
  *
  * Every CUDA call is checked. A failure while enqueuing, or a device error seen when the
  * step is finished, fails that step (UL_EIO: its requests end with an error) and the
@@ -23,6 +35,9 @@
 #include "engine/sampling.h"
 #include "engine/worker.h"
 #include "gpu/gpu.h"
+#include "gpu/graphs.h"
+#include "gpu/overlap.h"
+#include "gpu/support.h"
 #include "gpu/twin.h"
 #include "model/model.h"
 #include "model/vocab.h"
@@ -32,6 +47,11 @@
 
 #define MATVEC_MAX_TOK 8        /* more tokens than this: cuBLAS on dequantised tiles */
 #define TILE_FLOATS (16u << 20) /* 64 MiB of f32 per dequantised tile */
+/* Rows sampled on the device with the full chain per step (the rest on the host, as the
+ * CPU backend does), and the penalty windows and logit biases they may carry in all. */
+#define DEV_SAMPLE_ROWS 32
+#define DEV_HIST_CAP (DEV_SAMPLE_ROWS * 1024)
+#define DEV_BIAS_CAP (DEV_SAMPLE_ROWS * 256)
 
 typedef struct {
     const uint8_t *d; /* device copy, GGUF layout */
@@ -46,34 +66,63 @@ typedef struct {
     const float *q_norm, *k_norm;      /* qwen3's per-head norms, or NULL */
 } dlayer_t;
 
+typedef struct gpu_s gpu_t;
+
+/* One step's inputs and host side; two of them: step n uses slot n % 2 (overlap.h), so its
+ * inputs are filled and copied while step n - 1 computes. */
 typedef struct {
+    gpu_t *g;
+    /* pinned, one block: tokens | pos | tok_seq | page_off | out_rows [max_tokens] each,
+     * then pages [max_pages]; and its device copy */
+    int32_t *h_in, *d_in;
+    int32_t n_pages, n_tokens;
+    int decode; /* every sequence brings one token: a shape worth a CUDA graph */
+    /* device sampling (sample.cu): pinned inputs/outputs and their device copies */
+    ul_tw_sample_t *h_smp, *d_smp;
+    int32_t *h_hist, *d_hist, *h_bias_ids, *d_bias_ids;
+    float *h_bias_vals, *d_bias_vals;
+    int32_t n_dev, n_hist, n_bias;
+    /* pinned outputs: [max_tokens], [max_tokens][n_vocab] rows sampled on the host */
+    int32_t *h_ids;
+    float *h_lp, *h_logits;
+    int32_t *out_seq;  /* host: sequence of each output row */
+    int32_t *host_row; /* host: row of h_logits for out row i, or -1 */
+    int32_t *dev_row;  /* host: index in h_smp for out row i, or -1 (-1 both: argmax) */
+    int32_t n_out, n_host;
+    ul_worker_job_t job;
+    double t0_us;
+} slot_t;
+
+struct gpu_s {
     ul_backend_t base;
     ul_worker_t worker;
-    ul_worker_job_t job; /* the step in flight (max_in_flight 1) */
     const ul_model_t *m;
     ul_hparams_t hp;
     int device;
     int32_t max_tokens, q_dim, kv_dim, max_pages; /* max_pages: page-table entries per step */
-    cudaStream_t stream;
+    cudaStream_t stream, copy;                    /* compute; step inputs (overlap.h) */
+    cudaEvent_t ev[UL_OV_N_EVENTS];
     cublasHandle_t blas;
     void *d_weights, *d_scratch;
     ul_gpu_kv_t kv;
     dlayer_t *layers;
     dmat_t tok_embd, output;
     const float *output_norm, *rope_freqs;
-    /* scratch (device) */
+    /* scratch (device), shared by the slots: the compute stream orders its users */
     float *x, *xb, *xo, *q, *k, *v, *att, *hb, *hb2, *logits, *tile, *lp;
-    int32_t *tokens, *pos, *tok_seq, *pages, *page_off, *ids;
-    /* pinned host: inputs [max_tokens] (pages [max_pages]), outputs */
-    int32_t *h_in; /* tokens | pos | tok_seq | page_off | pages, one copy */
-    int32_t *h_ids;
-    float *h_lp, *h_logits; /* [max_tokens], [max_tokens][n_vocab] rows sampled on the host */
-    int32_t *out_seq;       /* host: sequence of each output row */
-    int32_t *host_row;      /* host: row of h_logits for out row i, or -1 (device greedy) */
-    int32_t n_out;
+    int32_t *ids;
+    float *d_pl;
+    int32_t *d_counts;
+    ul_tw_cand_t *d_cand;
+    /* the device inputs of the step being enqueued (its slot's d_in) */
+    int32_t *tokens, *pos, *tok_seq, *pages, *page_off, *out_rows;
+    slot_t slots[UL_OV_SLOTS];
+    int64_t n_steps; /* enqueued so far: the next one's plan and slot */
+    int32_t dev_rows;
+    ul_gc_t graphs;
+    int graphs_off;    /* UVLLM_CUDA_GRAPHS=0 */
     void *smp_scratch; /* ul_sample's, zeroed */
-    double t0_us;
-} gpu_t;
+};
 
 static double now_us(void) {
     struct timespec ts;
@@ -186,43 +235,50 @@ static int device_greedy(const ul_step_seq_t *s) {
            !(sp->n_logit_bias > 0 && sp->logit_bias) && !sp->filter;
 }
 
-static int output(gpu_t *g, ul_step_t *st) {
-    const int32_t E = g->hp.n_embd, V = g->hp.n_vocab, n = g->n_out;
-    int rc = 0;
-    for (int32_t i = 0; i < n && !rc; i++) {
-        const ul_step_seq_t *s = &st->seqs[g->out_seq[i]];
-        int32_t row = s->tok_offset + s->n_tokens - 1;
-        rc = CU(cudaMemcpyAsync(g->xo + (size_t)i * E, g->x + (size_t)row * E,
-                                (size_t)E * sizeof(float), cudaMemcpyDeviceToDevice, g->stream));
-    }
-    if (rc ||
+/* The last hidden row of each sampled sequence (gathered by out_rows), the logits, and
+ * sampling: the parallel argmax for every row, the full chain for device rows; results
+ * into the slot's pinned outputs. Only launches and copies of fixed shape: capturable. */
+static int output(gpu_t *g, slot_t *sl) {
+    const int32_t E = g->hp.n_embd, V = g->hp.n_vocab, n = sl->n_out;
+    int rc;
+    if ((rc = K(ul_gpu_dequant_rows(UL_TW_F32, g->x, E, g->out_rows, 0, n, g->xo, g->stream))) ||
         (rc = K(ul_gpu_rmsnorm(g->xo, g->output_norm, n, E, g->hp.rms_eps, g->xb, g->stream))) ||
         (rc = matmul(g, &g->output, g->xb, n, g->logits)) ||
         (rc = K(ul_gpu_argmax(g->logits, n, V, g->ids, g->lp, g->stream))) ||
-        (rc = CU(cudaMemcpyAsync(g->h_ids, g->ids, (size_t)n * sizeof(int32_t),
+        (rc = CU(cudaMemcpyAsync(sl->h_ids, g->ids, (size_t)n * sizeof(int32_t),
                                  cudaMemcpyDeviceToHost, g->stream))) ||
-        (rc = CU(cudaMemcpyAsync(g->h_lp, g->lp, (size_t)n * sizeof(float), cudaMemcpyDeviceToHost,
+        (rc = CU(cudaMemcpyAsync(sl->h_lp, g->lp, (size_t)n * sizeof(float), cudaMemcpyDeviceToHost,
                                  g->stream))))
         return rc;
+    if (sl->n_dev > 0 &&
+        ((rc = K(ul_gpu_sample(g->logits, V, sl->d_smp, sl->n_dev, sl->d_hist, sl->d_bias_ids,
+                               sl->d_bias_vals, g->d_pl, g->d_counts, g->d_cand, g->stream))) ||
+         (rc = CU(cudaMemcpyAsync(sl->h_smp, sl->d_smp, (size_t)sl->n_dev * sizeof *sl->h_smp,
+                                  cudaMemcpyDeviceToHost, g->stream)))))
+        return rc;
     for (int32_t i = 0; i < n && !rc; i++)
-        if (g->host_row[i] >= 0)
-            rc = CU(cudaMemcpyAsync(g->h_logits + (size_t)g->host_row[i] * V,
+        if (sl->host_row[i] >= 0)
+            rc = CU(cudaMemcpyAsync(sl->h_logits + (size_t)sl->host_row[i] * V,
                                     g->logits + (size_t)i * V, (size_t)V * sizeof(float),
                                     cudaMemcpyDeviceToHost, g->stream));
     return rc;
 }
 
-/* Validates the step (as the CPU backend does) and lays its inputs out in pinned memory. */
-static int prepare(gpu_t *g, ul_step_t *st) {
+/* Validates the step (as the CPU backend does) and lays its inputs out in the slot's pinned
+ * memory. No CUDA call. */
+static int prepare(gpu_t *g, slot_t *sl, ul_step_t *st) {
     const int32_t T = st->n_tokens, ps = g->kv.page_size, mt = g->max_tokens;
     if (T < 1 || T > mt || st->n_seqs < 1 || st->n_seqs > T) return UL_EINVAL;
-    int32_t *tok = g->h_in, *pos = tok + mt, *seq = pos + mt, *poff = seq + mt, *pages = poff + mt;
+    int32_t *tok = sl->h_in, *pos = tok + mt, *seq = pos + mt, *poff = seq + mt, *orow = poff + mt,
+            *pages = orow + mt;
     for (int32_t t = 0; t < T; t++) {
         if (st->tokens[t] < 0 || st->tokens[t] >= g->hp.n_vocab) return UL_EINVAL;
         tok[t] = st->tokens[t];
         seq[t] = -1;
     }
     int32_t np = 0, n_out = 0, n_host = 0;
+    sl->n_dev = sl->n_hist = sl->n_bias = 0;
+    sl->decode = st->n_seqs == T;
     for (int32_t si = 0; si < st->n_seqs; si++) {
         const ul_step_seq_t *s = &st->seqs[si];
         if (s->n_tokens < 1 || s->tok_offset < 0 || s->tok_offset > T - s->n_tokens ||
@@ -242,20 +298,125 @@ static int prepare(gpu_t *g, ul_step_t *st) {
             pos[t] = s->pos0 + i;
         }
         if (s->sample) {
-            g->out_seq[n_out] = si;
-            g->host_row[n_out++] = device_greedy(s) ? -1 : n_host++;
+            /* greedy rows: the parallel argmax; others: the full chain on the device while
+             * its rows and buffers last, then the host's ul_sample */
+            sl->out_seq[n_out] = si;
+            orow[n_out] = s->tok_offset + s->n_tokens - 1;
+            sl->host_row[n_out] = sl->dev_row[n_out] = -1;
+            if (!device_greedy(s)) {
+                if (sl->n_dev < g->dev_rows &&
+                    !ul_gpu_sample_pack(s, n_out, &sl->h_smp[sl->n_dev], sl->h_hist, DEV_HIST_CAP,
+                                        &sl->n_hist, sl->h_bias_ids, sl->h_bias_vals, DEV_BIAS_CAP,
+                                        &sl->n_bias))
+                    sl->dev_row[n_out] = sl->n_dev++;
+                else
+                    sl->host_row[n_out] = n_host++;
+            }
+            n_out++;
         }
     }
     for (int32_t t = 0; t < T; t++)
         if (seq[t] < 0) return UL_EINVAL;
-    g->n_out = n_out;
-    return CU(cudaMemcpyAsync(g->tokens, g->h_in, (size_t)(4 * mt + np) * sizeof(int32_t),
-                              cudaMemcpyHostToDevice, g->stream));
+    sl->n_out = n_out;
+    sl->n_host = n_host;
+    sl->n_pages = np;
+    sl->n_tokens = T;
+    return 0;
 }
 
-/* Worker thread, after the host function: the step's results out of pinned memory. */
+/* The slot's inputs to the device, on the copy stream. */
+static int copy_in(gpu_t *g, slot_t *sl) {
+    const size_t mt = (size_t)g->max_tokens;
+    int rc;
+    if ((rc = CU(cudaMemcpyAsync(sl->d_in, sl->h_in,
+                                 (5 * mt + (size_t)sl->n_pages) * sizeof(int32_t),
+                                 cudaMemcpyHostToDevice, g->copy))))
+        return rc;
+    if (sl->n_dev == 0) return 0;
+    if ((rc = CU(cudaMemcpyAsync(sl->d_smp, sl->h_smp, (size_t)sl->n_dev * sizeof *sl->h_smp,
+                                 cudaMemcpyHostToDevice, g->copy))) ||
+        (sl->n_hist &&
+         (rc = CU(cudaMemcpyAsync(sl->d_hist, sl->h_hist, (size_t)sl->n_hist * sizeof(int32_t),
+                                  cudaMemcpyHostToDevice, g->copy)))) ||
+        (sl->n_bias && ((rc = CU(cudaMemcpyAsync(sl->d_bias_ids, sl->h_bias_ids,
+                                                 (size_t)sl->n_bias * sizeof(int32_t),
+                                                 cudaMemcpyHostToDevice, g->copy))) ||
+                        (rc = CU(cudaMemcpyAsync(sl->d_bias_vals, sl->h_bias_vals,
+                                                 (size_t)sl->n_bias * sizeof(float),
+                                                 cudaMemcpyHostToDevice, g->copy))))))
+        return rc;
+    return 0;
+}
+
+/* The step's kernels and result copies on the compute stream, reading the slot's device
+ * inputs. */
+static int compute(gpu_t *g, slot_t *sl) {
+    const int32_t T = sl->n_tokens, E = g->hp.n_embd, mt = g->max_tokens;
+    g->tokens = sl->d_in;
+    g->pos = g->tokens + mt;
+    g->tok_seq = g->pos + mt;
+    g->page_off = g->tok_seq + mt;
+    g->out_rows = g->page_off + mt;
+    g->pages = g->out_rows + mt;
+    int rc = K(
+        ul_gpu_dequant_rows(g->tok_embd.type, g->tok_embd.d, E, g->tokens, 0, T, g->x, g->stream));
+    for (int il = 0; il < g->hp.n_layer && !rc; il++) rc = layer(g, il, T);
+    if (!rc && sl->n_out > 0) rc = output(g, sl);
+    return rc;
+}
+
+/* ---- CUDA graphs (graphs.h): decode shapes captured once, replayed after ---- */
+
+static int gc_eager(void *ctx) {
+    slot_t *sl = ctx;
+    return compute(sl->g, sl);
+}
+
+static int gc_capture(void *ctx, void **exec) {
+    slot_t *sl = ctx;
+    gpu_t *g = sl->g;
+    cudaGraph_t graph = NULL;
+    cudaGraphExec_t ge = NULL;
+    int rc = CU(cudaStreamBeginCapture(g->stream, cudaStreamCaptureModeThreadLocal));
+    if (rc) return rc;
+    rc = compute(g, sl);
+    cudaError_t e = cudaStreamEndCapture(g->stream, &graph); /* always: leaves capture mode */
+    if (!rc && e == cudaSuccess) e = cudaGraphInstantiate(&ge, graph, 0);
+    if (graph) (void)cudaGraphDestroy(graph);
+    if (rc || e != cudaSuccess) {
+        (void)cudaGetLastError(); /* capture errors are not sticky: the stream runs on */
+        UL_LOG_WARN("cuda: capturing a %d-token decode step failed (%s); it runs without a graph",
+                    sl->n_tokens, rc ? ul_strerror(rc) : cudaGetErrorString(e));
+        return rc ? rc : UL_EIO;
+    }
+    *exec = ge;
+    return 0;
+}
+
+static int gc_launch(void *ctx, void *exec) {
+    slot_t *sl = ctx;
+    return CU(cudaGraphLaunch((cudaGraphExec_t)exec, sl->g->stream));
+}
+
+static void gc_destroy(void *ctx, void *exec) {
+    (void)ctx;
+    (void)CU(cudaGraphExecDestroy((cudaGraphExec_t)exec));
+}
+
+static const ul_gc_ops_t gc_ops = {gc_eager, gc_capture, gc_launch, gc_destroy};
+
+/* Decode steps whose every output is sampled on the device replay a graph of their shape;
+ * the rest (prefill chunks, host-sampled rows) run eagerly. */
+static int run_compute(gpu_t *g, slot_t *sl) {
+    if (g->graphs_off || !sl->decode || sl->n_host > 0) return compute(g, sl);
+    ul_gc_key_t key = {(int32_t)(sl - g->slots), sl->n_tokens, sl->n_out, sl->n_dev};
+    return ul_gc_run(&g->graphs, key, &gc_ops, sl);
+}
+
+/* Worker thread, after the host function: the step's results out of its slot. */
 static void finish(void *ctx, ul_step_t *st) {
-    gpu_t *g = ctx;
+    slot_t *sl = ctx;
+    gpu_t *g = sl->g;
     /* A device fault during the step is sticky: the stream reports it (the host function
      * that brought us here may still be returning, hence NotReady is no error). */
     cudaError_t e = cudaStreamQuery(g->stream);
@@ -264,58 +425,95 @@ static void finish(void *ctx, ul_step_t *st) {
                      cudaGetErrorString(e));
         st->status = UL_EIO;
     }
-    for (int32_t i = 0; i < g->n_out && !st->status; i++) {
-        ul_step_seq_t *s = &st->seqs[g->out_seq[i]];
-        if (g->host_row[i] >= 0) {
-            ul_sample(s, g->h_logits + (size_t)g->host_row[i] * g->hp.n_vocab, g->hp.n_vocab,
+    for (int32_t i = 0; i < sl->n_out && !st->status; i++) {
+        ul_step_seq_t *s = &st->seqs[sl->out_seq[i]];
+        if (sl->host_row[i] >= 0) {
+            ul_sample(s, sl->h_logits + (size_t)sl->host_row[i] * g->hp.n_vocab, g->hp.n_vocab,
                       g->smp_scratch);
+        } else if (sl->dev_row[i] >= 0) {
+            ul_gpu_sample_unpack(&sl->h_smp[sl->dev_row[i]], s);
         } else {
-            s->out_token = g->h_ids[i];
-            s->out_logprob = g->h_lp[i];
+            s->out_token = sl->h_ids[i];
+            s->out_logprob = sl->h_lp[i];
             s->out_n_top = 0;
         }
     }
-    st->compute_us = now_us() - g->t0_us;
+    st->compute_us = now_us() - sl->t0_us;
 }
 
-/* Enqueues the whole step on the stream; on failure nothing will call back. */
-static int enqueue(gpu_t *g, ul_step_t *st) {
-    g->t0_us = now_us();
-    const int32_t T = st->n_tokens, E = g->hp.n_embd;
-    int rc = prepare(g, st);
-    if (!rc)
-        rc = K(ul_gpu_dequant_rows(g->tok_embd.type, g->tok_embd.d, E, g->tokens, 0, T, g->x,
-                                   g->stream));
-    for (int il = 0; il < g->hp.n_layer && !rc; il++) rc = layer(g, il, T);
-    if (!rc && g->n_out > 0) rc = output(g, st);
+/* Enqueues the step by overlap.h's plan: inputs on the copy stream, compute on the compute
+ * stream, events between; with callback, the host function that completes it. On failure
+ * nothing will call back. *out: the step's slot. */
+static int enqueue(gpu_t *g, ul_step_t *st, int callback, slot_t **out) {
+    slot_t *sl = &g->slots[g->n_steps % UL_OV_SLOTS];
+    ul_ov_op_t ops[UL_OV_MAX_OPS];
+    const int n = ul_ov_plan(g->n_steps++, ops);
+    *out = sl;
+    sl->t0_us = now_us();
+    int rc = 0;
+    for (int i = 0; i < n && !rc; i++) {
+        const ul_ov_op_t *o = &ops[i];
+        cudaEvent_t ev = o->event >= 0 ? g->ev[o->event] : NULL;
+        switch (o->kind) {
+        case UL_OV_HOST_WAIT:
+            rc = CU(cudaEventSynchronize(ev));
+            break;
+        case UL_OV_HOST_FILL:
+            rc = prepare(g, sl, st);
+            break;
+        case UL_OV_COPY_WAIT:
+            rc = CU(cudaStreamWaitEvent(g->copy, ev, 0));
+            break;
+        case UL_OV_COPY_H2D:
+            rc = copy_in(g, sl);
+            break;
+        case UL_OV_COPY_RECORD:
+            rc = CU(cudaEventRecord(ev, g->copy));
+            break;
+        case UL_OV_COMPUTE_WAIT:
+            rc = CU(cudaStreamWaitEvent(g->stream, ev, 0));
+            break;
+        case UL_OV_COMPUTE:
+            rc = run_compute(g, sl);
+            break;
+        case UL_OV_COMPUTE_RECORD:
+            rc = CU(cudaEventRecord(ev, g->stream));
+            break;
+        case UL_OV_COMPLETE:
+            if (callback) {
+                sl->job =
+                    (ul_worker_job_t){.w = &g->worker, .step = st, .finish = finish, .ctx = sl};
+                rc = CU(cudaLaunchHostFunc(g->stream, ul_worker_job_done, &sl->job));
+            }
+            break;
+        }
+    }
     return rc;
 }
 
-/* A step that failed while being enqueued: let the stream drain so the next step's copies
+/* A step that failed while being enqueued: let both streams drain so the next step's copies
  * cannot race this one's, then fail it (UL_EINVAL: refused before any device work). */
-static int failed(gpu_t *g, ul_step_t *st, int rc) {
+static int failed(gpu_t *g, slot_t *sl, ul_step_t *st, int rc) {
     if (rc != UL_EINVAL) {
         /* the step's own error is reported already; these only drain and reset */
+        (void)cuda_ok(cudaStreamSynchronize(g->copy), "cudaStreamSynchronize (failed step)");
         (void)cuda_ok(cudaStreamSynchronize(g->stream), "cudaStreamSynchronize (failed step)");
         (void)cudaGetLastError(); /* clear a non-sticky error for the next step */
         rc = UL_EIO;
     }
     st->status = rc;
-    st->compute_us = now_us() - g->t0_us;
+    st->compute_us = now_us() - sl->t0_us;
     UL_LOG_WARN("gpu: step of %d tokens failed: %s", st->n_tokens, ul_strerror(rc));
     return rc;
 }
 
 static int gpu_step(void *ctx, ul_step_t *st) {
     gpu_t *g = ctx;
+    slot_t *sl;
     st->status = 0;
-    int rc = enqueue(g, st);
-    if (!rc) {
-        g->job = (ul_worker_job_t){.w = &g->worker, .step = st, .finish = finish, .ctx = g};
-        rc = CU(cudaLaunchHostFunc(g->stream, ul_worker_job_done, &g->job));
-        if (!rc) return UL_WORKER_PENDING;
-    }
-    failed(g, st, rc);
+    int rc = enqueue(g, st, 1, &sl);
+    if (!rc) return UL_WORKER_PENDING;
+    failed(g, sl, st, rc);
     return UL_WORKER_DONE;
 }
 
@@ -327,11 +525,12 @@ static int gpu_submit(ul_backend_t *b, ul_step_t *st) {
  * Never mixed with submit (backend.h). */
 static int gpu_run(ul_backend_t *b, ul_step_t *st) {
     gpu_t *g = (gpu_t *)b;
+    slot_t *sl;
     st->status = 0;
-    int rc = enqueue(g, st);
+    int rc = enqueue(g, st, 0, &sl);
     if (!rc) rc = CU(cudaStreamSynchronize(g->stream));
-    if (rc) return failed(g, st, rc);
-    finish(g, st);
+    if (rc) return failed(g, sl, st, rc);
+    finish(sl, st);
     return st->status;
 }
 
@@ -340,16 +539,31 @@ static int gpu_run(ul_backend_t *b, ul_step_t *st) {
 static void gpu_destroy(ul_backend_t *b) {
     gpu_t *g = (gpu_t *)b;
     ul_worker_free(&g->worker);
+    if (ul_worker_orphaned(&g->worker)) {
+        /* the device never returned a step: its host function may still run and touch
+         * g, and synchronising would hang; leave it all to process exit */
+        UL_LOG_ERROR("cuda: device unresponsive at shutdown; its memory is not freed");
+        return;
+    }
+    if (g->copy) (void)CU(cudaStreamSynchronize(g->copy));
     if (g->stream) (void)CU(cudaStreamSynchronize(g->stream));
+    ul_gc_clear(&g->graphs, &gc_ops, NULL);
     if (g->blas) (void)blas_ok(cublasDestroy(g->blas), "cublasDestroy");
+    for (int i = 0; i < UL_OV_N_EVENTS; i++)
+        if (g->ev[i]) (void)CU(cudaEventDestroy(g->ev[i]));
+    if (g->copy) (void)CU(cudaStreamDestroy(g->copy));
     if (g->stream) (void)CU(cudaStreamDestroy(g->stream));
     (void)CU(cudaFree(g->d_weights)); /* logged; nothing more to do at destroy */
     (void)CU(cudaFree(g->d_scratch));
     (void)CU(cudaFree(g->kv.kv));
-    (void)CU(cudaFreeHost(g->h_in));
+    for (int i = 0; i < UL_OV_SLOTS; i++) {
+        slot_t *sl = &g->slots[i];
+        (void)CU(cudaFreeHost(sl->h_smp)); /* the slot's one pinned block */
+        free(sl->out_seq);
+        free(sl->host_row);
+        free(sl->dev_row);
+    }
     free(g->layers);
-    free(g->out_seq);
-    free(g->host_row);
     free(g->smp_scratch);
     free(g);
 }
@@ -362,11 +576,6 @@ static const ul_backend_vtbl_t gpu_vtbl = {
 };
 
 #define ALIGN(n) (((n) + 255) & ~(size_t)255)
-
-static int weight_ok(const ul_gguf_tensor_t *t) {
-    return t && ul_tw_block_bytes((int)t->type) > 0 &&
-           t->ne[0] % ul_tw_block_elems((int)t->type) == 0;
-}
 
 /* Size pass (dst NULL) and copy pass over every weight the forward reads. */
 static int weights(gpu_t *g, uint8_t *dst, size_t *off) {
@@ -428,33 +637,6 @@ static int weights(gpu_t *g, uint8_t *dst, size_t *off) {
     return rc;
 }
 
-static int check_model(const ul_model_t *m, char *err, size_t errlen) {
-    const ul_hparams_t *hp = &m->hp;
-    if (!m->layers) return snprintf(err, errlen, "the model has no weights"), UL_EINVAL;
-    if (hp->head_dim > 256 || hp->n_head % hp->n_head_kv)
-        return snprintf(err, errlen, "head_dim %d: the attention kernel takes up to 256",
-                        hp->head_dim),
-               UL_ENOTSUP;
-    if (!weight_ok(m->tok_embd) || !weight_ok(m->output))
-        return snprintf(err, errlen, "embedding/output type %s not supported on CUDA",
-                        ul_type_name((int)m->tok_embd->type)),
-               UL_ENOTSUP;
-    for (int il = 0; il < hp->n_layer; il++) {
-        const ul_layer_t *L = &m->layers[il];
-        if (!L->bq != !L->bk || !L->bq != !L->bv || !L->q_norm != !L->k_norm)
-            return snprintf(err, errlen, "%s: q/k/v biases or q/k norms only in part", hp->arch),
-                   UL_ENOTSUP;
-        const ul_gguf_tensor_t *ts[] = {L->wq,       L->wk,     L->wv,      L->wo,
-                                        L->ffn_gate, L->ffn_up, L->ffn_down};
-        for (size_t i = 0; i < sizeof ts / sizeof *ts; i++)
-            if (!weight_ok(ts[i]))
-                return snprintf(err, errlen, "weight type %s not supported on CUDA",
-                                ul_type_name((int)ts[i]->type)),
-                       UL_ENOTSUP;
-    }
-    return 0;
-}
-
 /* Carves the scratch allocation; dst NULL measures it. */
 static size_t carve(gpu_t *g, uint8_t *base) {
     const ul_hparams_t *hp = &g->hp;
@@ -478,15 +660,20 @@ static size_t carve(gpu_t *g, uint8_t *base) {
     TAKE(g->tile, (size_t)TILE_FLOATS, float);
     TAKE(g->lp, T, float);
     TAKE(g->ids, T, int32_t);
-    /* one block, in prepare()'s pinned order: tokens | pos | tok_seq | page_off | pages */
-    TAKE(g->tokens, 4 * T + (size_t)g->max_pages, int32_t);
-#undef TAKE
-    if (base) {
-        g->pos = g->tokens + T;
-        g->tok_seq = g->pos + T;
-        g->page_off = g->tok_seq + T;
-        g->pages = g->page_off + T;
+    const size_t D = (size_t)g->dev_rows;
+    TAKE(g->d_pl, D * V, float);
+    TAKE(g->d_counts, D * V, int32_t);
+    TAKE(g->d_cand, D * V, ul_tw_cand_t);
+    for (int i = 0; i < UL_OV_SLOTS; i++) {
+        slot_t *sl = &g->slots[i];
+        /* in prepare()'s pinned order: tokens | pos | tok_seq | page_off | out_rows | pages */
+        TAKE(sl->d_in, 5 * T + (size_t)g->max_pages, int32_t);
+        TAKE(sl->d_smp, D, ul_tw_sample_t);
+        TAKE(sl->d_hist, (size_t)DEV_HIST_CAP, int32_t);
+        TAKE(sl->d_bias_ids, (size_t)DEV_BIAS_CAP, int32_t);
+        TAKE(sl->d_bias_vals, (size_t)DEV_BIAS_CAP, float);
     }
+#undef TAKE
     return off;
 }
 
@@ -511,9 +698,12 @@ static int alloc_all(gpu_t *g, const ul_gpu_config_t *c, char *err, size_t errle
     size_t wbytes = 0;
     weights(g, NULL, &wbytes);
     size_t sbytes = carve(g, NULL);
-    size_t pinned = (4 * (size_t)g->max_tokens + (size_t)g->max_pages) * sizeof(int32_t) +
-                    (size_t)g->max_tokens * (sizeof(int32_t) + sizeof(float)) +
-                    (size_t)g->max_tokens * (size_t)hp->n_vocab * sizeof(float);
+    /* pinned per slot, one block: sampling rows first (8-byte aligned), then int32/f32 */
+    const size_t mt = (size_t)g->max_tokens, V = (size_t)hp->n_vocab, D = (size_t)g->dev_rows;
+    size_t pinned = D * sizeof(ul_tw_sample_t) +
+                    ((size_t)DEV_HIST_CAP + 2 * (size_t)DEV_BIAS_CAP) * sizeof(int32_t) +
+                    (5 * mt + (size_t)g->max_pages) * sizeof(int32_t) + 2 * mt * sizeof(int32_t) +
+                    mt * V * sizeof(float);
     cudaError_t e;
     if ((e = cudaMalloc(&g->d_weights, wbytes)) != cudaSuccess ||
         (e = cudaMalloc(&g->d_scratch, sbytes)) != cudaSuccess)
@@ -522,14 +712,29 @@ static int alloc_all(gpu_t *g, const ul_gpu_config_t *c, char *err, size_t errle
                         "of scratch: %s",
                         wbytes / 1048576.0, sbytes / 1048576.0, cudaGetErrorString(e)),
                UL_ENOMEM;
-    if ((e = cudaMallocHost((void **)&g->h_in, pinned)) != cudaSuccess)
-        return snprintf(err, errlen, "cannot pin %.1f MiB of host memory: %s", pinned / 1048576.0,
-                        cudaGetErrorString(e)),
-               UL_ENOMEM;
-    g->h_ids = g->h_in + 4 * (size_t)g->max_tokens + (size_t)g->max_pages;
-    g->h_lp = (float *)(g->h_ids + g->max_tokens);
-    g->h_logits = g->h_lp + g->max_tokens;
     carve(g, g->d_scratch);
+    for (int i = 0; i < UL_OV_SLOTS; i++) {
+        slot_t *sl = &g->slots[i];
+        if ((e = cudaMallocHost((void **)&sl->h_smp, pinned)) != cudaSuccess)
+            return snprintf(err, errlen, "cannot pin 2 x %.1f MiB of host memory: %s",
+                            pinned / 1048576.0, cudaGetErrorString(e)),
+                   UL_ENOMEM;
+        sl->h_hist = (int32_t *)(sl->h_smp + D);
+        sl->h_bias_ids = sl->h_hist + DEV_HIST_CAP;
+        sl->h_bias_vals = (float *)(sl->h_bias_ids + DEV_BIAS_CAP);
+        sl->h_in = (int32_t *)(sl->h_bias_vals + DEV_BIAS_CAP);
+        sl->h_ids = sl->h_in + 5 * mt + (size_t)g->max_pages;
+        sl->h_lp = (float *)(sl->h_ids + mt);
+        sl->h_logits = sl->h_lp + mt;
+    }
+    for (int i = 0; i < UL_OV_N_EVENTS; i++)
+        if ((e = cudaEventCreateWithFlags(&g->ev[i], cudaEventDisableTiming)) != cudaSuccess)
+            return snprintf(err, errlen, "cudaEventCreate: %s", cudaGetErrorString(e)), UL_EIO;
+    /* the sampler's counts start zero and every row leaves them so */
+    if ((e = cudaMemset(g->d_counts, 0,
+                        (size_t)g->dev_rows * (size_t)hp->n_vocab * sizeof(int32_t))) !=
+        cudaSuccess)
+        return snprintf(err, errlen, "cudaMemset: %s", cudaGetErrorString(e)), UL_EIO;
     size_t off = 0;
     if (weights(g, g->d_weights, &off))
         return snprintf(err, errlen, "uploading the weights failed"), UL_EIO;
@@ -564,10 +769,12 @@ int ul_gpu_backend_create(const ul_model_t *m, const ul_gpu_config_t *cfg, ul_ba
     ul_gpu_config_t c = cfg ? *cfg : (ul_gpu_config_t){0};
     if (!c.page_size) c.page_size = 16;
     if (!c.max_batch_tokens) c.max_batch_tokens = 512;
+    if (!c.step_timeout_ms) c.step_timeout_ms = 30000;
     if (!c.n_ctx) c.n_ctx = m->hp.n_ctx_train;
-    if (c.page_size < 1 || c.max_batch_tokens < 1 || c.max_batch_tokens > 65535 || c.n_ctx < 1)
+    if (c.page_size < 1 || c.max_batch_tokens < 1 || c.max_batch_tokens > 65535 || c.n_ctx < 1 ||
+        c.step_timeout_ms < 1)
         return snprintf(err, errlen, "invalid CUDA backend configuration"), UL_EINVAL;
-    int rc = check_model(m, err, errlen);
+    int rc = ul_gpu_check_model(m, err, errlen); /* before any device call */
     if (rc || (rc = pick_device(c.device, err, errlen))) return rc;
     gpu_t *g = calloc(1, sizeof *g);
     if (!g) return UL_ENOMEM;
@@ -590,19 +797,31 @@ int ul_gpu_backend_create(const ul_model_t *m, const ul_gpu_config_t *cfg, ul_ba
                              .eos_id = m->vocab ? ul_vocab_eos(m->vocab) : -1,
                              .max_step_tokens = c.max_batch_tokens};
     g->layers = calloc((size_t)m->hp.n_layer, sizeof *g->layers);
-    g->out_seq = calloc((size_t)g->max_tokens, sizeof *g->out_seq);
-    g->host_row = calloc((size_t)g->max_tokens, sizeof *g->host_row);
+    for (int i = 0; i < UL_OV_SLOTS; i++) {
+        slot_t *sl = &g->slots[i];
+        sl->g = g;
+        sl->out_seq = calloc((size_t)g->max_tokens, sizeof *sl->out_seq);
+        sl->host_row = calloc((size_t)g->max_tokens, sizeof *sl->host_row);
+        sl->dev_row = calloc((size_t)g->max_tokens, sizeof *sl->dev_row);
+        if (!sl->out_seq || !sl->host_row || !sl->dev_row) rc = UL_ENOMEM;
+    }
+    g->dev_rows = g->max_tokens < DEV_SAMPLE_ROWS ? g->max_tokens : DEV_SAMPLE_ROWS;
+    const char *gr = getenv("UVLLM_CUDA_GRAPHS");
+    g->graphs_off = gr && !strcmp(gr, "0");
     g->smp_scratch = calloc(1, ul_sample_scratch_size(m->hp.n_vocab));
-    if (!g->layers || !g->out_seq || !g->host_row || !g->smp_scratch) rc = UL_ENOMEM;
-    if (!rc && (rc = CU(cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking))))
-        snprintf(err, errlen, "cannot create a CUDA stream");
+    if (!g->layers || !g->smp_scratch) rc = UL_ENOMEM;
+    if (!rc && ((rc = CU(cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking))) ||
+                (rc = CU(cudaStreamCreateWithFlags(&g->copy, cudaStreamNonBlocking)))))
+        snprintf(err, errlen, "cannot create the CUDA streams");
     if (!rc && (rc = blas_ok(cublasCreate(&g->blas), "cublasCreate")))
         snprintf(err, errlen, "cannot initialise cuBLAS");
     if (!rc && (rc = blas_ok(cublasSetStream(g->blas, g->stream), "cublasSetStream")))
         snprintf(err, errlen, "cannot bind cuBLAS to the stream");
     if (!rc) rc = alloc_all(g, &c, err, errlen);
     g->base.n_pages = g->kv.n_pages;
-    static const ul_worker_ops_t ops = {.step = gpu_step, .max_in_flight = 1};
+    const ul_worker_ops_t ops = {.step = gpu_step,
+                                 .max_in_flight = UL_OV_SLOTS,
+                                 .step_timeout_ns = (int64_t)c.step_timeout_ms * 1000000};
     if (!rc) rc = ul_worker_init(&g->worker, &g->base, &ops, g);
     if (rc) {
         gpu_destroy(&g->base);

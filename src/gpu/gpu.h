@@ -12,6 +12,8 @@
 
 #include <stdint.h>
 
+#include "gpu/twin.h" /* ul_tw_sample_t, ul_tw_cand_t */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -68,6 +70,15 @@ int ul_gpu_attn(const ul_gpu_kv_t *kv, int32_t il, const float *q, int32_t n_tok
  * the lowest) into ids[r] and its log-softmax into logprob[r]. (sample.cu) */
 int ul_gpu_argmax(const float *logits, int32_t n_rows, int32_t n_vocab, int32_t *ids,
                   float *logprob, void *stream);
+
+/* Samples n_rows rows with every parameter of ul_sample (twin.h's ul_tw_sample_row):
+ * rows [n_rows] (device) name their logits row and parameters and receive the token,
+ * logprob, top candidates and advanced RNG. hist, bias_ids, bias_vals: the arrays the
+ * rows' offsets index. Scratch per row i: pl + i * n_vocab, cand + i * n_vocab, and
+ * counts + i * n_vocab, which must be zero and is left zero. (sample.cu) */
+int ul_gpu_sample(const float *logits, int32_t n_vocab, ul_tw_sample_t *rows, int32_t n_rows,
+                  const int32_t *hist, const int32_t *bias_ids, const float *bias_vals, float *pl,
+                  int32_t *counts, ul_tw_cand_t *cand, void *stream);
 
 /* The last failed launch on this thread: "kernel: CUDA message" into buf. (act.cu) */
 const char *ul_gpu_launch_error(char *buf, int len);

@@ -47,3 +47,33 @@ extern "C" int ul_gpu_argmax(const float *logits, int32_t n_rows, int32_t n_voca
     argmax<<<(unsigned)n_rows, 256, 0, as_stream(stream)>>>(logits, n_vocab, ids, logprob);
     return launched("argmax");
 }
+
+// Full sampling (every parameter of ul_sample): one block per sampled row; the block copies
+// the row into its scratch, then thread 0 runs twin.h's chain, sequential as on the CPU so
+// that the same state draws the same token. Correct first: the sequential walk over the
+// vocabulary is not tuned (no GPU has measured it).
+static __global__ void sample_rows(const float *logits, int n_vocab, ul_tw_sample_t *rows,
+                                   const int32_t *hist, const int32_t *bias_ids,
+                                   const float *bias_vals, float *pl, int32_t *counts,
+                                   ul_tw_cand_t *cand) {
+    ul_tw_sample_t *s = rows + blockIdx.x;
+    const float *l = logits + (int64_t)s->row * n_vocab;
+    float *p = pl + (int64_t)blockIdx.x * n_vocab;
+    for (int i = threadIdx.x; i < n_vocab; i += blockDim.x) p[i] = l[i];
+    __syncthreads();
+    if (threadIdx.x == 0)
+        ul_tw_sample_row(s, l, p, n_vocab, hist, bias_ids, bias_vals,
+                         counts + (int64_t)blockIdx.x * n_vocab,
+                         cand + (int64_t)blockIdx.x * n_vocab);
+}
+
+extern "C" int ul_gpu_sample(const float *logits, int32_t n_vocab, ul_tw_sample_t *rows,
+                             int32_t n_rows, const int32_t *hist, const int32_t *bias_ids,
+                             const float *bias_vals, float *pl, int32_t *counts,
+                             ul_tw_cand_t *cand, void *stream) {
+    if (!stream || n_rows < 0 || n_vocab <= 0) return UL_EINVAL;
+    if (n_rows == 0) return 0;
+    sample_rows<<<(unsigned)n_rows, 256, 0, as_stream(stream)>>>(
+        logits, n_vocab, rows, hist, bias_ids, bias_vals, pl, counts, cand);
+    return launched("sample_rows");
+}

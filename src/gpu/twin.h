@@ -9,6 +9,14 @@
  *   Q4_0  18 B / 32: f16 d, u8 qs[16] (lo nibbles 0..15, hi 16..31)  w = d * (q - 8)
  *   Q4_K 144 B / 256: f16 d, f16 dmin, u8 scales[12] (6-bit scale/min pairs), u8 qs[128]
  *   Q6_K 210 B / 256: u8 ql[128], u8 qh[64], int8 scales[16], f16 d
+ *   Q4_1  20 B / 32: f16 d, f16 m, u8 qs[16]                 w = d * q + m
+ *   Q5_0  22 B / 32: f16 d, u8 qh[4] (fifth bits), u8 qs[16] w = d * (q - 16)
+ *   Q5_1  24 B / 32: f16 d, f16 m, u8 qh[4], u8 qs[16]       w = d * q + m
+ *   Q5_K 176 B / 256: Q4_K's d, dmin, scales, then u8 qh[32] (bit j of byte l: the fifth bit
+ *                     of element 32 j + l), u8 qs[128]
+ *   IQ4_NL 18 B / 32: f16 d, u8 qs[16]: w = d * iq4nl[q] (a 16-level non-linear table)
+ *   IQ4_XS 136 B / 256: f16 d, u16 scales_h, u8 scales_l[4], u8 qs[128]: eight 32-blocks of
+ *                     IQ4_NL with 6-bit scales (minus 32)
  *   F16, BF16 2 B, F32 4 B per element. */
 #ifndef UL_GPU_TWIN_H
 #define UL_GPU_TWIN_H
@@ -28,9 +36,15 @@ enum {
     UL_TW_F32 = 0,
     UL_TW_F16 = 1,
     UL_TW_Q4_0 = 2,
+    UL_TW_Q4_1 = 3,
+    UL_TW_Q5_0 = 6,
+    UL_TW_Q5_1 = 7,
     UL_TW_Q8_0 = 8,
     UL_TW_Q4_K = 12,
+    UL_TW_Q5_K = 13,
     UL_TW_Q6_K = 14,
+    UL_TW_IQ4_NL = 20,
+    UL_TW_IQ4_XS = 23,
     UL_TW_BF16 = 30
 };
 
@@ -61,9 +75,22 @@ UL_HD uint16_t ul_tw_rd16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 
 
 /* Bytes of one row of n elements, and elements per block. */
 UL_HD int ul_tw_block_elems(int type) {
-    return type == UL_TW_Q4_K || type == UL_TW_Q6_K   ? 256
-           : type == UL_TW_Q4_0 || type == UL_TW_Q8_0 ? 32
-                                                      : 1;
+    switch (type) {
+    case UL_TW_Q4_K:
+    case UL_TW_Q5_K:
+    case UL_TW_Q6_K:
+    case UL_TW_IQ4_XS:
+        return 256;
+    case UL_TW_Q4_0:
+    case UL_TW_Q4_1:
+    case UL_TW_Q5_0:
+    case UL_TW_Q5_1:
+    case UL_TW_Q8_0:
+    case UL_TW_IQ4_NL:
+        return 32;
+    default:
+        return 1;
+    }
 }
 UL_HD int ul_tw_block_bytes(int type) {
     switch (type) {
@@ -73,13 +100,24 @@ UL_HD int ul_tw_block_bytes(int type) {
     case UL_TW_BF16:
         return 2;
     case UL_TW_Q4_0:
+    case UL_TW_IQ4_NL:
         return 18;
+    case UL_TW_Q4_1:
+        return 20;
+    case UL_TW_Q5_0:
+        return 22;
+    case UL_TW_Q5_1:
+        return 24;
     case UL_TW_Q8_0:
         return 34;
     case UL_TW_Q4_K:
         return 144;
+    case UL_TW_Q5_K:
+        return 176;
     case UL_TW_Q6_K:
         return 210;
+    case UL_TW_IQ4_XS:
+        return 136;
     default:
         return 0;
     }
@@ -127,6 +165,48 @@ UL_HD float ul_tw_dq_q6_k(const uint8_t *b, int i) {
     return d * (float)sc[l / 16 + 2 * part] * (float)q;
 }
 
+UL_HD float ul_tw_dq_q4_1(const uint8_t *b, int i) {
+    int q = i < 16 ? (b[4 + i] & 15) : (b[4 + i - 16] >> 4);
+    return (float)q * ul_tw_f16(ul_tw_rd16(b)) + ul_tw_f16(ul_tw_rd16(b + 2));
+}
+/* Q5_0 (q5_1 0: offset 16, no min; the CPU adds a zero min too, so -0 becomes +0 alike) and
+ * Q5_1: the nibble plus bit i of the little-endian qh word. */
+UL_HD float ul_tw_dq_q5(const uint8_t *b, int q5_1, int i) {
+    const uint8_t *qh = b + (q5_1 ? 4 : 2), *qs = qh + 4;
+    uint32_t h =
+        (uint32_t)qh[0] | (uint32_t)qh[1] << 8 | (uint32_t)qh[2] << 16 | (uint32_t)qh[3] << 24;
+    int lo = i < 16 ? (qs[i] & 15) : (qs[i - 16] >> 4);
+    int q = (int)(lo | ((h >> i) & 1) << 4) - (q5_1 ? 0 : 16);
+    float m = q5_1 ? ul_tw_f16(ul_tw_rd16(b + 2)) : 0.0f;
+    return (float)q * ul_tw_f16(ul_tw_rd16(b)) + m;
+}
+UL_HD float ul_tw_dq_q5_k(const uint8_t *b, int i) {
+    int j = i / 32;
+    int sc, m;
+    ul_tw_q4k_sm(b + 4, j, &sc, &m);
+    const uint8_t *qh = b + 16, *q = b + 48 + (i / 64) * 32;
+    int v = ((j & 1) ? (q[i % 32] >> 4) : (q[i % 32] & 0xF)) + (((qh[i % 32] >> j) & 1) << 4);
+    float d = ul_tw_f16(ul_tw_rd16(b)), dmin = ul_tw_f16(ul_tw_rd16(b + 2));
+    return d * (float)sc * (float)v - dmin * (float)m;
+}
+/* ggml's kvalues_iq4nl. */
+UL_HD float ul_tw_iq4nl(int q) {
+    const int8_t v[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+    return (float)v[q & 15];
+}
+UL_HD float ul_tw_dq_iq4_nl(const uint8_t *b, int i) {
+    int q = i < 16 ? (b[2 + i] & 15) : (b[2 + i - 16] >> 4);
+    return ul_tw_f16(ul_tw_rd16(b)) * ul_tw_iq4nl(q);
+}
+UL_HD float ul_tw_dq_iq4_xs(const uint8_t *b, int i) {
+    int ib = i / 32, e = i % 32;
+    int sh = ul_tw_rd16(b + 2);
+    int sc = (((b[4 + ib / 2] >> 4 * (ib % 2)) & 0xF) | (((sh >> 2 * ib) & 3) << 4)) - 32;
+    const uint8_t *qs = b + 8 + 16 * ib;
+    int q = e < 16 ? (qs[e] & 15) : (qs[e - 16] >> 4);
+    return ul_tw_f16(ul_tw_rd16(b)) * (float)sc * ul_tw_iq4nl(q);
+}
+
 /* Element k of a row of the given type. */
 UL_HD float ul_tw_dq(int type, const uint8_t *row, int64_t k) {
     switch (type) {
@@ -145,6 +225,18 @@ UL_HD float ul_tw_dq(int type, const uint8_t *row, int64_t k) {
         return ul_tw_dq_q4_k(row + (k / 256) * 144, (int)(k % 256));
     case UL_TW_Q6_K:
         return ul_tw_dq_q6_k(row + (k / 256) * 210, (int)(k % 256));
+    case UL_TW_Q4_1:
+        return ul_tw_dq_q4_1(row + (k / 32) * 20, (int)(k % 32));
+    case UL_TW_Q5_0:
+        return ul_tw_dq_q5(row + (k / 32) * 22, 0, (int)(k % 32));
+    case UL_TW_Q5_1:
+        return ul_tw_dq_q5(row + (k / 32) * 24, 1, (int)(k % 32));
+    case UL_TW_Q5_K:
+        return ul_tw_dq_q5_k(row + (k / 256) * 176, (int)(k % 256));
+    case UL_TW_IQ4_NL:
+        return ul_tw_dq_iq4_nl(row + (k / 32) * 18, (int)(k % 32));
+    case UL_TW_IQ4_XS:
+        return ul_tw_dq_iq4_xs(row + (k / 256) * 136, (int)(k % 256));
     default:
         return NAN;
     }
@@ -227,6 +319,286 @@ UL_HD ul_tw_amax_t ul_tw_amax_merge(ul_tw_amax_t a, ul_tw_amax_t b) {
     }
     r.sum = a.sum * expf(a.max - r.max) + b.sum * expf(b.max - r.max);
     return r;
+}
+
+/* ---- full sampling on the device: engine/sampling.c's chain, operation for operation,
+ * so the same logits, parameters and RNG state draw the same token as ul_sample (its
+ * portable path; its AVX-512 exponentials round differently in the last bits). Order:
+ * logit bias -> penalties -> greedy argmax, or top-k (quickselect) -> top-p (sorted prefix)
+ * -> min-p -> temperature -> one uniform draw; then the raw log-softmax logprobs.
+ * Sequential per row: the device runs it on one thread per row (sample.cu). ---- */
+
+#define UL_TW_MAX_LOGPROBS 20 /* uvllm/backend.h's UL_MAX_LOGPROBS */
+
+/* One row to sample, filled by the host, completed by ul_tw_sample_row. */
+typedef struct ul_tw_sample_s {
+    /* in */
+    int32_t row; /* of the logits */
+    float temperature, top_p, min_p;
+    int32_t top_k;
+    float repeat_penalty, frequency_penalty, presence_penalty;
+    int32_t hist_off, n_hist; /* the penalty window (the last repeat_last_n tokens; n_hist 0
+                               * when no penalty applies) in the history array */
+    int32_t bias_off, n_bias; /* in the bias id / value arrays */
+    int32_t n_logprobs;
+    int32_t pad_;
+    uint64_t rng[2]; /* in/out: xoshiro128++ state */
+    /* out */
+    int32_t token, n_top;
+    float logprob;
+    int32_t top_ids[UL_TW_MAX_LOGPROBS];
+    float top_lp[UL_TW_MAX_LOGPROBS];
+} ul_tw_sample_t;
+
+typedef struct {
+    int32_t id;
+    float logit;
+} ul_tw_cand_t;
+
+/* The device's expf and logf are not glibc's; through double they round like it. */
+UL_HD float ul_tw_expf(float x) {
+#ifdef __CUDA_ARCH__
+    return (float)exp((double)x);
+#else
+    return expf(x);
+#endif
+}
+UL_HD float ul_tw_logf(float x) {
+#ifdef __CUDA_ARCH__
+    return (float)log((double)x);
+#else
+    return logf(x);
+#endif
+}
+
+UL_HD uint64_t ul_tw_splitmix64(uint64_t *x) {
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+UL_HD uint32_t ul_tw_rotl32(uint32_t x, int k) { return (x << k) | (x >> (32 - k)); }
+/* ul_sampling_rng_uniform: 24 random bits of xoshiro128++, a never-seeded (all-zero) state
+ * seeded from 0 first. */
+UL_HD float ul_tw_uniform(uint64_t rng[2]) {
+    if (!rng[0] && !rng[1]) {
+        uint64_t seed = 0;
+        rng[0] = ul_tw_splitmix64(&seed);
+        rng[1] = ul_tw_splitmix64(&seed);
+        if (!rng[0] && !rng[1]) rng[0] = 1;
+    }
+    uint32_t st[4] = {(uint32_t)rng[0], (uint32_t)(rng[0] >> 32), (uint32_t)rng[1],
+                      (uint32_t)(rng[1] >> 32)};
+    uint32_t r = ul_tw_rotl32(st[0] + st[3], 7) + st[0];
+    uint32_t t = st[1] << 9;
+    st[2] ^= st[0];
+    st[3] ^= st[1];
+    st[1] ^= st[2];
+    st[0] ^= st[3];
+    st[2] ^= t;
+    st[3] = ul_tw_rotl32(st[3], 11);
+    rng[0] = (uint64_t)st[0] | (uint64_t)st[1] << 32;
+    rng[1] = (uint64_t)st[2] | (uint64_t)st[3] << 32;
+    return (float)(r >> 8) * (1.0f / 16777216.0f);
+}
+
+UL_HD float ul_tw_vmax(const float *x, int32_t n) {
+    float r = x[0];
+    for (int32_t i = 1; i < n; i++) r = x[i] > r ? x[i] : r;
+    return r;
+}
+UL_HD int32_t ul_tw_argmax(const float *x, int32_t n) {
+    float m = ul_tw_vmax(x, n);
+    for (int32_t i = 0; i < n; i++)
+        if (x[i] == m) return i;
+    return 0;
+}
+UL_HD double ul_tw_sumexp(const float *x, int32_t n, float mx) {
+    double r = 0;
+    for (int32_t i = 0; i < n; i++) r += ul_tw_expf(x[i] - mx);
+    return r;
+}
+
+/* The penalties of one token seen count times in the window (llama.cpp's, OpenAI's). */
+UL_HD float ul_tw_penalize(float v, int32_t count, float rep, float freq, float pres) {
+    if (rep != 1.0f && rep > 0.0f) v = v <= 0 ? v * rep : v / rep;
+    return v - ((float)count * freq + pres);
+}
+
+/* cand_desc: larger logit first, then lower id; a total order, so any sort agrees with
+ * the CPU's qsort. */
+UL_HD int ul_tw_cand_before(ul_tw_cand_t a, ul_tw_cand_t b) {
+    if (a.logit != b.logit) return a.logit > b.logit;
+    return a.id < b.id;
+}
+UL_HD void ul_tw_sift(ul_tw_cand_t *c, int32_t i, int32_t n) {
+    for (;;) { /* a heap whose root is the last in sorted order */
+        int32_t m = i, l = 2 * i + 1, r = l + 1;
+        if (l < n && ul_tw_cand_before(c[m], c[l])) m = l;
+        if (r < n && ul_tw_cand_before(c[m], c[r])) m = r;
+        if (m == i) return;
+        ul_tw_cand_t t = c[i];
+        c[i] = c[m];
+        c[m] = t;
+        i = m;
+    }
+}
+UL_HD void ul_tw_sort(ul_tw_cand_t *c, int32_t n) { /* heapsort, no recursion */
+    for (int32_t i = n / 2 - 1; i >= 0; i--) ul_tw_sift(c, i, n);
+    for (int32_t e = n - 1; e > 0; e--) {
+        ul_tw_cand_t t = c[0];
+        c[0] = c[e];
+        c[e] = t;
+        ul_tw_sift(c, 0, e);
+    }
+}
+
+/* select_top: the k largest to the front, by the CPU's quickselect (same pivots, same
+ * swaps: the draw walks the candidates in the order it leaves them). */
+UL_HD void ul_tw_select_top(ul_tw_cand_t *c, int32_t n, int32_t k) {
+    int32_t lo = 0, hi = n - 1;
+    while (lo < hi) {
+        float pivot = c[lo + (hi - lo) / 2].logit;
+        int32_t i = lo, j = hi;
+        while (i <= j) {
+            while (c[i].logit > pivot) i++;
+            while (c[j].logit < pivot) j--;
+            if (i <= j) {
+                ul_tw_cand_t t = c[i];
+                c[i++] = c[j];
+                c[j--] = t;
+            }
+        }
+        if (k - 1 <= j)
+            hi = j;
+        else if (k - 1 >= i)
+            lo = i;
+        else
+            break;
+    }
+}
+
+UL_HD int32_t ul_tw_top_p_cut(ul_tw_cand_t *c, int32_t n, float top_p, float mx, double z) {
+    for (int32_t k = n > 256 ? 256 : n;; k = k * 4 < n ? k * 4 : n) {
+        if (k < n) ul_tw_select_top(c, n, k);
+        ul_tw_sort(c, k);
+        double cum = 0;
+        for (int32_t i = 0; i < k; i++) {
+            cum += exp((double)(c[i].logit - mx)) / z;
+            if (cum >= top_p) return i + 1;
+        }
+        if (k == n) return n;
+    }
+}
+
+/* The stochastic part over the biased and penalised logits l. */
+UL_HD int32_t ul_tw_draw(ul_tw_sample_t *s, const float *l, int32_t n_vocab, ul_tw_cand_t *c) {
+    const float mx = ul_tw_vmax(l, n_vocab);
+    const int top_k = s->top_k > 0 && s->top_k < n_vocab;
+    const int top_p = s->top_p < 1.0f && s->top_p > 0.0f;
+    const int min_p = s->min_p > 0.0f && s->min_p <= 1.0f;
+    if (!top_k && !top_p && !min_p) {
+        const float k = 1.0f / s->temperature;
+        double sum = 0;
+        for (int32_t i = 0; i < n_vocab; i++) sum += ul_tw_expf((l[i] - mx) * k);
+        double u = (double)ul_tw_uniform(s->rng) * sum, acc = 0;
+        for (int32_t i = 0; i < n_vocab; i++) {
+            acc += ul_tw_expf((l[i] - mx) * k);
+            if (u < acc) return i;
+        }
+        return ul_tw_argmax(l, n_vocab);
+    }
+    int32_t n = n_vocab;
+    for (int32_t i = 0; i < n; i++) {
+        c[i].id = i;
+        c[i].logit = l[i];
+    }
+    if (top_k) {
+        ul_tw_select_top(c, n, s->top_k);
+        n = s->top_k;
+    }
+    if (top_p && n > 1) {
+        double z = 0;
+        if (n == n_vocab)
+            z = ul_tw_sumexp(l, n_vocab, mx);
+        else
+            for (int32_t i = 0; i < n; i++) z += exp((double)(c[i].logit - mx));
+        n = ul_tw_top_p_cut(c, n, s->top_p, mx, z);
+    }
+    if (min_p) {
+        float thr = mx + ul_tw_logf(s->min_p);
+        int32_t m = 0;
+        for (int32_t i = 0; i < n; i++)
+            if (c[i].logit >= thr) c[m++] = c[i];
+        n = m;
+    }
+    double sum = 0;
+    for (int32_t i = 0; i < n; i++) {
+        float p = ul_tw_expf((c[i].logit - mx) / s->temperature);
+        c[i].logit = p;
+        sum += p;
+    }
+    double u = (double)ul_tw_uniform(s->rng) * sum, acc = 0;
+    for (int32_t i = 0; i < n; i++) {
+        acc += c[i].logit;
+        if (u < acc) return c[i].id;
+    }
+    return c[n - 1].id;
+}
+
+/* The raw log-softmax at tok and the n_logprobs most likely raw candidates. */
+UL_HD void ul_tw_logprobs(ul_tw_sample_t *s, const float *logits, int32_t n_vocab) {
+    float mx = ul_tw_vmax(logits, n_vocab);
+    float lse = mx + (float)log(ul_tw_sumexp(logits, n_vocab, mx));
+    s->logprob = logits[s->token] - lse;
+    int32_t k = s->n_logprobs;
+    if (k < 0) k = 0;
+    if (k > UL_TW_MAX_LOGPROBS) k = UL_TW_MAX_LOGPROBS;
+    if (k > n_vocab) k = n_vocab;
+    int32_t n = 0;
+    for (int32_t i = 0; i < n_vocab && k > 0; i++) {
+        float l = logits[i];
+        if (n == k && l <= s->top_lp[n - 1]) continue;
+        int32_t j = n < k ? n++ : k - 1;
+        while (j > 0 && s->top_lp[j - 1] < l) {
+            s->top_lp[j] = s->top_lp[j - 1];
+            s->top_ids[j] = s->top_ids[j - 1];
+            j--;
+        }
+        s->top_lp[j] = l;
+        s->top_ids[j] = i;
+    }
+    for (int32_t i = 0; i < n; i++) s->top_lp[i] -= lse;
+    s->n_top = n;
+}
+
+/* Bias and penalties into pl (a copy of the row the caller made), counts [n_vocab] zero
+ * and left zero. */
+UL_HD void ul_tw_adjust(const ul_tw_sample_t *s, float *pl, int32_t n_vocab, const int32_t *hist,
+                        const int32_t *bias_ids, const float *bias_vals, int32_t *counts) {
+    for (int32_t i = 0; i < s->n_bias; i++) {
+        int32_t id = bias_ids[s->bias_off + i];
+        if (id >= 0 && id < n_vocab) pl[id] += bias_vals[s->bias_off + i];
+    }
+    const int32_t *h = hist + s->hist_off;
+    for (int32_t i = 0; i < s->n_hist; i++)
+        if (h[i] >= 0 && h[i] < n_vocab) counts[h[i]]++;
+    for (int32_t i = 0; i < s->n_hist; i++) {
+        int32_t t = h[i];
+        if (t < 0 || t >= n_vocab || counts[t] == 0) continue;
+        pl[t] = ul_tw_penalize(pl[t], counts[t], s->repeat_penalty, s->frequency_penalty,
+                               s->presence_penalty);
+        counts[t] = 0;
+    }
+}
+
+/* The whole chain for one row, after pl = logits: token, logprob, top candidates, rng. */
+UL_HD void ul_tw_sample_row(ul_tw_sample_t *s, const float *logits, float *pl, int32_t n_vocab,
+                            const int32_t *hist, const int32_t *bias_ids, const float *bias_vals,
+                            int32_t *counts, ul_tw_cand_t *c) {
+    ul_tw_adjust(s, pl, n_vocab, hist, bias_ids, bias_vals, counts);
+    s->token = !(s->temperature > 0.0f) ? ul_tw_argmax(pl, n_vocab) : ul_tw_draw(s, pl, n_vocab, c);
+    ul_tw_logprobs(s, logits, n_vocab);
 }
 
 #endif

@@ -14,6 +14,7 @@
 #include "cpu/forward.h"
 #include "engine/sampling.h"
 #include "gpu/gpu.h"
+#include "gpu/support.h"
 #include "gpu/twin.h"
 
 static int g_fail;
@@ -55,8 +56,9 @@ static void report(const char *what, double worst, double tol) {
     g_fail += !ok;
 }
 
-static const int types[] = {UL_TYPE_F32,  UL_TYPE_F16,  UL_TYPE_BF16, UL_TYPE_Q8_0,
-                            UL_TYPE_Q4_0, UL_TYPE_Q4_K, UL_TYPE_Q6_K};
+static const int types[] = {UL_TYPE_F32,  UL_TYPE_F16,    UL_TYPE_BF16,  UL_TYPE_Q8_0, UL_TYPE_Q4_0,
+                            UL_TYPE_Q4_K, UL_TYPE_Q6_K,   UL_TYPE_Q4_1,  UL_TYPE_Q5_0, UL_TYPE_Q5_1,
+                            UL_TYPE_Q5_K, UL_TYPE_IQ4_NL, UL_TYPE_IQ4_XS};
 
 static void dequant_and_matvec(void) {
     enum { ROWS = 64, COLS = 1024, TOK = 4 };
@@ -286,6 +288,76 @@ static void argmax(void) {
     cudaFree(dl), cudaFree(dids), cudaFree(dlp);
 }
 
+/* The full sampler on the device (ul_gpu_sample) against ul_sample's portable path: rows
+ * with every parameter, the same RNG states; the device's exponentials go through double
+ * (twin.h), so a token may differ only where a draw sits on a boundary's last bit. */
+static void sample_full(void) {
+    enum { R = 24, V = 32000, H = 64 };
+    static float l[R * V];
+    static int32_t hist_src[H];
+    ul_logit_bias_t bias[4] = {{5, 3.0f}, {77, -100.0f}, {123, 1.5f}, {V + 1, 9.0f}};
+    uint64_t s = 9;
+    for (int i = 0; i < R * V; i++) l[i] = 10.0f * tk_unif(&s);
+    for (int i = 0; i < H; i++) hist_src[i] = (int32_t)(tk_rng(&s) % 200);
+    ul_sampling_init(0);
+    ul_step_seq_t seqs[R];
+    ul_tw_sample_t rows[R];
+    static int32_t hist[R * H], bias_ids[R * 4];
+    static float bias_vals[R * 4];
+    int32_t nh = 0, nb = 0;
+    for (int r = 0; r < R; r++) {
+        ul_step_seq_t *q = &seqs[r];
+        memset(q, 0, sizeof *q);
+        ul_sampling_default(&q->sampling);
+        ul_sampling_t *sp = &q->sampling;
+        sp->temperature = r % 6 == 5 ? 0.0f : 0.3f + 0.1f * (float)r;
+        sp->top_k = r % 3 == 0 ? 40 : 0;
+        sp->top_p = r % 4 == 1 ? 0.9f : 1.0f;
+        sp->min_p = r % 5 == 2 ? 0.05f : 0.0f;
+        if (r % 2) {
+            sp->repeat_penalty = 1.3f;
+            sp->repeat_last_n = r % 4 == 3 ? -1 : 32;
+            sp->frequency_penalty = 0.4f;
+            sp->presence_penalty = 0.2f;
+        }
+        if (r % 7 == 0) sp->logit_bias = bias, sp->n_logit_bias = 4;
+        sp->n_logprobs = r % 3 == 1 ? 5 : 0;
+        q->history = hist_src;
+        q->n_history = H;
+        ul_sampling_rng_seed(1000 + (uint64_t)r, q->rng);
+        LK(ul_gpu_sample_pack(q, r, &rows[r], hist, R * H, &nh, bias_ids, bias_vals, R * 4, &nb));
+    }
+    float *dl = dup_to_dev(l, sizeof l), *dpl, *dbv = dup_to_dev(bias_vals, sizeof bias_vals);
+    ul_tw_sample_t *drows = dup_to_dev(rows, sizeof rows);
+    int32_t *dh = dup_to_dev(hist, sizeof hist), *dbi = dup_to_dev(bias_ids, sizeof bias_ids),
+            *dcounts;
+    ul_tw_cand_t *dcand;
+    CK(cudaMalloc((void **)&dpl, (size_t)R * V * sizeof(float)));
+    CK(cudaMalloc((void **)&dcounts, (size_t)R * V * sizeof(int32_t)));
+    CK(cudaMemset(dcounts, 0, (size_t)R * V * sizeof(int32_t)));
+    CK(cudaMalloc((void **)&dcand, (size_t)R * V * sizeof(ul_tw_cand_t)));
+    LK(ul_gpu_sample(dl, V, drows, R, dh, dbi, dbv, dpl, dcounts, dcand, g_s));
+    to_host(rows, drows, sizeof rows);
+    void *scratch = calloc(1, ul_sample_scratch_size(V));
+    int wrong = 0, rng_wrong = 0;
+    double worst = 0;
+    for (int r = 0; r < R; r++) {
+        ul_sample(&seqs[r], l + (size_t)r * V, V, scratch);
+        wrong += seqs[r].out_token != rows[r].token;
+        rng_wrong += seqs[r].rng[0] != rows[r].rng[0] || seqs[r].rng[1] != rows[r].rng[1];
+        double d = fabs(seqs[r].out_logprob - rows[r].logprob);
+        if (d > worst) worst = d;
+    }
+    printf("%-4s sample (every parameter): %d of %d rows choose another token than ul_sample, "
+           "%d RNG states differ\n",
+           wrong > 1 || rng_wrong ? "FAIL" : "ok", wrong, R, rng_wrong);
+    g_fail += wrong > 1 || rng_wrong;
+    report("sample logprob", worst, 1e-4);
+    free(scratch);
+    cudaFree(dl), cudaFree(dpl), cudaFree(dbv), cudaFree(drows), cudaFree(dh), cudaFree(dbi);
+    cudaFree(dcounts), cudaFree(dcand);
+}
+
 int main(void) {
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
@@ -299,6 +371,7 @@ int main(void) {
     norm_rope_act();
     attention();
     argmax();
+    sample_full();
     CK(cudaStreamDestroy(g_s));
     printf("%d passed, %d failed\n", g_fail ? 0 : 1, g_fail ? 1 : 0);
     return g_fail ? 1 : 0;

@@ -58,5 +58,20 @@ def device_out_of_range_is_refused():
                                            "no CUDA device" in p.stderr), p.stderr
 
 
+@test
+def unsupported_architecture_is_refused_before_the_device():
+    """The model check runs before any CUDA call, so the refusal names the architecture
+    with or without a device."""
+    src = os.environ.get("UVLLM_SOURCE_DIR",
+                         os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+    for arch in ("gemma3", "phi3", "qwen3moe"):
+        model = os.path.join(src, "tests", "models", arch + "-tiny-f16.gguf")
+        p = subprocess.run([binary(), "serve", "--backend", "cuda", "--model", model,
+                            "--port", "0"], capture_output=True, text=True, timeout=60)
+        assert p.returncode != 0, p.stderr
+        line = [ln for ln in p.stderr.splitlines() if "cuda backend" in ln]
+        assert line and ("architecture %s is not supported" % arch) in line[0], p.stderr
+
+
 if __name__ == "__main__":
     sys.exit(run())

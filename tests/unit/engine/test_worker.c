@@ -29,6 +29,7 @@ typedef struct {
     int head, tail;                /* launched jobs [head, tail) in jobs[] order */
     ul_step_t *launched[N_STEPS];
     int burst; /* the device releases completions only in groups of this many */
+    int hold;  /* while set, the device runs nothing: a hung kernel; dropped at stop */
     int fail_every;
     int stop;
     int finish_on_worker; /* 1 while every finish ran on the worker thread */
@@ -47,8 +48,9 @@ static void *device(void *arg) {
     pthread_mutex_lock(&f->mu);
     for (;;) {
         /* wait until a whole burst is queued (or stop drains what is left) */
-        while (!f->stop && f->tail - f->head < f->burst) pthread_cond_wait(&f->cv, &f->mu);
-        if (f->head == f->tail) {
+        while (!f->stop && (f->hold || f->tail - f->head < f->burst))
+            pthread_cond_wait(&f->cv, &f->mu);
+        if (f->head == f->tail || (f->stop && f->hold)) {
             if (f->stop) break;
             continue;
         }
@@ -87,7 +89,7 @@ static int launch(void *ctx, ul_step_t *step) {
     return UL_WORKER_PENDING;
 }
 
-static void fake_init(fake_t *f, int burst, int fail_every) {
+static void fake_init_ops(fake_t *f, int burst, int fail_every, const ul_worker_ops_t *ops) {
     memset(f, 0, sizeof *f);
     f->burst = burst;
     f->fail_every = fail_every;
@@ -95,8 +97,12 @@ static void fake_init(fake_t *f, int burst, int fail_every) {
     pthread_mutex_init(&f->mu, NULL);
     pthread_cond_init(&f->cv, NULL);
     cr_assert_eq(pthread_create(&f->thread, NULL, device, f), 0);
+    cr_assert_eq(ul_worker_init(&f->worker, &f->base, ops, f), 0);
+}
+
+static void fake_init(fake_t *f, int burst, int fail_every) {
     static const ul_worker_ops_t ops = {.step = launch};
-    cr_assert_eq(ul_worker_init(&f->worker, &f->base, &ops, f), 0);
+    fake_init_ops(f, burst, fail_every, &ops);
 }
 
 static void fake_free(fake_t *f) {
@@ -276,4 +282,160 @@ Test(worker, stop_finishes_the_step_in_flight_and_drops_the_queue) {
     cr_assert_eq(uv_loop_close(&loop), 0);
     pthread_cond_destroy(&s.cv);
     pthread_mutex_destroy(&s.mu);
+}
+
+/* ---- the watchdog: a device that does not call back ---- */
+
+typedef struct {
+    ul_bridge_t bridge;
+    int n_done;
+    int status[N_STEPS];
+    int32_t token[N_STEPS];
+    int64_t t_ns[N_STEPS]; /* when the loop got it */
+} wd_loop_t;
+
+static int64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void wd_on_step(ul_bridge_t *br, ul_queue_t *item) {
+    wd_loop_t *c = (wd_loop_t *)br;
+    ul_step_t *st = UL_QUEUE_DATA(item, ul_step_t, node);
+    int id = (int)st->seqs[0].seq_id;
+    c->status[id] = st->status;
+    c->token[id] = st->seqs[0].out_token;
+    c->t_ns[id] = now_ns();
+    c->n_done++;
+}
+
+static ul_step_t wd_steps[N_STEPS];
+static ul_step_seq_t wd_seqs[N_STEPS];
+
+static void wd_submit(fake_t *f, int id) {
+    memset(&wd_steps[id], 0, sizeof wd_steps[id]);
+    memset(&wd_seqs[id], 0, sizeof wd_seqs[id]);
+    wd_seqs[id].seq_id = (uint64_t)id;
+    wd_seqs[id].out_token = -1;
+    wd_steps[id].seqs = &wd_seqs[id];
+    wd_steps[id].n_seqs = 1;
+    cr_assert_eq(ul_worker_submit(&f->worker, &wd_steps[id]), 0);
+}
+
+/* Runs the loop until n steps have come back, at most 10 s. */
+static void wd_wait(uv_loop_t *loop, wd_loop_t *c, int n) {
+    int64_t until = now_ns() + 10000000000ll;
+    while (c->n_done < n && now_ns() < until) uv_run(loop, UV_RUN_ONCE);
+    cr_assert_eq(c->n_done, n, "%d of %d steps came back", c->n_done, n);
+}
+
+static void set_hold(fake_t *f, int hold) {
+    pthread_mutex_lock(&f->mu);
+    f->hold = hold;
+    pthread_cond_signal(&f->cv);
+    pthread_mutex_unlock(&f->mu);
+}
+
+#define WD_TIMEOUT_NS 100000000 /* 100 ms */
+
+/* A hung step fails with UL_ETIMEDOUT after the bound (the server answers its requests
+ * with an error), steps submitted while the device still holds it fail at once, and once
+ * the device returns it (late: dropped, its finish never runs) steps succeed again. */
+Test(worker, watchdog_fails_a_hung_step_and_serving_resumes) {
+    uv_loop_t loop;
+    cr_assert_eq(uv_loop_init(&loop), 0);
+    wd_loop_t c = {0};
+    cr_assert_eq(ul_bridge_init(&loop, &c.bridge, wd_on_step), 0);
+    fake_t *f = calloc(1, sizeof *f);
+    static const ul_worker_ops_t ops = {
+        .step = launch, .max_in_flight = 2, .step_timeout_ns = WD_TIMEOUT_NS};
+    fake_init_ops(f, 1, 0, &ops);
+    f->base.bridge = &c.bridge;
+    /* a healthy step first: the watchdog does not fire on normal work */
+    wd_submit(f, 0);
+    wd_wait(&loop, &c, 1);
+    cr_assert_eq(c.status[0], 0);
+    cr_assert_eq(c.token[0], 1000);
+    /* the device hangs with two steps on it (id 1 needs host work, id 3 does not) */
+    set_hold(f, 1);
+    int64_t t0 = now_ns();
+    wd_submit(f, 1);
+    wd_submit(f, 3);
+    wd_wait(&loop, &c, 3);
+    for (int id = 1; id <= 3; id += 2) {
+        cr_assert_eq(c.status[id], UL_ETIMEDOUT, "step %d: status %d", id, c.status[id]);
+        cr_assert_eq(c.token[id], -1, "step %d's outputs were written", id);
+        int64_t waited = c.t_ns[id] - t0;
+        printf("hung step %d failed after %.0f ms (bound %d ms)\n", id, waited / 1e6,
+               WD_TIMEOUT_NS / 1000000);
+        cr_assert_geq(waited, WD_TIMEOUT_NS, "failed before the bound");
+        cr_assert_lt(waited, 5000000000ll, "the watchdog took %.1f s", waited / 1e9);
+    }
+    cr_assert_eq(ul_worker_timed_out(&f->worker), 2);
+    /* while the device holds them, a new step is refused at once, not queued behind them */
+    int64_t t1 = now_ns();
+    wd_submit(f, 4);
+    wd_wait(&loop, &c, 4);
+    cr_assert_eq(c.status[4], UL_ETIMEDOUT);
+    cr_assert_lt(c.t_ns[4] - t1, WD_TIMEOUT_NS, "refused only after %.0f ms",
+                 (c.t_ns[4] - t1) / 1e6);
+    /* the device comes back: its late callbacks are dropped, steps run again */
+    set_hold(f, 0);
+    for (;;) { /* until the device has called back both (its head reaches its tail) */
+        pthread_mutex_lock(&f->mu);
+        int left = f->tail - f->head;
+        pthread_mutex_unlock(&f->mu);
+        pthread_mutex_lock(&f->worker.mu);
+        int lost = f->worker.n_lost;
+        pthread_mutex_unlock(&f->worker.mu);
+        if (!left && !lost) break;
+        nanosleep(&(struct timespec){0, 1000000}, NULL);
+    }
+    cr_assert_eq(wd_seqs[1].out_token, -1, "a late job's finish ran on a failed step");
+    wd_submit(f, 5);
+    wd_wait(&loop, &c, 5);
+    cr_assert_eq(c.status[5], 0, "after recovery: status %d", c.status[5]);
+    cr_assert_eq(c.token[5], 1005);
+    fake_free(f);
+    cr_assert_eq(ul_worker_orphaned(&f->worker), 0);
+    free(f);
+    ul_bridge_close(&c.bridge, NULL);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    cr_assert_eq(uv_loop_close(&loop), 0);
+}
+
+/* A device that never calls back: the step still fails within the bound, and shutdown does
+ * not hang on it: stop gives up after one more bound and reports the worker orphaned, whose
+ * memory stays valid for a callback that might still come. */
+Test(worker, watchdog_device_that_never_calls_back_cannot_hang_shutdown) {
+    uv_loop_t loop;
+    cr_assert_eq(uv_loop_init(&loop), 0);
+    wd_loop_t c = {0};
+    cr_assert_eq(ul_bridge_init(&loop, &c.bridge, wd_on_step), 0);
+    fake_t *f = calloc(1, sizeof *f);
+    static const ul_worker_ops_t ops = {
+        .step = launch, .max_in_flight = 1, .step_timeout_ns = WD_TIMEOUT_NS};
+    fake_init_ops(f, 1, 0, &ops);
+    f->base.bridge = &c.bridge;
+    set_hold(f, 1);
+    wd_submit(f, 2);
+    wd_wait(&loop, &c, 1);
+    cr_assert_eq(c.status[2], UL_ETIMEDOUT);
+    int64_t t0 = now_ns();
+    ul_worker_stop(&f->worker);
+    int64_t took = now_ns() - t0;
+    printf("stop with a lost step took %.0f ms\n", took / 1e6);
+    cr_assert_lt(took, 5000000000ll);
+    cr_assert_eq(ul_worker_orphaned(&f->worker), 1);
+    /* the device answers after all: the orphaned worker takes it without harm */
+    ul_worker_job_done(&f->jobs[2]);
+    pthread_mutex_lock(&f->worker.mu);
+    cr_assert_eq(f->worker.n_lost, 0);
+    pthread_mutex_unlock(&f->worker.mu);
+    fake_free(f); /* drops the held job; the worker's locks were left alone */
+    free(f);
+    ul_bridge_close(&c.bridge, NULL);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    cr_assert_eq(uv_loop_close(&loop), 0);
 }

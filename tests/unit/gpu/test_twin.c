@@ -13,8 +13,9 @@
 #include "engine/sampling.h"
 #include "gpu/twin.h"
 
-static const int types[] = {UL_TYPE_F32,  UL_TYPE_F16,  UL_TYPE_BF16, UL_TYPE_Q8_0,
-                            UL_TYPE_Q4_0, UL_TYPE_Q4_K, UL_TYPE_Q6_K};
+static const int types[] = {UL_TYPE_F32,  UL_TYPE_F16,    UL_TYPE_BF16,  UL_TYPE_Q8_0, UL_TYPE_Q4_0,
+                            UL_TYPE_Q4_K, UL_TYPE_Q6_K,   UL_TYPE_Q4_1,  UL_TYPE_Q5_0, UL_TYPE_Q5_1,
+                            UL_TYPE_Q5_K, UL_TYPE_IQ4_NL, UL_TYPE_IQ4_XS};
 
 Test(twin, type_ids_and_sizes_match_gguf) {
     cr_assert_eq(UL_TW_F16, UL_TYPE_F16);
@@ -23,6 +24,12 @@ Test(twin, type_ids_and_sizes_match_gguf) {
     cr_assert_eq(UL_TW_Q8_0, UL_TYPE_Q8_0);
     cr_assert_eq(UL_TW_Q4_K, UL_TYPE_Q4_K);
     cr_assert_eq(UL_TW_Q6_K, UL_TYPE_Q6_K);
+    cr_assert_eq(UL_TW_Q4_1, UL_TYPE_Q4_1);
+    cr_assert_eq(UL_TW_Q5_0, UL_TYPE_Q5_0);
+    cr_assert_eq(UL_TW_Q5_1, UL_TYPE_Q5_1);
+    cr_assert_eq(UL_TW_Q5_K, UL_TYPE_Q5_K);
+    cr_assert_eq(UL_TW_IQ4_NL, UL_TYPE_IQ4_NL);
+    cr_assert_eq(UL_TW_IQ4_XS, UL_TYPE_IQ4_XS);
     for (size_t i = 0; i < sizeof types / sizeof *types; i++)
         cr_assert_eq((size_t)ul_tw_row_bytes(types[i], 512), ul_type_row_bytes(types[i], 512),
                      "row bytes of type %d", types[i]);

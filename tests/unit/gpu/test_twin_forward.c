@@ -226,5 +226,6 @@ Test(twin_forward, aidreams_f32_head_dim_16) { compare("aidreams260K", 5e-3); }
 Test(twin_forward, mini_f16_gqa) { compare("mini-f16", 1e-2); }
 Test(twin_forward, mini_q4_0) { compare("mini-q4_0", 0.2); }
 Test(twin_forward, mini_q4_k_m) { compare("mini-q4_k_m", 0.25); }
+Test(twin_forward, mini_q5_k_m) { compare("mini-q5_k_m", 0.25); }
 Test(twin_forward, qwen2_biases_neox) { compare("qwen2-tiny-f16", 5e-3); }
 Test(twin_forward, qwen3_qk_norm_neox) { compare("qwen3-tiny-f16", 5e-3); }
