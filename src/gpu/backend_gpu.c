@@ -299,12 +299,13 @@ static int prepare(gpu_t *g, slot_t *sl, ul_step_t *st) {
         }
         if (s->sample) {
             /* greedy rows: the parallel argmax; others: the full chain on the device while
-             * its rows and buffers last, then the host's ul_sample */
+             * its rows and buffers last, then the host's ul_sample; rows with a token filter
+             * (JSON mode) always on the host, where the filter lives */
             sl->out_seq[n_out] = si;
             orow[n_out] = s->tok_offset + s->n_tokens - 1;
             sl->host_row[n_out] = sl->dev_row[n_out] = -1;
             if (!device_greedy(s)) {
-                if (sl->n_dev < g->dev_rows &&
+                if (!s->sampling.filter && sl->n_dev < g->dev_rows &&
                     !ul_gpu_sample_pack(s, n_out, &sl->h_smp[sl->n_dev], sl->h_hist, DEV_HIST_CAP,
                                         &sl->n_hist, sl->h_bias_ids, sl->h_bias_vals, DEV_BIAS_CAP,
                                         &sl->n_bias))
