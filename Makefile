@@ -28,27 +28,32 @@ build: deps
 serve: build
 	./$(BUILD)/uvllm serve $(SERVE_ARGS)
 
+# ctest -j: only the tests CMakeLists.txt lists as parallel-safe share the cores, the rest
+# run alone (RUN_SERIAL).
 test: build
-	cd $(BUILD) && ctest --output-on-failure -j 1
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
+# The sanitizer and fuzz builds leave out the CUDA backend (UVLLM_CUDA=OFF): nvcc's device
+# code is not instrumented and is compiled by `make build`; the host twins (unit_gpu_twin)
+# and the worker's simulated-device test (unit_engine) are plain C and still run here.
 test-asan: deps
-	@cmake -S . -B $(BUILD_ASAN) -DCMAKE_BUILD_TYPE=Debug -DUVLLM_SANITIZE=ON $(CMAKE_ARGS) >/dev/null
+	@cmake -S . -B $(BUILD_ASAN) -DCMAKE_BUILD_TYPE=Debug -DUVLLM_SANITIZE=ON -DUVLLM_CUDA=OFF $(CMAKE_ARGS) >/dev/null
 	@cmake --build $(BUILD_ASAN) -j $(JOBS)
-	cd $(BUILD_ASAN) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j 1
+	cd $(BUILD_ASAN) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(JOBS)
 
 # Every test under ThreadSanitizer, the racy self-tests and a short load on the TSan server
 # (CMakeLists.txt, UVLLM_TSAN); any report fails the run.
 test-tsan: deps
-	@cmake -S . -B $(BUILD_TSAN) -DCMAKE_BUILD_TYPE=Debug -DUVLLM_TSAN=ON $(CMAKE_ARGS) >/dev/null
+	@cmake -S . -B $(BUILD_TSAN) -DCMAKE_BUILD_TYPE=Debug -DUVLLM_TSAN=ON -DUVLLM_CUDA=OFF $(CMAKE_ARGS) >/dev/null
 	@cmake --build $(BUILD_TSAN) -j $(JOBS)
-	cd $(BUILD_TSAN) && ctest --output-on-failure -j 1
+	cd $(BUILD_TSAN) && ctest --output-on-failure -j $(JOBS)
 
 soak: build
 	UVLLM_BIN=$(BUILD)/uvllm python3 tests/soak/soak.py --model $(SOAK_MODEL) \
 	    --clients $(SOAK_CLIENTS) --duration $(SOAK_SECONDS) $(SOAK_ARGS)
 
 fuzz: deps
-	@CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DUVLLM_FUZZ=ON -DUVLLM_TESTS=OFF -DUVLLM_WERROR=OFF >/dev/null
+	@CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DUVLLM_FUZZ=ON -DUVLLM_TESTS=OFF -DUVLLM_WERROR=OFF -DUVLLM_CUDA=OFF >/dev/null
 	@cmake --build build-fuzz -j $(JOBS) --target fuzzers
 	bash tests/fuzz/run.sh build-fuzz
 

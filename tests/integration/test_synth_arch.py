@@ -11,7 +11,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_synth import Gguf, SHARED, SRC, check, failures, run  # noqa: E402
+from cli_check import SHARED, SRC, Gguf, check, failures, run  # noqa: E402
 
 
 def main():

