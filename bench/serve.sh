@@ -12,7 +12,8 @@
 # Every server and the client run under `nice -n $BENCH_NICE` (default -15; as root).
 # Model: $SERVE_MODEL, else the TinyLlama-1.1B-shaped Q4_0 of bench/engine.sh
 # (bench/work/tinyllama-q4_0.gguf, `uvllm synth` + `uvllm quantize`, random weights).
-# Writes the "serve" section of RESULTS.md.
+# Writes the "serve" section of RESULTS.md ($SERVE_SECTION names another, e.g. for a partial
+# rerun with fewer N that must not replace the full table).
 #   SERVE_NS="1 4 16 64"  SERVE_THREADS=2  BENCH_RUNS=3  SERVE_RUNS_BIG=(runs at N >= 64,
 #   default BENCH_RUNS)  SERVE_ITL_N=16  SERVE_ITL_TARGETS="50 200 0"
 set -euo pipefail
@@ -177,5 +178,5 @@ sec="$D/section.md"
     printf '%s\n' "${itl_rows[@]}"
 } >"$sec"
 cp "$D/runs.txt" "$D/runs-$(date -u +%H%M).txt"
-results_section serve "$sec"
+results_section "${SERVE_SECTION:-serve}" "$sec"
 cat "$sec"
