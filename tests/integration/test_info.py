@@ -8,17 +8,8 @@ import subprocess
 import sys
 import tempfile
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-SRC = os.environ.get("UVLLM_SOURCE_DIR", os.path.join(HERE, "..", ".."))
-SHARED = os.environ.get("UVLLM_SHARED") or os.path.join(SRC, "..", "shared")
-BIN = os.environ.get("UVLLM_BIN", os.path.join(SRC, "build", "uvllm"))
-failures = []
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what)
-    if not cond:
-        failures.append(what)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cli_check import BIN, SHARED, check, failures  # noqa: E402
 
 
 def run(*args):
