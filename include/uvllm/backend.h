@@ -11,14 +11,26 @@
  * Borrowed while in flight: from submit until the completion callback the loop must not
  * change or free
  *   - the step's tokens and seqs arrays (the scheduler's own step buffers);
- *   - each ul_step_seq_t's pages array (the sequence's page table: the scheduler may not
- *     grow, shrink or reallocate it, nor free or reuse the pages it lists);
- *   - each history array (the sequence's token list: no append, no reallocation);
+ *   - each ul_step_seq_t's pages array up to its n_pages (the sequence's page table: the
+ *     scheduler may append pages past n_pages for a later step, but never reallocates the
+ *     array, nor frees or reuses the pages it lists);
+ *   - each history array up to its n_history (the sequence's token list: the scheduler may
+ *     append past n_history, never reallocates it);
  *   - each sampling.logit_bias array (owned by the request, see ul_sampling_t).
- * The backend writes only status, compute_us, and each sampled sequence's rng and out_*
- * fields; it reads everything else. A GPU backend copies the borrowed arrays to pinned
- * memory on its worker thread before the step's copies are queued, but the contract is
- * the same for every backend: nothing borrowed changes until completion.
+ * The backend writes only status, compute_us, each sampled sequence's rng and out_* fields,
+ * and the input token of each chained sequence (below); it reads everything else. A GPU
+ * backend copies the borrowed arrays to pinned memory on its worker thread before the
+ * step's copies are queued, but the contract is the same for every backend: nothing
+ * borrowed changes until completion.
+ *
+ * Pipelining (max_in_flight 2): the scheduler may submit step N+1 before step N completes,
+ * so the backend never waits for the loop between two steps. A sequence may then be in
+ * both: in N+1 it is "chained" (ul_step_seq_t.chain > 0): its one input token is the token
+ * the backend samples for it in N, not known when N+1 is built, and its RNG state is the
+ * one N leaves. The backend resolves both (on the host once N is done, or on the device),
+ * writing the token into tokens[tok_offset]; if N fails, N+1 fails too. Steps complete in
+ * the order they were submitted. A chained sequence has no penalties and no filter (the
+ * scheduler does not chain those: their sampling reads the history up to the new token).
  *
  * KV cache: the backend owns KV storage of n_pages pages of page_size tokens each (for
  * every layer). The scheduler owns page tables: each sequence of a step lists the pages
@@ -92,6 +104,11 @@ typedef struct ul_step_seq_s {
     const int32_t *pages; /* page table, covering positions [0, pos0 + n_tokens) */
     int32_t n_pages;
     int32_t sample; /* 1: sample a token after this sequence's last token */
+    /* 0, or (pipelining, above) 1 + the index, in the seqs of the step submitted just
+     * before this one, of the same sequence's entry: it samples this entry's one input
+     * token (tokens[tok_offset] is -1 until the backend writes it there), and the RNG state
+     * it leaves is this entry's rng in (rng below is stale). */
+    int32_t chain;
     ul_sampling_t sampling;
     uint64_t rng[2];        /* in/out: RNG state, advanced by each sample */
     const int32_t *history; /* tokens so far (prompt + generated), for penalties */
@@ -137,6 +154,10 @@ struct ul_backend_s {
     /* Largest step the backend accepts, in tokens (its scratch is sized for it); 0 = no
      * limit. The scheduler's token budget never exceeds it (ul_backend_max_step_tokens). */
     int32_t max_step_tokens;
+    /* Steps the backend takes before the first of them completes: 0 or 1, one at a time;
+     * 2, it accepts a second step while one is in flight and resolves chained entries
+     * (pipelining, above). The scheduler pipelines only when asked to (ul_sched_config_t). */
+    int32_t max_in_flight;
 };
 
 /* The step budget a scheduler may use: want (0 = the backend's own limit, or 512 when it

@@ -99,6 +99,7 @@ int ul_cpu_backend_create(const ul_model_t *m, const ul_cpu_config_t *cfg, ul_ba
         .n_pages = b->fwd->kv.n_pages,
         .eos_id = m->vocab ? ul_vocab_eos(m->vocab) : -1,
         .max_step_tokens = b->fwd->max_tokens,
+        .max_in_flight = 2, /* the worker resolves chained steps on the host */
     };
     static const ul_worker_ops_t ops = {
         .step = worker_step, .idle = worker_idle, .idle_after_ns = PARK_AFTER_NS};

@@ -117,11 +117,21 @@ static int check_seq(const null_backend_t *nb, const ul_step_t *step, const ul_s
 
 /* Scripted reply: the longest k with history ending in reply[0..k) says where the sequence
  * is (position-free, so preemption and recompute continue it alike). */
-static int32_t scripted_token(const null_backend_t *nb, const ul_step_seq_t *s) {
+static int32_t scripted_token(const null_backend_t *nb, const ul_step_seq_t *s,
+                              const int32_t *tokens) {
     int32_t n = s->history ? s->n_history : 0;
-    for (int32_t k = nb->n_reply < n ? nb->n_reply : n; k > 0; k--)
-        if (!memcmp(s->history + n - k, nb->reply, (size_t)k * sizeof *nb->reply))
-            return k == nb->n_reply ? nb->base.eos_id : nb->reply[k];
+    /* A chained entry's input token (backend.h "Pipelining") is not in its history yet. */
+    int32_t last = s->pos0 + s->n_tokens;
+    int32_t extra = s->history && n < last ? last - n : 0;
+    for (int32_t k = nb->n_reply < n + extra ? nb->n_reply : n + extra; k > 0; k--) {
+        int match = 1;
+        for (int32_t j = 0; j < k && match; j++) {
+            int32_t p = n + extra - k + j; /* position in history + extra */
+            int32_t t = p < n ? s->history[p] : tokens[s->tok_offset + s->n_tokens - extra + (p - n)];
+            match = t == nb->reply[j];
+        }
+        if (match) return k == nb->n_reply ? nb->base.eos_id : nb->reply[k];
+    }
     return nb->reply[0];
 }
 
@@ -157,7 +167,7 @@ static void compute(null_backend_t *nb, ul_step_t *step) {
             nb->kv_token[slot] = step->tokens[s->tok_offset + k];
         }
         if (s->sample) {
-            s->out_token = nb->reply ? scripted_token(nb, s)
+            s->out_token = nb->reply ? scripted_token(nb, s, step->tokens)
                                      : pseudo_token(nb, s->seq_id, s->pos0 + s->n_tokens);
             filter_token(nb, s);
             fill_logprobs(nb, s);
@@ -244,7 +254,8 @@ int ul_null_backend_create(const ul_null_config_t *cfg, ul_backend_t **out) {
                               .n_ctx = c.n_ctx,
                               .page_size = c.page_size,
                               .n_pages = c.n_pages,
-                              .eos_id = c.eos_every > 0 || c.n_reply ? c.eos_id : -1};
+                              .eos_id = c.eos_every > 0 || c.n_reply ? c.eos_id : -1,
+                              .max_in_flight = 2}; /* the worker resolves chains */
     nb->delay_us = c.delay_us;
     nb->token_us = c.token_us;
     nb->prefill_us = c.prefill_us;

@@ -98,6 +98,60 @@ static void time_out_pending(ul_worker_t *w) {
     pthread_mutex_lock(&w->mu);
 }
 
+static int chained(const ul_step_t *st) {
+    for (int32_t i = 0; i < st->n_seqs; i++)
+        if (st->seqs[i].chain > 0) return 1;
+    return 0;
+}
+
+/* Whether the queue's head must wait for earlier steps to complete (a deferred step, or a
+ * chained one the backend does not resolve itself); mu held. */
+static int head_waits(const ul_worker_t *w) {
+    if (ul_queue_empty(&w->queue) || w->n_completed >= w->n_taken) return 0;
+    if (w->wait_for > w->n_completed) return 1;
+    return !w->ops.chains_on_device &&
+           chained(UL_QUEUE_DATA(ul_queue_head(&w->queue), ul_step_t, node));
+}
+
+/* Keeps the outputs a chained step after st reads; mu held, st just completed. */
+static void keep_outputs(ul_worker_t *w, const ul_step_t *st) {
+    w->n_completed++;
+    w->prev_status = st->status;
+    if (st->n_seqs > w->cap_prev) {
+        struct ul_worker_out_s *p = realloc(w->prev, (size_t)st->n_seqs * sizeof *p);
+        if (!p) {
+            w->n_prev = -1;
+            return;
+        }
+        w->prev = p;
+        w->cap_prev = st->n_seqs;
+    }
+    for (int32_t i = 0; i < st->n_seqs; i++) {
+        const ul_step_seq_t *ss = &st->seqs[i];
+        w->prev[i] = (struct ul_worker_out_s){ss->sample ? ss->out_token : -1,
+                                              {ss->rng[0], ss->rng[1]}};
+    }
+    w->n_prev = st->n_seqs;
+}
+
+/* The chained entries of st from the step completed just before it; mu held. 0, or the
+ * status st fails with: that step's failure, or a chain to an entry that sampled nothing. */
+static int resolve_on_host(ul_worker_t *w, ul_step_t *st) {
+    if (w->prev_status) return w->prev_status;
+    for (int32_t i = 0; i < st->n_seqs; i++) {
+        ul_step_seq_t *ss = &st->seqs[i];
+        if (ss->chain <= 0) continue;
+        if (w->n_prev < 0) return UL_ENOMEM;
+        const struct ul_worker_out_s *o = ss->chain <= w->n_prev ? &w->prev[ss->chain - 1] : NULL;
+        if (!o || o->token < 0 || ss->n_tokens != 1) return UL_EINVAL;
+        st->tokens[ss->tok_offset] = o->token;
+        ss->rng[0] = o->rng[0];
+        ss->rng[1] = o->rng[1];
+        ss->chain = 0;
+    }
+    return 0;
+}
+
 /* Waits for a step, a job to finish or stop, with the idle hook after ops.idle_after_ns; mu held.
  */
 static void wait_for_step(ul_worker_t *w) {
@@ -151,13 +205,21 @@ static void *run(void *arg) {
             wait_cv(w, 0); /* a pending job may still need finishing, or time out */
             continue;
         }
+        if (head_waits(w)) {
+            wait_cv(w, 0); /* woken by the completion it waits for, or the watchdog */
+            continue;
+        }
         ul_queue_t *q = ul_queue_head(&w->queue);
         ul_queue_remove(q);
         w->in_flight++;
+        w->n_taken++;
         ul_step_t *step = UL_QUEUE_DATA(q, ul_step_t, node);
-        if (w->n_lost > 0) { /* the device still holds timed-out work: refuse at once */
+        int refuse = w->n_lost > 0 ? UL_ETIMEDOUT : 0; /* the device holds timed-out work */
+        if (!refuse && w->n_completed == w->n_taken - 1 && chained(step))
+            refuse = resolve_on_host(w, step);
+        if (refuse) {
             pthread_mutex_unlock(&w->mu);
-            step->status = UL_ETIMEDOUT;
+            step->status = refuse;
             step->compute_us = 0;
             ul_worker_complete(w, step);
             pthread_mutex_lock(&w->mu);
@@ -168,6 +230,14 @@ static void *run(void *arg) {
         pthread_mutex_unlock(&w->mu);
         int r = w->ops.step(w->ctx, step);
         pthread_mutex_lock(&w->mu);
+        if (r == UL_WORKER_DEFER) { /* back to the queue's head until the earlier complete */
+            unwatch(w, step);
+            w->in_flight--;
+            w->n_taken--;
+            w->wait_for = w->n_taken;
+            ul_queue_insert_head(&w->queue, &step->node);
+            continue;
+        }
         if (r == UL_WORKER_DONE) {
             unwatch(w, step);
             pthread_mutex_unlock(&w->mu);
@@ -217,6 +287,7 @@ void ul_worker_complete(ul_worker_t *w, ul_step_t *step) {
     pthread_mutex_lock(&w->mu);
     UL_ASSERT(w->in_flight > 0);
     UL_ASSERT(w->backend->bridge);
+    keep_outputs(w, step); /* before the post: then the loop owns the step again */
     ul_bridge_post(w->backend->bridge, &step->node);
     /* Under mu: once it is released, stop may return and the worker be freed. */
     if (--w->in_flight == 0) pthread_cond_broadcast(&w->drain);
@@ -293,6 +364,8 @@ void ul_worker_free(ul_worker_t *w) {
     ul_worker_stop(w);
     free(w->pend);
     w->pend = NULL;
+    free(w->prev);
+    w->prev = NULL;
     if (!w->orphaned) { /* else a late callback may still lock mu */
         pthread_cond_destroy(&w->drain);
         pthread_cond_destroy(&w->cv);

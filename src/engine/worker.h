@@ -40,6 +40,10 @@
 
 #define UL_WORKER_DONE 0
 #define UL_WORKER_PENDING 1
+/* ops.step cannot take this step before the previous one completed (a chained entry it
+ * cannot resolve on the device): the worker hands it over again once every earlier step
+ * completed, its chained entries then resolved on the host. */
+#define UL_WORKER_DEFER 2
 
 typedef struct ul_worker_s ul_worker_t;
 
@@ -56,6 +60,12 @@ typedef struct ul_worker_ops_s {
     /* Asynchronous steps not completed this long after ops.step fail (the watchdog, above);
      * 0 = wait forever. */
     int64_t step_timeout_ns;
+    /* Chained steps (backend.h "Pipelining"). 0: the worker hands a chained step to ops.step
+     * only once the step before it completed, after writing each chained entry's token and
+     * RNG state from that step's outputs and setting its chain to 0. 1 (asynchronous
+     * backends): ops.step may get a chained step while the step before is still pending and
+     * resolves what is still chained on the device, or returns UL_WORKER_DEFER. */
+    int chains_on_device;
 } ul_worker_ops_t;
 
 typedef struct ul_worker_pend_s {
@@ -82,6 +92,16 @@ struct ul_worker_s {
     int32_t n_lost;      /* jobs of timed-out steps the device has not called back yet */
     int64_t n_timed_out; /* steps failed by the watchdog, ever */
     int orphaned;        /* stop gave up on lost jobs: the worker's memory must stay valid */
+    /* chaining, guarded by mu: steps handed to ops.step (or refused) and completed, ever;
+     * the outputs of the last step completed (what a chained step after it reads) */
+    int64_t n_taken, n_completed;
+    int64_t wait_for; /* the queue's head waits until n_completed reaches this (DEFER) */
+    struct ul_worker_out_s {
+        int32_t token;
+        uint64_t rng[2];
+    } * prev;
+    int32_t n_prev, cap_prev; /* n_prev -1: the outputs could not be kept (no memory) */
+    int prev_status;
 };
 
 /* Starts the thread. On failure (UL_ENOMEM) nothing is left to free. */

@@ -796,7 +796,8 @@ int ul_gpu_backend_create(const ul_model_t *m, const ul_gpu_config_t *cfg, ul_ba
                              .n_ctx = c.n_ctx,
                              .page_size = c.page_size,
                              .eos_id = m->vocab ? ul_vocab_eos(m->vocab) : -1,
-                             .max_step_tokens = c.max_batch_tokens};
+                             .max_step_tokens = c.max_batch_tokens,
+                             .max_in_flight = UL_OV_SLOTS};
     g->layers = calloc((size_t)m->hp.n_layer, sizeof *g->layers);
     for (int i = 0; i < UL_OV_SLOTS; i++) {
         slot_t *sl = &g->slots[i];
