@@ -158,6 +158,13 @@ static void load_metrics(text_t *t, const ul_api_t *a) {
            s->step_last_us / 1e6);
     metric(t, "uvllm_steps_budgeted_total", "counter", "steps whose prefill the latency target cut",
            (double)ss->steps_budgeted);
+    metric(t, "uvllm_pipeline_depth", "gauge", "steps in flight at once (--pipeline)",
+           (double)s->depth);
+    metric(t, "uvllm_steps_ahead_total", "counter",
+           "steps submitted while another was in flight (--pipeline 2)", (double)ss->steps_ahead);
+    metric(t, "uvllm_tokens_chained_total", "counter",
+           "decode inputs the backend filled in from the step before (--pipeline 2)",
+           (double)ss->tokens_chained);
     metric(t, "uvllm_itl_target_seconds", "gauge", "the latency target (--itl-target-ms)",
            s->cfg.itl_target_ms > 0 ? s->cfg.itl_target_ms / 1e3 : 0);
     metric(t, "uvllm_predicted_wait_seconds", "gauge", "predicted wait of a new 1-token request",

@@ -296,8 +296,8 @@ static void print_json(const gseq_t *qs, int n, double pf, double dc, double t_p
 static int drive(ul_sched_t *s, gen_run_t *run, int32_t n, double *t_pf_end, int64_t *n_pf) {
     *t_pf_end = 0;
     while (ul_sched_step_build(s) > 0) {
-        int rc = ul_backend_run(s->backend, &s->step);
-        if (rc) s->step.status = rc;
+        int rc = ul_backend_run(s->backend, s->step);
+        if (rc) s->step->status = rc;
         ul_sched_step_complete(s);
         if (*t_pf_end == 0 && run->n_started == n) {
             *t_pf_end = now_s();

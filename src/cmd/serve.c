@@ -42,7 +42,8 @@ typedef struct serve_args_s {
     const char *aliases[UL_API_MAX_ALIASES];
     const char *cors[MAX_CORS];
     int n_aliases, n_cors;
-    int device; /* --backend cuda */
+    int device;   /* --backend cuda */
+    int pipeline; /* --pipeline: steps in flight; 0 = the backend's default */
 } serve_args_t;
 
 static void usage(FILE *f) {
@@ -63,13 +64,16 @@ static void usage(FILE *f) {
                "                   [--null-fail-after N]\n"
                "                   [--canary-interval-s SEC] [--drain-delay-s SEC]\n"
                "                   [--api-key KEY]... [--api-key-file PATH]\n"
-               "                   [--metrics-key KEY]\n"
+               "                   [--metrics-key KEY] [--pipeline 1|2]\n"
                "\n"
                "  --model PATH           GGUF model (implies --backend cpu)\n"
                "  --backend cpu|null     null: no model, deterministic pseudo-tokens (default\n"
                "                         without --model); prompts are one token per word;\n"
                "                         cuda: the model on an NVIDIA GPU (builds with CUDA)\n"
                "  --device N             cuda backend: device ordinal (default 0)\n"
+               "  --pipeline 1|2         steps in flight: 2 submits step N+1 while N computes\n"
+               "                         (a sequence's next input is N's token, filled in by\n"
+               "                         the backend); default 2 for cuda, 1 otherwise\n"
                "  --host H               bind address (default 127.0.0.1)\n"
                "  --port P               TCP port, 0 picks a free one (default 8080)\n"
                "  --null-delay-us N      null backend: time per step (default 0)\n"
@@ -204,6 +208,7 @@ enum {
     O_API_KEY_FILE,
     O_METRICS_KEY,
     O_DEVICE,
+    O_PIPELINE,
     O_TRUNCATE, /* flags without a value from here on */
     O_NO_PARSE_SPECIAL,
     O_NO_PREFIX_CACHE,
@@ -246,6 +251,7 @@ static const char *const g_opts[O_COUNT] = {"--model",
                                             "--api-key-file",
                                             "--metrics-key",
                                             "--device",
+                                            "--pipeline",
                                             "--truncate-max-tokens",
                                             "--no-parse-special",
                                             "--no-prefix-cache"};
@@ -346,6 +352,8 @@ static int apply_opt(serve_args_t *a, int k, const char *v) {
         return 0;
     case O_DEVICE:
         return parse_int(v, 0, 1023, &a->device);
+    case O_PIPELINE:
+        return parse_int(v, 1, 2, &a->pipeline);
     }
     return 1;
 }
@@ -816,7 +824,10 @@ static int setup(const serve_args_t *a, server_t *sv) {
                                   sv->backend->max_step_tokens ? 0 : a->max_batch_tokens,
                               .max_seqs = a->max_seqs,
                               .no_prefix_cache = a->no_prefix_cache,
-                              .itl_target_ms = a->itl_target_ms};
+                              .itl_target_ms = a->itl_target_ms,
+                              .pipeline = a->pipeline                   ? a->pipeline
+                                          : !strcmp(a->backend, "cuda") ? 2
+                                                                        : 1};
     if (sv->model) {
         ul_codec_init_vocab(&codec, sv->model->vocab);
         scfg.is_eog = codec.is_eog;

@@ -127,7 +127,8 @@ static int32_t scripted_token(const null_backend_t *nb, const ul_step_seq_t *s,
         int match = 1;
         for (int32_t j = 0; j < k && match; j++) {
             int32_t p = n + extra - k + j; /* position in history + extra */
-            int32_t t = p < n ? s->history[p] : tokens[s->tok_offset + s->n_tokens - extra + (p - n)];
+            int32_t t =
+                p < n ? s->history[p] : tokens[s->tok_offset + s->n_tokens - extra + (p - n)];
             match = t == nb->reply[j];
         }
         if (match) return k == nb->n_reply ? nb->base.eos_id : nb->reply[k];

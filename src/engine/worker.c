@@ -128,8 +128,8 @@ static void keep_outputs(ul_worker_t *w, const ul_step_t *st) {
     }
     for (int32_t i = 0; i < st->n_seqs; i++) {
         const ul_step_seq_t *ss = &st->seqs[i];
-        w->prev[i] = (struct ul_worker_out_s){ss->sample ? ss->out_token : -1,
-                                              {ss->rng[0], ss->rng[1]}};
+        w->prev[i] =
+            (struct ul_worker_out_s){ss->sample ? ss->out_token : -1, {ss->rng[0], ss->rng[1]}};
     }
     w->n_prev = st->n_seqs;
 }

@@ -35,23 +35,32 @@ static void close_handles(ul_sched_t *s) {
     s->backend->bridge = NULL;
 }
 
-/* Builds and submits the next step if the backend is idle. */
+/* Absorbs the steps done, oldest first (a refused step waits for the older ones). */
+static int absorb_done(ul_sched_t *s) {
+    int n = 0;
+    for (; ul_sched_in_flight(s) > 0 && s->slot[s->head].done; n++) ul_sched_step_absorb(s);
+    return n;
+}
+
+/* Builds and submits steps while fewer than the depth are in flight (one, or two when
+ * pipelining) and there is work that may run. */
 static void pump(ul_sched_t *s) {
-    while (!s->busy) {
+    while (ul_sched_in_flight(s) < s->depth) {
         if (s->closing) cancel_all(s);
         int n = ul_sched_step_build(s);
         if (n == 0) {
-            if (s->closing && ul_sched_n_active(s) == 0) close_handles(s);
+            if (s->closing && ul_sched_n_active(s) == 0 && ul_sched_in_flight(s) == 0)
+                close_handles(s);
             return;
         }
-        s->busy = 1;
-        int rc = ul_backend_submit(s->backend, &s->step);
-        if (rc == 0) return;
+        int rc = ul_backend_submit(s->backend, s->step);
+        if (rc == 0) continue;
         /* The backend refused the step: fail its sequences rather than retry forever. */
         UL_LOG_ERROR("backend %s refused a step: %s", s->backend->vt->name, ul_strerror(rc));
-        s->busy = 0;
-        s->step.status = rc;
-        ul_sched_step_complete(s);
+        s->step->status = rc;
+        s->slot[(s->head + ul_sched_in_flight(s) - 1) % s->depth].done = 1;
+        if (!absorb_done(s)) return; /* after the step in flight, with it */
+        ul_sched_step_deliver(s);
     }
 }
 
@@ -107,14 +116,16 @@ static void pace(ul_sched_t *s) {
  * and only then do N's callbacks (detokenize, stop strings, SSE frames; the writes follow
  * in the server's check phase) run, while the backend computes N+1. The second pump
  * covers what the callbacks changed when N+1 could not be built before them (everything
- * was ending, or closing). */
+ * was ending, or closing). Pipelining: N+1 is in flight already, so N's callbacks run
+ * first (a stop string they find keeps the sequence out of N+2), then N+2 is built. */
 static void on_step_done(ul_bridge_t *b, ul_queue_t *item) {
     ul_sched_t *s = b->data;
-    UL_ASSERT(item == &s->step.node && s->busy);
-    s->busy = 0;
+    struct ul_sched_slot_s *sl = &s->slot[s->head];
+    UL_ASSERT(ul_sched_in_flight(s) > 0 && item == &sl->step.node);
+    sl->done = 1;
     pace(s);
-    ul_sched_step_absorb(s);
-    pump(s);
+    absorb_done(s);
+    if (s->depth == 1) pump(s);
     ul_sched_step_deliver(s);
     pump(s);
 }

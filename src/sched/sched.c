@@ -47,19 +47,26 @@ int ul_sched_init(ul_sched_t *s, ul_backend_t *backend, const ul_sched_config_t 
         ul_kv_pool_init(&s->pool, backend->n_pages, backend->page_size, !s->cfg.no_prefix_cache);
     if (rc) return rc;
     size_t nb = (size_t)s->cfg.max_batch_tokens;
-    s->step.tokens = malloc(nb * sizeof *s->step.tokens);
-    s->step.seqs = calloc(nb, sizeof *s->step.seqs);
-    s->step_owner = calloc(nb, sizeof *s->step_owner);
+    s->depth = s->cfg.pipeline >= 2 && backend->max_in_flight >= 2 ? 2 : 1;
+    int oom = 0;
+    for (int32_t i = 0; i < s->depth; i++) {
+        struct ul_sched_slot_s *sl = &s->slot[i];
+        sl->step.tokens = malloc(nb * sizeof *sl->step.tokens);
+        sl->step.seqs = calloc(nb, sizeof *sl->step.seqs);
+        sl->owner = calloc(nb, sizeof *sl->owner);
+        sl->step.data = s;
+        oom |= !sl->step.tokens || !sl->step.seqs || !sl->owner;
+    }
+    s->step = &s->slot[0].step;
+    s->step_owner = s->slot[0].owner;
     s->scratch = calloc((size_t)s->cfg.max_seqs, sizeof *s->scratch);
     /* Twice a step: a refused step is absorbed while the previous one's callbacks wait. */
     s->done = calloc(2 * nb, sizeof *s->done);
     s->done_lp = calloc(2 * nb, sizeof *s->done_lp);
-    if (!s->step.tokens || !s->step.seqs || !s->step_owner || !s->scratch || !s->done ||
-        !s->done_lp) {
+    if (oom || !s->scratch || !s->done || !s->done_lp) {
         ul_sched_free(s);
         return UL_ENOMEM;
     }
-    s->step.data = s;
     ul_queue_init(&s->waiting);
     ul_queue_init(&s->running);
     s->next_id = 1;
@@ -68,18 +75,22 @@ int ul_sched_init(ul_sched_t *s, ul_backend_t *backend, const ul_sched_config_t 
 }
 
 void ul_sched_free(ul_sched_t *s) {
-    UL_ASSERT(ul_sched_n_active(s) == 0 && !s->busy);
+    UL_ASSERT(ul_sched_n_active(s) == 0 && s->n_flight == 0);
     ul_kv_pool_free(&s->pool);
-    free(s->step.tokens);
-    free(s->step.seqs);
-    free(s->step_owner);
+    for (int32_t i = 0; i < 2; i++) {
+        struct ul_sched_slot_s *sl = &s->slot[i];
+        free(sl->step.tokens);
+        free(sl->step.seqs);
+        free(sl->owner);
+        sl->step.tokens = NULL;
+        sl->step.seqs = NULL;
+        sl->owner = NULL;
+    }
     free(s->scratch);
     free(s->done);
     free(s->done_lp);
     s->done = NULL;
     s->done_lp = NULL;
-    s->step.tokens = NULL;
-    s->step.seqs = NULL;
     s->step_owner = s->scratch = NULL;
 }
 
@@ -151,6 +162,7 @@ int ul_sched_add_shared(ul_sched_t *s, ul_seq_t *q, const int32_t *prompt, int32
     q->arrival = s->next_arrival++;
     ul_sampling_rng_seed(q->sampling.seed, q->rng);
     q->paused = q->cancelled = q->in_step = q->cb_pending = 0;
+    q->n_pending = q->n_unknown = 0;
     q->ending = UL_FINISH_NONE;
     q->ending_status = 0;
     q->n_preempted = 0;
@@ -352,54 +364,89 @@ static int grow_pages(ul_sched_t *s, ul_seq_t *q, int32_t n) {
     return rc;
 }
 
+/* Building counts what the steps in flight will have done (pipelining): the next position
+ * to compute, and the tokens there will be once they are absorbed. Equal to n_computed and
+ * n_tokens when q is in no step. */
+static int32_t next_pos(const ul_seq_t *q) { return q->n_computed + q->n_pending; }
+static int32_t n_total(const ul_seq_t *q) { return q->n_tokens + q->n_unknown; }
+static int32_t n_left(const ul_seq_t *q) { return n_total(q) - next_pos(q); }
+
+/* Whether q's sampling reads anything the step in flight changes besides its RNG state:
+ * the history (penalties) or the filter's state. */
+static int reads_history(const ul_seq_t *q) {
+    const ul_sampling_t *p = &q->sampling;
+    return p->filter ||
+           (p->repeat_last_n != 0 && (p->repeat_penalty != 1.0f || p->frequency_penalty != 0.0f ||
+                                      p->presence_penalty != 0.0f));
+}
+
+/* q is in the step in flight and may be in the one being built: it continues its prompt,
+ * or decodes chained on the token the step in flight samples, which must not end it by
+ * count (an end-of-generation cannot be foreseen: then one token is computed for nothing). */
+static int may_continue(const ul_seq_t *q) {
+    if (q->n_unknown == 0) return n_left(q) > 0;
+    return !reads_history(q) && n_total(q) - q->n_prompt < q->max_tokens && n_total(q) < q->cap;
+}
+
 static void add_to_step(ul_sched_t *s, ul_seq_t *q, int32_t n) {
-    ul_step_t *st = &s->step;
+    ul_step_t *st = s->step;
     ul_step_seq_t *ss = &st->seqs[st->n_seqs];
+    const int32_t pos0 = next_pos(q);
     memset(ss, 0, offsetof(ul_step_seq_t, out_token));
     ss->seq_id = q->id;
     ss->tok_offset = st->n_tokens;
     ss->n_tokens = n;
-    ss->pos0 = q->n_computed;
+    ss->pos0 = pos0;
     ss->pages = q->pages;
     ss->n_pages = q->n_pages;
-    ss->sample = q->n_computed + n == q->n_tokens;
+    ss->sample = pos0 + n == n_total(q);
     ss->sampling = q->sampling;
     ss->rng[0] = q->rng[0];
     ss->rng[1] = q->rng[1];
     ss->history = q->tokens;
     ss->n_history = q->n_tokens;
     ss->out_token = -1;
-    memcpy(st->tokens + st->n_tokens, q->tokens + q->n_computed, (size_t)n * sizeof(int32_t));
+    if (q->n_unknown > 0) { /* chained: its token is the one the step in flight samples */
+        UL_ASSERT(n == 1 && q->in_step == 1 && q->step_samples);
+        ss->chain = 1 + q->step_index;
+        st->tokens[st->n_tokens] = -1;
+        s->stats.tokens_chained++;
+    } else {
+        memcpy(st->tokens + st->n_tokens, q->tokens + pos0, (size_t)n * sizeof(int32_t));
+    }
     /* Never write a page another sequence reads: shared pages lie before pos0. */
-    for (int32_t p = q->n_computed / s->pool.page_size;
-         p < ul_kv_pages_for(&s->pool, q->n_computed + n); p++)
+    for (int32_t p = pos0 / s->pool.page_size; p < ul_kv_pages_for(&s->pool, pos0 + n); p++)
         UL_ASSERT(s->pool.refs[q->pages[p]] == 1);
     s->step_owner[st->n_seqs] = q;
-    ul_step_feat_add(&s->feat, n, q->n_computed);
+    ul_step_feat_add(&s->feat, n, pos0);
     if (!q->t_sched_ns) {
         q->t_sched_ns = uv_hrtime();
         if (!q->probe)
             ul_hist_observe(&s->stats.queue, (double)(q->t_sched_ns - q->t_add_ns) / 1e9);
     }
+    q->step_index = st->n_seqs;
     st->n_tokens += n;
     st->n_seqs++;
-    q->in_step = 1;
+    q->in_step++;
+    q->n_pending += n;
+    q->n_unknown += ss->sample;
     q->step_samples = ss->sample;
 }
 
 static int runnable(const ul_sched_t *s, const ul_seq_t *q) {
-    return !q->paused && !q->cancelled && !q->in_step && !q->ending && !share_blocked(s, q);
+    return !q->paused && !q->cancelled && !q->ending && !share_blocked(s, q) &&
+           (!q->in_step || may_continue(q));
 }
 
-/* Decides q's end without calling back: its pages go back to the pool at once (no step
- * uses them), on_finish waits for ul_sched_step_deliver. */
+/* Decides q's end without calling back: its pages go back to the pool at once when no
+ * step uses them (else when the last step it is in is absorbed), on_finish waits for
+ * ul_sched_step_deliver. */
 static void set_ending(ul_sched_t *s, ul_seq_t *q, ul_finish_t reason, int status) {
-    UL_ASSERT(!q->in_step);
     if (!q->ending) {
         q->ending = reason;
         q->ending_status = status;
     }
-    release_pages(s, q);
+    if (!q->in_step) release_pages(s, q);
 }
 
 /* Queues q's callbacks for ul_sched_step_deliver (once per sequence: a second entry could
@@ -462,12 +509,12 @@ static int by_arrival(const void *a, const void *b) {
 #define HOLD_MAX_T 40.0
 
 static int hold_enabled(const ul_sched_t *s, const ul_seq_t *q) {
-    return s->cfg.itl_target_ms > 0 && !q->probe && q->n_tokens == q->n_prompt;
+    return s->cfg.itl_target_ms > 0 && !q->probe && n_total(q) == q->n_prompt;
 }
 
 /* q's last prompt token is all it has left to compute: its next step samples its first. */
 static int ready_first(const ul_sched_t *s, const ul_seq_t *q) {
-    return hold_enabled(s, q) && q->state == UL_SEQ_RUNNING && q->n_computed == q->n_tokens - 1;
+    return hold_enabled(s, q) && q->state == UL_SEQ_RUNNING && n_left(q) == 1;
 }
 
 static int backlog_over_target(const ul_sched_t *s) {
@@ -486,7 +533,7 @@ static void decide_hold(ul_sched_t *s, int no_hold) {
     UL_QUEUE_FOREACH(it, &s->running) {
         ul_seq_t *q = UL_QUEUE_DATA(it, ul_seq_t, node);
         if (!runnable(s, q)) continue;
-        int32_t left = q->n_tokens - q->n_computed;
+        int32_t left = n_left(q);
         if (ready_first(s, q)) {
             if (!oldest || q->t_add_ns < oldest) oldest = q->t_add_ns;
         } else if (left == 1) {
@@ -506,7 +553,7 @@ static void decide_hold(ul_sched_t *s, int no_hold) {
     double worst = 0;
     for (int32_t i = 0; i < n; i++) {
         ul_seq_t *q = s->scratch[i];
-        ul_step_feat_add(&f, q->n_tokens - q->n_computed, q->n_computed);
+        ul_step_feat_add(&f, n_left(q), next_pos(q));
         double t = (double)(now - q->t_add_ns) / 1e9 + ul_step_model_predict(&s->model, &f) / 1e6;
         if (t > worst) worst = t;
     }
@@ -525,14 +572,16 @@ static void add_decoders(ul_sched_t *s) {
     ul_queue_t *it;
     UL_QUEUE_FOREACH(it, &s->running) {
         ul_seq_t *q = UL_QUEUE_DATA(it, ul_seq_t, node);
-        if (runnable(s, q) && q->n_tokens - q->n_computed == 1 && n < s->cfg.max_seqs &&
+        if (runnable(s, q) && n_left(q) == 1 && n < s->cfg.max_seqs &&
             !(s->hold_first && ready_first(s, q)))
             s->scratch[n++] = q;
     }
-    for (int32_t i = 0; i < n && s->step.n_tokens < s->cfg.max_batch_tokens; i++) {
+    for (int32_t i = 0; i < n && s->step->n_tokens < s->cfg.max_batch_tokens; i++) {
         ul_seq_t *q = s->scratch[i];
         if (q->state != UL_SEQ_RUNNING) continue; /* preempted for an older one */
-        while (grow_pages(s, q, q->n_tokens) != 0) {
+        /* one in flight waits for its step rather than preempt anyone (it is not a victim) */
+        if (q->in_step && grow_pages(s, q, n_total(q)) != 0) continue;
+        while (grow_pages(s, q, n_total(q)) != 0) {
             if (q->n_pages == s->pool.n_pages) {
                 /* It holds the whole pool and needs more: it can never grow. Its last
                  * token's on_token may still be owed: then deliver finishes it. */
@@ -556,7 +605,7 @@ static void add_decoders(ul_sched_t *s) {
     }
     /* Rotate: the sequences just scheduled go to the back, so when decoders outnumber the
      * budget every one of them gets a turn. */
-    for (int32_t i = 0; i < s->step.n_seqs; i++) {
+    for (int32_t i = 0; i < s->step->n_seqs; i++) {
         ul_seq_t *q = s->step_owner[i];
         ul_queue_remove(&q->node);
         ul_queue_insert_tail(&s->running, &q->node);
@@ -566,12 +615,12 @@ static void add_decoders(ul_sched_t *s) {
 /* Gives q a prefill chunk of up to budget tokens, as far as pages allow. Returns the chunk
  * size (0: no page could be had). */
 static int32_t admit_chunk(ul_sched_t *s, ul_seq_t *q, int32_t budget) {
-    int32_t c = q->n_tokens - q->n_computed;
+    int32_t c = n_left(q);
     if (c > budget) c = budget;
-    int64_t room = (int64_t)(q->n_pages + s->pool.n_free) * s->pool.page_size - q->n_computed;
+    int64_t room = (int64_t)(q->n_pages + s->pool.n_free) * s->pool.page_size - next_pos(q);
     if (c > room) c = (int32_t)room;
     if (c <= 0) return 0;
-    int rc = grow_pages(s, q, q->n_computed + c);
+    int rc = grow_pages(s, q, next_pos(q) + c);
     UL_ASSERT(rc == 0);
     return c;
 }
@@ -618,12 +667,12 @@ static int32_t chunk_for_target(const ul_sched_t *s, const ul_step_feat_t *base,
  * step over the target wherever a prefill token costs what a decode token does, as on the
  * CPU, where 16 of them nearly double a 16-decoder step.) */
 static int32_t prefill_budget(ul_sched_t *s, const ul_seq_t *q, int32_t prefilled) {
-    int32_t budget = s->cfg.max_batch_tokens - s->step.n_tokens;
+    int32_t budget = s->cfg.max_batch_tokens - s->step->n_tokens;
     if (budget <= 0 || s->cfg.itl_target_ms < 0 || s->feat.n_decode == 0 || s->model.n_obs == 0)
         return budget;
-    int32_t want = q->n_tokens - q->n_computed;
+    int32_t want = n_left(q);
     if (want > budget) want = budget;
-    int32_t c = chunk_for_target(s, &s->feat, q->n_computed, want, s->prefill_target_us);
+    int32_t c = chunk_for_target(s, &s->feat, next_pos(q), want, s->prefill_target_us);
     int32_t floor = s->dec_overloaded ? s->cfg.min_prefill - prefilled : 1 - prefilled;
     if (c < floor) c = floor < budget ? floor : budget;
     if (c < want) s->budget_cut = 1;
@@ -638,8 +687,7 @@ static void add_prefills(ul_sched_t *s) {
     ul_queue_t *it;
     UL_QUEUE_FOREACH(it, &s->running) {
         ul_seq_t *q = UL_QUEUE_DATA(it, ul_seq_t, node);
-        if (runnable(s, q) && q->n_tokens - q->n_computed > 1 && n < s->cfg.max_seqs)
-            s->scratch[n++] = q;
+        if (runnable(s, q) && n_left(q) > 1 && n < s->cfg.max_seqs) s->scratch[n++] = q;
     }
     UL_QUEUE_FOREACH(it, &s->waiting) {
         ul_seq_t *q = UL_QUEUE_DATA(it, ul_seq_t, node);
@@ -648,7 +696,7 @@ static void add_prefills(ul_sched_t *s) {
     qsort(s->scratch, (size_t)n, sizeof *s->scratch, by_arrival);
     int32_t prefilled = 0;
     for (int32_t i = 0; i < n; i++) {
-        if (s->cfg.max_batch_tokens - s->step.n_tokens <= 0) break;
+        if (s->cfg.max_batch_tokens - s->step->n_tokens <= 0) break;
         ul_seq_t *q = s->scratch[i];
         /* Pages just taken from a preempted sequence are for the decoders: admitting
          * waiting work into them now would only be preempted again next step. */
@@ -664,7 +712,7 @@ static void add_prefills(ul_sched_t *s) {
         /* The prompt's last token waits for the next step, where it may be held (see
          * decide_hold), when holding can help: nothing streams yet, or other prompts are
          * pending. Else it goes now, and the first token comes a step sooner. */
-        int32_t left = q->n_tokens - q->n_computed;
+        int32_t left = n_left(q);
         if (hold_enabled(s, q) && backlog_over_target(s) && left > 1 && budget >= left &&
             (s->n_streaming == 0 || n > 1))
             budget = left - 1;
@@ -681,12 +729,30 @@ static void add_prefills(ul_sched_t *s) {
     }
 }
 
+/* With a step in flight, whether a sequence it samples for would continue but cannot chain:
+ * then the next step waits for it (else that sequence would get every other step only). */
+static int chain_blocked(const ul_sched_t *s) {
+    if (s->n_flight == 0) return 0;
+    const struct ul_sched_slot_s *f = &s->slot[(s->head + s->n_flight - 1) % s->depth];
+    for (int32_t i = 0; i < f->step.n_seqs; i++) {
+        const ul_seq_t *q = f->owner[i];
+        if (f->step.seqs[i].sample && !q->ending && !q->cancelled && !q->paused &&
+            reads_history(q) && n_total(q) - q->n_prompt < q->max_tokens && n_total(q) < q->cap)
+            return 1;
+    }
+    return 0;
+}
+
 int ul_sched_step_build(ul_sched_t *s) {
-    UL_ASSERT(!s->busy);
+    UL_ASSERT(s->n_flight < s->depth);
+    if (chain_blocked(s)) return 0;
     reap_cancelled(s);
-    s->step.n_tokens = 0;
-    s->step.n_seqs = 0;
-    s->step.status = 0;
+    struct ul_sched_slot_s *sl = &s->slot[(s->head + s->n_flight) % s->depth];
+    s->step = &sl->step;
+    s->step_owner = sl->owner;
+    s->step->n_tokens = 0;
+    s->step->n_seqs = 0;
+    s->step->status = 0;
     s->preempted_for_decode = 0;
     int no_hold = 0;
     for (;;) {
@@ -697,7 +763,7 @@ int ul_sched_step_build(ul_sched_t *s) {
         s->dec_overloaded = overloaded(s, ul_step_model_predict(&s->model, &s->feat));
         s->prefill_target_us = step_target_us(s, &s->feat);
         add_prefills(s);
-        if (s->step.n_seqs > 0) break;
+        if (s->step->n_seqs > 0) break;
         if (s->hold_first) { /* no pending prompt could advance: release the held */
             no_hold = 1;
             continue;
@@ -718,10 +784,17 @@ int ul_sched_step_build(ul_sched_t *s) {
         if (!any_runnable) break; /* only paused sequences (or the victim alone) */
         preempt(s, victim);
     }
+    if (s->step->n_seqs == 0) return 0;
     s->step_pred_us = ul_step_model_predict(&s->model, &s->feat);
     if (s->budget_cut) s->stats.steps_budgeted++;
     if (s->hold_first) s->stats.steps_held++;
-    return s->step.n_seqs;
+    sl->feat = s->feat;
+    sl->pred_us = s->step_pred_us;
+    sl->budget_cut = s->budget_cut;
+    sl->done = 0;
+    s->stats.steps_ahead += s->n_flight > 0;
+    s->n_flight++;
+    return s->step->n_seqs;
 }
 
 /* Appends a sampled token and decides whatever needs no callback: end-of-generation (unless
@@ -748,10 +821,15 @@ static void take_token(ul_sched_t *s, ul_seq_t *q, const ul_step_seq_t *ss) {
 }
 
 void ul_sched_step_absorb(ul_sched_t *s) {
-    ul_step_t *st = &s->step;
+    UL_ASSERT(s->n_flight > 0);
+    struct ul_sched_slot_s *sl = &s->slot[s->head];
+    s->head = (s->head + 1) % s->depth;
+    s->n_flight--;
+    sl->done = 0;
+    ul_step_t *st = &sl->step;
     s->stats.steps++;
     s->stats.compute_us += st->compute_us;
-    s->stats.predicted_us += s->step_pred_us;
+    s->stats.predicted_us += sl->pred_us;
     s->step_last_us = st->compute_us;
     s->t_step_done_ns = uv_hrtime();
     s->step_status = st->status;
@@ -759,16 +837,21 @@ void ul_sched_step_absorb(ul_sched_t *s) {
     if (st->status)
         s->stats.step_errors++;
     else
-        ul_step_model_observe(&s->model, &s->feat, st->compute_us);
+        ul_step_model_observe(&s->model, &sl->feat, st->compute_us);
     UL_LOG_DEBUG("sched: step %llu: %.0f decode + %.0f prefill tokens, %.0f attended: "
                  "predicted %.1f ms, took %.1f ms%s",
-                 (unsigned long long)s->stats.steps, s->feat.n_decode, s->feat.n_prefill,
-                 s->feat.attended, s->step_pred_us / 1e3, st->compute_us / 1e3,
-                 s->budget_cut ? " (prefill cut)" : "");
-    for (int32_t i = 0; i < st->n_seqs; i++) s->step_owner[i]->in_step = 0;
+                 (unsigned long long)s->stats.steps, sl->feat.n_decode, sl->feat.n_prefill,
+                 sl->feat.attended, sl->pred_us / 1e3, st->compute_us / 1e3,
+                 sl->budget_cut ? " (prefill cut)" : "");
+    for (int32_t i = 0; i < st->n_seqs; i++) {
+        ul_seq_t *q = sl->owner[i];
+        q->in_step--;
+        q->n_pending -= st->seqs[i].n_tokens;
+        q->n_unknown -= st->seqs[i].sample;
+    }
     for (int32_t i = 0; i < st->n_seqs; i++) {
         ul_step_seq_t *ss = &st->seqs[i];
-        ul_seq_t *q = s->step_owner[i];
+        ul_seq_t *q = sl->owner[i];
         if (q->cancelled) continue; /* reaped at the next build */
         if (q->ending) {            /* asked to stop while this step ran: result dropped */
             set_ending(s, q, q->ending, q->ending_status);

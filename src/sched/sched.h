@@ -18,6 +18,18 @@
  * its pages until then) and its N+1 token is discarded: no on_token after the stop, and
  * on_finish exactly once.
  *
+ * Pipelining (cfg.pipeline 2, a backend with max_in_flight 2; backend.h "Pipelining"): step
+ * N+1 is built and submitted while step N is still in flight, so the backend goes from N
+ * to N+1 without waiting for the loop (a GPU copies N+1's inputs while N computes). This
+ * changes DESIGN.md's rule that two steps in flight never touch the same sequence: a
+ * sequence sampled in N is in N+1 "chained" (its input is N's token, which the backend
+ * fills in), and one prefilling in N continues its prompt in N+1. Built that way only
+ * when every sequence sampled in N can chain (no penalties, no filter, not paused, N's
+ * token cannot end it by max_tokens or the context): else N+1 waits for N as above. A
+ * sequence N's token ends (end-of-generation, a stop string, cancel) computes one token
+ * in N+1 for nothing, dropped like any token after an end. On completion the driver
+ * absorbs N, delivers N's callbacks, then builds N+2 (N+1 computes meanwhile).
+ *
  * Step building (DESIGN.md "Scheduling one step"):
  *   0. cancelled sequences are removed and their pages freed (their on_finish runs);
  *   1. every running sequence in decode contributes one token (round-robin when there
@@ -114,8 +126,11 @@ struct ul_seq_s {
     uint64_t arrival; /* order of arrival: smaller is older */
     int paused;
     int cancelled;
-    int in_step;
-    int step_samples;   /* while in_step: the step samples a token for it */
+    int in_step;        /* steps in flight it is in (2 only while pipelining) */
+    int step_samples;   /* while in_step: the newest of them samples a token for it */
+    int32_t step_index; /* while in_step: its index in the newest one's seqs */
+    int32_t n_pending;  /* while in_step: tokens those steps compute for it (KV to come) */
+    int32_t n_unknown;  /* while in_step: tokens those steps sample for it (not known yet) */
     int cb_pending;     /* has an entry in the scheduler's callback list (s->done) */
     ul_finish_t ending; /* decided end, on_finish not run yet (waits for callbacks/step) */
     int ending_status;
@@ -157,6 +172,10 @@ typedef struct ul_sched_config_s {
      * < 0: off. */
     double itl_target_ms;
     int32_t min_prefill; /* 0: default max(page_size, max_batch_tokens / 32) */
+    /* Steps in flight at once (--pipeline): 0 or 1, one (the next built when it completes);
+     * 2, step N+1 is submitted while N computes (pipelining, above), when the backend takes
+     * it (max_in_flight >= 2), else 1. */
+    int32_t pipeline;
 } ul_sched_config_t;
 
 typedef struct ul_sched_stats_s {
@@ -173,6 +192,8 @@ typedef struct ul_sched_stats_s {
     ul_hist_t ttft, itl, queue, e2e;
     uint64_t steps_budgeted; /* steps whose prefill was cut by the latency target */
     uint64_t steps_held;     /* steps built while ready sequences' first tokens were held */
+    uint64_t steps_ahead;    /* steps built while another was in flight (pipelining) */
+    uint64_t tokens_chained; /* decode inputs left to the backend to fill in (pipelining) */
 } ul_sched_stats_t;
 
 typedef struct ul_sched_s ul_sched_t;
@@ -184,9 +205,22 @@ struct ul_sched_s {
     ul_queue_t running; /* decode order (rotated for fairness) */
     int32_t n_waiting, n_running;
     uint64_t next_id, next_arrival;
-    /* the one step: buffers sized for max_batch_tokens */
-    ul_step_t step;
-    ul_seq_t **step_owner; /* [max_batch_tokens]: the sequence of each step->seqs entry */
+    /* The steps: one slot per step that may be in flight (depth), buffers sized for
+     * max_batch_tokens. Steps are absorbed in the order they were built: slot[head] is the
+     * oldest in flight, slot[(head + n_flight) % depth] the next one built. */
+    struct ul_sched_slot_s {
+        ul_step_t step;
+        ul_seq_t **owner;    /* [max_batch_tokens]: the sequence of each step.seqs entry */
+        ul_step_feat_t feat; /* its shape, for the step-time model */
+        double pred_us;      /* the model's prediction when it was built */
+        int budget_cut;      /* the latency target cut its prefill */
+        int done;            /* completed (or refused), not absorbed yet */
+    } slot[2];
+    int32_t depth;         /* 1, or 2 when pipelining */
+    int32_t head;          /* slot of the oldest step in flight */
+    int32_t n_flight;      /* steps built and not absorbed yet */
+    ul_step_t *step;       /* the step built last (slot[(head + n_flight - 1) % depth]) */
+    ul_seq_t **step_owner; /* its owners (as step) */
     ul_seq_t **scratch;    /* [max_seqs]: prefill candidates while building */
     /* Callbacks owed for absorbed steps, run by ul_sched_step_deliver: token < 0 means only
      * the finish (a sequence appears at most once, see ul_seq_t.cb_pending). */
@@ -196,12 +230,11 @@ struct ul_sched_s {
     } * done;               /* [2 * max_batch_tokens] */
     ul_token_lp_t *done_lp; /* [2 * max_batch_tokens]: the logprobs of done[i].token */
     int32_t n_done;
-    int busy;                 /* a step is submitted and not yet completed */
     int preempted_for_decode; /* while building: a decoder preempted someone */
     ul_sched_stats_t stats;
     ul_step_model_t model;    /* what steps cost (steptime.h) */
-    ul_step_feat_t feat;      /* of the step being built / in flight */
-    double step_pred_us;      /* the model's prediction for it when it was built */
+    ul_step_feat_t feat;      /* of the step being built */
+    double step_pred_us;      /* the model's prediction for the step built last */
     double step_last_us;      /* the backend's time for the last step absorbed */
     int budget_cut;           /* while building: the latency target cut a prefill chunk */
     int dec_overloaded;       /* while building: the decoders alone are over 0.8 x target */
@@ -284,18 +317,22 @@ double ul_sched_predict_wait_s(const ul_sched_t *s, int32_t n_prompt);
 /* Sequences not yet finished. */
 static inline int32_t ul_sched_n_active(const ul_sched_t *s) { return s->n_waiting + s->n_running; }
 
-/* Builds s->step from the current state (after reaping cancelled sequences). Returns
- * the number of sequences in it; 0 means there is nothing runnable. Must not be called
- * while a step is in flight. */
+/* Builds the next step (s->step) from the current state, after reaping cancelled
+ * sequences. Returns the number of sequences in it; 0 means there is nothing runnable (or,
+ * with a step in flight, nothing that may run beside it). A step built is in flight until
+ * absorbed: the caller submits (or runs) it. Must not be called with depth steps in
+ * flight. */
 int ul_sched_step_build(ul_sched_t *s);
-/* Consumes the results of s->step (status, sampled tokens): absorb, then deliver. */
+/* Steps built and not absorbed yet; a step may be built while this is below the depth. */
+static inline int32_t ul_sched_in_flight(const ul_sched_t *s) { return s->n_flight; }
+/* Consumes the results of the oldest step in flight: absorb, then deliver. */
 void ul_sched_step_complete(ul_sched_t *s);
 /* The two halves of ul_sched_step_complete, so the next step can be built and submitted in
- * between. absorb: takes the sampled tokens into the sequences and decides every end that
- * needs no callback (eog, max_tokens, context, step error); calls nothing back, and s->step
- * may be rebuilt afterwards. deliver: runs the owed on_token / on_finish callbacks; a
- * sequence whose on_token asks to stop while it is in the step in flight finishes when
- * that step is absorbed. */
+ * between. absorb: takes the oldest step's sampled tokens into the sequences and decides
+ * every end that needs no callback (eog, max_tokens, context, step error); calls nothing
+ * back, and its slot may be rebuilt afterwards. deliver: runs the owed on_token /
+ * on_finish callbacks; a sequence whose on_token asks to stop while it is in a step in
+ * flight finishes when the last of them is absorbed. */
 void ul_sched_step_absorb(ul_sched_t *s);
 void ul_sched_step_deliver(ul_sched_t *s);
 

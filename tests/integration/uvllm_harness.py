@@ -67,6 +67,9 @@ class Server:
 
     def __init__(self, *extra, backend="null"):
         args = [binary(), "serve", "--backend", backend, "--port", "0", "--host", "127.0.0.1"]
+        # UVLLM_SERVE_EXTRA: options every server of the run gets (CMake runs some tests
+        # again with "--pipeline 2": the same behaviour must hold with steps pipelined)
+        args += os.environ.get("UVLLM_SERVE_EXTRA", "").split()
         self.proc = subprocess.Popen(args + list(extra), stdin=subprocess.DEVNULL,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         self.log = []

@@ -52,7 +52,7 @@ static ul_backend_t *backend(int64_t delay_us, int64_t token_us, int64_t prefill
 static int one_step(ul_sched_t *s) {
     int n = ul_sched_step_build(s);
     if (n > 0) {
-        cr_assert_eq(ul_backend_run(s->backend, &s->step), 0);
+        cr_assert_eq(ul_backend_run(s->backend, s->step), 0);
         ul_sched_step_complete(s);
     }
     return n;
@@ -103,7 +103,7 @@ Test(admit, paused_sequence_keeps_its_pages_others_run_every_step) {
     cr_assert_gt(pages, 0);
     for (int i = 0; i < 20; i++) {
         cr_assert_eq(one_step(&s), 2, "the two readers are in every step");
-        for (int k = 0; k < s.step.n_seqs; k++) cr_assert_neq(s.step.seqs[k].seq_id, q[0].seq.id);
+        for (int k = 0; k < s.step->n_seqs; k++) cr_assert_neq(s.step->seqs[k].seq_id, q[0].seq.id);
     }
     cr_assert_eq(q[1].n_out, out1 + 20, "one token per step for the others");
     cr_assert_eq(q[0].n_out, out0);

@@ -203,7 +203,7 @@ Test(budget, overloaded_decoders_leave_prefill_half_their_time) {
     }
     for (int i = 0; i < 12; i++) { /* prefill, then decode: the model learns */
         cr_assert_gt(ul_sched_step_build(&s), 0);
-        cr_assert_eq(ul_backend_run(b, &s.step), 0);
+        cr_assert_eq(ul_backend_run(b, s.step), 0);
         ul_sched_step_complete(&s);
     }
     for (int k = 0; k < 400; k++) p[k] = 1 + (k * 13) % 900;
@@ -211,10 +211,10 @@ Test(budget, overloaded_decoders_leave_prefill_half_their_time) {
     int steps = 0, max_chunk = 0;
     while (q[16].n_out == 0) {
         cr_assert_gt(ul_sched_step_build(&s), 0);
-        for (int k = 0; k < s.step.n_seqs; k++)
-            if (s.step.seqs[k].seq_id == q[16].seq.id && s.step.seqs[k].n_tokens > max_chunk)
-                max_chunk = s.step.seqs[k].n_tokens;
-        cr_assert_eq(ul_backend_run(b, &s.step), 0);
+        for (int k = 0; k < s.step->n_seqs; k++)
+            if (s.step->seqs[k].seq_id == q[16].seq.id && s.step->seqs[k].n_tokens > max_chunk)
+                max_chunk = s.step->seqs[k].n_tokens;
+        cr_assert_eq(ul_backend_run(b, s.step), 0);
         ul_sched_step_complete(&s);
         cr_assert_lt(++steps, 30, "the prompt crawls in: %d steps", steps);
     }
@@ -223,7 +223,7 @@ Test(budget, overloaded_decoders_leave_prefill_half_their_time) {
     cr_log_info("overloaded: 400-token prompt in %d steps, chunks up to %d", steps, max_chunk);
     cr_assert(max_chunk >= 30 && max_chunk <= 128, "chunk %d", max_chunk);
     while (ul_sched_step_build(&s) > 0) {
-        cr_assert_eq(ul_backend_run(b, &s.step), 0);
+        cr_assert_eq(ul_backend_run(b, s.step), 0);
         ul_sched_step_complete(&s);
     }
     for (int i = 0; i < 17; i++) cr_assert_eq(q[i].n_out, 60);
@@ -279,7 +279,7 @@ Test(budget, burst_first_tokens_wait_for_the_burst) {
     for (int k = 0; k < NPROMPT; k++) p[k] = 1 + k;
     cr_assert_eq(ul_sched_add(&s, &q[0].seq, p, NPROMPT), 0);
     while (ul_sched_step_build(&s) > 0) {
-        cr_assert_eq(ul_backend_run(b, &s.step), 0);
+        cr_assert_eq(ul_backend_run(b, s.step), 0);
         ul_sched_step_complete(&s);
     }
     cr_assert_eq(q[0].n_out, 12);
@@ -292,12 +292,12 @@ Test(budget, burst_first_tokens_wait_for_the_burst) {
     for (;;) {
         cr_assert_gt(ul_sched_step_build(&s), 0);
         int decode = 0, prefill = 0;
-        for (int k = 0; k < s.step.n_seqs; k++)
-            if (s.step.seqs[k].n_tokens == 1)
+        for (int k = 0; k < s.step->n_seqs; k++)
+            if (s.step->seqs[k].n_tokens == 1)
                 decode++;
             else
-                prefill += s.step.seqs[k].n_tokens;
-        cr_assert_eq(ul_backend_run(b, &s.step), 0);
+                prefill += s.step->seqs[k].n_tokens;
+        cr_assert_eq(ul_backend_run(b, s.step), 0);
         ul_sched_step_complete(&s);
         steps++;
         int got = 0;
@@ -309,7 +309,7 @@ Test(budget, burst_first_tokens_wait_for_the_burst) {
             first_step = steps;
             for (int k = 0; k < 4 && got < 8; k++) { /* the last prompt's last chunk */
                 cr_assert_gt(ul_sched_step_build(&s), 0);
-                cr_assert_eq(ul_backend_run(b, &s.step), 0);
+                cr_assert_eq(ul_backend_run(b, s.step), 0);
                 ul_sched_step_complete(&s);
                 got = 0;
                 for (int i = 1; i < 9; i++) got += q[i].n_out > 0;
@@ -327,7 +327,7 @@ Test(budget, burst_first_tokens_wait_for_the_burst) {
     cr_assert_geq(s.stats.steps_held, held0 + 1);
     cr_log_info("burst: 8 x %d tokens, first tokens at step %d", NPROMPT, first_step);
     while (ul_sched_step_build(&s) > 0) {
-        cr_assert_eq(ul_backend_run(b, &s.step), 0);
+        cr_assert_eq(ul_backend_run(b, s.step), 0);
         ul_sched_step_complete(&s);
     }
     for (int i = 1; i < 9; i++) cr_assert_eq(q[i].n_out, 4);

@@ -21,7 +21,7 @@ typedef struct {
     int cancel_after;      /* on_token cancels the sequence at this many tokens */
     int pause_after;       /* on_token pauses the sequence at this many tokens */
     int in_step_at_stop;   /* the sequence was in the step in flight when it asked to stop */
-    int busy_at[256];      /* s->busy when on_token ran for each token */
+    int busy_at[256];      /* a step in flight when on_token ran for each token */
     int tokens_at_finish;  /* n_out when on_finish ran */
     ul_token_lp_t lp[256]; /* what on_token was given with each token */
 } oseq_t;
@@ -32,7 +32,7 @@ static int on_token(ul_seq_t *q, int32_t tok, const ul_token_lp_t *lp) {
     cr_assert_lt(t->n_out, 256);
     cr_assert_not_null(lp);
     t->lp[t->n_out] = *lp;
-    t->busy_at[t->n_out] = t->s->busy;
+    t->busy_at[t->n_out] = ul_sched_in_flight(t->s) > 0;
     t->out[t->n_out++] = tok;
     if (t->cancel_after && t->n_out == t->cancel_after) ul_sched_cancel(t->s, q);
     if (t->pause_after && t->n_out == t->pause_after) ul_sched_set_paused(t->s, q, 1);
@@ -75,13 +75,12 @@ static ul_backend_t *null_backend(int32_t n_pages, int32_t eos_every) {
     return b;
 }
 
-/* Computes the built step; the step "in flight" is marked busy between build and absorb,
- * as the driver does, so callbacks can see it. */
+/* Computes the built step (in flight from its build to its absorb, as in the driver). */
 static void compute(ul_sched_t *s) {
-    cr_assert_eq(ul_backend_run(s->backend, &s->step), 0, "backend rejected the step");
+    cr_assert_eq(ul_backend_run(s->backend, s->step), 0, "backend rejected the step");
 }
 
-/* The driver's order: absorb N, build N+1 (busy), deliver N, compute N+1. */
+/* The driver's order: absorb N, build N+1 (in flight), deliver N, compute N+1. */
 static int run_overlapped(ul_sched_t *s) {
     int steps = 0;
     int n = ul_sched_step_build(s);
@@ -90,9 +89,7 @@ static int run_overlapped(ul_sched_t *s) {
         compute(s);
         ul_sched_step_absorb(s);
         n = ul_sched_step_build(s);
-        s->busy = n > 0;
         ul_sched_step_deliver(s);
-        s->busy = 0;
         if (n == 0) n = ul_sched_step_build(s);
     }
     return steps;
@@ -109,8 +106,8 @@ static int run_sequential(ul_sched_t *s) {
 }
 
 static int in_step(const ul_sched_t *s, const oseq_t *t) {
-    for (int32_t i = 0; i < s->step.n_seqs; i++)
-        if (s->step.seqs[i].seq_id == t->seq.id) return 1;
+    for (int32_t i = 0; i < s->step->n_seqs; i++)
+        if (s->step->seqs[i].seq_id == t->seq.id) return 1;
     return 0;
 }
 

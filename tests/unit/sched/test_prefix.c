@@ -92,7 +92,7 @@ typedef ul_backend_t *(*mk_backend_t)(int32_t n_pages);
 static void run_all(ul_sched_t *s) {
     for (int steps = 0; ul_sched_step_build(s) > 0; steps++) {
         cr_assert_lt(steps, 100000, "scheduler does not converge");
-        cr_assert_eq(ul_backend_run(s->backend, &s->step), 0, "backend rejected the step");
+        cr_assert_eq(ul_backend_run(s->backend, s->step), 0, "backend rejected the step");
         ul_sched_step_complete(s);
     }
 }

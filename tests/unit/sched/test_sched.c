@@ -59,7 +59,7 @@ static ul_backend_t *null_backend(int32_t page_size, int32_t n_pages) {
 static int one_step(ul_sched_t *s) {
     int n = ul_sched_step_build(s);
     if (n > 0) {
-        cr_assert_eq(ul_backend_run(s->backend, &s->step), 0, "backend rejected the step");
+        cr_assert_eq(ul_backend_run(s->backend, s->step), 0, "backend rejected the step");
         ul_sched_step_complete(s);
     }
     return n;
@@ -83,21 +83,21 @@ Test(sched, decode_first_then_prefill_chunks_under_budget) {
     tseq_init(&c, 10);
     cr_assert_eq(add(&s, &a, 5), 0);
     cr_assert_eq(one_step(&s), 1); /* A's whole prompt, sampled */
-    cr_assert_eq(s.step.seqs[0].n_tokens, 5);
-    cr_assert_eq(s.step.seqs[0].sample, 1);
+    cr_assert_eq(s.step->seqs[0].n_tokens, 5);
+    cr_assert_eq(s.step->seqs[0].sample, 1);
     cr_assert_eq(a.n_out, 1);
     cr_assert_eq(add(&s, &bb, 10), 0);
     cr_assert_eq(add(&s, &c, 3), 0);
 
     cr_assert_eq(one_step(&s), 2);
-    ul_step_seq_t *ss = s.step.seqs;
+    ul_step_seq_t *ss = s.step->seqs;
     cr_assert_eq(ss[0].seq_id, a.seq.id, "the decoding sequence comes first");
     cr_assert_eq(ss[0].n_tokens, 1);
     cr_assert_eq(ss[0].pos0, 5);
     cr_assert_eq(ss[1].seq_id, bb.seq.id, "then the oldest prefill");
     cr_assert_eq(ss[1].n_tokens, 7, "prefill chunk fills the rest of the budget");
     cr_assert_eq(ss[1].sample, 0, "a partial prefill samples nothing");
-    cr_assert_eq(s.step.n_tokens, 8);
+    cr_assert_eq(s.step->n_tokens, 8);
     cr_assert_eq(bb.n_out, 0);
 
     cr_assert_eq(one_step(&s), 3);
@@ -184,13 +184,13 @@ Test(sched, preempts_the_newest) {
     cr_assert_eq(one_step(&s), 2); /* both prefills: 8 tokens in 2 pages each, 9th sampled */
     cr_assert_eq(s.pool.n_free, 0);
     cr_assert_eq(ul_sched_step_build(&s), 1);
-    cr_assert_eq(s.step.seqs[0].seq_id, a.seq.id, "the older sequence decodes");
+    cr_assert_eq(s.step->seqs[0].seq_id, a.seq.id, "the older sequence decodes");
     cr_assert_eq(a.seq.n_pages, 3);
     cr_assert_eq(c.seq.n_preempted, 1, "the newer one gave up its pages");
     cr_assert_eq(c.seq.state, UL_SEQ_WAITING);
     cr_assert_eq(c.seq.n_pages, 0, "and is not re-admitted into the pages it just gave up");
     cr_assert_eq(s.pool.n_free, 1);
-    cr_assert_eq(ul_backend_run(b, &s.step), 0);
+    cr_assert_eq(ul_backend_run(b, s.step), 0);
     ul_sched_step_complete(&s);
     run_all(&s);
     cr_assert(a.finished && c.finished);
@@ -209,9 +209,9 @@ Test(sched, admission_waits_for_pages) {
     cr_assert_eq(add(&s, &a, 16), 0); /* the whole pool */
     cr_assert_eq(add(&s, &c, 4), 0);
     cr_assert_eq(ul_sched_step_build(&s), 1, "no page left for the second prompt");
-    cr_assert_eq(s.step.seqs[0].seq_id, a.seq.id);
+    cr_assert_eq(s.step->seqs[0].seq_id, a.seq.id);
     cr_assert_eq(c.seq.state, UL_SEQ_WAITING);
-    cr_assert_eq(ul_backend_run(b, &s.step), 0);
+    cr_assert_eq(ul_backend_run(b, s.step), 0);
     ul_sched_step_complete(&s);
     cr_assert(a.finished, "max_tokens 1 finishes after the prefill");
     cr_assert_eq(one_step(&s), 1);
@@ -236,11 +236,11 @@ Test(sched, cancellation_frees_pages_before_the_next_step) {
     cr_assert_eq(ul_sched_step_build(&s), 1);
     cr_assert(a.finished);
     cr_assert_eq(a.reason, UL_FINISH_CANCELLED);
-    cr_assert_eq(s.step.seqs[0].seq_id, c.seq.id);
+    cr_assert_eq(s.step->seqs[0].seq_id, c.seq.id);
     cr_assert_eq(s.pool.n_free, 32 - 3);
     /* Cancel while the step is in flight: results are dropped, reaped afterwards. */
     ul_sched_cancel(&s, &c.seq);
-    cr_assert_eq(ul_backend_run(b, &s.step), 0);
+    cr_assert_eq(ul_backend_run(b, s.step), 0);
     int before = c.n_out;
     ul_sched_step_complete(&s);
     cr_assert_eq(c.n_out, before);
@@ -264,7 +264,7 @@ Test(sched, paused_sequences_are_skipped) {
     cr_assert_eq(one_step(&s), 2);
     ul_sched_set_paused(&s, &a.seq, 1);
     cr_assert_eq(one_step(&s), 1);
-    cr_assert_eq(s.step.seqs[0].seq_id, c.seq.id);
+    cr_assert_eq(s.step->seqs[0].seq_id, c.seq.id);
     run_all(&s);
     cr_assert(c.finished);
     cr_assert_not(a.finished);

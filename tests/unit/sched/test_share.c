@@ -100,7 +100,7 @@ static const ul_sched_config_t g_cfg = {.max_batch_tokens = 64, .itl_target_ms =
 static int one_step(ul_sched_t *s) {
     int n = ul_sched_step_build(s);
     if (n > 0) {
-        cr_assert_eq(ul_backend_run(s->backend, &s->step), 0, "backend rejected the step");
+        cr_assert_eq(ul_backend_run(s->backend, s->step), 0, "backend rejected the step");
         ul_sched_step_complete(s);
     }
     return n;
@@ -176,10 +176,10 @@ static void shares_and_matches(mk_backend_t mk, float temperature) {
     init_choices(c, temperature);
     add_choices(&s, c, 1);
     cr_assert_eq(one_step(&s), 1, "the sharers wait for the prompt");
-    cr_assert_eq(s.step.n_tokens, NP);
+    cr_assert_eq(s.step->n_tokens, NP);
     cr_assert_eq(one_step(&s), 3);
     for (int i = 1; i < NCH; i++) {
-        const ul_step_seq_t *ss = &s.step.seqs[i];
+        const ul_step_seq_t *ss = &s.step->seqs[i];
         cr_assert_eq(ss->seq_id, c[i].seq.id);
         cr_assert_eq(ss->pos0, 2 * PS, "choice %d recomputed the shared prompt", i);
         cr_assert_eq(ss->n_tokens, NP - 2 * PS);
@@ -273,7 +273,7 @@ Test(share, first_cancelled_before_its_prompt_the_others_go_alone) {
     cr_assert_eq(c[0].seq.n_sharers, NCH - 1);
     ul_sched_cancel(&s, &c[0].seq);
     cr_assert_eq(one_step(&s), NCH - 1);
-    cr_assert_eq(s.step.seqs[0].n_tokens, NP, "computes the whole prompt");
+    cr_assert_eq(s.step->seqs[0].n_tokens, NP, "computes the whole prompt");
     cr_assert_null(c[1].seq.share_with);
     run_all(&s);
     same_as(c, ref, 1);
@@ -401,12 +401,10 @@ static void run_overlapped(ul_sched_t *s) {
     int steps = 0, n = ul_sched_step_build(s);
     while (n > 0) {
         cr_assert_lt(++steps, 100000, "scheduler does not converge");
-        cr_assert_eq(ul_backend_run(s->backend, &s->step), 0, "backend rejected the step");
+        cr_assert_eq(ul_backend_run(s->backend, s->step), 0, "backend rejected the step");
         ul_sched_step_absorb(s);
         n = ul_sched_step_build(s);
-        s->busy = n > 0;
         ul_sched_step_deliver(s);
-        s->busy = 0;
         if (n == 0) n = ul_sched_step_build(s);
     }
 }
