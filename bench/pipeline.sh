@@ -26,11 +26,11 @@ trap cleanup EXIT
 
 case_args() { # case -> server args, N, max tokens
     case $1 in
-    null) SARGS=(--backend null --null-delay-us "$NULL_US" --max-batch-tokens 4096); N=$NULL_N; MAXT=128 ;;
-    tiny) need_shared models/aidreams260K.gguf
-        SARGS=(--model "$SHARED/models/aidreams260K.gguf" --threads "$THREADS"); N=16; MAXT=128 ;;
+    null) SARGS=(--backend null --null-delay-us "$NULL_US" --max-batch-tokens 4096); N=$NULL_N; MAXT=128; PW=40 ;;
+    tiny) need_shared models/aidreams260K.gguf # a 128-token context
+        SARGS=(--model "$SHARED/models/aidreams260K.gguf" --threads "$THREADS"); N=16; MAXT=64; PW=10 ;;
     q4_0) ensure_models || die "models: $MODELS_NOTE"
-        SARGS=(--model "$(model_path q4_0)" --threads "$THREADS"); N=16; MAXT=64 ;;
+        SARGS=(--model "$(model_path q4_0)" --threads "$THREADS"); N=16; MAXT=64; PW=40 ;;
     *) die "unknown case $1" ;;
     esac
 }
@@ -45,7 +45,8 @@ run_one() { # case depth round
     pids+=("$pid")
     wait_http "$PORT" /health 60 || die "server ($c, pipeline $p) did not start: $D/$c-p$p-$r.log"
     "${NICE[@]}" python3 "$BENCH_DIR/serve_load.py" --port "$PORT" -n "$N" --rounds 2 \
-        --max-tokens "$MAXT" >"$out" || echo "pipeline: client failed ($c p$p r$r)" >&2
+        --max-tokens "$MAXT" --prompt-words "$PW" >"$out" || echo "pipeline: client failed ($c p$p r$r)" >&2
+    grep -q '"errors": 0' "$out" || echo "pipeline: requests failed ($c p$p r$r): $out" >&2
     curl -fs "http://127.0.0.1:$PORT/metrics" | grep -E '^uvllm_(steps_total|steps_ahead_total|tokens_chained_total) ' \
         >"$D/$c-p$p-$r.metrics" || true
     kill "$pid" 2>/dev/null || true
@@ -77,8 +78,8 @@ sec="$D/section.md"
     echo
     echo "- machine: $(machine_line | sed 's/load average at start: .*//')load average at start: $load_start, at end: $(cut -d' ' -f1-3 /proc/loadavg)"
     echo "- uvllm: $(uvllm_commit); one binary, only \`--pipeline\` differs; each server and the client in a session of their own at nice ${BENCH_NICE:--15}"
-    echo "- load: \`bench/serve_load.py -n N --rounds 2 --max-tokens M\` (streaming, greedy, ignore_eos, ~40-word prompts, arrivals over the first second); $RUNS rounds, pipeline 1 then 2 in each; medians"
-    echo "- cases: null = \`--backend null --null-delay-us $NULL_US\` (a device step of $((NULL_US / 1000)) ms with the host free, as with a GPU), N=$NULL_N, M=128; tiny = aidreams260K on $THREADS CPU threads, N=16, M=128; q4_0 = TinyLlama-shaped Q4_0 on $THREADS threads, N=16, M=64"
+    echo "- load: \`bench/serve_load.py -n N --rounds 2 --max-tokens M --prompt-words W\` (streaming, greedy, ignore_eos, arrivals over the first second); $RUNS rounds, pipeline 1 then 2 in each; medians"
+    echo "- cases: null = \`--backend null --null-delay-us $NULL_US\` (a device step of $((NULL_US / 1000)) ms with the host free, as with a GPU), N=$NULL_N, M=128, W=40; tiny = aidreams260K (128-token context) on $THREADS CPU threads, N=16, M=64, W=10; q4_0 = TinyLlama-shaped Q4_0 on $THREADS threads, N=16, M=64, W=40"
     echo
     echo "| case | tokens/s p1 | tokens/s p2 | ratio | ITL p50 p1 / p2 (ms) | ITL p99 p1 / p2 (ms) | TTFT p50 p1 / p2 (s) | steps built ahead (p2, last round) |"
     echo "|---|---|---|---|---|---|---|---|"

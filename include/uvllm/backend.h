@@ -29,8 +29,10 @@
  * the backend samples for it in N, not known when N+1 is built, and its RNG state is the
  * one N leaves. The backend resolves both (on the host once N is done, or on the device),
  * writing the token into tokens[tok_offset]; if N fails, N+1 fails too. Steps complete in
- * the order they were submitted. A chained sequence has no penalties and no filter (the
- * scheduler does not chain those: their sampling reads the history up to the new token).
+ * the order they were submitted. A chained entry's history ends before its input token (the
+ * loop appends it when it absorbs N): penalties must count that token too (the worker
+ * gives such an entry a copy of its window that ends with it, engine/worker.h), and a
+ * filter sees N's token accepted before N+1 samples (one thread samples in step order).
  *
  * KV cache: the backend owns KV storage of n_pages pages of page_size tokens each (for
  * every layer). The scheduler owns page tables: each sequence of a step lists the pages
@@ -58,8 +60,9 @@ typedef struct ul_logit_bias_s {
 /* A constraint on the tokens a sequence may produce next (structured output, e.g. JSON
  * mode: api/json_out.h). allows: 1 if id may come next; accept: id was chosen, advance.
  * Both run on the backend's thread that samples the sequence, never concurrently for one
- * sequence: a sequence is in at most one step, and its owner leaves the filter alone until
- * the sequence has finished. At least one id must be allowed at every step. */
+ * sequence: the steps that sample for it are sampled one after the other, in the order
+ * they were submitted, and its owner leaves the filter alone until the sequence has
+ * finished. At least one id must be allowed at every step. */
 typedef struct ul_token_filter_s ul_token_filter_t;
 struct ul_token_filter_s {
     int (*allows)(const ul_token_filter_t *f, int32_t id);

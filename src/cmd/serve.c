@@ -43,7 +43,7 @@ typedef struct serve_args_s {
     const char *cors[MAX_CORS];
     int n_aliases, n_cors;
     int device;   /* --backend cuda */
-    int pipeline; /* --pipeline: steps in flight; 0 = the backend's default */
+    int pipeline; /* --pipeline: steps in flight (0: 1) */
 } serve_args_t;
 
 static void usage(FILE *f) {
@@ -73,7 +73,8 @@ static void usage(FILE *f) {
                "  --device N             cuda backend: device ordinal (default 0)\n"
                "  --pipeline 1|2         steps in flight: 2 submits step N+1 while N computes\n"
                "                         (a sequence's next input is N's token, filled in by\n"
-               "                         the backend); default 2 for cuda, 1 otherwise\n"
+               "                         the backend; for a GPU, where the host's work per step\n"
+               "                         can then overlap the device's); default 1\n"
                "  --host H               bind address (default 127.0.0.1)\n"
                "  --port P               TCP port, 0 picks a free one (default 8080)\n"
                "  --null-delay-us N      null backend: time per step (default 0)\n"
@@ -825,9 +826,7 @@ static int setup(const serve_args_t *a, server_t *sv) {
                               .max_seqs = a->max_seqs,
                               .no_prefix_cache = a->no_prefix_cache,
                               .itl_target_ms = a->itl_target_ms,
-                              .pipeline = a->pipeline                   ? a->pipeline
-                                          : !strcmp(a->backend, "cuda") ? 2
-                                                                        : 1};
+                              .pipeline = a->pipeline};
     if (sv->model) {
         ul_codec_init_vocab(&codec, sv->model->vocab);
         scfg.is_eog = codec.is_eog;

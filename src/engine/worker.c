@@ -134,10 +134,54 @@ static void keep_outputs(ul_worker_t *w, const ul_step_t *st) {
     w->n_prev = st->n_seqs;
 }
 
+static int penalized(const ul_sampling_t *p) {
+    return p->repeat_last_n != 0 && (p->repeat_penalty != 1.0f || p->frequency_penalty != 0.0f ||
+                                     p->presence_penalty != 0.0f);
+}
+
+static int32_t window(const ul_step_seq_t *ss) {
+    int32_t n = ss->history ? ss->n_history : 0, k = ss->sampling.repeat_last_n;
+    return k < 0 || k > n ? n : k;
+}
+
+/* A chained entry's history ends before its input token (the loop appends that token when
+ * it absorbs the step before, after this step may have sampled): an entry whose penalties
+ * read the history gets, in a buffer of the worker's, the last window tokens of it followed
+ * by that token. Buffer n_taken % 2: a step's copy lives until the step after next is taken,
+ * which is after it completed (at most two steps are in flight). mu held. */
+static int extend_histories(ul_worker_t *w, ul_step_t *st) {
+    size_t need = 0;
+    for (int32_t i = 0; i < st->n_seqs; i++)
+        if (st->seqs[i].chain > 0 && penalized(&st->seqs[i].sampling))
+            need += (size_t)window(&st->seqs[i]) + 1;
+    if (need == 0) return 0;
+    int b = (int)(w->n_taken % 2);
+    if (need > w->hist_cap[b]) {
+        int32_t *p = realloc(w->hist[b], need * sizeof *p);
+        if (!p) return UL_ENOMEM;
+        w->hist[b] = p;
+        w->hist_cap[b] = need;
+    }
+    int32_t *h = w->hist[b];
+    for (int32_t i = 0; i < st->n_seqs; i++) {
+        ul_step_seq_t *ss = &st->seqs[i];
+        if (ss->chain <= 0 || !penalized(&ss->sampling)) continue;
+        int32_t k = window(ss);
+        if (k > 0) memcpy(h, ss->history + ss->n_history - k, (size_t)k * sizeof *h);
+        h[k] = -1; /* the token, filled in by resolve_on_host */
+        ss->history = h;
+        ss->n_history = k + 1;
+        h += k + 1;
+    }
+    return 0;
+}
+
 /* The chained entries of st from the step completed just before it; mu held. 0, or the
  * status st fails with: that step's failure, or a chain to an entry that sampled nothing. */
 static int resolve_on_host(ul_worker_t *w, ul_step_t *st) {
     if (w->prev_status) return w->prev_status;
+    int rc = extend_histories(w, st);
+    if (rc) return rc;
     for (int32_t i = 0; i < st->n_seqs; i++) {
         ul_step_seq_t *ss = &st->seqs[i];
         if (ss->chain <= 0) continue;
@@ -145,6 +189,7 @@ static int resolve_on_host(ul_worker_t *w, ul_step_t *st) {
         const struct ul_worker_out_s *o = ss->chain <= w->n_prev ? &w->prev[ss->chain - 1] : NULL;
         if (!o || o->token < 0 || ss->n_tokens != 1) return UL_EINVAL;
         st->tokens[ss->tok_offset] = o->token;
+        if (penalized(&ss->sampling)) ((int32_t *)ss->history)[ss->n_history - 1] = o->token;
         ss->rng[0] = o->rng[0];
         ss->rng[1] = o->rng[1];
         ss->chain = 0;
@@ -366,6 +411,11 @@ void ul_worker_free(ul_worker_t *w) {
     w->pend = NULL;
     free(w->prev);
     w->prev = NULL;
+    for (int b = 0; b < 2; b++) {
+        free(w->hist[b]);
+        w->hist[b] = NULL;
+        w->hist_cap[b] = 0;
+    }
     if (!w->orphaned) { /* else a late callback may still lock mu */
         pthread_cond_destroy(&w->drain);
         pthread_cond_destroy(&w->cv);

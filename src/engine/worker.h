@@ -62,7 +62,9 @@ typedef struct ul_worker_ops_s {
     int64_t step_timeout_ns;
     /* Chained steps (backend.h "Pipelining"). 0: the worker hands a chained step to ops.step
      * only once the step before it completed, after writing each chained entry's token and
-     * RNG state from that step's outputs and setting its chain to 0. 1 (asynchronous
+     * RNG state from that step's outputs (and, for an entry with penalties, pointing its
+     * history at a copy of the window that ends with that token) and setting its chain to
+     * 0. 1 (asynchronous
      * backends): ops.step may get a chained step while the step before is still pending and
      * resolves what is still chained on the device, or returns UL_WORKER_DEFER. */
     int chains_on_device;
@@ -102,6 +104,8 @@ struct ul_worker_s {
     } * prev;
     int32_t n_prev, cap_prev; /* n_prev -1: the outputs could not be kept (no memory) */
     int prev_status;
+    int32_t *hist[2]; /* chained entries' penalty windows (worker.c extend_histories) */
+    size_t hist_cap[2];
 };
 
 /* Starts the thread. On failure (UL_ENOMEM) nothing is left to free. */

@@ -371,21 +371,12 @@ static int32_t next_pos(const ul_seq_t *q) { return q->n_computed + q->n_pending
 static int32_t n_total(const ul_seq_t *q) { return q->n_tokens + q->n_unknown; }
 static int32_t n_left(const ul_seq_t *q) { return n_total(q) - next_pos(q); }
 
-/* Whether q's sampling reads anything the step in flight changes besides its RNG state:
- * the history (penalties) or the filter's state. */
-static int reads_history(const ul_seq_t *q) {
-    const ul_sampling_t *p = &q->sampling;
-    return p->filter ||
-           (p->repeat_last_n != 0 && (p->repeat_penalty != 1.0f || p->frequency_penalty != 0.0f ||
-                                      p->presence_penalty != 0.0f));
-}
-
 /* q is in the step in flight and may be in the one being built: it continues its prompt,
  * or decodes chained on the token the step in flight samples, which must not end it by
  * count (an end-of-generation cannot be foreseen: then one token is computed for nothing). */
 static int may_continue(const ul_seq_t *q) {
     if (q->n_unknown == 0) return n_left(q) > 0;
-    return !reads_history(q) && n_total(q) - q->n_prompt < q->max_tokens && n_total(q) < q->cap;
+    return n_total(q) - q->n_prompt < q->max_tokens && n_total(q) < q->cap;
 }
 
 static void add_to_step(ul_sched_t *s, ul_seq_t *q, int32_t n) {
@@ -728,24 +719,8 @@ static void add_prefills(ul_sched_t *s) {
         add_to_step(s, q, c);
     }
 }
-
-/* With a step in flight, whether a sequence it samples for would continue but cannot chain:
- * then the next step waits for it (else that sequence would get every other step only). */
-static int chain_blocked(const ul_sched_t *s) {
-    if (s->n_flight == 0) return 0;
-    const struct ul_sched_slot_s *f = &s->slot[(s->head + s->n_flight - 1) % s->depth];
-    for (int32_t i = 0; i < f->step.n_seqs; i++) {
-        const ul_seq_t *q = f->owner[i];
-        if (f->step.seqs[i].sample && !q->ending && !q->cancelled && !q->paused &&
-            reads_history(q) && n_total(q) - q->n_prompt < q->max_tokens && n_total(q) < q->cap)
-            return 1;
-    }
-    return 0;
-}
-
 int ul_sched_step_build(ul_sched_t *s) {
     UL_ASSERT(s->n_flight < s->depth);
-    if (chain_blocked(s)) return 0;
     reap_cancelled(s);
     struct ul_sched_slot_s *sl = &s->slot[(s->head + s->n_flight) % s->depth];
     s->step = &sl->step;

@@ -23,10 +23,9 @@
  * to N+1 without waiting for the loop (a GPU copies N+1's inputs while N computes). This
  * changes DESIGN.md's rule that two steps in flight never touch the same sequence: a
  * sequence sampled in N is in N+1 "chained" (its input is N's token, which the backend
- * fills in), and one prefilling in N continues its prompt in N+1. Built that way only
- * when every sequence sampled in N can chain (no penalties, no filter, not paused, N's
- * token cannot end it by max_tokens or the context): else N+1 waits for N as above. A
- * sequence N's token ends (end-of-generation, a stop string, cancel) computes one token
+ * fills in), and one prefilling in N continues its prompt in N+1. A sequence is chained
+ * unless it is paused or N's token ends it by max_tokens or the context. A sequence N's
+ * token ends (end-of-generation, a stop string, cancel) computes one token
  * in N+1 for nothing, dropped like any token after an end. On completion the driver
  * absorbs N, delivers N's callbacks, then builds N+2 (N+1 computes meanwhile).
  *

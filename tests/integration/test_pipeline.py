@@ -22,8 +22,10 @@ REQUESTS = [
                              min_p=0.05, n=2)),
     ("/v1/completions", dict(prompt="I adjust", max_tokens=64, temperature=0, stop=["ing"])),
     ("/v1/completions", dict(prompt="Dimensions", max_tokens=1, temperature=0, logprobs=2)),
-    ("/v1/completions", dict(prompt="A slow", max_tokens=8, temperature=0.7, seed=11,
-                             frequency_penalty=0.5)),
+    ("/v1/completions", dict(prompt="A slow", max_tokens=40, temperature=0.7, seed=11,
+                             frequency_penalty=0.5, presence_penalty=0.3)),
+    ("/v1/completions", dict(prompt="Dimensions unfold", max_tokens=40, temperature=0,
+                             repeat_penalty=1.3)),
     ("/v1/completions", dict(prompt="Mist", max_tokens=44, temperature=0.8, seed=5)),
     ("/v1/chat/completions", dict(messages=[{"role": "user", "content": "hello"}],
                                   max_tokens=32, temperature=0.6, seed=2)),
@@ -87,7 +89,6 @@ def same_answers_as_one_step_at_a_time():
         close(a, b, f"request {i} {REQUESTS[i][0]}")
     assert m1["uvllm_pipeline_depth"] == 1 and m2["uvllm_pipeline_depth"] == 2
     assert m1["uvllm_steps_ahead_total"] == 0 and m1["uvllm_tokens_chained_total"] == 0
-    # the penalty request keeps steps from being built ahead only while it decodes
     assert m2["uvllm_steps_ahead_total"] >= 10, m2["uvllm_steps_ahead_total"]
     assert m2["uvllm_tokens_chained_total"] >= 50, m2["uvllm_tokens_chained_total"]
     print(f"  pipelined: {m2['uvllm_steps_ahead_total']:.0f} of "

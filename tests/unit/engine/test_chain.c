@@ -21,6 +21,8 @@ typedef struct {
     int32_t tokens[4];
     uint64_t rng0[4];
     int32_t chain[4];
+    int32_t hist[4][8]; /* each entry's history as the step function saw it */
+    int32_t n_hist[4];
 } seen_t;
 
 typedef struct {
@@ -42,6 +44,9 @@ static void compute(be_t *b, ul_step_t *st) {
         sn->tokens[i] = st->tokens[st->seqs[i].tok_offset];
         sn->rng0[i] = st->seqs[i].rng[0];
         sn->chain[i] = st->seqs[i].chain;
+        sn->n_hist[i] = st->seqs[i].n_history;
+        for (int32_t k = 0; k < st->seqs[i].n_history && k < 8; k++)
+            sn->hist[i][k] = st->seqs[i].history[k];
     }
     st->status = id == b->fail_id ? UL_EIO : 0;
     for (int32_t i = 0; i < st->n_seqs && !st->status; i++) {
@@ -205,4 +210,26 @@ Test(chain, a_deferred_step_runs_after_the_previous_completes_resolved) {
     cr_assert_eq(b.seen[1].tokens[1], 11);
     cr_assert_eq(b.seen[1].rng0[1], 1);
     cr_assert_eq(steps[1].status, 0);
+}
+
+Test(chain, penalties_count_the_chained_token) {
+    be_t b = {.fail_id = -1};
+    static const int32_t history[5] = {7, 8, 9, 10, 11};
+    make_step(0, 0, 0, 1);
+    make_step(1, 1, 2, 1);
+    for (int i = 0; i < 2; i++) {
+        seqs[1][i].history = history;
+        seqs[1][i].n_history = 5;
+        seqs[1][i].sampling.repeat_penalty = 1.0f;
+    }
+    seqs[1][0].sampling.repeat_penalty = 1.3f; /* entry 0: a window of the last 3 */
+    seqs[1][0].sampling.repeat_last_n = 3;
+    static const ul_worker_ops_t ops = {.step = sync_step};
+    run(&b, &ops, 2);
+    cr_assert_eq(b.seen[1].n_hist[0], 4, "window + the chained token, got %d", b.seen[1].n_hist[0]);
+    int32_t want[4] = {9, 10, 11, 1};
+    cr_assert_arr_eq(b.seen[1].hist[0], want, sizeof want);
+    cr_assert_eq(b.seen[1].n_hist[1], 5, "no penalty: the history is left alone");
+    cr_assert_eq(b.seen[1].hist[1][4], 11);
+    cr_assert_eq(history[4], 11);
 }

@@ -1,7 +1,7 @@
 /* Pipelining (sched.h): with cfg.pipeline 2 the loop driver submits step N+1 while N is in
  * flight, chaining each sequence sampled in N on N's token. Driven through the loop and
  * the null backend's worker, a mix of sequences (end-of-generation, max_tokens, stop and
- * cancel from on_token, penalties that cannot chain, KV pressure with preemption) must get
+ * cancel from on_token, a penalty over the history, KV pressure with preemption) must get
  * exactly the tokens and ends they get one step at a time, every page must come back, and
  * steps must really have been pipelined. The null backend checks on every step that the
  * position before pos0 holds the token the history says, so a chained input filled in
@@ -74,8 +74,7 @@ static void run_mix(int pipeline, int32_t n_pages, pseq_t *t, run_stats_t *st) {
         q->s = &s;
         q->seq.max_tokens = 1 + (i * 7) % 60;
         ul_sampling_default(&q->seq.sampling);
-        /* one reads its history: no step is built ahead while it decodes */
-        if (i == 3) q->seq.sampling.repeat_penalty = 1.2f;
+        if (i % 5 == 3) q->seq.sampling.repeat_penalty = 1.2f; /* reads its history */
         if (i % 6 == 1) q->stop_after = 2 + i % 9;
         if (i % 7 == 2) q->cancel_after = 1 + i % 5;
         q->seq.on_token = on_token;
