@@ -16,10 +16,10 @@
  * Pipelining (uvllm/backend.h): a step may come while the step before it is in flight,
  * with chained entries whose input token that step samples. When it sampled them on the
  * device, a gather on the compute stream (chain.h, chain.cu) copies each token, and the RNG
- * state the device sampler left, into this step's device inputs before its embedding
- * gather, and the gathered tokens come back for tokens[tok_offset]; otherwise the step is
- * deferred (UL_WORKER_DEFER) and the worker resolves it on the host once the step before
- * completed.
+ * state the device sampler left, into this step's device inputs (and the end of the entry's
+ * penalty window) before its embedding gather, and the gathered tokens come back for
+ * tokens[tok_offset]; otherwise the step is deferred (UL_WORKER_DEFER) and the worker
+ * resolves it on the host once the step before completed.
  *
  * Decode steps (one token per sequence) sampled wholly on the device replay a CUDA graph
  * of their shape (graphs.h: captured on first use, eager when capture or replay fails;
@@ -247,7 +247,7 @@ static int layer(gpu_t *g, int il, int32_t T) {
 /* Greedy rows that need nothing but the argmax and its logprob stay on the device. */
 static int device_greedy(const ul_step_seq_t *s) {
     const ul_sampling_t *sp = &s->sampling;
-    int pen = sp->repeat_last_n != 0 && s->history && s->n_history > 0 &&
+    int pen = sp->repeat_last_n != 0 && ((s->history && s->n_history > 0) || s->chain > 0) &&
               (sp->repeat_penalty != 1.0f || sp->frequency_penalty != 0.0f ||
                sp->presence_penalty != 0.0f);
     return !(sp->temperature > 0.0f) && sp->n_logprobs <= 0 && !pen &&
@@ -324,7 +324,7 @@ static int prepare(gpu_t *g, slot_t *sl, ul_step_t *st) {
             pos[t] = s->pos0 + i;
         }
         if (s->chain > 0 && s->n_tokens == 1 && st->tokens[s->tok_offset] == -1) n_open--;
-        sl->place[si] = (ul_ch_place_t){UL_CH_NONE, -1};
+        sl->place[si] = (ul_ch_place_t){UL_CH_NONE, -1, -1};
         if (s->sample) {
             /* greedy rows: the parallel argmax; others: the full chain on the device while
              * its rows and buffers last, then the host's ul_sample; rows with a token filter
@@ -332,16 +332,19 @@ static int prepare(gpu_t *g, slot_t *sl, ul_step_t *st) {
             sl->out_seq[n_out] = si;
             orow[n_out] = s->tok_offset + s->n_tokens - 1;
             sl->host_row[n_out] = sl->dev_row[n_out] = -1;
-            sl->place[si] = (ul_ch_place_t){UL_CH_ARGMAX, n_out};
+            sl->place[si] = (ul_ch_place_t){UL_CH_ARGMAX, n_out, -1};
             if (!device_greedy(s)) {
                 if (!s->sampling.filter && sl->n_dev < g->dev_rows &&
                     !ul_gpu_sample_pack(s, n_out, &sl->h_smp[sl->n_dev], sl->h_hist, DEV_HIST_CAP,
                                         &sl->n_hist, sl->h_bias_ids, sl->h_bias_vals, DEV_BIAS_CAP,
                                         &sl->n_bias)) {
-                    sl->place[si] = (ul_ch_place_t){UL_CH_DEV, sl->n_dev};
+                    const ul_tw_sample_t *r = &sl->h_smp[sl->n_dev];
+                    sl->place[si] = (ul_ch_place_t){
+                        UL_CH_DEV, sl->n_dev,
+                        s->chain > 0 && r->n_hist > 0 ? r->hist_off + r->n_hist - 1 : -1};
                     sl->dev_row[n_out] = sl->n_dev++;
                 } else {
-                    sl->place[si] = (ul_ch_place_t){UL_CH_HOST, n_host};
+                    sl->place[si] = (ul_ch_place_t){UL_CH_HOST, n_host, -1};
                     sl->host_row[n_out] = n_host++;
                 }
             }
@@ -417,7 +420,7 @@ static int gather(gpu_t *g, slot_t *sl) {
     const slot_t *pv = &g->slots[(sl->seqno - 1) % UL_OV_SLOTS];
     int rc;
     if ((rc = K(ul_gpu_chain(sl->d_chain, sl->n_chain, sl->d_in, g->ids, pv->d_smp, sl->d_smp,
-                             sl->d_chain_tok, g->stream))) ||
+                             sl->d_hist, sl->d_chain_tok, g->stream))) ||
         (rc = CU(cudaMemcpyAsync(sl->h_chain_tok, sl->d_chain_tok,
                                  (size_t)sl->n_chain * sizeof(int32_t), cudaMemcpyDeviceToHost,
                                  g->stream))))

@@ -3,14 +3,27 @@
 
 #include "uvllm/err.h"
 
+/* engine/worker.c's penalized: the entry's sampling reads its history. */
+static int penalized(const ul_sampling_t *p) {
+    return p->repeat_last_n != 0 && (p->repeat_penalty != 1.0f || p->frequency_penalty != 0.0f ||
+                                     p->presence_penalty != 0.0f);
+}
+
 /* One chained entry's pair, or UL_CH_DEFER / UL_EINVAL. */
 static int pair_of(const ul_step_seq_t *s, int32_t si, ul_ch_place_t c, const ul_ch_place_t *prev,
                    int32_t n_prev, ul_tw_chain_t *p) {
     if (s->chain > n_prev || s->n_tokens != 1) return UL_EINVAL;
     const int32_t pi = s->chain - 1;
     const ul_ch_place_t q = prev[pi];
-    *p = (ul_tw_chain_t){
-        .tok = s->tok_offset, .ids = -1, .smp = -1, .rng = -1, .seq = si, .prev = pi};
+    *p = (ul_tw_chain_t){.tok = s->tok_offset,
+                         .ids = -1,
+                         .smp = -1,
+                         .rng = -1,
+                         .hist = c.kind == UL_CH_DEV ? c.hist : -1,
+                         .seq = si,
+                         .prev = pi};
+    if (c.kind == UL_CH_HOST && (s->sampling.filter || penalized(&s->sampling)))
+        return q.kind == UL_CH_NONE ? UL_EINVAL : UL_CH_DEFER;
     switch (q.kind) {
     case UL_CH_ARGMAX:
         p->ids = q.idx;

@@ -82,10 +82,11 @@ int ul_gpu_sample(const float *logits, int32_t n_vocab, ul_tw_sample_t *rows, in
 
 /* Chained entries (gpu/chain.h): for each of n pairs, twin.h's ul_tw_chain_apply: the token
  * the previous step sampled (ids: its argmax ids, or prev: its sampled rows) into
- * tokens[pairs[i].tok] and out[i], and prev's RNG state into rows[pairs[i].rng]. pairs [n],
- * out [n]. (chain.cu) */
+ * tokens[pairs[i].tok], hist[pairs[i].hist] and out[i], and prev's RNG state into
+ * rows[pairs[i].rng]. pairs [n], out [n]. (chain.cu) */
 int ul_gpu_chain(const ul_tw_chain_t *pairs, int32_t n, int32_t *tokens, const int32_t *ids,
-                 const ul_tw_sample_t *prev, ul_tw_sample_t *rows, int32_t *out, void *stream);
+                 const ul_tw_sample_t *prev, ul_tw_sample_t *rows, int32_t *hist, int32_t *out,
+                 void *stream);
 
 /* The last failed launch on this thread: "kernel: CUDA message" into buf. (act.cu) */
 const char *ul_gpu_launch_error(char *buf, int len);

@@ -360,15 +360,16 @@ static void sample_full(void) {
 }
 
 /* The chained-entry gather (chain.cu) against its twin (ul_tw_chain_apply): random pairs,
- * from argmax ids and from sampled rows (with their RNG states), into distinct tokens and
- * rows, on more pairs than one block holds. */
+ * from argmax ids and from sampled rows (with their RNG states), into distinct tokens,
+ * window places and rows, on more pairs than one block holds. */
 static void chain_gather(void) {
     enum { NP = 300, T = 512, R = 160 };
     static ul_tw_chain_t pairs[NP];
-    static int32_t tokens[T], want_tok[T], ids[R], out[NP], want_out[NP], perm[T];
+    static int32_t tokens[T], want_tok[T], ids[R], out[NP], want_out[NP], perm[T], hist[T],
+        want_hist[T];
     static ul_tw_sample_t prev[R], rows[R], want_rows[R];
     uint64_t s = 6;
-    for (int i = 0; i < T; i++) perm[i] = i, tokens[i] = -1;
+    for (int i = 0; i < T; i++) perm[i] = i, tokens[i] = hist[i] = -1;
     for (int i = T - 1; i > 0; i--) {
         int j = (int)(tk_rng(&s) % (uint64_t)(i + 1)), t = perm[i];
         perm[i] = perm[j], perm[j] = t;
@@ -384,7 +385,8 @@ static void chain_gather(void) {
     int32_t next_row = 0;
     for (int i = 0; i < NP; i++) {
         ul_tw_chain_t *p = &pairs[i];
-        *p = (ul_tw_chain_t){.tok = perm[i], .ids = -1, .smp = -1, .rng = -1};
+        *p = (ul_tw_chain_t){
+            .tok = perm[i], .ids = -1, .smp = -1, .rng = -1, .hist = i % 3 ? -1 : perm[T - 1 - i]};
         if (tk_rng(&s) % 2) {
             p->ids = (int32_t)(tk_rng(&s) % R);
         } else {
@@ -394,24 +396,28 @@ static void chain_gather(void) {
     }
     memcpy(want_tok, tokens, sizeof tokens);
     memcpy(want_rows, rows, sizeof rows);
+    memcpy(want_hist, hist, sizeof hist);
     for (int i = 0; i < NP; i++)
-        ul_tw_chain_apply(&pairs[i], want_tok, ids, prev, want_rows, &want_out[i]);
+        ul_tw_chain_apply(&pairs[i], want_tok, ids, prev, want_rows, want_hist, &want_out[i]);
     ul_tw_chain_t *dpairs = dup_to_dev(pairs, sizeof pairs);
-    int32_t *dtok = dup_to_dev(tokens, sizeof tokens), *dids = dup_to_dev(ids, sizeof ids), *dout;
+    int32_t *dtok = dup_to_dev(tokens, sizeof tokens), *dids = dup_to_dev(ids, sizeof ids), *dout,
+            *dhist = dup_to_dev(hist, sizeof hist);
     ul_tw_sample_t *dprev = dup_to_dev(prev, sizeof prev), *drows = dup_to_dev(rows, sizeof rows);
     CK(cudaMalloc((void **)&dout, sizeof out));
-    LK(ul_gpu_chain(dpairs, NP, dtok, dids, dprev, drows, dout, g_s));
+    LK(ul_gpu_chain(dpairs, NP, dtok, dids, dprev, drows, dhist, dout, g_s));
     to_host(tokens, dtok, sizeof tokens);
     to_host(out, dout, sizeof out);
     to_host(rows, drows, sizeof rows);
-    int wrong = memcmp(tokens, want_tok, sizeof tokens) != 0 || memcmp(out, want_out, sizeof out);
+    to_host(hist, dhist, sizeof hist);
+    int wrong = memcmp(tokens, want_tok, sizeof tokens) != 0 ||
+                memcmp(out, want_out, sizeof out) != 0 || memcmp(hist, want_hist, sizeof hist) != 0;
     for (int r = 0; r < R; r++)
         wrong += rows[r].rng[0] != want_rows[r].rng[0] || rows[r].rng[1] != want_rows[r].rng[1];
     printf("%-4s chain gather: %d pairs (%d RNG states), %s\n", wrong ? "FAIL" : "ok", NP, next_row,
            wrong ? "differs from its twin" : "as its twin");
     g_fail += wrong != 0;
     cudaFree(dpairs), cudaFree(dtok), cudaFree(dids), cudaFree(dout), cudaFree(dprev);
-    cudaFree(drows);
+    cudaFree(drows), cudaFree(dhist);
 }
 
 int main(void) {

@@ -9,11 +9,12 @@
 #include <string.h>
 
 #include "gpu/chain.h"
+#include "gpu/support.h"
 #include "uvllm/err.h"
 
 #define MAXS 16
 
-static ul_ch_place_t P(int32_t kind, int32_t idx) { return (ul_ch_place_t){kind, idx}; }
+static ul_ch_place_t P(int32_t kind, int32_t idx) { return (ul_ch_place_t){kind, idx, -1}; }
 
 /* n one-token entries at tok_offset i, sampling. */
 static void decode_seqs(ul_step_seq_t *s, int32_t n) {
@@ -25,9 +26,16 @@ static void decode_seqs(ul_step_seq_t *s, int32_t n) {
     }
 }
 
+static void apply_hist(const ul_tw_chain_t *pairs, int32_t n, int32_t *tokens, const int32_t *ids,
+                       const ul_tw_sample_t *prev, ul_tw_sample_t *rows, int32_t *hist,
+                       int32_t *out) {
+    for (int32_t i = 0; i < n; i++)
+        ul_tw_chain_apply(&pairs[i], tokens, ids, prev, rows, hist, &out[i]);
+}
+
 static void apply_all(const ul_tw_chain_t *pairs, int32_t n, int32_t *tokens, const int32_t *ids,
                       const ul_tw_sample_t *prev, ul_tw_sample_t *rows, int32_t *out) {
-    for (int32_t i = 0; i < n; i++) ul_tw_chain_apply(&pairs[i], tokens, ids, prev, rows, &out[i]);
+    apply_hist(pairs, n, tokens, ids, prev, rows, NULL, out);
 }
 
 Test(chain, greedy_rows_gather_their_argmax_token) {
@@ -52,6 +60,7 @@ Test(chain, greedy_rows_gather_their_argmax_token) {
         cr_assert_eq(pairs[i].ids, want_ids[i], "pair %d reads ids[%d]", i, pairs[i].ids);
         cr_assert_eq(pairs[i].smp, -1);
         cr_assert_eq(pairs[i].rng, -1);
+        cr_assert_eq(pairs[i].hist, -1);
         cr_assert_eq(pairs[i].seq, i);
         cr_assert_eq(pairs[i].prev, want_prev[i]);
     }
@@ -240,7 +249,94 @@ Test(chain, argmax_rows_take_the_rng_state_from_the_host) {
     cr_assert_eq(rows[2].rng[0], 0);
 }
 
+static void penalize(ul_step_seq_t *s, const int32_t *history, int32_t n_history) {
+    s->sampling.temperature = 0.8f;
+    s->sampling.top_p = 1.0f;
+    s->sampling.repeat_penalty = 1.3f;
+    s->sampling.repeat_last_n = 4;
+    s->history = history;
+    s->n_history = n_history;
+}
+
+Test(chain, penalty_windows_get_the_token_on_the_device_or_defer) {
+    /* N's sampler row 0; N + 1's entry on the sampler with a penalty window whose last
+     * place (ul_gpu_sample_pack leaves -1 there) is hist[6] */
+    static const int32_t history[10] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+    const ul_ch_place_t prev[1] = {P(UL_CH_DEV, 0)};
+    ul_tw_sample_t prow[1], rows[1];
+    memset(prow, 0, sizeof prow);
+    memset(rows, 0, sizeof rows);
+    prow[0].token = 55;
+    ul_step_seq_t s[1];
+    decode_seqs(s, 1);
+    s[0].chain = 1;
+    penalize(&s[0], history, 10);
+    ul_ch_place_t cur = {UL_CH_DEV, 0, 6};
+    ul_tw_chain_t pairs[1];
+    int32_t n;
+    cr_assert_eq(ul_ch_plan(s, 1, &cur, prev, 1, pairs, &n), 0);
+    cr_assert_eq(pairs[0].hist, 6);
+    int32_t tokens[1] = {-1}, hist[8] = {0, 0, 0, 8, 9, 10, -1, 0}, out[1];
+    ul_tw_chain_apply(&pairs[0], tokens, NULL, prow, rows, hist, out);
+    cr_assert_eq(tokens[0], 55);
+    cr_assert_eq(hist[6], 55, "the window ends with the gathered token");
+    cr_assert_eq(hist[5], 10);
+    cr_assert_eq(hist[7], 0);
+    /* on the host (rows past the device sampler's): the worker extends the history */
+    cur = P(UL_CH_HOST, 0);
+    cr_assert_eq(ul_ch_plan(s, 1, &cur, prev, 1, pairs, &n), UL_CH_DEFER);
+    const ul_ch_place_t prev_g[1] = {P(UL_CH_ARGMAX, 0)};
+    cr_assert_eq(ul_ch_plan(s, 1, &cur, prev_g, 1, pairs, &n), UL_CH_DEFER);
+    /* a filter samples on the host, where it lives */
+    ul_token_filter_t filter = {0};
+    decode_seqs(s, 1);
+    s[0].chain = 1;
+    s[0].sampling.filter = &filter;
+    cr_assert_eq(ul_ch_plan(s, 1, &cur, prev_g, 1, pairs, &n), UL_CH_DEFER);
+    s[0].sampling.filter = NULL;
+    cr_assert_eq(ul_ch_plan(s, 1, &cur, prev_g, 1, pairs, &n), 0, "plain host rows resolve");
+}
+
 static uint64_t rnd(uint64_t *x) { return ul_tw_splitmix64(x); }
+
+/* The penalty window packed for a chained entry, its last place filled by the gather,
+ * equals the one packed after the worker's host resolution (engine/worker.c
+ * extend_histories: the last window(ss) tokens of the history, then the token). */
+Test(chain, chained_penalty_window_equals_the_host_resolutions) {
+    int32_t history[40];
+    for (int i = 0; i < 40; i++) history[i] = 100 + i;
+    uint64_t x = 99;
+    for (int it = 0; it < 2000; it++) {
+        const int32_t n_h = (int32_t)(rnd(&x) % 41), tok = 7;
+        const int32_t rlns[] = {-1, 1, 3, 16, 64};
+        ul_step_seq_t s;
+        decode_seqs(&s, 1);
+        penalize(&s, n_h ? history : NULL, n_h);
+        s.sampling.repeat_last_n = rlns[rnd(&x) % 5];
+        s.chain = 1;
+        ul_tw_sample_t dev, host;
+        int32_t hd[64], hh[64], ext[64], nhd = 0, nhh = 0, nbd = 0, nbh = 0;
+        cr_assert_eq(ul_gpu_sample_pack(&s, 0, &dev, hd, 64, &nhd, NULL, NULL, 0, &nbd), 0);
+        cr_assert_gt(dev.n_hist, 0);
+        cr_assert_eq(hd[dev.hist_off + dev.n_hist - 1], -1, "the token's place left open");
+        hd[dev.hist_off + dev.n_hist - 1] = tok; /* the gather */
+        /* the worker's extension, then the pack of a resolved (unchained) entry */
+        int32_t k = s.sampling.repeat_last_n < 0 || s.sampling.repeat_last_n > n_h
+                        ? n_h
+                        : s.sampling.repeat_last_n;
+        if (k) memcpy(ext, history + n_h - k, (size_t)k * sizeof *ext);
+        ext[k] = tok;
+        ul_step_seq_t r = s;
+        r.chain = 0;
+        r.history = ext;
+        r.n_history = k + 1;
+        cr_assert_eq(ul_gpu_sample_pack(&r, 0, &host, hh, 64, &nhh, NULL, NULL, 0, &nbh), 0);
+        cr_assert_eq(dev.n_hist, host.n_hist, "it %d: window %d vs %d", it, dev.n_hist,
+                     host.n_hist);
+        cr_assert_eq(memcmp(hd, hh, (size_t)dev.n_hist * sizeof *hd), 0, "it %d: windows differ",
+                     it);
+    }
+}
 
 /* Random step pairs: wherever the plan resolves on the device, the gathered tokens and RNG
  * states equal what the host resolution gives from step N's finished outputs; it defers
@@ -308,13 +404,15 @@ Test(chain, random_steps_match_the_host_resolution) {
                                        : P(k, c_host++);
             c_out++;
             if (k == UL_CH_DEV) rows[cur[i].idx].rng[0] = rows[cur[i].idx].rng[1] = 0xbad;
+            if (k == UL_CH_DEV && i < m && rnd(&x) % 2) cur[i].hist = 3 * i + 1; /* penalties */
             if (i < m) {
                 const int pk = prev[order[i]].kind;
                 want_defer |= pk == UL_CH_HOST || (pk == UL_CH_DEV && k != UL_CH_DEV);
             }
         }
         ul_tw_chain_t pairs[MAXS + 2];
-        int32_t n = -1, out[MAXS + 2];
+        int32_t n = -1, out[MAXS + 2], hist[3 * (MAXS + 2)];
+        for (int i = 0; i < 3 * (MAXS + 2); i++) hist[i] = -1;
         const int rc = ul_ch_plan(s, ns, cur, prev, np, pairs, &n);
         if (want_defer) {
             cr_assert_eq(rc, UL_CH_DEFER, "it %d: should defer", it);
@@ -325,8 +423,10 @@ Test(chain, random_steps_match_the_host_resolution) {
         cr_assert_eq(n, m);
         resolved++;
         ul_ch_host_rng(pairs, n, s, ps, cur, rows);
-        apply_all(pairs, n, tokens, ids, prow, rows, out);
+        apply_hist(pairs, n, tokens, ids, prow, rows, hist, out);
         for (int32_t i = 0; i < ns; i++) {
+            cr_assert_eq(hist[3 * i + 1], cur[i].hist >= 0 ? fin_tok[order[i]] : -1,
+                         "it %d: entry %d's window", it, i);
             if (i >= m) {
                 cr_assert_eq(tokens[i], 2000 + i, "it %d: an unchained token changed", it);
                 continue;
