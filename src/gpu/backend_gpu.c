@@ -13,6 +13,14 @@
  * steps are in flight. The worker finishes a step on its own thread (results out of its
  * slot, ul_sample for overflow rows) and hands it to the loop.
  *
+ * Pipelining (uvllm/backend.h): a step may come while the step before it is in flight,
+ * with chained entries whose input token that step samples. When it sampled them on the
+ * device, a gather on the compute stream (chain.h, chain.cu) copies each token, and the RNG
+ * state the device sampler left, into this step's device inputs (and the end of the entry's
+ * penalty window) before its embedding gather, and the gathered tokens come back for
+ * tokens[tok_offset]; otherwise the step is deferred (UL_WORKER_DEFER) and the worker
+ * resolves it on the host once the step before completed.
+ *
  * Decode steps (one token per sequence) sampled wholly on the device replay a CUDA graph
  * of their shape (graphs.h: captured on first use, eager when capture or replay fails;
  * UVLLM_CUDA_GRAPHS=0 turns graphs off).
@@ -34,6 +42,7 @@
 
 #include "engine/sampling.h"
 #include "engine/worker.h"
+#include "gpu/chain.h"
 #include "gpu/gpu.h"
 #include "gpu/graphs.h"
 #include "gpu/overlap.h"
@@ -89,6 +98,16 @@ typedef struct {
     int32_t *host_row; /* host: row of h_logits for out row i, or -1 */
     int32_t *dev_row;  /* host: index in h_smp for out row i, or -1 (-1 both: argmax) */
     int32_t n_out, n_host;
+    /* chaining (chain.h): how the step samples each entry [max_tokens] (host); its gather
+     * pairs [max_tokens] and the tokens they gathered [max_tokens], pinned and on the device */
+    ul_ch_place_t *place;
+    ul_tw_chain_t *h_chain, *d_chain;
+    int32_t *h_chain_tok, *d_chain_tok;
+    int32_t n_seqs, n_chain;
+    ul_step_t *st;   /* the step enqueued in this slot ... */
+    int64_t seqno;   /* ... its number (g->n_steps) ... */
+    int live;        /* ... enqueued with a completion and not finished: chains may read it */
+    int prev_failed; /* the step it gathered from failed: it fails too */
     ul_worker_job_t job;
     double t0_us;
 } slot_t;
@@ -228,7 +247,7 @@ static int layer(gpu_t *g, int il, int32_t T) {
 /* Greedy rows that need nothing but the argmax and its logprob stay on the device. */
 static int device_greedy(const ul_step_seq_t *s) {
     const ul_sampling_t *sp = &s->sampling;
-    int pen = sp->repeat_last_n != 0 && s->history && s->n_history > 0 &&
+    int pen = sp->repeat_last_n != 0 && ((s->history && s->n_history > 0) || s->chain > 0) &&
               (sp->repeat_penalty != 1.0f || sp->frequency_penalty != 0.0f ||
                sp->presence_penalty != 0.0f);
     return !(sp->temperature > 0.0f) && sp->n_logprobs <= 0 && !pen &&
@@ -271,9 +290,16 @@ static int prepare(gpu_t *g, slot_t *sl, ul_step_t *st) {
     if (T < 1 || T > mt || st->n_seqs < 1 || st->n_seqs > T) return UL_EINVAL;
     int32_t *tok = sl->h_in, *pos = tok + mt, *seq = pos + mt, *poff = seq + mt, *orow = poff + mt,
             *pages = orow + mt;
+    int32_t n_open = 0; /* -1 tokens: each must be a chained entry's, gathered on the device */
     for (int32_t t = 0; t < T; t++) {
-        if (st->tokens[t] < 0 || st->tokens[t] >= g->hp.n_vocab) return UL_EINVAL;
-        tok[t] = st->tokens[t];
+        if (st->tokens[t] == -1) {
+            tok[t] = 0;
+            n_open++;
+        } else if (st->tokens[t] < 0 || st->tokens[t] >= g->hp.n_vocab) {
+            return UL_EINVAL;
+        } else {
+            tok[t] = st->tokens[t];
+        }
         seq[t] = -1;
     }
     int32_t np = 0, n_out = 0, n_host = 0;
@@ -297,6 +323,8 @@ static int prepare(gpu_t *g, slot_t *sl, ul_step_t *st) {
             seq[t] = si;
             pos[t] = s->pos0 + i;
         }
+        if (s->chain > 0 && s->n_tokens == 1 && st->tokens[s->tok_offset] == -1) n_open--;
+        sl->place[si] = (ul_ch_place_t){UL_CH_NONE, -1, -1};
         if (s->sample) {
             /* greedy rows: the parallel argmax; others: the full chain on the device while
              * its rows and buffers last, then the host's ul_sample; rows with a token filter
@@ -304,24 +332,56 @@ static int prepare(gpu_t *g, slot_t *sl, ul_step_t *st) {
             sl->out_seq[n_out] = si;
             orow[n_out] = s->tok_offset + s->n_tokens - 1;
             sl->host_row[n_out] = sl->dev_row[n_out] = -1;
+            sl->place[si] = (ul_ch_place_t){UL_CH_ARGMAX, n_out, -1};
             if (!device_greedy(s)) {
                 if (!s->sampling.filter && sl->n_dev < g->dev_rows &&
                     !ul_gpu_sample_pack(s, n_out, &sl->h_smp[sl->n_dev], sl->h_hist, DEV_HIST_CAP,
                                         &sl->n_hist, sl->h_bias_ids, sl->h_bias_vals, DEV_BIAS_CAP,
-                                        &sl->n_bias))
+                                        &sl->n_bias)) {
+                    const ul_tw_sample_t *r = &sl->h_smp[sl->n_dev];
+                    sl->place[si] = (ul_ch_place_t){
+                        UL_CH_DEV, sl->n_dev,
+                        s->chain > 0 && r->n_hist > 0 ? r->hist_off + r->n_hist - 1 : -1};
                     sl->dev_row[n_out] = sl->n_dev++;
-                else
+                } else {
+                    sl->place[si] = (ul_ch_place_t){UL_CH_HOST, n_host, -1};
                     sl->host_row[n_out] = n_host++;
+                }
             }
             n_out++;
         }
     }
     for (int32_t t = 0; t < T; t++)
         if (seq[t] < 0) return UL_EINVAL;
+    if (n_open) return UL_EINVAL;
+    sl->n_seqs = st->n_seqs;
     sl->n_out = n_out;
     sl->n_host = n_host;
     sl->n_pages = np;
     sl->n_tokens = T;
+    return 0;
+}
+
+static int chained(const ul_step_t *st) {
+    for (int32_t i = 0; i < st->n_seqs; i++)
+        if (st->seqs[i].chain > 0) return 1;
+    return 0;
+}
+
+/* After prepare, for a chained step: its gather pairs against the step before it, which
+ * must still be in flight in the other slot (else the worker resolves the chains on the
+ * host: defer), and the RNG states the host knows already. UL_WORKER_DEFER when some entry
+ * cannot be resolved on the device; nothing is enqueued yet. */
+static int plan_chain(gpu_t *g, slot_t *sl, ul_step_t *st) {
+    sl->n_chain = 0;
+    if (!chained(st)) return 0;
+    if (sl->seqno < 1) return UL_WORKER_DEFER;
+    const slot_t *pv = &g->slots[(sl->seqno - 1) % UL_OV_SLOTS];
+    if (!pv->live || pv->seqno != sl->seqno - 1) return UL_WORKER_DEFER;
+    int rc = ul_ch_plan(st->seqs, st->n_seqs, sl->place, pv->place, pv->n_seqs, sl->h_chain,
+                        &sl->n_chain);
+    if (rc) return rc == UL_CH_DEFER ? UL_WORKER_DEFER : rc;
+    ul_ch_host_rng(sl->h_chain, sl->n_chain, st->seqs, pv->st->seqs, sl->place, sl->h_smp);
     return 0;
 }
 
@@ -331,7 +391,10 @@ static int copy_in(gpu_t *g, slot_t *sl) {
     int rc;
     if ((rc = CU(cudaMemcpyAsync(sl->d_in, sl->h_in,
                                  (5 * mt + (size_t)sl->n_pages) * sizeof(int32_t),
-                                 cudaMemcpyHostToDevice, g->copy))))
+                                 cudaMemcpyHostToDevice, g->copy))) ||
+        (sl->n_chain && (rc = CU(cudaMemcpyAsync(sl->d_chain, sl->h_chain,
+                                                 (size_t)sl->n_chain * sizeof *sl->h_chain,
+                                                 cudaMemcpyHostToDevice, g->copy)))))
         return rc;
     if (sl->n_dev == 0) return 0;
     if ((rc = CU(cudaMemcpyAsync(sl->d_smp, sl->h_smp, (size_t)sl->n_dev * sizeof *sl->h_smp,
@@ -345,6 +408,22 @@ static int copy_in(gpu_t *g, slot_t *sl) {
                         (rc = CU(cudaMemcpyAsync(sl->d_bias_vals, sl->h_bias_vals,
                                                  (size_t)sl->n_bias * sizeof(float),
                                                  cudaMemcpyHostToDevice, g->copy))))))
+        return rc;
+    return 0;
+}
+
+/* Chained entries, on the compute stream after the slot's inputs arrived and after the
+ * step before sampled (stream order): its tokens and RNG states into the slot's device
+ * inputs (and sampled rows), the tokens also back to the host for finish. Outside any
+ * graph: a captured decode step reads them from the slot like the copied ones. */
+static int gather(gpu_t *g, slot_t *sl) {
+    const slot_t *pv = &g->slots[(sl->seqno - 1) % UL_OV_SLOTS];
+    int rc;
+    if ((rc = K(ul_gpu_chain(sl->d_chain, sl->n_chain, sl->d_in, g->ids, pv->d_smp, sl->d_smp,
+                             sl->d_hist, sl->d_chain_tok, g->stream))) ||
+        (rc = CU(cudaMemcpyAsync(sl->h_chain_tok, sl->d_chain_tok,
+                                 (size_t)sl->n_chain * sizeof(int32_t), cudaMemcpyDeviceToHost,
+                                 g->stream))))
         return rc;
     return 0;
 }
@@ -426,6 +505,9 @@ static void finish(void *ctx, ul_step_t *st) {
                      cudaGetErrorString(e));
         st->status = UL_EIO;
     }
+    if (!st->status) st->status = sl->prev_failed;
+    for (int32_t i = 0; i < sl->n_chain && !st->status; i++)
+        st->tokens[sl->h_chain[i].tok] = sl->h_chain_tok[i];
     for (int32_t i = 0; i < sl->n_out && !st->status; i++) {
         ul_step_seq_t *s = &st->seqs[sl->out_seq[i]];
         if (sl->host_row[i] >= 0) {
@@ -440,17 +522,27 @@ static void finish(void *ctx, ul_step_t *st) {
         }
     }
     st->compute_us = now_us() - sl->t0_us;
+    sl->live = 0;
+    slot_t *nx = &g->slots[(sl->seqno + 1) % UL_OV_SLOTS];
+    if (st->status && nx->live && nx->seqno == sl->seqno + 1 && nx->n_chain > 0)
+        nx->prev_failed = st->status; /* it gathered garbage from this step */
 }
 
 /* Enqueues the step by overlap.h's plan: inputs on the copy stream, compute on the compute
  * stream, events between; with callback, the host function that completes it. On failure
- * nothing will call back. *out: the step's slot. */
+ * nothing will call back. UL_WORKER_DEFER: a chained step the device cannot resolve,
+ * nothing enqueued (the slot's host side rewritten, nothing else). *out: the step's slot. */
 static int enqueue(gpu_t *g, ul_step_t *st, int callback, slot_t **out) {
-    slot_t *sl = &g->slots[g->n_steps % UL_OV_SLOTS];
+    const int64_t seqno = g->n_steps++;
+    slot_t *sl = &g->slots[seqno % UL_OV_SLOTS];
     ul_ov_op_t ops[UL_OV_MAX_OPS];
-    const int n = ul_ov_plan(g->n_steps++, ops);
+    const int n = ul_ov_plan(seqno, chained(st), ops);
     *out = sl;
     sl->t0_us = now_us();
+    sl->st = st;
+    sl->seqno = seqno;
+    sl->live = sl->prev_failed = 0;
+    sl->n_chain = 0;
     int rc = 0;
     for (int i = 0; i < n && !rc; i++) {
         const ul_ov_op_t *o = &ops[i];
@@ -460,7 +552,7 @@ static int enqueue(gpu_t *g, ul_step_t *st, int callback, slot_t **out) {
             rc = CU(cudaEventSynchronize(ev));
             break;
         case UL_OV_HOST_FILL:
-            rc = prepare(g, sl, st);
+            if (!(rc = prepare(g, sl, st))) rc = plan_chain(g, sl, st);
             break;
         case UL_OV_COPY_WAIT:
             rc = CU(cudaStreamWaitEvent(g->copy, ev, 0));
@@ -474,6 +566,9 @@ static int enqueue(gpu_t *g, ul_step_t *st, int callback, slot_t **out) {
         case UL_OV_COMPUTE_WAIT:
             rc = CU(cudaStreamWaitEvent(g->stream, ev, 0));
             break;
+        case UL_OV_COMPUTE_GATHER:
+            rc = gather(g, sl);
+            break;
         case UL_OV_COMPUTE:
             rc = run_compute(g, sl);
             break;
@@ -485,10 +580,12 @@ static int enqueue(gpu_t *g, ul_step_t *st, int callback, slot_t **out) {
                 sl->job =
                     (ul_worker_job_t){.w = &g->worker, .step = st, .finish = finish, .ctx = sl};
                 rc = CU(cudaLaunchHostFunc(g->stream, ul_worker_job_done, &sl->job));
+                sl->live = !rc;
             }
             break;
         }
     }
+    if (rc == UL_WORKER_DEFER) g->n_steps--; /* the slot is this step's again when it returns */
     return rc;
 }
 
@@ -514,6 +611,7 @@ static int gpu_step(void *ctx, ul_step_t *st) {
     st->status = 0;
     int rc = enqueue(g, st, 1, &sl);
     if (!rc) return UL_WORKER_PENDING;
+    if (rc == UL_WORKER_DEFER) return UL_WORKER_DEFER;
     failed(g, sl, st, rc);
     return UL_WORKER_DONE;
 }
@@ -528,6 +626,7 @@ static int gpu_run(ul_backend_t *b, ul_step_t *st) {
     gpu_t *g = (gpu_t *)b;
     slot_t *sl;
     st->status = 0;
+    if (chained(st)) return st->status = UL_EINVAL; /* nothing is in flight to chain to */
     int rc = enqueue(g, st, 0, &sl);
     if (!rc) rc = CU(cudaStreamSynchronize(g->stream));
     if (rc) return failed(g, sl, st, rc);
@@ -560,6 +659,7 @@ static void gpu_destroy(ul_backend_t *b) {
     for (int i = 0; i < UL_OV_SLOTS; i++) {
         slot_t *sl = &g->slots[i];
         (void)CU(cudaFreeHost(sl->h_smp)); /* the slot's one pinned block */
+        free(sl->place);
         free(sl->out_seq);
         free(sl->host_row);
         free(sl->dev_row);
@@ -673,6 +773,8 @@ static size_t carve(gpu_t *g, uint8_t *base) {
         TAKE(sl->d_hist, (size_t)DEV_HIST_CAP, int32_t);
         TAKE(sl->d_bias_ids, (size_t)DEV_BIAS_CAP, int32_t);
         TAKE(sl->d_bias_vals, (size_t)DEV_BIAS_CAP, float);
+        TAKE(sl->d_chain, T, ul_tw_chain_t);
+        TAKE(sl->d_chain_tok, T, int32_t);
     }
 #undef TAKE
     return off;
@@ -704,7 +806,7 @@ static int alloc_all(gpu_t *g, const ul_gpu_config_t *c, char *err, size_t errle
     size_t pinned = D * sizeof(ul_tw_sample_t) +
                     ((size_t)DEV_HIST_CAP + 2 * (size_t)DEV_BIAS_CAP) * sizeof(int32_t) +
                     (5 * mt + (size_t)g->max_pages) * sizeof(int32_t) + 2 * mt * sizeof(int32_t) +
-                    mt * V * sizeof(float);
+                    mt * V * sizeof(float) + mt * (sizeof(ul_tw_chain_t) + sizeof(int32_t));
     cudaError_t e;
     if ((e = cudaMalloc(&g->d_weights, wbytes)) != cudaSuccess ||
         (e = cudaMalloc(&g->d_scratch, sbytes)) != cudaSuccess)
@@ -727,6 +829,8 @@ static int alloc_all(gpu_t *g, const ul_gpu_config_t *c, char *err, size_t errle
         sl->h_ids = sl->h_in + 5 * mt + (size_t)g->max_pages;
         sl->h_lp = (float *)(sl->h_ids + mt);
         sl->h_logits = sl->h_lp + mt;
+        sl->h_chain = (ul_tw_chain_t *)(sl->h_logits + mt * V);
+        sl->h_chain_tok = (int32_t *)(sl->h_chain + mt);
     }
     for (int i = 0; i < UL_OV_N_EVENTS; i++)
         if ((e = cudaEventCreateWithFlags(&g->ev[i], cudaEventDisableTiming)) != cudaSuccess)
@@ -805,7 +909,8 @@ int ul_gpu_backend_create(const ul_model_t *m, const ul_gpu_config_t *cfg, ul_ba
         sl->out_seq = calloc((size_t)g->max_tokens, sizeof *sl->out_seq);
         sl->host_row = calloc((size_t)g->max_tokens, sizeof *sl->host_row);
         sl->dev_row = calloc((size_t)g->max_tokens, sizeof *sl->dev_row);
-        if (!sl->out_seq || !sl->host_row || !sl->dev_row) rc = UL_ENOMEM;
+        sl->place = calloc((size_t)g->max_tokens, sizeof *sl->place);
+        if (!sl->out_seq || !sl->host_row || !sl->dev_row || !sl->place) rc = UL_ENOMEM;
     }
     g->dev_rows = g->max_tokens < DEV_SAMPLE_ROWS ? g->max_tokens : DEV_SAMPLE_ROWS;
     const char *gr = getenv("UVLLM_CUDA_GRAPHS");
@@ -823,6 +928,7 @@ int ul_gpu_backend_create(const ul_model_t *m, const ul_gpu_config_t *cfg, ul_ba
     g->base.n_pages = g->kv.n_pages;
     const ul_worker_ops_t ops = {.step = gpu_step,
                                  .max_in_flight = UL_OV_SLOTS,
+                                 .chains_on_device = 1,
                                  .step_timeout_ns = (int64_t)c.step_timeout_ms * 1000000};
     if (!rc) rc = ul_worker_init(&g->worker, &g->base, &ops, g);
     if (rc) {

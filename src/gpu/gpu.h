@@ -6,13 +6,13 @@
  * unless said otherwise. The arithmetic of each kernel is in twin.h, shared with the host.
  *
  * One kernel family per file: dequant.cu, matvec.cu, norm.cu, rope.cu, act.cu, attn.cu,
- * sample.cu. */
+ * sample.cu, chain.cu. */
 #ifndef UL_GPU_GPU_H
 #define UL_GPU_GPU_H
 
 #include <stdint.h>
 
-#include "gpu/twin.h" /* ul_tw_sample_t, ul_tw_cand_t */
+#include "gpu/twin.h" /* ul_tw_sample_t, ul_tw_cand_t, ul_tw_chain_t */
 
 #ifdef __cplusplus
 extern "C" {
@@ -79,6 +79,14 @@ int ul_gpu_argmax(const float *logits, int32_t n_rows, int32_t n_vocab, int32_t 
 int ul_gpu_sample(const float *logits, int32_t n_vocab, ul_tw_sample_t *rows, int32_t n_rows,
                   const int32_t *hist, const int32_t *bias_ids, const float *bias_vals, float *pl,
                   int32_t *counts, ul_tw_cand_t *cand, void *stream);
+
+/* Chained entries (gpu/chain.h): for each of n pairs, twin.h's ul_tw_chain_apply: the token
+ * the previous step sampled (ids: its argmax ids, or prev: its sampled rows) into
+ * tokens[pairs[i].tok], hist[pairs[i].hist] and out[i], and prev's RNG state into
+ * rows[pairs[i].rng]. pairs [n], out [n]. (chain.cu) */
+int ul_gpu_chain(const ul_tw_chain_t *pairs, int32_t n, int32_t *tokens, const int32_t *ids,
+                 const ul_tw_sample_t *prev, ul_tw_sample_t *rows, int32_t *hist, int32_t *out,
+                 void *stream);
 
 /* The last failed launch on this thread: "kernel: CUDA message" into buf. (act.cu) */
 const char *ul_gpu_launch_error(char *buf, int len);

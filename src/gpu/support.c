@@ -68,13 +68,15 @@ int ul_gpu_sample_pack(const ul_step_seq_t *seq, int32_t row, ul_tw_sample_t *ou
                        int32_t hist_cap, int32_t *n_hist, int32_t *bias_ids, float *bias_vals,
                        int32_t bias_cap, int32_t *n_bias) {
     const ul_sampling_t *sp = &seq->sampling;
-    /* engine/sampling.c's penalties_active and window */
+    /* engine/sampling.c's penalties_active and window; a chained entry's history has its
+     * input token after the last (engine/worker.c extend_histories), unknown yet */
+    const int chained = seq->chain > 0;
+    const int32_t n_h = (seq->history ? seq->n_history : 0) + chained;
     int32_t w = 0;
-    if (sp->repeat_last_n != 0 && seq->history && seq->n_history > 0 &&
+    if (sp->repeat_last_n != 0 && n_h > 0 &&
         (sp->repeat_penalty != 1.0f || sp->frequency_penalty != 0.0f ||
          sp->presence_penalty != 0.0f))
-        w = sp->repeat_last_n < 0 || sp->repeat_last_n > seq->n_history ? seq->n_history
-                                                                        : sp->repeat_last_n;
+        w = sp->repeat_last_n < 0 || sp->repeat_last_n > n_h ? n_h : sp->repeat_last_n;
     int32_t nb = sp->logit_bias && sp->n_logit_bias > 0 ? sp->n_logit_bias : 0;
     if (w > hist_cap - *n_hist || nb > bias_cap - *n_bias) return UL_E2BIG;
     memset(out, 0, sizeof *out);
@@ -91,7 +93,11 @@ int ul_gpu_sample_pack(const ul_step_seq_t *seq, int32_t row, ul_tw_sample_t *ou
     out->rng[1] = seq->rng[1];
     out->hist_off = *n_hist;
     out->n_hist = w;
-    if (w) memcpy(hist + *n_hist, seq->history + (seq->n_history - w), (size_t)w * sizeof *hist);
+    const int32_t from_history = w - (w > 0 && chained);
+    if (from_history)
+        memcpy(hist + *n_hist, seq->history + (seq->n_history - from_history),
+               (size_t)from_history * sizeof *hist);
+    if (from_history < w) hist[*n_hist + w - 1] = -1; /* the input token: chain.h's gather */
     *n_hist += w;
     out->bias_off = *n_bias;
     out->n_bias = nb;

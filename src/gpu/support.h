@@ -19,7 +19,10 @@ int ul_gpu_check_model(const ul_model_t *m, char *err, size_t errlen);
 /* Device sampling (sample.cu, twin.h's ul_tw_sample_row): seq's sampling laid out for the
  * device as ul_sample reads it. Its penalty window (the last repeat_last_n tokens, none
  * when no penalty is active) is appended to hist at *n_hist and its logit bias to
- * bias_ids/bias_vals at *n_bias, both advanced. UL_E2BIG, nothing appended, when either
+ * bias_ids/bias_vals at *n_bias, both advanced. A chained entry's (chain > 0, backend.h
+ * "Pipelining") history is read as ending with its input token, not known yet: the window's
+ * last entry (hist[out->hist_off + out->n_hist - 1]) is then -1, for gpu/chain.h's gather
+ * to fill. UL_E2BIG, nothing appended, when either
  * would pass its capacity (the caller samples that row on the host instead). */
 int ul_gpu_sample_pack(const ul_step_seq_t *seq, int32_t row, ul_tw_sample_t *out, int32_t *hist,
                        int32_t hist_cap, int32_t *n_hist, int32_t *bias_ids, float *bias_vals,

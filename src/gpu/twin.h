@@ -601,4 +601,34 @@ UL_HD void ul_tw_sample_row(ul_tw_sample_t *s, const float *logits, float *pl, i
     ul_tw_logprobs(s, logits, n_vocab);
 }
 
+/* ---- chained entries (uvllm/backend.h "Pipelining", gpu/chain.h): the input token of a
+ * step's entry (also the last of its penalty window), and the RNG state of its sampled row,
+ * gathered from the outputs the step
+ * before left on the device. One pair per chained entry, planned on the host. ---- */
+typedef struct {
+    int32_t tok;  /* into: this step's token index (the entry's tok_offset) */
+    int32_t ids;  /* from: the previous step's argmax row (its ids[]), or -1 ... */
+    int32_t smp;  /* ... its device-sampled row (token and RNG state), or -1 */
+    int32_t rng;  /* into: this step's device-sampled row taking smp's RNG state, or -1 */
+    int32_t hist; /* into: the token's place in this step's penalty windows, or -1 */
+    int32_t seq;  /* host only: the entry's index in this step's seqs ... */
+    int32_t prev; /* ... and in the previous step's */
+} ul_tw_chain_t;
+
+/* One pair: the token into tokens[p->tok], hist[p->hist] and *out, the RNG state into
+ * rows[p->rng]. ids: the previous step's argmax ids; prev, rows: its and this step's
+ * sampled rows; hist: this step's penalty windows. */
+UL_HD void ul_tw_chain_apply(const ul_tw_chain_t *p, int32_t *tokens, const int32_t *ids,
+                             const ul_tw_sample_t *prev, ul_tw_sample_t *rows, int32_t *hist,
+                             int32_t *out) {
+    const int32_t t = p->ids >= 0 ? ids[p->ids] : prev[p->smp].token;
+    tokens[p->tok] = t;
+    if (p->hist >= 0) hist[p->hist] = t;
+    *out = t;
+    if (p->rng >= 0 && p->smp >= 0) {
+        rows[p->rng].rng[0] = prev[p->smp].rng[0];
+        rows[p->rng].rng[1] = prev[p->smp].rng[1];
+    }
+}
+
 #endif

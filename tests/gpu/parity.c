@@ -2,7 +2,8 @@
  * each kernel runs on the device on random inputs and is compared with the CPU's piece
  * (ul_cpu_dequant_row, ul_cpu_matmul, ul_fwd_rope_neox, ul_sample) or, where the CPU's is
  * a static function, with a host reference in double, under a tolerance per type; the
- * largest difference is printed for each. Without a CUDA device it prints why and exits
+ * largest difference is printed for each; the chained-entry gather, pure index copies, is
+ * compared with its twin.h twin exactly. Without a CUDA device it prints why and exits
  * 77 (ctest: skipped). */
 #include <cuda_runtime_api.h>
 #include <math.h>
@@ -358,6 +359,67 @@ static void sample_full(void) {
     cudaFree(dcounts), cudaFree(dcand);
 }
 
+/* The chained-entry gather (chain.cu) against its twin (ul_tw_chain_apply): random pairs,
+ * from argmax ids and from sampled rows (with their RNG states), into distinct tokens,
+ * window places and rows, on more pairs than one block holds. */
+static void chain_gather(void) {
+    enum { NP = 300, T = 512, R = 160 };
+    static ul_tw_chain_t pairs[NP];
+    static int32_t tokens[T], want_tok[T], ids[R], out[NP], want_out[NP], perm[T], hist[T],
+        want_hist[T];
+    static ul_tw_sample_t prev[R], rows[R], want_rows[R];
+    uint64_t s = 6;
+    for (int i = 0; i < T; i++) perm[i] = i, tokens[i] = hist[i] = -1;
+    for (int i = T - 1; i > 0; i--) {
+        int j = (int)(tk_rng(&s) % (uint64_t)(i + 1)), t = perm[i];
+        perm[i] = perm[j], perm[j] = t;
+    }
+    memset(prev, 0, sizeof prev);
+    memset(rows, 0, sizeof rows);
+    for (int r = 0; r < R; r++) {
+        ids[r] = (int32_t)(tk_rng(&s) % 32000);
+        prev[r].token = (int32_t)(tk_rng(&s) % 32000);
+        prev[r].rng[0] = tk_rng(&s), prev[r].rng[1] = tk_rng(&s);
+        rows[r].rng[0] = rows[r].rng[1] = 0xbad;
+    }
+    int32_t next_row = 0;
+    for (int i = 0; i < NP; i++) {
+        ul_tw_chain_t *p = &pairs[i];
+        *p = (ul_tw_chain_t){
+            .tok = perm[i], .ids = -1, .smp = -1, .rng = -1, .hist = i % 3 ? -1 : perm[T - 1 - i]};
+        if (tk_rng(&s) % 2) {
+            p->ids = (int32_t)(tk_rng(&s) % R);
+        } else {
+            p->smp = (int32_t)(tk_rng(&s) % R);
+            if (next_row < R && tk_rng(&s) % 2) p->rng = next_row++;
+        }
+    }
+    memcpy(want_tok, tokens, sizeof tokens);
+    memcpy(want_rows, rows, sizeof rows);
+    memcpy(want_hist, hist, sizeof hist);
+    for (int i = 0; i < NP; i++)
+        ul_tw_chain_apply(&pairs[i], want_tok, ids, prev, want_rows, want_hist, &want_out[i]);
+    ul_tw_chain_t *dpairs = dup_to_dev(pairs, sizeof pairs);
+    int32_t *dtok = dup_to_dev(tokens, sizeof tokens), *dids = dup_to_dev(ids, sizeof ids), *dout,
+            *dhist = dup_to_dev(hist, sizeof hist);
+    ul_tw_sample_t *dprev = dup_to_dev(prev, sizeof prev), *drows = dup_to_dev(rows, sizeof rows);
+    CK(cudaMalloc((void **)&dout, sizeof out));
+    LK(ul_gpu_chain(dpairs, NP, dtok, dids, dprev, drows, dhist, dout, g_s));
+    to_host(tokens, dtok, sizeof tokens);
+    to_host(out, dout, sizeof out);
+    to_host(rows, drows, sizeof rows);
+    to_host(hist, dhist, sizeof hist);
+    int wrong = memcmp(tokens, want_tok, sizeof tokens) != 0 ||
+                memcmp(out, want_out, sizeof out) != 0 || memcmp(hist, want_hist, sizeof hist) != 0;
+    for (int r = 0; r < R; r++)
+        wrong += rows[r].rng[0] != want_rows[r].rng[0] || rows[r].rng[1] != want_rows[r].rng[1];
+    printf("%-4s chain gather: %d pairs (%d RNG states), %s\n", wrong ? "FAIL" : "ok", NP, next_row,
+           wrong ? "differs from its twin" : "as its twin");
+    g_fail += wrong != 0;
+    cudaFree(dpairs), cudaFree(dtok), cudaFree(dids), cudaFree(dout), cudaFree(dprev);
+    cudaFree(drows), cudaFree(dhist);
+}
+
 int main(void) {
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
@@ -372,6 +434,7 @@ int main(void) {
     attention();
     argmax();
     sample_full();
+    chain_gather();
     CK(cudaStreamDestroy(g_s));
     printf("%d passed, %d failed\n", g_fail ? 0 : 1, g_fail ? 1 : 0);
     return g_fail ? 1 : 0;
