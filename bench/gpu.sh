@@ -6,7 +6,8 @@
 # clients) on the same server. Medians of $RUNS runs.
 # Model: $GPU_MODEL, else bench/work/small-q4_0.gguf as bench/serve.sh makes it.
 # Also decode with the full device sampler (temperature, top-k, top-p, penalties) and with
-# CUDA graphs off (UVLLM_CUDA_GRAPHS=0), interleaved run by run with the greedy decode.
+# CUDA graphs off (UVLLM_CUDA_GRAPHS=0), interleaved run by run with the greedy decode; the
+# serving load runs with --pipeline 1 and 2 (step N+1 submitted while N computes), run by run.
 # Device: $GPU_DEVICE (default 0). Writes the "gpu" section of RESULTS.md only when a
 # device ran the benchmark; without one it says so and exits 1, claiming nothing.
 set -euo pipefail
@@ -49,10 +50,10 @@ GPU_NAME="${peak_line%%|*}"; PEAK_GBS="${peak_line##*|}"
 # bytes one decode token reads (every weight once, one embedding row): gguf_bytes.py's second
 read -r _ WEIGHT_BYTES <<<"$(python3 "$BENCH_DIR/gguf_bytes.py" "$MODEL")"
 
-start() {
+start() { # [graphs 1|0] [pipeline 1|2]
     PORT=$(free_port)
     UVLLM_CUDA_GRAPHS="${1:-1}" "$UVLLM_BIN" serve --backend cuda --device "$DEVICE" --model "$MODEL" --host 127.0.0.1 \
-        --port "$PORT" --log-level warn --ctx-size 2048 >"$D/server.log" 2>&1 &
+        --port "$PORT" --log-level warn --ctx-size 2048 --pipeline "${2:-1}" >"$D/server.log" 2>&1 &
     pids+=($!)
     wait_http "$PORT" /health 120 || die "uvllm --backend cuda did not start (see $D/server.log)"
 }
@@ -114,16 +115,19 @@ for ((r = 1; r <= RUNS; r++)); do
     echo "gpu: run $r: decode without graphs ${V[nograph]##* } tok/s" >&2
 done
 kill "${pids[-1]}" 2>/dev/null || true; wait "${pids[-1]}" 2>/dev/null || true
-start
-for n in $NS; do
-    for ((r = 1; r <= RUNS; r++)); do
-        out=$(python3 "$BENCH_DIR/serve_load.py" --port "$PORT" -n "$n" --rounds 2 \
-            --prompt-words 40 --max-tokens 64)
-        echo "gpu: serve N=$n run $r: $out" >&2
-        for k in ttft_p50 itl_p50 itl_p99 tok_s errors; do
-            v=$(python3 -c 'import json,sys; v=json.loads(sys.argv[1])[sys.argv[2]]; print("" if v is None else v)' "$out" "$k")
-            V[$n-$k]="${V[$n-$k]:-} $v"
+for ((r = 1; r <= RUNS; r++)); do
+    for p in 1 2; do
+        start 1 "$p"
+        for n in $NS; do
+            out=$(python3 "$BENCH_DIR/serve_load.py" --port "$PORT" -n "$n" --rounds 2 \
+                --prompt-words 40 --max-tokens 64)
+            echo "gpu: serve --pipeline $p N=$n run $r: $out" >&2
+            for k in ttft_p50 itl_p50 itl_p99 tok_s errors; do
+                v=$(python3 -c 'import json,sys; v=json.loads(sys.argv[1])[sys.argv[2]]; print("" if v is None else v)' "$out" "$k")
+                V[$p-$n-$k]="${V[$p-$n-$k]:-} $v"
+            done
         done
+        kill "${pids[-1]}" 2>/dev/null || true; wait "${pids[-1]}" 2>/dev/null || true
     done
 done
 
@@ -141,11 +145,13 @@ sec="$D/section.md"
     # shellcheck disable=SC2086
     echo "| $(median ${V[prefill]}) | $(median ${V[decode]}) | $bw | $(awk -v a="$bw" -v b="$PEAK_GBS" 'BEGIN{printf "%.0f%%", 100*a/b}') | $(median ${V[sampled]}) | $(median ${V[nograph]}) |"
     echo
-    echo "| N | TTFT p50 s | ITL p50 s | ITL p99 s | tokens/s | errors per run |"
-    echo "| ---: | ---: | ---: | ---: | ---: | --- |"
-    for n in $NS; do
-        # shellcheck disable=SC2086
-        echo "| $n | $(median ${V[$n-ttft_p50]}) | $(median ${V[$n-itl_p50]}) | $(median ${V[$n-itl_p99]}) | $(median ${V[$n-tok_s]}) | ${V[$n-errors]# } |"
+    echo "| --pipeline | N | TTFT p50 s | ITL p50 s | ITL p99 s | tokens/s | errors per run |"
+    echo "| ---: | ---: | ---: | ---: | ---: | ---: | --- |"
+    for p in 1 2; do
+        for n in $NS; do
+            # shellcheck disable=SC2086
+            echo "| $p | $n | $(median ${V[$p-$n-ttft_p50]}) | $(median ${V[$p-$n-itl_p50]}) | $(median ${V[$p-$n-itl_p99]}) | $(median ${V[$p-$n-tok_s]}) | ${V[$p-$n-errors]# } |"
+        done
     done
 } >"$sec"
 results_section gpu "$sec"
