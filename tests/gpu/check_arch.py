@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Checks that a CUDA library (static .a or object) holds device code (SASS ELF) for every
-target architecture, and says which ones each object has.
+"""Checks that a CUDA library (static .a, object or shared module) holds device code (SASS
+ELF) for every target architecture, and says which ones each object (each fat binary of a
+shared module) has.
 
     check_arch.py LIBRARY sm_80 sm_89 sm_90
 
@@ -55,8 +56,15 @@ def elf_section(obj, wanted):
 
 
 def fatbin_archs(fb):
-    archs, off = set(), 0
+    return set().union(*fatbins(fb))
+
+
+def fatbins(fb):
+    """The architectures of each fat binary in a section: one per object, several in a
+    linked shared object (its .nv_fatbin is the objects' sections end to end)."""
+    out, off = [], 0
     while off + 16 <= len(fb):
+        archs = set()
         magic, _, hsz, fsz = struct.unpack_from("<IHHQ", fb, off)
         if magic != 0xBA55ED50:
             break
@@ -67,8 +75,9 @@ def fatbin_archs(fb):
             if kind == 2 and fb[p + ehsz:p + ehsz + 4] == b"\x7fELF":
                 archs.add("sm_%d" % arch)
             p += ehsz + size
+        out.append(archs)
         off = end
-    return archs
+    return out
 
 
 def by_object_parsed(path):
@@ -77,8 +86,15 @@ def by_object_parsed(path):
         data = f.read()
     for name, obj in ar_members(data):
         fb = elf_section(obj, ".nv_fatbin")
-        if fb is not None:
-            out[name or os.path.basename(path)] = fatbin_archs(fb)
+        if fb is None:
+            continue
+        if name:  # an archive's object
+            out[name] = fatbin_archs(fb)
+        else:  # an object or a shared library: each fat binary on its own
+            fbs = fatbins(fb)
+            for i, archs in enumerate(fbs):
+                out["%s#%d" % (os.path.basename(path), i) if len(fbs) > 1 else
+                    os.path.basename(path)] = archs
     return out
 
 
