@@ -137,6 +137,8 @@ static int number_byte(ul_json_acc_t *a, uint8_t c) {
         break;
     }
     if (next < 0 || a->n >= UL_JSON_MAX_NUM) return -1;
+    /* '.', 'e', a sign: a digit must follow, so the limit must leave room for it */
+    if ((next == N_DOT || next == N_E || next == N_ESIGN) && a->n + 1 >= UL_JSON_MAX_NUM) return -1;
     a->sub = (uint8_t)next;
     a->n++;
     return 1;
