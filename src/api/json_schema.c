@@ -47,7 +47,9 @@ typedef struct {
 struct ul_json_schema_s {
     uint32_t size, root, n_nodes;
     uint32_t props_off, lits_off, br_off, blob_off; /* nodes follow the header */
+    uint32_t pad; /* the nodes (uint64_t inside) start 8-byte aligned */
 };
+_Static_assert(sizeof(struct ul_json_schema_s) % 8 == 0, "nodes must stay aligned");
 
 #define NODES(s) ((const snode_t *)((const char *)(s) + sizeof(ul_json_schema_t)))
 #define PROPS(s) ((const sprop_t *)((const char *)(s) + (s)->props_off))
@@ -79,7 +81,7 @@ typedef struct {
     size_t err_len;
 } comp_t;
 
-static int fail(comp_t *c, const char *fmt, ...) {
+__attribute__((format(printf, 2, 3))) static int fail(comp_t *c, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(c->err, c->err_len, fmt, ap);
