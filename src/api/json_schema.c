@@ -412,13 +412,13 @@ static int compile_object(comp_t *c, const cJSON *js, int32_t idx) {
         return fail(c, "'additionalProperties' other than false is not supported");
     if (req && (!cJSON_IsArray(req)))
         return fail(c, "'required' must be an array of property names");
-    if (!ps) {
-        if (req && cJSON_GetArraySize(req))
-            return fail(c, "'required' needs 'properties' listing those names");
+    if (!ps && req && cJSON_GetArraySize(req))
+        return fail(c, "'required' needs 'properties' listing those names");
+    if (!ps && !ap) { /* any object */
         c->nodes[idx].flags |= F_FREE_OBJ;
         return 0;
     }
-    if (!cJSON_IsObject(ps)) return fail(c, "'properties' must be an object of schemas");
+    if (ps && !cJSON_IsObject(ps)) return fail(c, "'properties' must be an object of schemas");
     int n = cJSON_GetArraySize(ps), i = 0, rc = 0;
     if (n > MAX_PROPS) return fail(c, "an object with more than %d properties", MAX_PROPS);
     tprop_t *t = calloc((size_t)(n ? n : 1), sizeof *t);

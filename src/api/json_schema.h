@@ -9,7 +9,8 @@
  *   object          properties, required, additionalProperties (only false). With
  *                   "properties", only the listed keys are allowed, whether or not
  *                   additionalProperties is given: each at most once, in any order, every
- *                   required one before '}'. Without "properties", any object.
+ *                   required one before '}'. Without "properties", any object
+ *                   (but with additionalProperties false only {}).
  *   array           items (one schema; without it any items), minItems, maxItems.
  *   string          minLength, maxLength (code points).
  *   enum, const     any JSON values, matched as their compact serialization (cJSON's),

@@ -220,6 +220,11 @@ Test(json_schema_acc, anyof_refs_enums_and_top_level_values) {
     valid(s, "[]");
     free(s);
 
+    s = compile_ok("{\"type\":\"object\",\"additionalProperties\":false}"); /* only {} */
+    valid(s, "{}");
+    refused(s, "{", "\"");
+    free(s);
+
     s = compile_ok("{\"type\":\"object\"}"); /* any object */
     valid(s, "{\"a\":[1,{\"b\":null}],\"a\":2}");
     refused(s, "", "[");
