@@ -886,20 +886,49 @@ int ul_json_sacc_done(const ul_json_sacc_t *a) {
 
 /* ---- the filter ----------------------------------------------------------------------- */
 
+static int bit(const uint32_t *set, uint8_t c) { return set[c >> 5] >> (c & 31) & 1; }
+
+/* The bytes that may come next after acc (fed prefix first, if any), as a bitmap. */
+static void next_bytes(const ul_json_sacc_t *acc, int prefix, uint32_t *set) {
+    ul_json_sacc_t t, p;
+    memset(set, 0, 8 * sizeof *set);
+    ul_json_sacc_copy(&p, acc);
+    if (prefix >= 0 && ul_json_sacc_feed(&p, (uint8_t)prefix)) return;
+    for (int c = 0; c < 256; c++) {
+        ul_json_sacc_copy(&t, &p);
+        if (ul_json_sacc_feed(&t, (uint8_t)c) == 0) set[c >> 5] |= 1u << (c & 31);
+    }
+}
+
 static int sfilter_allows(const ul_token_filter_t *base, int32_t id) {
-    const ul_json_schema_filter_t *f = (const ul_json_schema_filter_t *)base;
+    /* The filter is never const where it lives (ul_json_schema_filter_init's caller owns it
+     * and only the sampling thread calls this): the byte tables are a cache of acc. */
+    ul_json_schema_filter_t *f = (ul_json_schema_filter_t *)(uintptr_t)base;
     if (id < 0 || id >= ul_json_vocab_size(f->vocab)) return 0;
     if (ul_json_vocab_is_eog(f->vocab, id)) return ul_json_sacc_done(&f->acc);
     uint32_t n;
-    const char *p = ul_json_vocab_piece(f->vocab, id, &n);
+    const uint8_t *p = (const uint8_t *)ul_json_vocab_piece(f->vocab, id, &n);
     if (!n) return 0;
+    if (f->calls < 3 && ++f->calls == 2) { /* a mask: worth the tables */
+        next_bytes(&f->acc, -1, f->first_ok);
+        next_bytes(&f->acc, ' ', f->after_ws[0]);
+        next_bytes(&f->acc, '\n', f->after_ws[1]);
+        f->calls = 3;
+    }
+    if (f->calls == 3) {
+        if (!bit(f->first_ok, p[0])) return 0;
+        if (n == 1) return 1;
+        if ((p[0] == ' ' || p[0] == '\n') && !bit(f->after_ws[p[0] == '\n'], p[1])) return 0;
+        if (n == 2 && (p[0] == ' ' || p[0] == '\n')) return 1;
+    }
     ul_json_sacc_t a;
     ul_json_sacc_copy(&a, &f->acc);
-    return ul_json_sacc_feed_n(&a, p, n) == 0;
+    return ul_json_sacc_feed_n(&a, (const char *)p, n) == 0;
 }
 
 static void sfilter_accept(ul_token_filter_t *base, int32_t id) {
     ul_json_schema_filter_t *f = (ul_json_schema_filter_t *)base;
+    f->calls = 0;
     if (id < 0 || id >= ul_json_vocab_size(f->vocab) || ul_json_vocab_is_eog(f->vocab, id)) return;
     uint32_t n;
     const char *p = ul_json_vocab_piece(f->vocab, id, &n);
@@ -911,5 +940,6 @@ void ul_json_schema_filter_init(ul_json_schema_filter_t *f, const ul_json_vocab_
     f->base.allows = sfilter_allows;
     f->base.accept = sfilter_accept;
     f->vocab = v;
+    f->calls = 0;
     ul_json_sacc_init(&f->acc, s);
 }

@@ -85,10 +85,18 @@ int ul_json_sacc_done(const ul_json_sacc_t *a);
 typedef struct ul_json_schema_filter_s {
     ul_token_filter_t base; /* first: the sampler's view */
     const ul_json_vocab_t *vocab;
-    ul_json_sacc_t acc;
+    uint32_t calls;          /* allows() calls since the last accept (saturating at 3) */
+    uint32_t first_ok[8];    /* from the second call on: bit c, byte c may come next */
+    uint32_t after_ws[2][8]; /* the same after ' ' and after '\n' (most BPE pieces start
+                                with one), when first_ok has them */
+    ul_json_sacc_t acc;      /* last: its frames are copied only as far as used */
 } ul_json_schema_filter_t;
 
-/* A filter at the start of a document of s over v (both must outlive it). */
+/* A filter at the start of a document of s over v (both must outlive it). When the sampler
+ * asks about more than one token for a step (a full mask), allows() builds a table of the
+ * acceptable next bytes once (and the bytes after a space or a newline) and refuses most
+ * tokens by their first two bytes: it writes to the
+ * filter, which the filter contract (one thread per sequence, uvllm/backend.h) allows. */
 void ul_json_schema_filter_init(ul_json_schema_filter_t *f, const ul_json_vocab_t *v,
                                 const ul_json_schema_t *s);
 

@@ -406,3 +406,79 @@ Test(json_schema_acc, deep_recursion_closes_before_the_depth_limit) {
     cr_assert(ul_json_sacc_done(&a));
     free(s);
 }
+
+/* ---- the token filter over a small codec ---------------------------------------------- */
+
+static const char *const pieces[] = {
+    "{",     "}",   "\"",  "a",      "\"a\"",   ":",    " \"", "\n\"", " ",  "\n",
+    "1",     " 1",  "\n}", " }",     ",",       " ,",   "[",   "]",    "x",  "ab",
+    "\"b\"", "\"a", "",    "\"k\":", "\"",      "true", " [",  "\n\t", "2.", "\"c",
+    "\":",   " {",  "]}",  "b",      "\"a\":1", "\n ",  "k"};
+#define N_PIECES ((int32_t)(sizeof pieces / sizeof *pieces))
+#define T_EOS 22
+
+static int piece(const ul_codec_t *c, int32_t id, int special, int lstrip, char *out, int cap) {
+    (void)c, (void)special, (void)lstrip;
+    if (id < 0 || id >= N_PIECES) return UL_EINVAL;
+    int n = (int)strlen(pieces[id]);
+    if (n > cap) return -n;
+    memcpy(out, pieces[id], (size_t)n);
+    return n;
+}
+
+/* The filter answers (with its byte tables, built from the second question of a step on)
+ * exactly as feeding each token's bytes to a copy of the acceptor would; a walk over
+ * allowed tokens ends in a valid document. */
+Test(json_schema_filter, agrees_with_the_acceptor_token_by_token) {
+    const char *src = "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},"
+                      "\"b\":{\"type\":\"array\",\"items\":{\"enum\":[\"a\",true]},"
+                      "\"maxItems\":3},\"k\":{\"type\":\"string\",\"maxLength\":2}},"
+                      "\"required\":[\"a\",\"b\"]}";
+    ul_codec_t c = {.n_vocab = N_PIECES, .eos_id = T_EOS, .token_piece = piece};
+    ul_json_vocab_t *v = ul_json_vocab_new(&c);
+    cr_assert_not_null(v);
+    ul_json_schema_t *s = compile_ok(src);
+    cJSON *root = cJSON_Parse(src);
+    int finished = 0;
+    for (uint64_t seed = 1; seed <= 40; seed++) {
+        ul_json_schema_filter_t f;
+        ul_json_schema_filter_init(&f, v, s);
+        uint64_t rng = seed;
+        char doc[1024];
+        size_t len = 0;
+        for (int step = 0; step < 100; step++) {
+            int32_t ok[N_PIECES], n_ok = 0;
+            for (int32_t id = 0; id < N_PIECES; id++) {
+                int want;
+                if (id == T_EOS)
+                    want = ul_json_sacc_done(&f.acc);
+                else {
+                    ul_json_sacc_t a;
+                    ul_json_sacc_copy(&a, &f.acc);
+                    want = ul_json_sacc_feed_n(&a, pieces[id], strlen(pieces[id])) == 0;
+                }
+                cr_assert_eq(f.base.allows(&f.base, id), want, "token '%s' after '%.*s'",
+                             pieces[id], (int)len, doc);
+                if (want) ok[n_ok++] = id;
+            }
+            cr_assert_gt(n_ok, 0, "no token allowed after '%.*s'", (int)len, doc);
+            rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
+            int32_t id = ok[(rng >> 33) % (uint64_t)n_ok];
+            if (id == T_EOS) {
+                doc[len] = 0;
+                cJSON *j = cJSON_ParseWithOpts(doc, NULL, 1);
+                cr_assert(j && validate(root, root, j), "invalid: %s", doc);
+                cJSON_Delete(j);
+                finished++;
+                break;
+            }
+            f.base.accept(&f.base, id);
+            memcpy(doc + len, pieces[id], strlen(pieces[id]));
+            len += strlen(pieces[id]);
+        }
+    }
+    cr_assert_gt(finished, 10, "%d walks finished", finished);
+    cJSON_Delete(root);
+    free(s);
+    ul_json_vocab_free(v);
+}
