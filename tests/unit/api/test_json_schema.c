@@ -213,6 +213,11 @@ Test(json_schema_acc, anyof_refs_enums_and_top_level_values) {
     refused(s, "[1,1", ".0");
     free(s);
 
+    s = compile_ok("{\"type\":\"array\",\"items\":{},\"maxItems\":0}");
+    valid(s, "[]");
+    refused(s, "[", "1");
+    free(s);
+
     s = compile_ok("{}"); /* any value */
     valid(s, "{\"a\":[1,{\"b\":null}]}");
     valid(s, "\"x\"");
