@@ -125,7 +125,7 @@ static const char *const known_kw[] = {
     "type",      "properties", "required", "additionalProperties",
     "items",     "minItems",   "maxItems", "minLength",
     "maxLength", "enum",       "const",    "anyOf",
-    "oneOf",     "$ref",       NULL};
+    "oneOf",     "$ref",       "allOf",    NULL};
 
 static int check_keywords(comp_t *c, const cJSON *js) {
     const cJSON *it;
@@ -524,6 +524,17 @@ static int compile(comp_t *c, const cJSON *js, int32_t *out) {
     if (c->depth >= 64) return fail(c, "the schema nests too deeply");
     int rc = check_keywords(c, js);
     if (rc) return rc;
+    const cJSON *all = cJSON_GetObjectItemCaseSensitive(js, "allOf");
+    if (all) { /* one schema only: pydantic wraps a $ref with a description so */
+        const char *bad = other_keyword(js, (const char *const[]){"allOf", NULL});
+        if (bad) return fail(c, "'allOf' cannot be combined with '%.60s'", bad);
+        if (!cJSON_IsArray(all) || cJSON_GetArraySize(all) != 1)
+            return fail(c, "'allOf' is only supported with exactly one schema");
+        c->depth++;
+        rc = compile(c, all->child, out);
+        c->depth--;
+        return rc;
+    }
     if (cJSON_GetObjectItemCaseSensitive(js, "$ref")) {
         c->depth++;
         rc = compile_ref(c, js, out);

@@ -19,6 +19,7 @@
  *   anyOf, oneOf    branches that start with different bytes (differ by type: object,
  *                   array, string, number/integer, boolean, null); chosen by the first byte.
  *   $ref            "#", "#/$defs/<name>" or "#/definitions/<name>"; recursion allowed.
+ *   allOf           with exactly one schema (how pydantic annotates a $ref): that schema.
  *   annotations     description, title, default, examples, $schema, $comment, $defs,
  *                   definitions: ignored.
  *

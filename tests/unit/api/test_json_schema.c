@@ -73,8 +73,9 @@ Test(json_schema_compile, refuses_unsupported_keywords_by_name) {
     compile_fails("{\"type\":\"string\",\"pattern\":\"^a\"}", "keyword 'pattern'");
     compile_fails("{\"type\":\"string\",\"format\":\"date\"}", "keyword 'format'");
     compile_fails("{\"type\":\"integer\",\"minimum\":3}", "keyword 'minimum'");
-    compile_fails("{\"type\":\"object\",\"properties\":{\"a\":{\"allOf\":[{}]}}}",
-                  "keyword 'allOf'");
+    compile_fails("{\"type\":\"object\",\"properties\":{\"a\":{\"allOf\":[{},{}]}}}",
+                  "'allOf' is only supported with exactly one schema");
+    compile_fails("{\"allOf\":[{}],\"type\":\"string\"}", "'allOf' cannot be combined");
     compile_fails("{\"patternProperties\":{}}", "keyword 'patternProperties'");
     compile_fails("{\"if\":{},\"then\":{}}", "keyword 'if'");
     compile_fails("{\"not\":{}}", "keyword 'not'");
@@ -103,6 +104,27 @@ Test(json_schema_compile, refuses_malformed_schemas) {
     compile_fails(
         "{\"type\":\"object\",\"properties\":{\"c\":{\"$ref\":\"#\"}},\"required\":[\"c\"]}",
         "levels of nesting");
+}
+
+Test(json_schema_compile, pydantic_style_schemas) {
+    /* Optional[int] with a default, an Enum behind $ref, a nested model wrapped in a
+     * one-schema allOf with a description (pydantic v1) */
+    ul_json_schema_t *s =
+        compile_ok("{\"title\":\"M\",\"type\":\"object\",\"properties\":{"
+                   "\"x\":{\"anyOf\":[{\"type\":\"integer\"},{\"type\":\"null\"}],\"default\":null,"
+                   "\"title\":\"X\"},"
+                   "\"c\":{\"$ref\":\"#/$defs/Color\"},"
+                   "\"s\":{\"allOf\":[{\"$ref\":\"#/definitions/Sub\"}],\"description\":\"d\"}},"
+                   "\"required\":[\"c\",\"s\"],"
+                   "\"$defs\":{\"Color\":{\"enum\":[\"red\",\"green\"],\"title\":\"Color\","
+                   "\"type\":\"string\"}},"
+                   "\"definitions\":{\"Sub\":{\"type\":\"object\",\"properties\":{\"v\":{\"type\":"
+                   "\"boolean\"}},\"required\":[\"v\"]}}}");
+    valid(s, "{\"x\":null,\"c\":\"red\",\"s\":{\"v\":true}}");
+    valid(s, "{\"s\":{\"v\":false},\"c\":\"green\",\"x\":-3}");
+    refused(s, "{\"c\":\"", "blue\"");
+    refused(s, "{\"s\":{", "}");
+    free(s);
 }
 
 Test(json_schema_compile, annotations_are_ignored) {
