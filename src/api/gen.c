@@ -20,6 +20,7 @@
 
 #include "api/gen.h"
 #include "api/json_out.h"
+#include "api/json_schema.h"
 #include "uvllm/err.h"
 #include "uvllm/log.h"
 
@@ -303,6 +304,12 @@ ul_gen_t *ul_gen_new(ul_api_t *a, ul_http_req_t *req, const ul_api_params_t *p,
         g->p.sampling.logit_bias = g->p.bias;
     }
     g->p.user = p->user ? ul_arena_strndup(&g->arena, p->user, strlen(p->user)) : NULL;
+    if (p->schema) { /* shared read-only by the choices; the body's arena dies first */
+        void *s = ul_arena_alloc(&g->arena, ul_json_schema_size(p->schema));
+        if (!s) goto fail;
+        memcpy(s, p->schema, ul_json_schema_size(p->schema));
+        g->p.schema = s;
+    }
     if (p->json_object && !a->json_vocab && !(a->json_vocab = ul_json_vocab_new(&a->codec)))
         goto fail;
     for (int i = 0; i < g->n_choices; i++) {
@@ -312,7 +319,12 @@ ul_gen_t *ul_gen_new(ul_api_t *a, ul_http_req_t *req, const ul_api_params_t *p,
         ch->prompt = i / p->best_of;
         ch->seq.sampling = g->p.sampling;
         ch->seq.sampling.seed = g->p.sampling.seed + (uint64_t)(i % p->best_of);
-        if (p->json_object) {
+        if (g->p.schema) {
+            ul_json_schema_filter_t *f = ul_arena_alloc(&g->arena, sizeof *f);
+            if (!f) goto fail;
+            ul_json_schema_filter_init(f, a->json_vocab, g->p.schema);
+            ch->seq.sampling.filter = &f->base;
+        } else if (p->json_object) {
             ul_json_filter_t *f = ul_arena_alloc(&g->arena, sizeof *f);
             if (!f) goto fail;
             ul_json_filter_init(f, a->json_vocab);

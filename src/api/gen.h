@@ -59,8 +59,10 @@ typedef struct ul_api_params_s {
     ul_logit_bias_t *bias; /* [n_bias], in the request's arena */
     int32_t n_bias;
     const char *user;
-    int json_object;  /* response_format {"type":"json_object"}: output constrained to one
-                         JSON object (json_out.h) */
+    int json_object; /* response_format {"type":"json_object"}: output constrained to one
+                        JSON object (json_out.h); also set with a schema */
+    const struct ul_json_schema_s *schema; /* response_format json_schema: the compiled
+                         schema (json_schema.h), in the request's arena; NULL without one */
     double timeout_s; /* "timeout" (or header X-Request-Timeout): seconds from arrival after
                          which the choices end with finish_reason "deadline"; 0 = none */
 } ul_api_params_t;

@@ -5,18 +5,18 @@
 #include <string.h>
 
 enum {
-    M_TOP,            /* before the top-level object: whitespace or '{' */
-    M_VALUE,          /* a value */
-    M_VALUE_OR_CLOSE, /* after '[': a value or ']' */
-    M_KEY,            /* after ',' in an object: a key string */
-    M_KEY_OR_CLOSE,   /* after '{': a key string or '}' */
-    M_COLON,          /* after a key */
-    M_AFTER,          /* after a value in a container: ',' or its closer */
-    M_STRING,         /* inside a value string */
-    M_KEYSTR,         /* inside a key string */
-    M_NUMBER,
-    M_LITERAL,
-    M_DONE, /* the top-level object is closed */
+    M_TOP = UL_JSON_M_TOP,
+    M_VALUE = UL_JSON_M_VALUE,
+    M_VALUE_OR_CLOSE = UL_JSON_M_VALUE_OR_CLOSE,
+    M_KEY = UL_JSON_M_KEY,
+    M_KEY_OR_CLOSE = UL_JSON_M_KEY_OR_CLOSE,
+    M_COLON = UL_JSON_M_COLON,
+    M_AFTER = UL_JSON_M_AFTER,
+    M_STRING = UL_JSON_M_STRING,
+    M_KEYSTR = UL_JSON_M_KEYSTR,
+    M_NUMBER = UL_JSON_M_NUMBER,
+    M_LITERAL = UL_JSON_M_LITERAL,
+    M_DONE = UL_JSON_M_DONE,
 };
 
 /* Number states (sub in M_NUMBER). */
@@ -26,7 +26,16 @@ static const char *const literals[3] = {"true", "false", "null"};
 
 void ul_json_acc_init(ul_json_acc_t *a) { memset(a, 0, sizeof *a); }
 
-int ul_json_acc_done(const ul_json_acc_t *a) { return a->mode == M_DONE; }
+void ul_json_acc_init_any(ul_json_acc_t *a) {
+    memset(a, 0, sizeof *a);
+    a->any_top = 1;
+}
+
+int ul_json_acc_done(const ul_json_acc_t *a) {
+    if (a->mode == M_NUMBER && !a->depth) /* a top-level number (any_top): complete? */
+        return a->sub == N_ZERO || a->sub == N_INT || a->sub == N_FRAC || a->sub == N_EXP;
+    return a->mode == M_DONE;
+}
 
 static int is_ws(uint8_t c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
@@ -128,6 +137,8 @@ static int number_byte(ul_json_acc_t *a, uint8_t c) {
         break;
     }
     if (next < 0 || a->n >= UL_JSON_MAX_NUM) return -1;
+    /* '.', 'e', a sign: a digit must follow, so the limit must leave room for it */
+    if ((next == N_DOT || next == N_E || next == N_ESIGN) && a->n + 1 >= UL_JSON_MAX_NUM) return -1;
     a->sub = (uint8_t)next;
     a->n++;
     return 1;
@@ -233,8 +244,9 @@ int ul_json_acc_feed(ul_json_acc_t *a, uint8_t c) {
     case M_NUMBER: {
         int r = number_byte(a, c);
         if (r) return r > 0 ? 0 : -1;
-        value_done(a); /* numbers live in containers: depth > 0, so M_AFTER */
-        break;         /* c is the next structural byte */
+        if (!a->depth) return -1; /* a top-level number (any_top): nothing may follow */
+        value_done(a);            /* M_AFTER */
+        break;                    /* c is the next structural byte */
     }
     case M_LITERAL: {
         const char *lit = literals[a->sub];
@@ -251,6 +263,7 @@ int ul_json_acc_feed(ul_json_acc_t *a, uint8_t c) {
     a->ws = 0;
     switch (a->mode) {
     case M_TOP:
+        if (a->any_top) return start_value(a, c);
         return c == '{' ? push(a, 0) : -1;
     case M_VALUE_OR_CLOSE:
         if (c == ']') return close_container(a, c);
@@ -334,6 +347,15 @@ fail:
     ul_json_vocab_free(v);
     return NULL;
 }
+
+const char *ul_json_vocab_piece(const ul_json_vocab_t *v, int32_t id, uint32_t *n) {
+    *n = v->off[id + 1] - v->off[id];
+    return v->blob + v->off[id];
+}
+
+int ul_json_vocab_is_eog(const ul_json_vocab_t *v, int32_t id) { return v->eog[id]; }
+
+int32_t ul_json_vocab_size(const ul_json_vocab_t *v) { return v->n; }
 
 static int filter_allows(const ul_token_filter_t *base, int32_t id) {
     const ul_json_filter_t *f = (const ul_json_filter_t *)base;

@@ -38,20 +38,41 @@ typedef struct ul_json_acc_s {
     uint8_t utf8;    /* in strings: UTF-8 continuation bytes still expected */
     uint8_t utf8_lo; /* the allowed range of the next continuation byte */
     uint8_t utf8_hi;
-    uint8_t ws;   /* whitespace run state (json_out.c, whitespace()) */
-    uint8_t surr; /* in strings: 1 after a \\u escape of a high surrogate (a low one must
-                     follow) */
-    uint16_t hex; /* in strings: the \\u escape's value so far */
+    uint8_t ws;      /* whitespace run state (json_out.c, whitespace()) */
+    uint8_t surr;    /* in strings: 1 after a \\u escape of a high surrogate (a low one must
+                        follow) */
+    uint8_t any_top; /* 1: the document may be any value, not only an object (json_schema.h) */
+    uint16_t hex;    /* in strings: the \\u escape's value so far */
 } ul_json_acc_t;
+
+/* What an acceptor expects next (its mode), for acceptors layered on this one. */
+enum {
+    UL_JSON_M_TOP,            /* before the document: its first byte */
+    UL_JSON_M_VALUE,          /* a value */
+    UL_JSON_M_VALUE_OR_CLOSE, /* after '[': a value or ']' */
+    UL_JSON_M_KEY,            /* after ',' in an object: a key string */
+    UL_JSON_M_KEY_OR_CLOSE,   /* after '{': a key string or '}' */
+    UL_JSON_M_COLON,          /* after a key */
+    UL_JSON_M_AFTER,          /* after a value in a container: ',' or its closer */
+    UL_JSON_M_STRING,         /* inside a value string */
+    UL_JSON_M_KEYSTR,         /* inside a key string */
+    UL_JSON_M_NUMBER,
+    UL_JSON_M_LITERAL,
+    UL_JSON_M_DONE, /* the document is complete */
+};
 
 /* Expecting the first byte of a top-level object. */
 void ul_json_acc_init(ul_json_acc_t *a);
+/* Expecting the first byte of any top-level value (no whitespace before it); a top-level
+ * number is complete once it could end, and nothing may follow it. */
+void ul_json_acc_init_any(ul_json_acc_t *a);
 /* Feeds one byte: 0 when the text stays a prefix of an allowed document (a is advanced),
  * -1 when it does not (a is left in an unspecified state: feed a copy). */
 int ul_json_acc_feed(ul_json_acc_t *a, uint8_t c);
 /* Feeds n bytes; 0 or -1 as ul_json_acc_feed. */
 int ul_json_acc_feed_n(ul_json_acc_t *a, const char *s, size_t n);
-/* 1 when the top-level object is closed (only the end may follow). */
+/* 1 when the document is complete: the top-level object closed (only the end may follow),
+ * or with ul_json_acc_init_any, a top-level value complete. */
 int ul_json_acc_done(const ul_json_acc_t *a);
 
 typedef struct ul_json_vocab_s ul_json_vocab_t;
@@ -59,6 +80,10 @@ typedef struct ul_json_vocab_s ul_json_vocab_t;
  * generation (c->eos_id, or c->is_eog on c->vocab). NULL on ENOMEM. */
 ul_json_vocab_t *ul_json_vocab_new(const ul_codec_t *c);
 void ul_json_vocab_free(ul_json_vocab_t *v);
+/* Token id's bytes (*n of them; 0 for control tokens) and whether it ends generation. */
+const char *ul_json_vocab_piece(const ul_json_vocab_t *v, int32_t id, uint32_t *n);
+int ul_json_vocab_is_eog(const ul_json_vocab_t *v, int32_t id);
+int32_t ul_json_vocab_size(const ul_json_vocab_t *v);
 
 typedef struct ul_json_filter_s {
     ul_token_filter_t base; /* first: the sampler's view */

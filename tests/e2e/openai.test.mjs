@@ -186,6 +186,51 @@ test("chat: JSON mode answers parse as objects", async () => {
   assert.ok(finished >= 2, `finished objects: ${finished}`);
 });
 
+test("chat: json_schema answers parse and validate", async () => {
+  const id = async (t) => (await (await fetch(client.baseURL.replace(/\/v1$/, "/tokenize"), {
+    method: "POST", body: JSON.stringify({ content: t, add_special: false }),
+  })).json()).tokens.at(-1);
+  const logit_bias = {
+    [await id('"')]: 6, [await id(":")]: 4, [await id("}")]: 1, [await id("]")]: 2, [await id(",")]: 2,
+  };
+  const schema = {
+    type: "object",
+    properties: {
+      mood: { enum: ["happy", "sad"] },
+      n: { type: "integer" },
+      tags: { type: "array", items: { type: "string", maxLength: 3 }, minItems: 1, maxItems: 2 },
+      pet: { type: "object", properties: { kind: { const: "cat" } }, required: ["kind"], additionalProperties: false },
+    },
+    required: ["mood", "tags", "pet"],
+    additionalProperties: false,
+  };
+  let finished = 0;
+  for (let seed = 1; seed <= 6; seed++) {
+    const r = await client.chat.completions.create({
+      model: MODEL, messages: [{ role: "user", content: "Hi" }], max_tokens: 86, temperature: 1, seed: seed * 10, logit_bias,
+      response_format: { type: "json_schema", json_schema: { name: "pet", schema, strict: true } },
+    });
+    const c = r.choices[0];
+    if (c.finish_reason !== "stop") continue;
+    const v = JSON.parse(c.message.content);
+    assert.deepEqual(Object.keys(v).filter((k) => !(k in schema.properties)), [], c.message.content);
+    assert.ok(["happy", "sad"].includes(v.mood), c.message.content);
+    assert.ok(v.n === undefined || Number.isInteger(v.n), c.message.content);
+    assert.ok(Array.isArray(v.tags) && v.tags.length >= 1 && v.tags.length <= 2, c.message.content);
+    assert.ok(v.tags.every((t) => typeof t === "string" && [...t].length <= 3), c.message.content);
+    assert.deepEqual(v.pet, { kind: "cat" });
+    finished++;
+  }
+  assert.ok(finished >= 3, `finished documents: ${finished}`);
+  await assert.rejects(
+    client.chat.completions.create({
+      model: MODEL, messages: [{ role: "user", content: "Hi" }], max_tokens: 4,
+      response_format: { type: "json_schema", json_schema: { name: "x", schema: { type: "string", pattern: "^a" } } },
+    }),
+    (e) => e instanceof OpenAI.BadRequestError && /keyword 'pattern'/.test(e.message),
+  );
+});
+
 test("models lists the served model", async () => {
   const list = await client.models.list();
   assert.ok(list.data.some((m) => m.id === MODEL));

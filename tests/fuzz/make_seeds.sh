@@ -78,6 +78,9 @@ cp "$here"/seeds/chat/*.json "$out/chat/"
 # OUT_DIR/json_out: JSON objects for fuzz_json_out (seeds/json_out).
 mkdir -p "$out/json_out"
 cp "$here"/seeds/json_out/* "$out/json_out/"
+# OUT_DIR/json_schema: a schema, a NUL byte, a document, for fuzz_json_schema.
+mkdir -p "$out/json_schema"
+cp "$here"/seeds/json_schema/* "$out/json_schema/"
 
 # OUT_DIR/chat_output: model outputs in every tool-call format (fuzz_chat_output's layout:
 # syntax byte, flags byte, split-seed byte, text), kept in the repository.

@@ -101,6 +101,24 @@ Test(json_acc, limits_on_numbers_and_depth) {
     cr_assert_eq(accepted(doc, strlen(doc), &done), strlen(doc));
     strcat(doc, "1");
     assert_refused_at(doc, strlen(doc) - 1);
+    /* no '.', 'e' or sign that leaves no room within the limit for the digit after it (the
+     * acceptor would be stuck) */
+    static const char *const tails[] = {".", "e", "E"};
+    for (int k = 0; k < 3; k++) {
+        n = snprintf(doc, sizeof doc, "{\"a\":");
+        for (int i = 0; i < UL_JSON_MAX_NUM - 1; i++) doc[n++] = '1';
+        doc[n] = 0;
+        strcat(doc, tails[k]);
+        assert_refused_at(doc, strlen(doc) - 1);
+        doc[strlen(doc) - 2] = 0; /* one digit fewer: room for the tail and a digit */
+        strcat(doc, tails[k]);
+        strcat(doc, "1}");
+        assert_doc(doc);
+    }
+    n = snprintf(doc, sizeof doc, "{\"a\":");
+    for (int i = 0; i < UL_JSON_MAX_NUM - 2; i++) doc[n++] = '1';
+    strcpy(doc + n, "e-");
+    assert_refused_at(doc, strlen(doc) - 1);
 
     n = snprintf(doc, sizeof doc, "{\"a\":");
     for (int i = 1; i < UL_JSON_MAX_DEPTH; i++) doc[n++] = '[';
