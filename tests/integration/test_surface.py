@@ -69,6 +69,8 @@ def kv_line(srv):
 
 
 def kv_totals(srv):
+    # after the start-up canary (a one-token request holding a page while it runs): ready
+    assert wait_for(lambda: srv.request("GET", "/health/ready").status == 200, 10), "not ready"
     st, h = srv.health()
     assert st == 200
     m = srv.request("GET", "/metrics").body.decode()
