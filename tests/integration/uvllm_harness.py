@@ -171,6 +171,17 @@ class Server:
         r = self.request("POST", "/v1/completions", body=json.dumps(body))
         return r
 
+    def token_id(self, text):
+        """The id of a token whose text is exactly `text` (a model's vocabulary)."""
+        r = self.request("POST", "/tokenize",
+                         body=json.dumps({"content": text, "add_special": False}))
+        assert r.status == 200, r.body
+        ids = [i for i in r.json()["tokens"]
+               if self.request("POST", "/detokenize",
+                               body=json.dumps({"tokens": [i]})).json()["content"] == text]
+        assert ids, (text, r.json())
+        return ids[0]
+
 
 def build_request(method, path, body=None, headers=None, version="1.1", close=False):
     if isinstance(body, str):
