@@ -10,6 +10,16 @@
 
 #include "cpu/kernels_impl.h"
 
+/* A test of an ISA path runs only where the active ISA (the CPU's, capped by UVLLM_ISA)
+ * has it; elsewhere it is reported as skipped with the reason, never failed: the same
+ * suite passes on AVX2-only and AVX-512 machines. Needs <criterion/criterion.h>. */
+#define UL_TEST_REQUIRE_ISA(isa)                                                                   \
+    do {                                                                                           \
+        if (ul_cpu_isa() < (isa))                                                                  \
+            cr_skip_test("needs %s; this CPU (or UVLLM_ISA) gives %s", ul_cpu_isa_name(isa),       \
+                         ul_cpu_isa_name(ul_cpu_isa()));                                           \
+    } while (0)
+
 static inline uint64_t tk_rng(uint64_t *s) {
     *s ^= *s << 13;
     *s ^= *s >> 7;

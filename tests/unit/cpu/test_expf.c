@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cpu/kernels.h"
+#include "kern_testutil.h"
 
 static float from_bits(uint32_t u) {
     float f;
@@ -22,7 +23,7 @@ static uint32_t bits(float f) {
 }
 
 Test(expf16, equals_libm_expf_bitwise) {
-    cr_assert(ul_cpu_isa() >= UL_ISA_AVX512, "this CPU lacks AVX-512; cannot test that path");
+    UL_TEST_REQUIRE_ISA(UL_ISA_AVX512);
     float x[16], y[16];
     long bad = 0, n = 0;
     uint32_t u = 0;
@@ -42,7 +43,7 @@ Test(expf16, equals_libm_expf_bitwise) {
 }
 
 Test(expf16, special_values_and_partial_vectors) {
-    cr_assert(ul_cpu_isa() >= UL_ISA_AVX512, "this CPU lacks AVX-512; cannot test that path");
+    UL_TEST_REQUIRE_ISA(UL_ISA_AVX512);
     float x[16] = {-INFINITY, INFINITY, NAN,   0.0f,  -0.0f,   -80.0f, -79.99999f, -87.5f,
                    -103.9f,   -104.0f,  89.0f, 88.7f, -1e-30f, 1.0f,   -1.0f,      -0.5f};
     float y[16];

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "cpu/forward.h"
+#include "kern_testutil.h"
 #include "model/model.h"
 
 static ul_model_t *load(const char *name) {
@@ -178,7 +179,7 @@ Test(forward_arch, geglu_follows_the_tanh_formula_through_f16) {
 }
 
 Test(forward_arch, geglu_avx512_equals_scalar_on_every_f16_gate) {
-    if (ul_cpu_isa() != UL_ISA_AVX512) cr_skip_test("no AVX-512");
+    UL_TEST_REQUIRE_ISA(UL_ISA_AVX512);
     ul_fwd_gemma3_init();
     const size_t n = (1 << 16) + 7; /* every f16 bit pattern, an odd tail */
     float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b), *u = malloc(n * sizeof *u);

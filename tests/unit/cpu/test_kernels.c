@@ -109,11 +109,11 @@ static void check_isa(ul_isa_t isa) {
 
 Test(kernels, scalar_matches_f64_reference) { check_isa(UL_ISA_SCALAR); }
 Test(kernels, avx2_matches_f64_reference) {
-    cr_assert(ul_cpu_isa() >= UL_ISA_AVX2, "this CPU lacks AVX2; cannot test that path");
+    UL_TEST_REQUIRE_ISA(UL_ISA_AVX2);
     check_isa(UL_ISA_AVX2);
 }
 Test(kernels, avx512_matches_f64_reference) {
-    cr_assert(ul_cpu_isa() >= UL_ISA_AVX512, "this CPU lacks AVX-512; cannot test that path");
+    UL_TEST_REQUIRE_ISA(UL_ISA_AVX512);
     check_isa(UL_ISA_AVX512);
 }
 
@@ -121,7 +121,7 @@ Test(kernels, avx512_matches_f64_reference) {
  * of 64 blocks and sums the chunks in y: rows beyond the last full 16 take the older
  * kernel, and rows of 69 and 129 blocks cross one and two chunk boundaries. */
 Test(kernels, avx512_q4_0_q8_0_prefill_path_matches_f64_reference) {
-    cr_assert(ul_cpu_isa() >= UL_ISA_AVX512, "this CPU lacks AVX-512; cannot test that path");
+    UL_TEST_REQUIRE_ISA(UL_ISA_AVX512);
     static const int types[] = {UL_TYPE_Q4_0, UL_TYPE_Q8_0}, rows[] = {16, 40, 64},
                      toks[] = {16, 19};
     static const int64_t cols[] = {69 * 32, 129 * 32};
@@ -145,7 +145,7 @@ Test(kernels, avx512_q4_0_q8_0_prefill_path_matches_f64_reference) {
  * are whole passes, leave 1 or 7 rows to the older kernel, and odd block counts (the last
  * pair holds one block). */
 Test(kernels, avx512_q4_0_q8_0_decode_path_matches_f64_reference) {
-    cr_assert(ul_cpu_isa() >= UL_ISA_AVX512, "this CPU lacks AVX-512; cannot test that path");
+    UL_TEST_REQUIRE_ISA(UL_ISA_AVX512);
     static const int types[] = {UL_TYPE_Q4_0, UL_TYPE_Q8_0}, rows[] = {8, 9, 15, 64};
     static const int64_t cols[] = {32, 7 * 32, 64 * 32};
     for (int ti = 0; ti < 2; ti++) {

@@ -116,7 +116,7 @@ Test(pack, stacked_parts_match_f64_reference_packed_and_not) {
 /* On AVX-512 the quantised types users run most (Q4_0, Q8_0, the K-quant mixes' Q4_K, Q5_K and
  * Q6_K) must take the packed path. */
 Test(pack, q4_0_q8_0_and_k_quants_have_packed_layouts_on_avx512) {
-    cr_assert(ul_cpu_isa() >= UL_ISA_AVX512, "this CPU lacks AVX-512; cannot test that path");
+    UL_TEST_REQUIRE_ISA(UL_ISA_AVX512);
     cr_expect(ul_cpu_pack_kern(UL_TYPE_Q4_0, UL_ISA_AVX512) != NULL);
     cr_expect(ul_cpu_pack_kern(UL_TYPE_Q8_0, UL_ISA_AVX512) != NULL);
     cr_expect(ul_cpu_pack_kern(UL_TYPE_Q4_K, UL_ISA_AVX512) != NULL);

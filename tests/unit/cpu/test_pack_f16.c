@@ -62,7 +62,7 @@ static int check(const ul_pack_kern_t *pk, int64_t n_cols, int n_groups, int nt,
 }
 
 Test(pack_f16, packed_products_match_f64_reference) {
-    cr_assert(ul_cpu_isa() >= UL_ISA_AVX512, "this CPU lacks AVX-512; cannot test that path");
+    UL_TEST_REQUIRE_ISA(UL_ISA_AVX512);
     const ul_pack_kern_t *pk = ul_cpu_pack_kern(UL_TYPE_F16, UL_ISA_AVX512);
     cr_assert(pk != NULL, "F16 has no packed layout on AVX-512");
     cr_assert_eq(pk, &ul_pack_f16_avx512);
@@ -84,7 +84,7 @@ Test(pack_f16, packed_products_match_f64_reference) {
 /* A token's outputs are the same bits whether it runs alone (the decode path) or inside a
  * batch of any size (the tiled path): batched and single-sequence steps must agree. */
 Test(pack_f16, token_alone_equals_token_in_batch) {
-    cr_assert(ul_cpu_isa() >= UL_ISA_AVX512, "this CPU lacks AVX-512; cannot test that path");
+    UL_TEST_REQUIRE_ISA(UL_ISA_AVX512);
     const ul_pack_kern_t *pk = &ul_pack_f16_avx512;
     static const int64_t cols[] = {17, 257, 2048 + 16};
     for (size_t ci = 0; ci < 3; ci++) {
