@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu/attn.h"
 #include "cpu/pool.h"
 #include "engine/sampling.h"
 #include "uvllm/err.h"
@@ -85,6 +86,12 @@ static int alloc_scratch(ul_fwd_t *f) {
     const size_t B = (size_t)f->max_tokens, E = (size_t)hp->n_embd, F = sizeof(float);
     size_t mm = max_mm_scratch(f->m, f->max_tokens);
     f->attn_tmp_floats = ul_fwd_attn_tmp_floats(f->n_gqa, hp->head_dim, f->kv.page_size);
+    if (f->max_tokens >= UL_ATTN_TILE) {
+        const size_t tf = ul_fwd_attn_tile_floats(hp->head_dim);
+        f->attn_tmp_floats = tf > f->attn_tmp_floats ? tf : f->attn_tmp_floats;
+    }
+    /* per-token items for every token, plus at most two tiles per 64 tokens per query head */
+    const size_t n_items = B * (size_t)hp->n_head_kv + (B / 32 + 1) * (size_t)hp->n_head;
     f->smp_bytes = (ul_sample_scratch_size(hp->n_vocab) + 63) & ~(size_t)63;
     size_t sizes[] = {B * E * F,
                       B * E * F,
@@ -105,7 +112,8 @@ static int alloc_scratch(ul_fwd_t *f) {
                       B * 4,
                       B * 4,
                       B * 4,
-                      (size_t)hp->n_layer * sizeof(atomic_int)};
+                      (size_t)hp->n_layer * sizeof(atomic_int),
+                      n_items * sizeof(ul_attn_item_t)};
     size_t total = 0;
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
         total += (sizes[i] + 63) & ~(size_t)63;
@@ -134,6 +142,7 @@ static int alloc_scratch(ul_fwd_t *f) {
     f->out_rows = carve(&p, sizes[i++]);
     f->out_seq = carve(&p, sizes[i++]);
     f->attn_next = carve(&p, sizes[i++]);
+    f->attn_items = carve(&p, sizes[i++]);
     return 0;
 }
 
@@ -229,6 +238,8 @@ int ul_fwd_create(const ul_model_t *m, const ul_cpu_config_t *cfg, ul_fwd_t **ou
     f->n_gqa = f->hp.n_head / f->hp.n_head_kv;
     f->logit_rows = c.max_batch_tokens < MAX_LOGIT_ROWS ? c.max_batch_tokens : MAX_LOGIT_ROWS;
     f->isa = ul_cpu_isa();
+    const char *tiled = getenv("UVLLM_ATTN_TILED");
+    f->attn_tiled = !(tiled && !strcmp(tiled, "0"));
     /* before the pool's threads exist: they only read the sampler's choice */
     ul_sampling_init(ul_cpu_has_avx512f());
     if (f->hp.ffn_gelu) ul_fwd_gemma3_init();
@@ -274,7 +285,41 @@ void ul_fwd_free(ul_fwd_t *f) {
     free(f);
 }
 
-/* ---------- validation (calling thread, before any compute) ---------- */
+/* ---------- validation and planning (calling thread, before any compute) ---------- */
+
+static int item_cmp(const void *a, const void *b) {
+    const ul_attn_item_t *x = a, *y = b;
+    if (x->cost != y->cost) return x->cost > y->cost ? -1 : 1;
+    if (x->t0 != y->t0) return x->t0 < y->t0 ? -1 : 1;
+    return x->head - y->head;
+}
+
+/* The step's attention items: the tiled path's (sequences with at least UL_ATTN_TILE
+ * tokens here), costliest first, then one per (token, KV head) for the rest, latest tokens
+ * first (they read the most keys). */
+static void plan_attention(ul_fwd_t *f, const ul_step_t *st) {
+    int32_t n = 0;
+    const int32_t T = st->n_tokens, Hkv = f->hp.n_head_kv, H = f->hp.n_head;
+    for (int32_t si = 0; f->attn_tiled && si < st->n_seqs; si++) {
+        const ul_step_seq_t *s = &st->seqs[si];
+        if (s->n_tokens < UL_ATTN_TILE) continue;
+        for (int32_t r = 0; r < s->n_tokens; r += UL_ATTN_TILE) {
+            const int32_t nq = s->n_tokens - r < UL_ATTN_TILE ? s->n_tokens - r : UL_ATTN_TILE;
+            for (int32_t h = 0; h < H; h++)
+                f->attn_items[n++] = (ul_attn_item_t){.t0 = s->tok_offset + r,
+                                                      .cost = nq * (s->pos0 + r + nq),
+                                                      .nq = (int16_t)nq,
+                                                      .head = (int16_t)h};
+        }
+    }
+    qsort(f->attn_items, (size_t)n, sizeof *f->attn_items, item_cmp);
+    for (int32_t t = T - 1; t >= 0; t--) {
+        if (f->attn_tiled && st->seqs[f->tok_seq[t]].n_tokens >= UL_ATTN_TILE) continue;
+        for (int32_t h = 0; h < Hkv; h++)
+            f->attn_items[n++] = (ul_attn_item_t){.t0 = t, .head = (int16_t)h};
+    }
+    f->n_attn_items = n;
+}
 
 static int prepare(ul_fwd_t *f, ul_step_t *st, int all) {
     const int32_t T = st->n_tokens;
@@ -322,6 +367,7 @@ static int prepare(ul_fwd_t *f, ul_step_t *st, int all) {
             f->out_seq[f->n_out++] = si;
         }
     }
+    plan_attention(f, st);
     for (int il = 0; il < f->hp.n_layer; il++) atomic_store(&f->attn_next[il], 0);
     return 0;
 }
@@ -422,13 +468,15 @@ static void mm_stack(ul_fwd_t *f, const ul_cpu_mat_t *w, const ul_gguf_tensor_t 
 }
 
 static void attention(ul_fwd_t *f, int il, int ith) {
-    const int32_t T = f->step->n_tokens, H = f->hp.n_head_kv;
-    const int n_items = T * H;
     float *tmp = f->attn_tmp + (size_t)ith * f->attn_tmp_floats;
     for (;;) {
         int i = atomic_fetch_add_explicit(&f->attn_next[il], 1, memory_order_relaxed);
-        if (i >= n_items) break;
-        ul_fwd_attn_item(f, il, T - 1 - i / H, i % H, tmp); /* latest tokens cost most */
+        if (i >= f->n_attn_items) break;
+        const ul_attn_item_t *it = &f->attn_items[i];
+        if (it->nq)
+            ul_fwd_attn_tile(f, il, it->t0, it->nq, it->head, tmp);
+        else
+            ul_fwd_attn_item(f, il, it->t0, it->head, tmp);
     }
 }
 
@@ -473,6 +521,8 @@ static void layer(ul_fwd_t *f, int il, int32_t t0, int32_t t1, int ith, int nth)
         ul_fwd_geglu(f->hb + i0, f->hb2 + i0, i1 - i0, f->isa == UL_ISA_AVX512);
     } else if (f->isa == UL_ISA_AVX512) {
         ul_swiglu_avx512(f->hb + i0, f->hb2 + i0, i1 - i0);
+    } else if (f->isa == UL_ISA_AVX2) {
+        ul_swiglu_avx2(f->hb + i0, f->hb2 + i0, i1 - i0);
     } else {
         for (size_t i = i0; i < i1; i++) {
             float g = f->hb[i];

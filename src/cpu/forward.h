@@ -20,6 +20,14 @@
 
 typedef struct ul_moe_s ul_moe_t; /* forward_moe.c's router and experts */
 
+/* One attention work item of a layer: nq > 0, query rows t0..t0+nq-1 (one sequence) of
+ * query head `head` on the tiled path; nq == 0, token t0 with the n_gqa heads of KV head
+ * `head` on the per-token path (attn.h). cost orders the tiled items, largest first. */
+typedef struct {
+    int32_t t0, cost;
+    int16_t nq, head;
+} ul_attn_item_t;
+
 typedef struct ul_fwd_s {
     const ul_model_t *m;
     ul_hparams_t hp;
@@ -55,11 +63,15 @@ typedef struct ul_fwd_s {
     size_t attn_tmp_floats;
     uint8_t *smp_scratch; /* [nth][smp_bytes] per-thread sampling scratch (zeroed) */
     size_t smp_bytes;
-    int32_t *tok_pos;      /* [max_tokens] position of each token */
-    int32_t *tok_seq;      /* [max_tokens] index of its sequence in step->seqs */
-    int32_t *out_rows;     /* [max_tokens] token rows whose logits are computed */
-    int32_t *out_seq;      /* [max_tokens] sequence sampling from that row, or -1 */
-    atomic_int *attn_next; /* [n_layer] work counters of the attention phase */
+    int32_t *tok_pos;           /* [max_tokens] position of each token */
+    int32_t *tok_seq;           /* [max_tokens] index of its sequence in step->seqs */
+    int32_t *out_rows;          /* [max_tokens] token rows whose logits are computed */
+    int32_t *out_seq;           /* [max_tokens] sequence sampling from that row, or -1 */
+    atomic_int *attn_next;      /* [n_layer] work counters of the attention phase */
+    ul_attn_item_t *attn_items; /* the step's attention items, the same for every layer */
+    int32_t n_attn_items;
+    int attn_tiled; /* 1: sequences with >= UL_ATTN_TILE tokens in a step take the tiled path
+                     * (UVLLM_ATTN_TILED=0 turns it off, for A/B runs and tests) */
 
     /* the step in flight */
     ul_step_t *step;
@@ -85,6 +97,11 @@ int ul_fwd_step(ul_fwd_t *f, ul_step_t *step, float *logits_all);
  * tmp: attn_tmp_floats floats private to the calling thread. (forward_attn.c) */
 void ul_fwd_attn_item(const ul_fwd_t *f, int il, int32_t t, int32_t kvh, float *tmp);
 size_t ul_fwd_attn_tmp_floats(int32_t n_gqa, int32_t head_dim, int32_t page_size);
+/* The tiled path (forward_attn_tiled.c): query rows t0..t0+nq-1 (nq <= UL_ATTN_TILE, one
+ * sequence, consecutive positions) of query head hq; tmp: ul_fwd_attn_tile_floats floats
+ * private to the calling thread. */
+void ul_fwd_attn_tile(const ul_fwd_t *f, int il, int32_t t0, int32_t nq, int32_t hq, float *tmp);
+size_t ul_fwd_attn_tile_floats(int32_t head_dim);
 
 /* Architecture extras on token t's q, k, v after their product, before RoPE: biases
  * (qwen2), per-head RMSNorm of q and k (qwen3); nothing for llama. (forward_arch.c) */

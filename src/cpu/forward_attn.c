@@ -19,9 +19,10 @@
 #include <math.h>
 #include <string.h>
 
+#include "cpu/attn.h"
 #include "cpu/forward.h"
 
-#define CH 16 /* keys per chunk (one vector of scores) */
+#define CH UL_ATTN_CH
 
 size_t ul_fwd_attn_tmp_floats(int32_t n_gqa, int32_t head_dim, int32_t page_size) {
     /* acc [G][hd] | qf [G][hd] | vf [CH][hd] | kf [hd][CH] | sc [G][CH] | M, S [G] (the
@@ -32,13 +33,7 @@ size_t ul_fwd_attn_tmp_floats(int32_t n_gqa, int32_t head_dim, int32_t page_size
     return (n + 15) & ~(size_t)15; /* keeps every thread's slice 64-byte aligned */
 }
 
-typedef struct {
-    const ul_fwd_t *f;
-    int32_t G, hd, ps;
-    float scale;
-    float *acc; /* f16 cache: f16 values (exactly representable), widened */
-    float *qf, *vf, *kf, *sc, *M, *S;
-} attn_t;
+typedef ul_attn_t attn_t;
 
 /* ---------- scalar path (any CPU, any shape) ---------- */
 
@@ -254,11 +249,8 @@ void ul_fwd_attn_item(const ul_fwd_t *f, int il, int32_t t, int32_t kvh, float *
     const int32_t pos = f->tok_pos[t], hd = f->hp.head_dim, ps = f->kv.page_size;
     /* gemma3/phi3 scale Q (f32) before the f16 rounding, then not the scores, as llama.cpp */
     const float qs = f->hp.q_scale;
-    attn_t a = {.f = f,
-                .G = f->n_gqa,
-                .hd = hd,
-                .ps = ps,
-                .scale = qs > 0 ? 1.0f : 1.0f / sqrtf((float)hd)};
+    attn_t a = {
+        .G = f->n_gqa, .hd = hd, .ps = ps, .scale = qs > 0 ? 1.0f : 1.0f / sqrtf((float)hd)};
     const size_t gh = (size_t)a.G * hd;
     a.acc = tmp;
     a.qf = a.acc + gh;
@@ -271,6 +263,7 @@ void ul_fwd_attn_item(const ul_fwd_t *f, int il, int32_t t, int32_t kvh, float *
     const int f16 = f->kv.type == UL_TYPE_F16;
     const int simd = f->isa == UL_ISA_AVX512 &&
                      (hd == 16 || hd == 32 || hd == 64 || hd == 96 || hd == 128 || hd == 256);
+    const int avx2 = !simd && f->isa >= UL_ISA_AVX2 && hd % 8 == 0;
     for (size_t i = 0; i < gh; i++) {
         const float qi = qs > 0 ? q[i] * qs : q[i];
         a.qf[i] = f16 ? round16(qi) : qi;
@@ -293,6 +286,8 @@ void ul_fwd_attn_item(const ul_fwd_t *f, int il, int32_t t, int32_t kvh, float *
                            (size_t)j0 * hd * es;
         if (simd)
             page_avx512(&a, K, V, n - j0, f16);
+        else if (avx2)
+            ul_attn_page_avx2(&a, K, V, n - j0, f16);
         else
             page_scalar(&a, K, V, n - j0, f16);
     }

@@ -102,6 +102,10 @@ void ul_expf16_avx512(const float *x, float *y, int n);
 /* g[i] = g[i] / (1 + expf(-g[i])) * u[i] for i < n, bit-identical to that C expression with
  * glibc's expf; AVX-512 only. */
 void ul_swiglu_avx512(float *g, const float *u, size_t n);
+/* The same two on AVX2 + FMA (kernels_avx2_expf.c): y[i] = expf(x[i]) for i < n <= 8, and
+ * SwiGLU, bit-identical to glibc's expf. */
+void ul_expf8_avx2(const float *x, float *y, int n);
+void ul_swiglu_avx2(float *g, const float *u, size_t n);
 
 /* half <-> float */
 float ul_fp16_to_fp32(uint16_t h);

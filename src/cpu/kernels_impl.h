@@ -66,6 +66,9 @@ typedef struct {
     uint8_t qs[QKK / 2];        /* eight 32-blocks as IQ4_NL's qs */
 } blk_iq4_xs;                   /* 136 B: w = d * (scale_ib - 32) * v[q] */
 
+/* glibc's expf table (expf_tab.c), shared by the vector expf kernels that reproduce it. */
+extern const uint64_t ul_expf_tab[32];
+
 /* ggml's kvalues_iq4nl: the 16 levels of IQ4_NL / IQ4_XS (signed, ascending). */
 extern const int8_t ul_iq4nl_values[16];
 
