@@ -6,6 +6,7 @@
  *  - Q8_0: llama.cpp's sign trick, |w| x (x * sign(w)), per (row, token).
  *  - Q4_K / Q6_K: vpmaddwd against the sub-block scales. */
 #include <immintrin.h>
+#include <math.h>
 #include <string.h>
 
 #include "cpu/kernels_impl.h"
@@ -228,18 +229,153 @@ AI void tile_q6_K(const int NR, const int NT, int64_t n_cols, const uint8_t *w, 
 }
 MM_DRIVER(q6_K, 1, 4)
 
-const ul_cpu_kern_t ul_cpu_kern_avx2 = {.mm = {
-                                            [UL_TYPE_F32] = mm_f32,
-                                            [UL_TYPE_F16] = mm_f16,
-                                            [UL_TYPE_BF16] = mm_bf16,
-                                            [UL_TYPE_Q8_0] = mm_q8_0,
-                                            [UL_TYPE_Q4_0] = mm_q4_0,
-                                            [UL_TYPE_Q4_1] = ul_cpu_mm_q4_1_avx2,
-                                            [UL_TYPE_Q5_0] = ul_cpu_mm_q5_0_avx2,
-                                            [UL_TYPE_Q5_1] = ul_cpu_mm_q5_1_avx2,
-                                            [UL_TYPE_Q4_K] = mm_q4_K,
-                                            [UL_TYPE_Q5_K] = ul_cpu_mm_q5_K_avx2,
-                                            [UL_TYPE_Q6_K] = mm_q6_K,
-                                            [UL_TYPE_IQ4_NL] = ul_cpu_mm_iq4_nl_avx2,
-                                            [UL_TYPE_IQ4_XS] = ul_cpu_mm_iq4_xs_avx2,
+/* ---- activation conversion, byte-identical to quant.c's scalar code ---- */
+
+AI float hmax8(__m256 v) {
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    return _mm_cvtss_f32(m);
+}
+
+AI int32_t hsum8i(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+    return _mm_cvtsi128_si32(s);
+}
+
+/* 32 int32 (four vectors, in order) as 32 int8 (values within -127..127) */
+AI __m256i pack32(__m256i a, __m256i b, __m256i c, __m256i d) {
+    const __m256i ab = _mm256_packs_epi32(a, b), cd = _mm256_packs_epi32(c, d);
+    const __m256i v = _mm256_packs_epi16(ab, cd); /* lanes interleaved by 128-bit halves */
+    return _mm256_permutevar8x32_epi32(v, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+/* One Q8A / Q8A1 block (quant.c's quant_x_blk): qs and the f16-rounded d; returns the sum
+ * of qs, *du the unrounded scale. */
+AI int32_t xq_blk(const float *x, int8_t *qs, float *d, float *du) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    __m256 v[4], m = _mm256_setzero_ps();
+    for (int i = 0; i < 4; i++) {
+        v[i] = _mm256_loadu_ps(x + 8 * i);
+        m = _mm256_max_ps(m, _mm256_andnot_ps(sign, v[i]));
+    }
+    const float amax = hmax8(m);
+    float id = amax != 0 ? 127.f / amax : 0.0f;
+    *du = amax / 127.f;
+    *d = _cvtsh_ss(_cvtss_sh(*du, _MM_FROUND_TO_NEAREST_INT));
+    if (*d == 0) id = 0; /* as the scalar code */
+    __m256i q[4];
+    for (int i = 0; i < 4; i++) /* the current rounding mode (nearest even) = round_even */
+        q[i] = _mm256_cvtps_epi32(_mm256_mul_ps(v[i], _mm256_set1_ps(id)));
+    _mm256_storeu_si256((__m256i *)qs, pack32(q[0], q[1], q[2], q[3]));
+    return hsum8i(_mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3])));
+}
+
+static void xq_q8a(const float *x, void *dst, int64_t n) {
+    blk_q8a *y = dst;
+    float du;
+    for (int64_t i = 0; i < n / QK; i++, x += QK) y[i].nsum = -xq_blk(x, y[i].qs, &y[i].d, &du);
+}
+
+static void xq_q8a1(const float *x, void *dst, int64_t n) {
+    blk_q8a1 *y = dst;
+    float du;
+    for (int64_t i = 0; i < n / QK; i++, x += QK) {
+        int32_t s = xq_blk(x, y[i].qs, &y[i].d, &du);
+        y[i].s = _cvtsh_ss(_cvtss_sh((float)s * du, _MM_FROUND_TO_NEAREST_INT));
+    }
+}
+
+static void xq_q8k(const float *x, void *dst, int64_t n) {
+    blk_q8K *y = dst;
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    for (int64_t i = 0; i < n / QKK; i++, x += QKK) {
+        __m256 m = _mm256_setzero_ps();
+        for (int j = 0; j < QKK; j += 8)
+            m = _mm256_max_ps(m, _mm256_andnot_ps(sign, _mm256_loadu_ps(x + j)));
+        const float amax = hmax8(m);
+        float max = 0;
+        if (amax == 0) {
+            memset(&y[i], 0, sizeof(y[i]));
+            continue;
+        }
+        for (int j = 0; j < QKK; j++) /* the first element of largest magnitude, as scalar */
+            if (x[j] == amax || x[j] == -amax) {
+                max = x[j];
+                break;
+            }
+        const float iscale = -127.f / max;
+        if (isinf(iscale)) {
+            memset(&y[i], 0, sizeof(y[i]));
+            continue;
+        }
+        const __m256 vs = _mm256_set1_ps(iscale);
+        const __m256i lim = _mm256_set1_epi32(127);
+        for (int j = 0; j < QKK; j += 32) {
+            __m256i q[4];
+            for (int k = 0; k < 4; k++)
+                q[k] = _mm256_min_epi32(
+                    _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + j + 8 * k), vs)), lim);
+            _mm256_storeu_si256((__m256i *)(y[i].qs + j), pack32(q[0], q[1], q[2], q[3]));
+            y[i].bsums[j / 16] = (int16_t)hsum8i(_mm256_add_epi32(q[0], q[1]));
+            y[i].bsums[j / 16 + 1] = (int16_t)hsum8i(_mm256_add_epi32(q[2], q[3]));
+        }
+        y[i].d = 1 / iscale;
+    }
+}
+
+static void xq_f16r(const float *x, void *dst, int64_t n) {
+    float *o = dst;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(o + i, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(x + i),
+                                                                _MM_FROUND_TO_NEAREST_INT)));
+    for (; i < n; i++) o[i] = _cvtsh_ss(_cvtss_sh(x[i], _MM_FROUND_TO_NEAREST_INT));
+}
+
+static void xq_bf16(const float *x, void *dst, int64_t n) {
+    /* integer rounding like ul_fp32_to_bf16: nearest even, NaN made quiet */
+    uint16_t *o = dst;
+    int64_t i = 0;
+    const __m256i abs = _mm256_set1_epi32(0x7fffffff), inf = _mm256_set1_epi32(0x7f800000);
+    for (; i + 8 <= n; i += 8) {
+        const __m256i u = _mm256_loadu_si256((const __m256i *)(x + i));
+        const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, abs), inf);
+        __m256i r = _mm256_add_epi32(
+            u, _mm256_add_epi32(_mm256_set1_epi32(0x7fff),
+                                _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1))));
+        r = _mm256_blendv_epi8(_mm256_srli_epi32(r, 16),
+                               _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(64)),
+                               nan);
+        const __m256i p = _mm256_packus_epi32(r, r); /* 16-bit values, per 128-bit half */
+        _mm_storeu_si128((__m128i *)(o + i),
+                         _mm256_castsi256_si128(_mm256_permute4x64_epi64(p, 0x08)));
+    }
+    for (; i < n; i++) o[i] = ul_fp32_to_bf16(x[i]);
+}
+
+const ul_cpu_kern_t ul_cpu_kern_avx2 = {.mm =
+                                            {
+                                                [UL_TYPE_F32] = mm_f32,
+                                                [UL_TYPE_F16] = mm_f16,
+                                                [UL_TYPE_BF16] = mm_bf16,
+                                                [UL_TYPE_Q8_0] = mm_q8_0,
+                                                [UL_TYPE_Q4_0] = mm_q4_0,
+                                                [UL_TYPE_Q4_1] = ul_cpu_mm_q4_1_avx2,
+                                                [UL_TYPE_Q5_0] = ul_cpu_mm_q5_0_avx2,
+                                                [UL_TYPE_Q5_1] = ul_cpu_mm_q5_1_avx2,
+                                                [UL_TYPE_Q4_K] = mm_q4_K,
+                                                [UL_TYPE_Q5_K] = ul_cpu_mm_q5_K_avx2,
+                                                [UL_TYPE_Q6_K] = mm_q6_K,
+                                                [UL_TYPE_IQ4_NL] = ul_cpu_mm_iq4_nl_avx2,
+                                                [UL_TYPE_IQ4_XS] = ul_cpu_mm_iq4_xs_avx2,
+                                            },
+                                        .xq = {
+                                            [XF_F16R] = xq_f16r,
+                                            [XF_BF16] = xq_bf16,
+                                            [XF_Q8A] = xq_q8a,
+                                            [XF_Q8A1] = xq_q8a1,
+                                            [XF_Q8K] = xq_q8k,
                                         }};

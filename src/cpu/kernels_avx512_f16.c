@@ -31,15 +31,6 @@
 
 static size_t gb_f16(int64_t n_cols) { return (size_t)((n_cols + 1) & ~(int64_t)1) * 32; }
 
-static void pack_f16(const uint8_t *rows, size_t rs, int64_t n_cols, uint8_t *dst) {
-    uint16_t *d = (uint16_t *)dst;
-    for (int r = 0; r < UL_PACK_ROWS; r++) {
-        const uint8_t *row = rows + (size_t)r * rs;
-        for (int64_t k = 0; k < n_cols; k++) memcpy(d + k * 16 + r, row + 2 * k, 2);
-    }
-    if (n_cols & 1) memset(d + n_cols * 16, 0, 32);
-}
-
 AI __m512 wload(const uint16_t *p) {
     return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
 }
@@ -163,4 +154,4 @@ static void mm_f16(int64_t n_cols, const uint8_t *wp, int n_groups, const uint8_
 
 /* Any n_cols packs (odd counts are padded inside the group); the wiring's only condition
  * is the common one of 16-row groups. */
-const ul_pack_kern_t ul_pack_f16_avx512 = {gb_f16, pack_f16, mm_f16};
+const ul_pack_kern_t ul_pack_f16_avx512 = {gb_f16, ul_pack_f16_rows, mm_f16};

@@ -33,6 +33,14 @@ typedef struct {
 /* The packed kernels of (type, isa), or NULL when that pair keeps the row layout. */
 const ul_pack_kern_t *ul_cpu_pack_kern(int type, ul_isa_t isa);
 
+/* kernels_avx2_pack.c: Q4_0 and Q8_0 (Q8A activations); kernels_avx2_pack_f16.c: F16 */
+extern const ul_pack_kern_t ul_pack_q4_0_avx2;
+extern const ul_pack_kern_t ul_pack_q8_0_avx2;
+extern const ul_pack_kern_t ul_pack_f16_avx2;
+/* The F16 layout of both ISAs (kernels_avx512_f16.c describes it): for every column k, the
+ * 16 rows' halves; an odd column count is padded with a zero column. */
+void ul_pack_f16_rows(const uint8_t *rows, size_t rs, int64_t n_cols, uint8_t *dst);
+
 extern const ul_pack_kern_t ul_pack_q4_0_avx512;
 extern const ul_pack_kern_t ul_pack_q8_0_avx512;
 extern const ul_pack_kern_t ul_pack_f16_avx512;

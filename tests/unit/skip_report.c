@@ -6,11 +6,13 @@
 #include <stdio.h>
 
 ReportHook(POST_ALL)(struct criterion_global_stats *stats) {
-    if (!stats->tests_skipped) return;
+    size_t n = 0; /* tests left out by --filter are "skipped" too, without a message */
     for (struct criterion_suite_stats *ss = stats->suites; ss; ss = ss->next)
         for (struct criterion_test_stats *ts = ss->tests; ts; ts = ts->next)
-            if (ts->test_status == CR_STATUS_SKIPPED)
+            if (ts->test_status == CR_STATUS_SKIPPED && ts->message) {
                 fprintf(stderr, "[SKIP] %s::%s: %s\n", ts->test->category, ts->test->name,
-                        ts->message ? ts->message : "(no reason given)");
-    fprintf(stderr, "[====] Skipped: %zu of %zu tests\n", stats->tests_skipped, stats->nb_tests);
+                        ts->message);
+                n++;
+            }
+    if (n) fprintf(stderr, "[====] Skipped: %zu of %zu tests\n", n, stats->nb_tests);
 }

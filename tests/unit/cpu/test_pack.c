@@ -190,3 +190,66 @@ Test(pack, packed_into_one_arena_equals_owned_copies) {
         free(w0), free(w1);
     }
 }
+
+/* Every register-tile shape of each SIMD ISA's packed kernels (AVX2: 1 or 2 halves x 1..6
+ * tokens and the split remainders; AVX-512: tiles of 4 and 12), each ISA forced in turn so
+ * an AVX-512 machine tests the AVX2 kernels too; and a token's outputs are the same bits
+ * alone as inside a batch (decode and batched steps agree). */
+Test(pack, every_token_tile_of_each_isa_matches_reference) {
+    UL_TEST_REQUIRE_ISA(UL_ISA_AVX2);
+    static const int types[] = {UL_TYPE_Q4_0, UL_TYPE_Q8_0, UL_TYPE_F16};
+    static const int rows[] = {48, 16};
+    ul_pool_t *p;
+    cr_assert_eq(ul_pool_create(2, &p), 0);
+    const ul_isa_t best = ul_cpu_isa();
+    for (int isa = UL_ISA_AVX2; isa <= (int)best; isa++) {
+        ul_cpu_set_isa((ul_isa_t)isa);
+        for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++)
+            for (int nt = 1; nt <= 14; nt++) {
+                int packed;
+                const int64_t n_cols = nt % 2 ? 7 * 32 : 69 * 32;
+                int bad = check_stack(p, types[ti], rows, 2, n_cols, nt, 1, &packed);
+                cr_expect_eq(bad, 0, "%s on %s, %d tokens: %d bad outputs", ul_type_name(types[ti]),
+                             ul_cpu_isa_name((ul_isa_t)isa), nt, bad);
+                cr_expect(packed, "%s on %s is not packed", ul_type_name(types[ti]),
+                          ul_cpu_isa_name((ul_isa_t)isa));
+            }
+    }
+    ul_cpu_set_isa(best);
+    ul_pool_free(p);
+}
+
+Test(pack, token_alone_equals_token_in_batch_q4_0_q8_0) {
+    UL_TEST_REQUIRE_ISA(UL_ISA_AVX2);
+    static const int types[] = {UL_TYPE_Q4_0, UL_TYPE_Q8_0};
+    const ul_isa_t best = ul_cpu_isa();
+    for (int isa = UL_ISA_AVX2; isa <= (int)best; isa++)
+        for (size_t ti = 0; ti < 2; ti++) {
+            const ul_pack_kern_t *pk = ul_cpu_pack_kern(types[ti], (ul_isa_t)isa);
+            cr_assert(pk != NULL);
+            const int type = types[ti], ng = 3, nt = 13, nr = ng * UL_PACK_ROWS;
+            const int64_t n = 37 * 32;
+            const size_t ws = ul_type_row_bytes(type, n), gb = pk->group_bytes(n);
+            const size_t xs = ul_cpu_xrow_bytes(XF_Q8A, n);
+            uint8_t *w = tk_weights(type, nr, n, 9 + ti), *wp = aligned_alloc(64, gb * ng);
+            for (int g = 0; g < ng; g++)
+                pk->pack(w + (size_t)g * UL_PACK_ROWS * ws, ws, n, wp + gb * g);
+            float *xr = malloc(sizeof(float) * n), *yb = malloc(sizeof(float) * nr * nt),
+                  *y1 = malloc(sizeof(float) * nr);
+            uint8_t *x = malloc(xs * nt);
+            uint64_t s = 5 + ti;
+            for (int t = 0; t < nt; t++) {
+                for (int64_t k = 0; k < n; k++) xr[k] = tk_unif(&s);
+                ul_cpu_quant_x(XF_Q8A, xr, x + xs * t, n);
+            }
+            pk->mm(n, wp, ng, x, xs, nt, yb, nr);
+            int diff = 0;
+            for (int t = 0; t < nt; t++) {
+                pk->mm(n, wp, ng, x + xs * t, xs, 1, y1, nr);
+                diff += memcmp(y1, yb + nr * t, sizeof(float) * nr) != 0;
+            }
+            cr_expect_eq(diff, 0, "%s on %s: %d of %d tokens differ alone vs batched",
+                         ul_type_name(type), ul_cpu_isa_name((ul_isa_t)isa), diff, nt);
+            free(w), free(wp), free(xr), free(yb), free(y1), free(x);
+        }
+}

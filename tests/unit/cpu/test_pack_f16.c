@@ -1,4 +1,5 @@
-/* The packed F16 layout of AVX-512 (kernels_avx512_f16.c) called directly: pack 16-row
+/* The packed F16 layout of AVX-512 (kernels_avx512_f16.c) and AVX2 (kernels_avx2_pack_f16.c),
+ * the same bytes, each ISA's kernels called directly: pack 16-row
  * groups, run mm on f16-rounded activations, and compare every output with a float64
  * product of the same operands (tolerance of test_pack.c: a different summation order
  * passes, a misplaced row, column, token or K chunk fails). Shapes cover odd and even
@@ -61,11 +62,10 @@ static int check(const ul_pack_kern_t *pk, int64_t n_cols, int n_groups, int nt,
     return bad;
 }
 
-Test(pack_f16, packed_products_match_f64_reference) {
-    UL_TEST_REQUIRE_ISA(UL_ISA_AVX512);
-    const ul_pack_kern_t *pk = ul_cpu_pack_kern(UL_TYPE_F16, UL_ISA_AVX512);
-    cr_assert(pk != NULL, "F16 has no packed layout on AVX-512");
-    cr_assert_eq(pk, &ul_pack_f16_avx512);
+static void products_match(ul_isa_t isa, const ul_pack_kern_t *want) {
+    const ul_pack_kern_t *pk = ul_cpu_pack_kern(UL_TYPE_F16, isa);
+    cr_assert(pk != NULL, "F16 has no packed layout on %s", ul_cpu_isa_name(isa));
+    cr_assert_eq(pk, want);
     /* odd and even; 257 and 2064 cross the 256-column K chunks */
     static const int64_t cols[] = {1, 16, 17, 48, 255, 257, 2048 + 16, 2048 + 17};
     static const int toks[] = {1, 2, 3, 5, 11, 12, 13, 24, 25, 40};
@@ -81,11 +81,19 @@ Test(pack_f16, packed_products_match_f64_reference) {
             }
 }
 
+Test(pack_f16, packed_products_match_f64_reference) {
+    UL_TEST_REQUIRE_ISA(UL_ISA_AVX512);
+    products_match(UL_ISA_AVX512, &ul_pack_f16_avx512);
+}
+
+Test(pack_f16, avx2_packed_products_match_f64_reference) {
+    UL_TEST_REQUIRE_ISA(UL_ISA_AVX2);
+    products_match(UL_ISA_AVX2, &ul_pack_f16_avx2);
+}
+
 /* A token's outputs are the same bits whether it runs alone (the decode path) or inside a
  * batch of any size (the tiled path): batched and single-sequence steps must agree. */
-Test(pack_f16, token_alone_equals_token_in_batch) {
-    UL_TEST_REQUIRE_ISA(UL_ISA_AVX512);
-    const ul_pack_kern_t *pk = &ul_pack_f16_avx512;
+static void alone_equals_batched(const ul_pack_kern_t *pk) {
     static const int64_t cols[] = {17, 257, 2048 + 16};
     for (size_t ci = 0; ci < 3; ci++) {
         const int64_t n = cols[ci];
@@ -114,4 +122,14 @@ Test(pack_f16, token_alone_equals_token_in_batch) {
                      nt);
         free(w), free(wp), free(xr), free(yb), free(y1), free(x);
     }
+}
+
+Test(pack_f16, token_alone_equals_token_in_batch) {
+    UL_TEST_REQUIRE_ISA(UL_ISA_AVX512);
+    alone_equals_batched(&ul_pack_f16_avx512);
+}
+
+Test(pack_f16, avx2_token_alone_equals_token_in_batch) {
+    UL_TEST_REQUIRE_ISA(UL_ISA_AVX2);
+    alone_equals_batched(&ul_pack_f16_avx2);
 }
