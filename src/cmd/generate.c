@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "cmd/cmd.h"
+#include "cpu/kernels.h"
 #include "cpu/kv.h"
 #include "engine/sampling.h"
 #include "model/model.h"
@@ -278,6 +279,8 @@ static void print_json(const gseq_t *qs, int n, double pf, double dc, double t_p
     cJSON_AddNumberToObject(o, "prefill_s", t_pf);
     cJSON_AddNumberToObject(o, "decode_s", t_dc);
     cJSON_AddNumberToObject(o, "steps", (double)steps);
+    /* the kernel path the speeds came from (the CPU's best, or UVLLM_ISA's cap) */
+    cJSON_AddStringToObject(o, "isa", ul_cpu_isa_name(ul_cpu_isa()));
     cJSON *arr = cJSON_AddArrayToObject(o, "sequences");
     for (int i = 0; i < n; i++) {
         cJSON *e = cJSON_CreateObject();

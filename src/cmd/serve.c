@@ -13,6 +13,7 @@
 #include "chat/chat.h"
 #include "base/size.h"
 #include "cmd/cmd.h"
+#include "cpu/kernels.h"
 #include "cpu/kv.h"
 #include "cpu/pool.h"
 #include "model/model.h"
@@ -650,7 +651,8 @@ static int make_backend(const serve_args_t *a, server_t *sv) {
                           .kv_bytes = kv_budget(a, sv, n_ctx, page),
                           .max_batch_tokens = a->max_batch_tokens};
     if (!cc.kv_bytes) return UL_EINVAL;
-    UL_LOG_INFO("cpu backend: %d threads (%s)", cc.n_threads, why);
+    UL_LOG_INFO("cpu backend: %d threads (%s), %s kernels", cc.n_threads, why,
+                ul_cpu_isa_name(ul_cpu_isa()));
     rc = ul_cpu_backend_create(sv->model, &cc, &sv->backend);
     if (rc) fprintf(stderr, "uvllm serve: cannot start the cpu backend: %s\n", ul_strerror(rc));
     return rc;

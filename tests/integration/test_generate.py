@@ -59,7 +59,17 @@ def greedy_matches(name):
         check(out["text"] == want_text, f"{name} #{i}: text {out['text']!r} != {want_text!r}")
         check(out["prefill_tokens_per_s"] > 0 and out["decode_tokens_per_s"] > 0,
               f"{name} #{i}: speeds not reported: {out}")
+        check(out.get("isa") in ("scalar", "avx2", "avx512"), f"{name} #{i}: isa {out.get('isa')!r}")
     print(f"{name}: {len(golden(name))} prompts checked")
+
+
+def isa_reported():
+    """--json names the kernel path its speeds came from; UVLLM_ISA=scalar caps it."""
+    model = os.path.join(SHARED, "models", "aidreams260K.gguf")
+    args = [BIN, "generate", "--model", model, "--prompt", "x", "--max-tokens", "2", "--json"]
+    r = subprocess.run(args, capture_output=True, env=dict(os.environ, UVLLM_ISA="scalar"))
+    check(r.returncode == 0 and json.loads(r.stdout)["isa"] == "scalar",
+          f"UVLLM_ISA=scalar: {r.stdout[:200]!r}")
 
 
 def errors():
@@ -133,6 +143,7 @@ def parallel_matches():
 greedy_matches("aidreams260K")
 greedy_matches("aidreams260K-f16")
 errors()
+isa_reported()
 parallel_matches()
 if failures:
     print(f"{len(failures)} failure(s)")
