@@ -34,6 +34,12 @@ typedef struct {
  * state, with the roundings of the scalar path; hd a multiple of 8. AVX2+FMA+F16C. */
 void ul_attn_page_avx2(ul_attn_t *a, const void *K, const void *V, int n, int f16);
 
+/* F16C conversions for the KV cache and the query (AVX2 + F16C; any ISA above too):
+ * dst[i * stride] = f16(src[i]) (a V row: stride 1; a K column: stride page_size), and
+ * dst[i] = f32(f16(src[i])), round to nearest even as ul_fp32_to_fp16. */
+void ul_attn_store_f16_avx2(uint16_t *dst, size_t stride, const float *src, int n);
+void ul_attn_round_f16_avx2(float *dst, const float *src, int n);
+
 /* The tiled path's kernels (scalar reference and AVX2), over one tile of 64 keys:
  *  qk:      kq[r][j] = scale * sum_i q[r][i] k[i][j]   r < nq, j < 64; q [nq][hd], k [hd][64]
  *  softmax: for each row r: entries with masked[r] bits... see forward_attn_tiled.c: the

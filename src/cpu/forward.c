@@ -405,24 +405,16 @@ static void rope_apply(float *x, const float *cs, int n_rot) {
     }
 }
 
-static void store_row(const ul_kv_t *kv, void *dst, const float *src, int n) {
-    if (kv->type == UL_TYPE_F32) {
-        memcpy(dst, src, (size_t)n * sizeof(float));
-        return;
+/* A V row (stride 1) or a K column (stride page_size, K is transposed in its page: kv.h)
+ * into the cache, rounded to f16 with F16C where the ISA has it. */
+static void store_kv(const ul_fwd_t *f, void *dst, size_t stride, const float *src, int n) {
+    if (f->kv.type == UL_TYPE_F32) {
+        for (int i = 0; i < n; i++) ((float *)dst)[(size_t)i * stride] = src[i];
+    } else if (f->isa >= UL_ISA_AVX2) {
+        ul_attn_store_f16_avx2(dst, stride, src, n);
+    } else {
+        for (int i = 0; i < n; i++) ((uint16_t *)dst)[(size_t)i * stride] = ul_fp32_to_fp16(src[i]);
     }
-    uint16_t *d = dst;
-    for (int i = 0; i < n; i++) d[i] = ul_fp32_to_fp16(src[i]);
-}
-
-/* K is stored transposed in its page ([head_dim][page_size], kv.h): element i of the key
- * at slot goes to row i. */
-static void store_col(const ul_kv_t *kv, void *dst, int32_t slot, const float *src, int n) {
-    const size_t ps = (size_t)kv->page_size;
-    if (kv->type == UL_TYPE_F32) {
-        for (int i = 0; i < n; i++) ((float *)dst)[(size_t)i * ps + slot] = src[i];
-        return;
-    }
-    for (int i = 0; i < n; i++) ((uint16_t *)dst)[(size_t)i * ps + slot] = ul_fp32_to_fp16(src[i]);
 }
 
 /* RoPE on q and k of token t, K/V into the token's page slot. */
@@ -437,11 +429,12 @@ static void qk_rope_store(ul_fwd_t *f, int il, int32_t t) {
     for (int h = 0; h < hp->n_head_kv; h++) rope(k + (size_t)h * hd, cs, hp->n_rot);
     const ul_step_seq_t *s = &f->step->seqs[f->tok_seq[t]];
     const int32_t pos = f->tok_pos[t], page = s->pages[pos / ps], slot = pos % ps;
-    const size_t off = (size_t)slot * hd * f->kv.esize;
+    const size_t es = (size_t)f->kv.esize;
     for (int h = 0; h < hp->n_head_kv; h++) {
-        store_col(&f->kv, ul_kv_head(&f->kv, page, il, 0, h), slot, k + (size_t)h * hd, hd);
-        store_row(&f->kv, (uint8_t *)ul_kv_head(&f->kv, page, il, 1, h) + off, v + (size_t)h * hd,
-                  hd);
+        store_kv(f, (uint8_t *)ul_kv_head(&f->kv, page, il, 0, h) + (size_t)slot * es, (size_t)ps,
+                 k + (size_t)h * hd, hd);
+        store_kv(f, (uint8_t *)ul_kv_head(&f->kv, page, il, 1, h) + (size_t)slot * hd * es, 1,
+                 v + (size_t)h * hd, hd);
     }
 }
 

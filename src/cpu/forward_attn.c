@@ -264,10 +264,11 @@ void ul_fwd_attn_item(const ul_fwd_t *f, int il, int32_t t, int32_t kvh, float *
     const int simd = f->isa == UL_ISA_AVX512 &&
                      (hd == 16 || hd == 32 || hd == 64 || hd == 96 || hd == 128 || hd == 256);
     const int avx2 = !simd && f->isa >= UL_ISA_AVX2 && hd % 8 == 0;
-    for (size_t i = 0; i < gh; i++) {
-        const float qi = qs > 0 ? q[i] * qs : q[i];
-        a.qf[i] = f16 ? round16(qi) : qi;
-    }
+    for (size_t i = 0; i < gh; i++) a.qf[i] = qs > 0 ? q[i] * qs : q[i];
+    if (f16 && f->isa >= UL_ISA_AVX2)
+        ul_attn_round_f16_avx2(a.qf, a.qf, (int)gh);
+    else if (f16)
+        for (size_t i = 0; i < gh; i++) a.qf[i] = round16(a.qf[i]);
     memset(a.acc, 0, gh * sizeof *a.acc);
     for (int g = 0; g < a.G; g++) {
         a.M[g] = -INFINITY;

@@ -173,6 +173,23 @@ void ul_attn_page_avx2(ul_attn_t *a, const void *K, const void *V, int n, int f1
     }
 }
 
+/* ---------- f16 conversions ---------- */
+
+void ul_attn_store_f16_avx2(uint16_t *dst, size_t stride, const float *src, int n) {
+    int i = 0;
+    if (stride == 1)
+        for (; i + 8 <= n; i += 8)
+            _mm_storeu_si128((__m128i *)(dst + i),
+                             _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
+    for (; i < n; i++) dst[(size_t)i * stride] = _cvtss_sh(src[i], _MM_FROUND_TO_NEAREST_INT);
+}
+
+void ul_attn_round_f16_avx2(float *dst, const float *src, int n) {
+    int i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, round16(_mm256_loadu_ps(src + i)));
+    for (; i < n; i++) dst[i] = _cvtsh_ss(_cvtss_sh(src[i], _MM_FROUND_TO_NEAREST_INT));
+}
+
 /* ---------- the tiled path ---------- */
 
 /* c[r][0..8*NB) (+)= sum_k a[r][k] b[k][0..8*NB) for r < NR; a rows lda apart, b and c rows
