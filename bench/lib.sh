@@ -20,6 +20,42 @@ fi
 UVLLM_BIN="${UVLLM_BIN:-$ROOT/build/uvllm}"
 
 die() { echo "bench: $*" >&2; exit 1; }
+
+# The kernel ISA uvllm runs on this host (its best, or what UVLLM_ISA=$1 caps it to), as the
+# binary itself reports it.
+uvllm_isa() {
+    UVLLM_ISA="${1:-}" "$UVLLM_BIN" generate --model "$SHARED/models/aidreams260K.gguf" \
+        --prompt x --max-tokens 1 --json 2>/dev/null |
+        python3 -c 'import json, sys; print(json.load(sys.stdin)["isa"])' 2>/dev/null || echo unknown
+}
+# The ISAs an engine benchmark measures: the host's best, and on an AVX-512 host also avx2
+# (uvllm with UVLLM_ISA=avx2 against llama.cpp built for AVX2, bench/peer.sh PEER_ISA=avx2),
+# so every machine reports its AVX2 column. BENCH_ISAS overrides (e.g. "avx2").
+HOST_ISA=""
+bench_isas() {
+    [ -n "$HOST_ISA" ] || HOST_ISA="$(uvllm_isa)"
+    if [ -n "${BENCH_ISAS:-}" ]; then echo "$BENCH_ISAS"; elif [ "$HOST_ISA" = avx512 ]; then
+        echo "avx512 avx2"; else echo "$HOST_ISA"; fi
+}
+# llama.cpp's bin directory for an ISA of bench_isas: the native build for the host's best,
+# build-avx2 (built here on first use) for avx2 on an AVX-512 host.
+llama_bin_for() {
+    [ -n "$HOST_ISA" ] || HOST_ISA="$(uvllm_isa)"
+    if [ "$1" = avx2 ] && [ "$HOST_ISA" = avx512 ]; then
+        PEER_ISA=avx2 bash "$BENCH_DIR/peer.sh" >&2 || return 1
+        echo "$WORK/llama.cpp/build-avx2/bin"
+    else
+        echo "$LLAMA_BIN"
+    fi
+}
+# How llama.cpp was built for an ISA (for the section headers).
+llama_build_note() {
+    if [ "$1" = avx2 ] && [ "${HOST_ISA:-}" = avx512 ]; then
+        echo "-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON, AVX-512 off"
+    else
+        echo "-DGGML_NATIVE=ON ($1 host)"
+    fi
+}
 need_shared() { [ -e "$SHARED/$1" ] || die "missing shared file $SHARED/$1 (set UVLLM_SHARED)"; }
 
 # Cores: the server side on CPU_SERVER, the load generator on CPU_CLIENT

@@ -22,7 +22,7 @@ sec="$WORK/header.md"
 results_section header "$sec"
 
 rc=0
-for b in http sse chat tokenizer tokenizer-distinct engine decode_bw; do
+for b in http sse chat tokenizer tokenizer-distinct engine batched attn_share decode_bw; do
     echo "bench: === $b ===" >&2
     case $b in
     tokenizer-distinct) TOK_CORPUS=distinct bash "$BENCH_DIR/tokenizer.sh" ;;

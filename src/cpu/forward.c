@@ -13,6 +13,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cpu/attn.h"
 #include "cpu/pool.h"
@@ -21,6 +22,12 @@
 #include "uvllm/log.h"
 
 #define MAX_LOGIT_ROWS 64
+
+static uint64_t ul_now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
 
 /* ---------- creation ---------- */
 
@@ -238,8 +245,9 @@ int ul_fwd_create(const ul_model_t *m, const ul_cpu_config_t *cfg, ul_fwd_t **ou
     f->n_gqa = f->hp.n_head / f->hp.n_head_kv;
     f->logit_rows = c.max_batch_tokens < MAX_LOGIT_ROWS ? c.max_batch_tokens : MAX_LOGIT_ROWS;
     f->isa = ul_cpu_isa();
-    const char *tiled = getenv("UVLLM_ATTN_TILED");
+    const char *tiled = getenv("UVLLM_ATTN_TILED"), *prof = getenv("UVLLM_PROFILE");
     f->attn_tiled = !(tiled && !strcmp(tiled, "0"));
+    f->prof = prof && !strcmp(prof, "1");
     /* before the pool's threads exist: they only read the sampler's choice */
     ul_sampling_init(ul_cpu_has_avx512f());
     if (f->hp.ffn_gelu) ul_fwd_gemma3_init();
@@ -273,6 +281,11 @@ int ul_fwd_create(const ul_model_t *m, const ul_cpu_config_t *cfg, ul_fwd_t **ou
 
 void ul_fwd_free(ul_fwd_t *f) {
     if (!f) return;
+    if (f->prof && f->prof_step_ns)
+        UL_LOG_INFO("cpu: attention %.3f s of %.3f s step time (%.1f%%, %s kernels)",
+                    f->prof_attn_ns * 1e-9, f->prof_step_ns * 1e-9,
+                    100.0 * (double)f->prof_attn_ns / (double)f->prof_step_ns,
+                    ul_cpu_isa_name(f->isa));
     if (f->pool) ul_pool_free(f->pool);
     ul_fwd_moe_free(f);
     ul_kv_free(&f->kv);
@@ -489,8 +502,10 @@ static void layer(ul_fwd_t *f, int il, int32_t t0, int32_t t1, int ith, int nth)
         qk_rope_store(f, il, t);
     }
     ul_pool_barrier(f->pool);
+    const uint64_t ta = f->prof && ith == 0 ? ul_now_ns() : 0;
     attention(f, il, ith);
     ul_pool_barrier(f->pool);
+    if (ta) f->prof_attn_ns += ul_now_ns() - ta;
     mm(f, &M[MAT_O], f->att, T, f->xo, NULL, NULL, ith, nth);
     for (int32_t t = t0; t < t1; t++) {
         if (L->attn_post_norm) /* gemma3 */
@@ -596,7 +611,9 @@ int ul_fwd_step(ul_fwd_t *f, ul_step_t *step, float *logits_all) {
     if (rc) return rc;
     f->step = step;
     f->logits_all = logits_all;
+    const uint64_t t0 = f->prof ? ul_now_ns() : 0;
     ul_pool_run(f->pool, step_job, f);
+    if (f->prof) f->prof_step_ns += ul_now_ns() - t0;
     f->step = NULL;
     f->logits_all = NULL;
     return 0;

@@ -72,6 +72,10 @@ typedef struct ul_fwd_s {
     int32_t n_attn_items;
     int attn_tiled; /* 1: sequences with >= UL_ATTN_TILE tokens in a step take the tiled path
                      * (UVLLM_ATTN_TILED=0 turns it off, for A/B runs and tests) */
+    /* UVLLM_PROFILE=1: wall time of the steps and of their attention phases (thread 0,
+     * barrier to barrier), logged by ul_fwd_free (bench/attn_share.sh reads it) */
+    int prof;
+    uint64_t prof_step_ns, prof_attn_ns;
 
     /* the step in flight */
     ul_step_t *step;
