@@ -114,17 +114,19 @@ static void mm_f16(int64_t n_cols, const uint8_t *wp, int n_groups, const uint8_
         }
         return;
     }
-    for (int gi = 0; gi < n_groups; gi++) {
-        const uint16_t *g = w + (size_t)gi * gs;
-        float *yg = y + (int64_t)gi * UL_PACK_ROWS;
-        for (int64_t k0 = 0; k0 < n_cols; k0 += KC) {
-            const int64_t k1 = n_cols - k0 < KC ? n_cols : k0 + KC;
-            for (int t = 0; t < nt;) {
-                /* tiles of 6; a remainder of 7..9 is split so no tile is left with one token */
-                const int n = nt - t <= TT ? nt - t : nt - t < 10 ? 4 : TT;
-                tile_n(n, g, k0, k1, x + (size_t)t * xsf, xsf, yg + (int64_t)t * ys, ys, k0 > 0);
-                t += n;
-            }
+    /* K chunks outermost: a chunk's token tiles (L1) meet every group of the call in turn
+     * and the groups' chunk panels (n_groups x KC x 32 B, L2) every token tile, so the
+     * activations stream from memory once per chunk instead of once per group */
+    for (int64_t k0 = 0; k0 < n_cols; k0 += KC) {
+        const int64_t k1 = n_cols - k0 < KC ? n_cols : k0 + KC;
+        for (int t = 0; t < nt;) {
+            /* tiles of 6; a remainder of 7..9 is split so no tile is left with one token */
+            const int n = nt - t <= TT ? nt - t : nt - t < 10 ? 4 : TT;
+            const float *xt = x + (size_t)t * xsf;
+            for (int gi = 0; gi < n_groups; gi++)
+                tile_n(n, w + (size_t)gi * gs, k0, k1, xt, xsf,
+                       y + (int64_t)gi * UL_PACK_ROWS + (int64_t)t * ys, ys, k0 > 0);
+            t += n;
         }
     }
 }
