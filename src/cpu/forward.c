@@ -387,11 +387,19 @@ static int prepare(ul_fwd_t *f, ul_step_t *st, int all) {
 
 /* ---------- element-wise pieces ---------- */
 
-static void rmsnorm(float *dst, const float *x, const float *w, int n, float eps) {
+static void rmsnorm_scalar(float *dst, const float *x, const float *w, int n, float eps) {
     double ss = 0;
     for (int i = 0; i < n; i++) ss += (double)(x[i] * x[i]);
     const float scale = 1.0f / sqrtf((float)(ss / n) + eps);
     for (int i = 0; i < n; i++) dst[i] = (x[i] * scale) * w[i];
+}
+
+static void rmsnorm(const ul_fwd_t *f, float *dst, const float *x, const float *w, int n,
+                    float eps) {
+    if (f->isa >= UL_ISA_AVX2)
+        ul_rmsnorm_avx2(dst, x, w, n, eps);
+    else
+        rmsnorm_scalar(dst, x, w, n, eps);
 }
 
 /* ggml's rope cache for NORM mode without YaRN: theta = pos * freq_scale * base^(-2i/n_rot),
@@ -437,7 +445,9 @@ static void qk_rope_store(ul_fwd_t *f, int il, int32_t t) {
     const float *cs = (f->m->layers[il].swa ? f->rope_swa : f->rope) + (size_t)t * hp->n_rot;
     float *q = f->q + (size_t)t * f->q_dim, *k = f->k + (size_t)t * f->kv_dim;
     const float *v = f->v + (size_t)t * f->kv_dim;
-    void (*rope)(float *, const float *, int) = hp->rope_neox ? ul_fwd_rope_neox : rope_apply;
+    void (*rope)(float *, const float *, int) =
+        f->isa >= UL_ISA_AVX2 ? (hp->rope_neox ? ul_rope_neox_avx2 : ul_rope_norm_avx2)
+                              : (hp->rope_neox ? ul_fwd_rope_neox : rope_apply);
     for (int h = 0; h < hp->n_head; h++) rope(q + (size_t)h * hd, cs, hp->n_rot);
     for (int h = 0; h < hp->n_head_kv; h++) rope(k + (size_t)h * hd, cs, hp->n_rot);
     const ul_step_seq_t *s = &f->step->seqs[f->tok_seq[t]];
@@ -492,7 +502,7 @@ static void layer(ul_fwd_t *f, int il, int32_t t0, int32_t t1, int ith, int nth)
     const int32_t T = f->step->n_tokens, E = hp->n_embd;
     const float *an = L->attn_norm->data, *fn = L->ffn_norm->data;
     for (int32_t t = t0; t < t1; t++)
-        rmsnorm(f->xb + (size_t)t * E, f->x + (size_t)t * E, an, E, hp->rms_eps);
+        rmsnorm(f, f->xb + (size_t)t * E, f->x + (size_t)t * E, an, E, hp->rms_eps);
     ul_pool_barrier(f->pool);
     const ul_cpu_mat_t *M = f->mats + (size_t)il * MATS_PER_LAYER;
     const ul_gguf_tensor_t *qkv[] = {L->wq, L->wk, L->wv}, *gu[] = {L->ffn_gate, L->ffn_up, NULL};
@@ -509,10 +519,10 @@ static void layer(ul_fwd_t *f, int il, int32_t t0, int32_t t1, int ith, int nth)
     mm(f, &M[MAT_O], f->att, T, f->xo, NULL, NULL, ith, nth);
     for (int32_t t = t0; t < t1; t++) {
         if (L->attn_post_norm) /* gemma3 */
-            rmsnorm(f->xo + (size_t)t * E, f->xo + (size_t)t * E, L->attn_post_norm->data, E,
+            rmsnorm(f, f->xo + (size_t)t * E, f->xo + (size_t)t * E, L->attn_post_norm->data, E,
                     hp->rms_eps);
         add_rows(f->x + (size_t)t * E, f->xo + (size_t)t * E, (size_t)E);
-        rmsnorm(f->xb + (size_t)t * E, f->x + (size_t)t * E, fn, E, hp->rms_eps);
+        rmsnorm(f, f->xb + (size_t)t * E, f->x + (size_t)t * E, fn, E, hp->rms_eps);
     }
     ul_pool_barrier(f->pool);
     if (L->ffn_gate_inp) {
@@ -541,7 +551,7 @@ static void layer(ul_fwd_t *f, int il, int32_t t0, int32_t t1, int ith, int nth)
     mm(f, &M[MAT_DOWN], f->hb, T, f->xo, NULL, NULL, ith, nth);
     for (int32_t t = t0; t < t1; t++) {
         if (L->ffn_post_norm)
-            rmsnorm(f->xo + (size_t)t * E, f->xo + (size_t)t * E, L->ffn_post_norm->data, E,
+            rmsnorm(f, f->xo + (size_t)t * E, f->xo + (size_t)t * E, L->ffn_post_norm->data, E,
                     hp->rms_eps);
         add_rows(f->x + (size_t)t * E, f->xo + (size_t)t * E, (size_t)E);
     }
@@ -554,7 +564,7 @@ static void output(ul_fwd_t *f, int ith, int nth) {
     const int32_t E = hp->n_embd, V = hp->n_vocab, n = f->n_out;
     const float *on = f->m->output_norm->data;
     for (int32_t i = n * ith / nth; i < n * (ith + 1) / nth; i++)
-        rmsnorm(f->xb + (size_t)i * E, f->x + (size_t)f->out_rows[i] * E, on, E, hp->rms_eps);
+        rmsnorm(f, f->xb + (size_t)i * E, f->x + (size_t)f->out_rows[i] * E, on, E, hp->rms_eps);
     ul_pool_barrier(f->pool);
     const int32_t chunk = f->logits_all ? n : f->logit_rows;
     uint8_t *smp = f->smp_scratch + (size_t)ith * f->smp_bytes;

@@ -107,6 +107,12 @@ void ul_swiglu_avx512(float *g, const float *u, size_t n);
 void ul_expf8_avx2(const float *x, float *y, int n);
 void ul_swiglu_avx2(float *g, const float *u, size_t n);
 
+/* RMSNorm and RoPE (adjacent pairs; NEOX) on AVX2 (kernels_avx2_norm.c), with the scalar
+ * code's results (forward.c, forward_arch.c). */
+void ul_rmsnorm_avx2(float *dst, const float *x, const float *w, int n, float eps);
+void ul_rope_norm_avx2(float *x, const float *cs, int n_rot);
+void ul_rope_neox_avx2(float *x, const float *cs, int n_rot);
+
 /* half <-> float */
 float ul_fp16_to_fp32(uint16_t h);
 uint16_t ul_fp32_to_fp16(float f);
