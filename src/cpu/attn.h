@@ -19,7 +19,7 @@
 #define UL_ATTN_TILE 64 /* query rows and keys per tile of the tiled path */
 
 /* One per-token item's state: n_gqa query heads sharing one KV head. */
-typedef struct {
+typedef struct ul_attn_s {
     int32_t G, hd, ps; /* heads, head_dim, page_size */
     float scale;
     float *acc;   /* [G][hd] V accumulator (f16 cache: f16 values, exactly representable) */
@@ -29,6 +29,12 @@ typedef struct {
     float *sc;    /* [G][CH] scores */
     float *M, *S; /* [G] running max and sum */
 } ul_attn_t;
+
+/* Keys [0, n) of one page (K transposed [hd][ps], V [ps][hd], f16 or f32) into the item's
+ * state: the scalar reference (forward_attn.c, any hd), AVX-512 (hd 16, 32, 64, 96, 128,
+ * 256) and AVX2 (below; hd a multiple of 8). */
+void ul_attn_page_scalar(ul_attn_t *a, const void *K, const void *V, int n, int f16);
+void ul_attn_page_avx512(ul_attn_t *a, const void *K, const void *V, int n, int f16);
 
 /* Keys [0, n) of one page (K transposed [hd][ps], V [ps][hd], f16 or f32) into the item's
  * state, with the roundings of the scalar path; hd a multiple of 8. AVX2+FMA+F16C. */
@@ -47,7 +53,7 @@ void ul_attn_round_f16_avx2(float *dst, const float *src, int n);
  *           o[r] when M rises, and become probabilities
  *  pv:      o[r][d] += sum_{j < n} p[r][j] v[j][d]   d < hd; v [64][hd]
  *  cvt:     dst[i] = src[i] (f16 or f32) as f32, i < n */
-typedef struct {
+typedef struct ul_attn_tile_kern_s {
     void (*qk)(const float *q, int nq, int hd, const float *k, float scale, float *kq);
     void (*softmax)(float *kq, int nq, float *o, int hd, float *M, float *S);
     void (*pv)(const float *p, int nq, const float *v, int n, int hd, float *o);

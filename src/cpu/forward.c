@@ -245,6 +245,7 @@ int ul_fwd_create(const ul_model_t *m, const ul_cpu_config_t *cfg, ul_fwd_t **ou
     f->n_gqa = f->hp.n_head / f->hp.n_head_kv;
     f->logit_rows = c.max_batch_tokens < MAX_LOGIT_ROWS ? c.max_batch_tokens : MAX_LOGIT_ROWS;
     f->isa = ul_cpu_isa();
+    f->ops = ul_cpu_ops(f->isa);
     const char *tiled = getenv("UVLLM_ATTN_TILED"), *prof = getenv("UVLLM_PROFILE");
     f->attn_tiled = !(tiled && !strcmp(tiled, "0"));
     f->prof = prof && !strcmp(prof, "1");
@@ -387,19 +388,9 @@ static int prepare(ul_fwd_t *f, ul_step_t *st, int all) {
 
 /* ---------- element-wise pieces ---------- */
 
-static void rmsnorm_scalar(float *dst, const float *x, const float *w, int n, float eps) {
-    double ss = 0;
-    for (int i = 0; i < n; i++) ss += (double)(x[i] * x[i]);
-    const float scale = 1.0f / sqrtf((float)(ss / n) + eps);
-    for (int i = 0; i < n; i++) dst[i] = (x[i] * scale) * w[i];
-}
-
 static void rmsnorm(const ul_fwd_t *f, float *dst, const float *x, const float *w, int n,
                     float eps) {
-    if (f->isa >= UL_ISA_AVX2)
-        ul_rmsnorm_avx2(dst, x, w, n, eps);
-    else
-        rmsnorm_scalar(dst, x, w, n, eps);
+    f->ops->rmsnorm(dst, x, w, n, eps);
 }
 
 /* ggml's rope cache for NORM mode without YaRN: theta = pos * freq_scale * base^(-2i/n_rot),
@@ -418,24 +409,13 @@ static void rope_cache(float *cs, int32_t pos, int n_rot, float base, float freq
     }
 }
 
-static void rope_apply(float *x, const float *cs, int n_rot) {
-    for (int i = 0; i < n_rot; i += 2) {
-        float x0 = x[i], x1 = x[i + 1], c = cs[i], s = cs[i + 1];
-        x[i] = x0 * c - x1 * s;
-        x[i + 1] = x0 * s + x1 * c;
-    }
-}
-
 /* A V row (stride 1) or a K column (stride page_size, K is transposed in its page: kv.h)
  * into the cache, rounded to f16 with F16C where the ISA has it. */
 static void store_kv(const ul_fwd_t *f, void *dst, size_t stride, const float *src, int n) {
-    if (f->kv.type == UL_TYPE_F32) {
+    if (f->kv.type == UL_TYPE_F32)
         for (int i = 0; i < n; i++) ((float *)dst)[(size_t)i * stride] = src[i];
-    } else if (f->isa >= UL_ISA_AVX2) {
-        ul_attn_store_f16_avx2(dst, stride, src, n);
-    } else {
-        for (int i = 0; i < n; i++) ((uint16_t *)dst)[(size_t)i * stride] = ul_fp32_to_fp16(src[i]);
-    }
+    else
+        f->ops->to_f16(dst, stride, src, n);
 }
 
 /* RoPE on q and k of token t, K/V into the token's page slot. */
@@ -446,8 +426,7 @@ static void qk_rope_store(ul_fwd_t *f, int il, int32_t t) {
     float *q = f->q + (size_t)t * f->q_dim, *k = f->k + (size_t)t * f->kv_dim;
     const float *v = f->v + (size_t)t * f->kv_dim;
     void (*rope)(float *, const float *, int) =
-        f->isa >= UL_ISA_AVX2 ? (hp->rope_neox ? ul_rope_neox_avx2 : ul_rope_norm_avx2)
-                              : (hp->rope_neox ? ul_fwd_rope_neox : rope_apply);
+        hp->rope_neox ? f->ops->rope_neox : f->ops->rope_norm;
     for (int h = 0; h < hp->n_head; h++) rope(q + (size_t)h * hd, cs, hp->n_rot);
     for (int h = 0; h < hp->n_head_kv; h++) rope(k + (size_t)h * hd, cs, hp->n_rot);
     const ul_step_seq_t *s = &f->step->seqs[f->tok_seq[t]];
@@ -535,18 +514,7 @@ static void layer(ul_fwd_t *f, int il, int32_t t0, int32_t t1, int ith, int nth)
     const size_t n_el = (size_t)hp->n_ff * (size_t)T;
     const size_t i0 = n_el * (size_t)ith / (size_t)nth & ~(size_t)15,
                  i1 = ith == nth - 1 ? n_el : n_el * (size_t)(ith + 1) / (size_t)nth & ~(size_t)15;
-    if (hp->ffn_gelu) {
-        ul_fwd_geglu(f->hb + i0, f->hb2 + i0, i1 - i0, f->isa == UL_ISA_AVX512);
-    } else if (f->isa == UL_ISA_AVX512) {
-        ul_swiglu_avx512(f->hb + i0, f->hb2 + i0, i1 - i0);
-    } else if (f->isa == UL_ISA_AVX2) {
-        ul_swiglu_avx2(f->hb + i0, f->hb2 + i0, i1 - i0);
-    } else {
-        for (size_t i = i0; i < i1; i++) {
-            float g = f->hb[i];
-            f->hb[i] = g / (1.0f + expf(-g)) * f->hb2[i];
-        }
-    }
+    (hp->ffn_gelu ? f->ops->geglu : f->ops->swiglu)(f->hb + i0, f->hb2 + i0, i1 - i0);
     ul_pool_barrier(f->pool);
     mm(f, &M[MAT_DOWN], f->hb, T, f->xo, NULL, NULL, ith, nth);
     for (int32_t t = t0; t < t1; t++) {

@@ -18,7 +18,31 @@
 #include "model/model.h"
 #include "uvllm/backend.h"
 
-typedef struct ul_moe_s ul_moe_t; /* forward_moe.c's router and experts */
+typedef struct ul_moe_s ul_moe_t;   /* forward_moe.c's router and experts */
+typedef struct ul_attn_s ul_attn_t; /* attn.h: one per-token attention item's state */
+typedef struct ul_attn_tile_kern_s ul_attn_tile_kern_t;
+
+/* The forward pass's pieces besides the matrix products, per ISA (ops.c: ul_cpu_ops picks
+ * the table; the forward pass never compares ISAs). Every entry gives the scalar table's
+ * results (bit for bit unless its test says otherwise). The attention entries serve the
+ * head dims their predicate accepts; for others, fallback (a lower ISA's table) does. */
+typedef struct ul_cpu_ops_s {
+    void (*rmsnorm)(float *dst, const float *x, const float *w, int n, float eps);
+    void (*rope_norm)(float *x, const float *cs, int n_rot); /* adjacent pairs */
+    void (*rope_neox)(float *x, const float *cs, int n_rot); /* (i, i + n_rot / 2) */
+    void (*swiglu)(float *g, const float *u, size_t n);      /* g = silu(g) * u */
+    void (*geglu)(float *g, const float *u, size_t n);       /* g = gelu(g) * u, gemma3 */
+    /* dst[i * stride] = f16(src[i]): KV cache writes (a V row, or a K column) */
+    void (*to_f16)(uint16_t *dst, size_t stride, const float *src, int n);
+    void (*round_f16)(float *dst, const float *src, int n); /* dst = f32(f16(src)) */
+    /* keys [0, n) of one page into a per-token item (attn.h) */
+    void (*attn_page)(ul_attn_t *a, const void *K, const void *V, int n, int f16);
+    int (*attn_page_hd)(int head_dim);
+    const ul_attn_tile_kern_t *attn_tile; /* the tiled path's kernels (attn.h) */
+    int (*attn_tile_hd)(int head_dim);
+    const struct ul_cpu_ops_s *fallback;
+} ul_cpu_ops_t;
+const ul_cpu_ops_t *ul_cpu_ops(ul_isa_t isa);
 
 /* One attention work item of a layer: nq > 0, query rows t0..t0+nq-1 (one sequence) of
  * query head `head` on the tiled path; nq == 0, token t0 with the n_gqa heads of KV head
@@ -38,6 +62,7 @@ typedef struct ul_fwd_s {
     ul_pool_t *pool;
     int nth;
     ul_isa_t isa;
+    const ul_cpu_ops_t *ops; /* ul_cpu_ops(isa) */
     /* [n_rot/2] RoPE frequency divisors (rope_freqs, phi3's LongRoPE factors for n_ctx), or NULL */
     const float *rope_ff;
     ul_kv_t kv;

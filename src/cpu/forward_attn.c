@@ -40,7 +40,7 @@ typedef ul_attn_t attn_t;
 static float round16(float x) { return ul_fp16_to_fp32(ul_fp32_to_fp16(x)); }
 
 /* Keys [0, n) of one page; K transposed [hd][ps], V [ps][hd]. */
-static void page_scalar(attn_t *a, const void *K, const void *V, int n, int f16) {
+void ul_attn_page_scalar(attn_t *a, const void *K, const void *V, int n, int f16) {
     const int hd = a->hd, ps = a->ps;
     for (int j = 0; j < n; j++) {
         float *k = a->vf, *v = a->vf + hd; /* widened rows */
@@ -203,7 +203,7 @@ AVX512 static inline __attribute__((always_inline)) void update(const int NC, co
 
 /* Keys [0, n) of one page; hd 16, 32, 64, 96 (Phi-3-mini), 128 or 256 (gemma3: one head at a
  * time, its 16 accumulator vectors fill half the registers). */
-AVX512 static void page_avx512(attn_t *a, const void *K, const void *V, int n, int f16) {
+AVX512 void ul_attn_page_avx512(attn_t *a, const void *K, const void *V, int n, int f16) {
     const int hd = a->hd, NC = hd / 16;
     for (int c0 = 0; c0 < n; c0 += CH) {
         const int m = n - c0 < CH ? n - c0 : CH;
@@ -261,14 +261,10 @@ void ul_fwd_attn_item(const ul_fwd_t *f, int il, int32_t t, int32_t kvh, float *
     a.S = a.M + a.G;
     const float *q = f->q + (size_t)t * f->q_dim + (size_t)kvh * gh;
     const int f16 = f->kv.type == UL_TYPE_F16;
-    const int simd = f->isa == UL_ISA_AVX512 &&
-                     (hd == 16 || hd == 32 || hd == 64 || hd == 96 || hd == 128 || hd == 256);
-    const int avx2 = !simd && f->isa >= UL_ISA_AVX2 && hd % 8 == 0;
+    const ul_cpu_ops_t *o = f->ops;
+    while (!o->attn_page_hd(hd)) o = o->fallback;
     for (size_t i = 0; i < gh; i++) a.qf[i] = qs > 0 ? q[i] * qs : q[i];
-    if (f16 && f->isa >= UL_ISA_AVX2)
-        ul_attn_round_f16_avx2(a.qf, a.qf, (int)gh);
-    else if (f16)
-        for (size_t i = 0; i < gh; i++) a.qf[i] = round16(a.qf[i]);
+    if (f16) f->ops->round_f16(a.qf, a.qf, (int)gh);
     memset(a.acc, 0, gh * sizeof *a.acc);
     for (int g = 0; g < a.G; g++) {
         a.M[g] = -INFINITY;
@@ -285,12 +281,7 @@ void ul_fwd_attn_item(const ul_fwd_t *f, int il, int32_t t, int32_t kvh, float *
         const uint8_t *K = (const uint8_t *)ul_kv_head(&f->kv, page, il, 0, kvh) + j0 * es,
                       *V = (const uint8_t *)ul_kv_head(&f->kv, page, il, 1, kvh) +
                            (size_t)j0 * hd * es;
-        if (simd)
-            page_avx512(&a, K, V, n - j0, f16);
-        else if (avx2)
-            ul_attn_page_avx2(&a, K, V, n - j0, f16);
-        else
-            page_scalar(&a, K, V, n - j0, f16);
+        o->attn_page(&a, K, V, n - j0, f16);
     }
     float *out = f->att + (size_t)t * f->q_dim + (size_t)kvh * gh;
     for (int g = 0; g < a.G; g++) {

@@ -120,8 +120,9 @@ void ul_fwd_attn_tile(const ul_fwd_t *f, int il, int32_t t0, int32_t nq, int32_t
     const ul_step_seq_t *seq = &f->step->seqs[f->tok_seq[t0]];
     const int32_t hd = f->hp.head_dim, pos0 = f->tok_pos[t0], T = UL_ATTN_TILE;
     const int32_t swa = f->m->layers[il].swa ? f->hp.n_swa : 0;
-    const ul_attn_tile_kern_t *k =
-        f->isa >= UL_ISA_AVX2 && hd % 8 == 0 ? &ul_attn_tile_avx2 : &ul_attn_tile_scalar;
+    const ul_cpu_ops_t *ops = f->ops;
+    while (!ops->attn_tile_hd(hd)) ops = ops->fallback;
+    const ul_attn_tile_kern_t *k = ops->attn_tile;
     float *q = tmp, *kq = q + (size_t)T * hd, *o = kq + (size_t)T * T, *kt = o + (size_t)T * hd,
           *vt = kt + (size_t)T * hd, *M = vt + (size_t)T * hd, *S = M + T;
     /* gemma3/phi3 scale Q instead of the scores, as llama.cpp */

@@ -154,6 +154,7 @@ static void each_shape(int tiled, ul_isa_t isa, int kv_type, double tol) {
         rig_t r;
         rig_init(&r, s->hd, s->n_head, s->n_kv, s->ps, s->pos0, s->n, s->swa, kv_type, 17 + i);
         r.f.isa = isa;
+        r.f.ops = ul_cpu_ops(isa);
         if (tiled)
             run_tiled(&r);
         else
@@ -204,6 +205,8 @@ Test(attn, per_token_avx2_tracks_scalar) {
         rig_init(&b, s->hd, s->n_head, s->n_kv, s->ps, s->pos0, s->n, s->swa, UL_TYPE_F16, 5 + i);
         a.f.isa = UL_ISA_SCALAR;
         b.f.isa = UL_ISA_AVX2;
+        a.f.ops = ul_cpu_ops(UL_ISA_SCALAR);
+        b.f.ops = ul_cpu_ops(UL_ISA_AVX2);
         run_per_token(&a);
         run_per_token(&b);
         double worst = 0;
