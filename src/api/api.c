@@ -22,6 +22,19 @@ void ul_api_init(ul_api_t *a, ul_sched_t *sched, const ul_codec_t *codec, const 
     a->created = (int64_t)time(NULL);
     a->default_max_tokens = 0;
     a->parse_special = 1;
+    ul_pace_init(&a->pace);
+}
+
+static void pace_on_step(ul_driver_t *d, void *data) {
+    ul_api_t *a = data;
+    ul_pace_observe(&a->pace, d->sched->now_ns, uv_metrics_idle_time(d->loop));
+}
+
+void ul_api_pace_start(ul_api_t *a, ul_driver_t *d) {
+    /* the hook reads the loop's idle time; the option only adds a clock read per poll */
+    uv_loop_configure(d->loop, UV_METRICS_IDLE_TIME);
+    d->on_step = pace_on_step;
+    d->on_step_data = a;
 }
 
 void ul_api_free(ul_api_t *a) {
