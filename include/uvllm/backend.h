@@ -201,9 +201,9 @@ typedef struct ul_null_config_s {
      * succeed and every later one fails with UL_EIO (no output), as a broken device would. */
     int fail;
     int64_t fail_after;
-    /* Virtual time: a step does not sleep; its compute_us is exactly its configured cost
-     * (0: the time it really took, sleep included). With a clock that the step times advance
-     * (sched->now_ns), latency tests are exact on any host, loaded or sanitised. */
+    /* Virtual time: a step does not sleep. Either way its compute_us is exactly its
+     * configured cost (with none, the bookkeeping's time); with a clock that the step times
+     * advance (sched->now_ns), latency tests are exact on any host, loaded or sanitised. */
     int virtual_time;
 } ul_null_config_t;
 

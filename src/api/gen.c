@@ -185,9 +185,7 @@ static void answer_error(ul_gen_t *g, int status, const char *type, const char *
     /* Headers are out already: an error event, then end without [DONE]. */
     ul_buf_t *f = &g->frame;
     f->len = 0;
-    ul_gen_add(f, "{\"error\":{\"message\":", 20);
-    ul_gen_json_str(f, msg, strlen(msg));
-    ul_gen_printf(f, ",\"type\":\"%s\",\"param\":null,\"code\":null}}", type);
+    UL_ASSERT(ul_buf_error_body(f, type, NULL, NULL, msg) == 0);
     ul_sse_send(g->sse, f->p, f->len);
     ul_sse_end(g->sse);
 }

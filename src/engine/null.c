@@ -1,8 +1,9 @@
 /* The null backend: a stand-in for a model that lets the serving layer (HTTP, scheduler,
  * SSE) be tested and benchmarked without weights. The backend worker (engine/worker.h)
  * takes submitted steps in order; each sleeps delay_us (plus token_us per decode token and
- * prefill_us per prefill token), or with virtual_time takes that cost without sleeping and
- * reports it as its compute_us (a step cost the scheduler's latency tests rely on exactly), and
+ * prefill_us per prefill token), or with virtual_time takes that cost without sleeping, and
+ * reports exactly that cost as its compute_us (a step cost the scheduler's latency tests
+ * rely on, whatever the host's load), and
  * "samples" token = hash(seq_id, position) % n_vocab, so the same sequence always produces the same
  * tokens, even after preemption and recompute.
  *
@@ -184,20 +185,21 @@ static void fill_step(null_backend_t *nb, ul_step_t *step) {
     }
 }
 
+/* compute_us is the configured cost when there is one: what the simulated device takes.
+ * Measuring the sleep instead would add the host's lateness in waking this thread (several
+ * ms a step on a loaded machine), and the scheduler's step-time model, its latency budget
+ * and its admission would then price the host's load, not the device. Without a cost, the
+ * bookkeeping's own time. */
 static void compute(null_backend_t *nb, ul_step_t *step) {
     int64_t us = step_cost_us(nb, step);
-    if (nb->virtual_time) {
-        fill_step(nb, step);
-        step->compute_us = (double)us;
-        return;
-    }
+    if (us > 0 && !nb->virtual_time) sleep_us(us);
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    if (us > 0) sleep_us(us);
     fill_step(nb, step);
     clock_gettime(CLOCK_MONOTONIC, &t1);
-    step->compute_us =
-        (double)(t1.tv_sec - t0.tv_sec) * 1e6 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e3;
+    step->compute_us = us > 0 || nb->virtual_time ? (double)us
+                                                  : (double)(t1.tv_sec - t0.tv_sec) * 1e6 +
+                                                        (double)(t1.tv_nsec - t0.tv_nsec) / 1e3;
 }
 
 static int worker_step(void *ctx, ul_step_t *step) {

@@ -15,7 +15,8 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from uvllm_harness import Reader, Server, build_request, run, sse_events, test, shared  # noqa: E402
+from uvllm_harness import (Reader, Server, build_request, run, sse_events, shared,  # noqa: E402
+                           test, timed, wait_for)
 
 
 
@@ -201,7 +202,7 @@ def stream_first_token(srv, body, t_first, key, errors, rejected=None):
         errors.append(f"{key}: {e!r}")
 
 
-@test
+@timed
 def overloaded_429_retry_after_is_honest_and_the_retry_is_served():
     # 2 ms per prefill token, 0.5 ms per decode token: 8 prompts of 300 words queue
     # several seconds of prefill
@@ -216,7 +217,17 @@ def overloaded_429_retry_after_is_honest_and_the_retry_is_served():
             t.start()
             threads.append(t)
             time.sleep(0.05)
-        time.sleep(0.5)  # the first steps ran: the model knows what a token costs
+
+        # Not a sleep but what the late comer's answer depends on: all 8 reached admission
+        # (accepted or refused), and a prefill step of theirs completed, so the model knows
+        # what a prompt token costs (a 300-token chunk at 2 ms a token: 0.6 s of step time;
+        # a canary step alone teaches only a decode token's cost). On a loaded or sanitised
+        # host this takes longer, and the assertions below do not change.
+        def queued_and_priced():
+            m = metrics(srv)
+            seen = m["uvllm_completions_total"] + m["uvllm_completions_overloaded_total"]
+            return seen >= 8 and m["uvllm_step_compute_seconds_total"] >= 0.5
+        assert wait_for(queued_and_priced, 60), metrics(srv)
         r = post(srv, "/v1/completions", {"prompt": "late comer", "max_tokens": 4})
         t429 = time.monotonic()
         assert r.status == 429, (r.status, r.body)
@@ -257,7 +268,7 @@ def max_queue_answers_429():
 
 # ---- deadlines ----------------------------------------------------------------------------
 
-@test
+@timed
 def deadline_ends_with_finish_reason_deadline():
     with Server("--null-delay-us", "20000") as srv:
         t0 = time.monotonic()
@@ -292,14 +303,16 @@ def timed_stream(srv, n):
         return [b - a for a, b in zip(times, times[1:])], times[-1] - times[0]
 
 
-@test
+@timed
 def a_paused_reader_does_not_slow_the_others():
     # A reader that stops: once its ~256 KiB of output and the socket buffers are full its
     # sequence pauses (pages kept), the others run at full speed, and it resumes on drain.
     # Its frames carry 5 logprobs (~0.5 KiB a token) so the kernel's socket buffers (up to
     # 4 MiB on loopback) fill within seconds.
+    # Each speed is the best of 3 streams: a busy host only ever slows a stream down, so the
+    # best of a few measures the server, not what else the machine was doing then.
     with Server("--null-delay-us", "200", "--null-ctx", "20000") as srv:
-        _, alone = timed_stream(srv, 1000)
+        alone = min(timed_stream(srv, 1000)[1] for _ in range(3))
         slow = socket.socket()
         slow.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         slow.connect(("127.0.0.1", srv.port))
@@ -313,13 +326,13 @@ def a_paused_reader_does_not_slow_the_others():
             if g == g_prev:
                 break
         assert g == g_prev, "the stalled reader's sequence never paused"
-        _, with_slow = timed_stream(srv, 1000)
+        with_slow = min(timed_stream(srv, 1000)[1] for _ in range(3))
         print(f"  paused after {int(g)} tokens; 1000 tokens alone {alone:.2f} s, "
-              f"next to the paused reader {with_slow:.2f} s")
+              f"next to the paused reader {with_slow:.2f} s (best of 3 each)")
         assert with_slow < 1.5 * alone + 0.2, (alone, with_slow)
         st, h = srv.health()
         assert h["active_sequences"] == 1, h
-        assert metrics(srv)["uvllm_tokens_generated_total"] == g + 1000, "still paused"
+        assert metrics(srv)["uvllm_tokens_generated_total"] == g + 3000, "still paused"
         assert h["kv_pages_free"] < h["kv_pages_total"], "its pages are kept"
         # it drains: the stalled stream resumes and completes
         rd = Reader(slow)
@@ -345,7 +358,7 @@ def stall_until_paused(srv, slow):
     raise AssertionError("the stalled reader's sequence never paused")
 
 
-@test
+@timed
 def a_stalled_reader_is_dropped_after_the_stall_timeout():
     # A client that keeps its connection open and never reads: paused, it holds its KV pages
     # until --stall-timeout-s passes with none of its output taken; then its sequence is

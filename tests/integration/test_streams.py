@@ -14,7 +14,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from uvllm_harness import (Reader, Server, binary, build_request, run, sse_events, test,  # noqa: E402
+from uvllm_harness import (Reader, Server, binary, build_request, run, sse_events, test, timed,  # noqa: E402
                            wait_for)
 
 
@@ -72,7 +72,7 @@ def sigterm_lets_the_stream_finish_and_exits_0():
         srv.kill()
 
 
-@test
+@timed
 def sigterm_cuts_streams_after_the_grace_period():
     srv = Server("--null-delay-us", "20000", "--shutdown-grace", "1")
     try:

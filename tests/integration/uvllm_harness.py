@@ -26,11 +26,28 @@ def test(fn):
     return fn
 
 
+def timed(fn):
+    """A test that asserts a time, a rate or the machine's load (the host's speed shows in
+    it). CMake runs these alone, in the Release build only, as timing_<file> (label
+    timing); integration_<file> and the sanitizer builds run the others (UVLLM_TESTS)."""
+    fn.timing = True
+    return test(fn)
+
+
+def _selected(fn, only):
+    """argv names tests to run; else UVLLM_TESTS=timing or untimed picks by kind."""
+    if only:
+        return fn.__name__ in only
+    kind = os.environ.get("UVLLM_TESTS", "all")
+    is_timing = getattr(fn, "timing", False)
+    return kind == "all" or (kind == "timing") == is_timing
+
+
 def run():
     only = sys.argv[1:]
     passed = failed = 0
     for fn in _TESTS:
-        if only and fn.__name__ not in only:
+        if not _selected(fn, only):
             continue
         t0 = time.monotonic()
         try:

@@ -183,7 +183,7 @@ Test(null, submit_completes_through_bridge_after_delay) {
 
 /* Virtual time: a step reports exactly its configured cost and takes none of it (here 2 s
  * of cost; the whole test is bounded far below that on any host), with the same tokens as
- * a step that sleeps. */
+ * a step that sleeps; and a sleeping step reports its configured cost, not its sleep. */
 Test(null, virtual_time_reports_the_cost_without_sleeping) {
     ul_backend_t *v, *real;
     ul_null_config_t cfg = {.delay_us = 1000000,
@@ -215,6 +215,18 @@ Test(null, virtual_time_reports_the_cost_without_sleeping) {
     one_seq_step(&st, &ss, toks, 9, 0, 3, pages, 8);
     cr_assert_eq(ul_backend_run(real, &st), 0);
     cr_assert_eq(ss.out_token, tok_v, "the same token as without virtual time");
+    ul_backend_destroy(real);
+    /* Sleeping, a step reports its configured cost too, not the sleep it got (later on a
+     * loaded host): the scheduler's model prices the device, not the host's load. */
+    ul_null_config_t sc = {.delay_us = 20000, .n_vocab = 1000, .page_size = 4, .n_pages = 64};
+    cr_assert_eq(ul_null_backend_create(&sc, &real), 0);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    one_seq_step(&st, &ss, toks, 9, 0, 3, pages, 8);
+    cr_assert_eq(ul_backend_run(real, &st), 0);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    wall = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    cr_assert_geq(wall, 0.02, "it sleeps its cost");
+    cr_assert_eq(st.compute_us, 20000.0, "%.1f us", st.compute_us);
     ul_backend_destroy(v);
     ul_backend_destroy(real);
 }
