@@ -17,6 +17,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/mix.h"
 #include "engine/worker.h"
 #include "uvllm/backend.h"
 #include "uvllm/err.h"
@@ -36,22 +37,13 @@ typedef struct null_backend_s {
     int virtual_time; /* report the configured cost, do not sleep */
 } null_backend_t;
 
-static uint64_t mix64(uint64_t x) {
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ULL;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebULL;
-    x ^= x >> 31;
-    return x;
-}
-
 /* The token sampled for position pos of sequence seq_id. Position-based rather than
  * count-based so recomputing a preempted sequence gives the same continuation. */
 static int32_t pseudo_token(const null_backend_t *nb, uint64_t seq_id, int32_t pos) {
     const ul_backend_t *b = &nb->base;
     if (nb->eos_every > 0 && pos % nb->eos_every == nb->eos_every - 1) return b->eos_id;
     int32_t n = b->eos_id >= 0 ? b->n_vocab - 1 : b->n_vocab; /* eos_id is the last id */
-    return (int32_t)(mix64(seq_id * 0x9e3779b97f4a7c15ULL + (uint64_t)pos) % (uint64_t)n);
+    return (int32_t)(ul_mix64(seq_id * UL_GOLDEN64 + (uint64_t)pos) % (uint64_t)n);
 }
 
 /* Logprobs of a certain choice: the token has logprob 0 and heads the top list; the other
@@ -180,7 +172,7 @@ static void fill_step(null_backend_t *nb, ul_step_t *step) {
                                      : pseudo_token(nb, s->seq_id, s->pos0 + s->n_tokens);
             filter_token(nb, s);
             fill_logprobs(nb, s);
-            s->rng[0] = mix64(s->rng[0] + 1);
+            s->rng[0] = ul_mix64(s->rng[0] + 1);
         }
     }
 }
