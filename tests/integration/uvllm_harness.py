@@ -19,6 +19,8 @@ import time
 import traceback
 
 _TESTS = []
+# Hang guards (socket timeouts) stretch for a sanitizer build, several times slower.
+HANG_SCALE = 4 if os.environ.get("UVLLM_SANITIZER_BUILD") else 1
 
 
 def test(fn):
@@ -96,7 +98,7 @@ class Server:
         # must never block on a full pipe); the port is read from the lines it collects.
         self._drain = threading.Thread(target=self._read_log, daemon=True)
         self._drain.start()
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + 15 * HANG_SCALE
         while self.port is None:
             for line in list(self.log):
                 m = re.search(r"listening on http://([^:\s]+|\[[^\]]+\]):(\d+)", line)
@@ -110,7 +112,7 @@ class Server:
                                      + "".join(self.log))
             if time.monotonic() > deadline:
                 self.kill()
-                raise AssertionError("server did not log 'listening on' within 15 s:\n" +
+                raise AssertionError("server did not log 'listening on' in time:\n" +
                                      "".join(self.log))
             time.sleep(0.01)
 
@@ -124,7 +126,9 @@ class Server:
                 del self.log[:10000]
 
     def connect(self, timeout=10):
-        s = socket.create_connection(("127.0.0.1", self.port), timeout=timeout)
+        # A socket timeout only guards against a hang; a sanitised server on a loaded host
+        # can take longer than 10 s to answer a heavy request (a JSON schema under TSan).
+        s = socket.create_connection(("127.0.0.1", self.port), timeout=timeout * HANG_SCALE)
         s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         return s
 
