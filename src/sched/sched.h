@@ -264,7 +264,7 @@ struct ul_sched_s {
 
 /* Core. The backend must outlive the scheduler. */
 int ul_sched_init(ul_sched_t *s, ul_backend_t *backend, const ul_sched_config_t *cfg);
-/* Frees buffers. Every sequence must have finished (call after ul_sched_close's cb, or
+/* Frees buffers. Every sequence must have finished (call after ul_driver_close's cb, or
  * in loop-less tests after draining). */
 void ul_sched_free(ul_sched_t *s);
 
