@@ -6,6 +6,7 @@
 #
 #   tests/timing/under_load.sh BUILD_DIR [RUNS] [LOADERS]
 set -uo pipefail
+set -f # the criterion filters (budget/*) are not file globs
 cd "$(dirname "$0")/../.."
 B=${1:?usage: under_load.sh BUILD_DIR [RUNS] [LOADERS]}
 RUNS=${2:-20}
