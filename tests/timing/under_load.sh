@@ -4,13 +4,14 @@
 # (BUILD=build-tsan for the ThreadSanitizer build). Prints one line per test with its pass
 # count and exits non-zero if any run failed. Not part of `make test`: minutes long.
 #
-#   tests/timing/under_load.sh BUILD_DIR [RUNS] [LOADERS]
+#   tests/timing/under_load.sh BUILD_DIR [RUNS] [LOADERS] [NAME_REGEX]
 set -uo pipefail
 set -f # the criterion filters (budget/*) are not file globs
 cd "$(dirname "$0")/../.."
 B=${1:?usage: under_load.sh BUILD_DIR [RUNS] [LOADERS]}
 RUNS=${2:-20}
 LOADERS=${3:-2}
+ONLY=${4:-.}
 export UVLLM_BIN=$PWD/$B/uvllm UVLLM_SOURCE_DIR=$PWD
 case "$B" in *tsan*) export TSAN_OPTIONS=halt_on_error=1:exitcode=66 ;; esac
 PIDS=()
@@ -38,6 +39,7 @@ LOG=$(mktemp /tmp/under_load.XXXXXX)
 fail=0
 for t in "${TESTS[@]}"; do
     name=${t%%|*} cmd=${t#*|} ok=0
+    [[ $name =~ $ONLY ]] || continue
     for i in $(seq 1 "$RUNS"); do
         if $cmd >>"$LOG" 2>&1; then ok=$((ok + 1)); else echo "  $name: run $i failed (log $LOG)"; fi
     done
