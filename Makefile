@@ -15,7 +15,8 @@ SOAK_ARGS    ?=
 IMAGE        ?= uvllm:latest
 DOCKER       ?= docker
 
-.PHONY: all deps build serve test test-asan test-tsan soak fuzz bench image test-deploy format-check clean
+.PHONY: all deps build serve test test-unit test-timing-load test-asan test-tsan soak fuzz bench \
+	image test-deploy format-check clean
 all: build
 
 deps:
@@ -28,20 +29,34 @@ build: deps
 serve: build
 	./$(BUILD)/uvllm serve $(SERVE_ARGS)
 
-# ctest -j: only the tests CMakeLists.txt lists as parallel-safe share the cores, the rest
-# run alone (RUN_SERIAL).
+# ctest -j: the unit binaries that assert no time and the untimed integration tests share the
+# cores, the rest run alone (RUN_SERIAL; CMakeLists.txt). Labels: unit, integration, timing
+# (asserts a time, rate or load: Release only), deploy (make test-deploy).
 test: build
-	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -LE deploy
 
-# The sanitizer and fuzz builds leave out the CUDA backend (UVLLM_CUDA=OFF): nvcc's device
-# code is not instrumented and is compiled by `make build`; the host twins (unit_gpu_twin)
-# and the worker's simulated-device test (unit_engine) are plain C and still run here.
+test-unit: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -L unit
+
+# The timing tests TIMING_RUNS times each on a host loaded by two busy loops (issue 24's
+# must-show; minutes). TIMING_BUILD=build-tsan for the ThreadSanitizer build.
+TIMING_RUNS  ?= 20
+TIMING_BUILD ?= $(BUILD)
+test-timing-load:
+	bash tests/timing/under_load.sh $(TIMING_BUILD) $(TIMING_RUNS)
+
+# ASan + UBSan over the unit tests and the integration tests that exercise threads or input
+# handling (never a timing test; CMakeLists.txt). The sanitizer and fuzz builds leave out
+# the CUDA backend (UVLLM_CUDA=OFF): nvcc's device code is not instrumented and is compiled
+# by `make build`; the host twins (unit_gpu_twin) and the worker's simulated-device test
+# (unit_engine) are plain C and still run here.
 test-asan: deps
 	@cmake -S . -B $(BUILD_ASAN) -DCMAKE_BUILD_TYPE=Debug -DUVLLM_SANITIZE=ON -DUVLLM_CUDA=OFF $(CMAKE_ARGS) >/dev/null
 	@cmake --build $(BUILD_ASAN) -j $(JOBS)
 	cd $(BUILD_ASAN) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(JOBS)
 
-# Every test under ThreadSanitizer, the racy self-tests and a short load on the TSan server
+# The unit tests and the integration tests that exercise threads or input handling (never a
+# timing test) under ThreadSanitizer, the racy self-tests and a short load on the TSan server
 # (CMakeLists.txt, UVLLM_TSAN); any report fails the run.
 test-tsan: deps
 	@cmake -S . -B $(BUILD_TSAN) -DCMAKE_BUILD_TYPE=Debug -DUVLLM_TSAN=ON -DUVLLM_CUDA=OFF $(CMAKE_ARGS) >/dev/null
@@ -71,7 +86,8 @@ image:
 # (tests/deploy/run.sh; root, a few minutes).
 test-deploy:
 	@bash scripts/deps.sh --deploy
-	bash tests/deploy/run.sh
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_ARGS) >/dev/null
+	cd $(BUILD) && ctest --output-on-failure -L deploy
 
 format-check:
 	@git ls-files 'src/*.[ch]' 'include/*.h' 'tests/*.[ch]' 'bench/*.c' | xargs clang-format --dry-run --Werror

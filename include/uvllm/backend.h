@@ -177,7 +177,8 @@ static inline void ul_backend_destroy(ul_backend_t *b) { b->vt->destroy(b); }
 
 /* The null backend (engine/null.c): a worker thread that sleeps per step delay_us, plus
  * token_us per decode token (a sequence with one token in the step) and prefill_us per
- * token of longer chunks, and samples deterministic pseudo-tokens:
+ * token of longer chunks (or, with virtual_time, takes that cost without sleeping), and
+ * samples deterministic pseudo-tokens:
  * token = hash(seq_id, position) % n_vocab, never eos unless eos_every > 0 (then every
  * eos_every-th generated token is eos). */
 typedef struct ul_null_config_s {
@@ -200,6 +201,10 @@ typedef struct ul_null_config_s {
      * succeed and every later one fails with UL_EIO (no output), as a broken device would. */
     int fail;
     int64_t fail_after;
+    /* Virtual time: a step does not sleep. Either way its compute_us is exactly its
+     * configured cost (with none, the bookkeeping's time); with a clock that the step times
+     * advance (sched->now_ns), latency tests are exact on any host, loaded or sanitised. */
+    int virtual_time;
 } ul_null_config_t;
 
 int ul_null_backend_create(const ul_null_config_t *cfg, ul_backend_t **out);

@@ -22,6 +22,19 @@ void ul_api_init(ul_api_t *a, ul_sched_t *sched, const ul_codec_t *codec, const 
     a->created = (int64_t)time(NULL);
     a->default_max_tokens = 0;
     a->parse_special = 1;
+    ul_pace_init(&a->pace);
+}
+
+static void pace_on_step(ul_driver_t *d, void *data) {
+    ul_api_t *a = data;
+    ul_pace_observe(&a->pace, d->sched->now_ns, uv_metrics_idle_time(d->loop));
+}
+
+void ul_api_pace_start(ul_api_t *a, ul_driver_t *d) {
+    /* the hook reads the loop's idle time; the option only adds a clock read per poll */
+    uv_loop_configure(d->loop, UV_METRICS_IDLE_TIME);
+    d->on_step = pace_on_step;
+    d->on_step_data = a;
 }
 
 void ul_api_free(ul_api_t *a) {
@@ -65,24 +78,12 @@ int ul_api_register(ul_api_t *a, ul_router_t *r) {
 
 int ul_api_error(ul_http_req_t *req, int status, const char *type, const char *param,
                  const char *code, const char *message) {
-    cJSON *root = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(root, "error");
-    cJSON_AddStringToObject(e, "message", message);
-    cJSON_AddStringToObject(e, "type", type);
-    if (param)
-        cJSON_AddStringToObject(e, "param", param);
-    else
-        cJSON_AddNullToObject(e, "param");
-    if (code)
-        cJSON_AddStringToObject(e, "code", code);
-    else
-        cJSON_AddNullToObject(e, "code");
-    char *body = cJSON_PrintUnformatted(root);
-    cJSON_Delete(root);
-    UL_ASSERT(body);
+    ul_buf_t body = {0};
+    UL_ASSERT(ul_buf_error_body(&body, type, param, code, message) == 0);
     UL_LOG_DEBUG("conn=%llu req=%llu error %d param=%s: %s", (unsigned long long)req->conn_id,
                  (unsigned long long)req->req_id, status, param ? param : "-", message);
-    int rc = ul_http_respond(req, status, NULL, body, strlen(body));
-    cJSON_free(body);
+    int rc = ul_http_respond(req, status, NULL, body.p, body.len);
+    ul_buf_free(&body);
     return rc;
 }
 

@@ -18,9 +18,11 @@
 
 #include <stdint.h>
 
+#include "api/pace.h"
 #include "chat/toolcall.h"
 #include "model/vocab.h"
 #include "net/http.h"
+#include "sched/driver.h"
 #include "sched/sched.h"
 
 typedef struct ul_codec_s ul_codec_t;
@@ -124,10 +126,14 @@ typedef struct ul_api_s {
     ul_api_ready_t ready;
     struct ul_json_vocab_s *json_vocab; /* JSON mode's token table (json_out.h), built on the
                                            first request that asks for it; owned */
+    ul_pace_t pace; /* output pacing; writes every step until ul_api_pace_start */
 } ul_api_t;
 
 /* Sets the codec's is_eog into the scheduler config before ul_sched_init when needed. */
 void ul_api_init(ul_api_t *a, ul_sched_t *sched, const ul_codec_t *codec, const char *model_id);
+/* Output pacing (pace.h) from the loop's load, measured at each step the driver completes;
+ * call after ul_driver_init. */
+void ul_api_pace_start(ul_api_t *a, ul_driver_t *d);
 /* Registers every route on r with a as the handlers' data. */
 int ul_api_register(ul_api_t *a, ul_router_t *r);
 /* Frees what a owns (chat_template_override); a stays usable as after ul_api_init. */

@@ -98,10 +98,14 @@ int ul_gen_token_text(ul_gen_t *g, int32_t id, char *out, int cap) {
 
 /* ---- sending ------------------------------------------------------------------------ */
 
+static int may_hold(const ul_api_t *a, const ul_seq_t *q) {
+    return ul_pace_may_hold(&a->pace, q, a->sched->stats.steps);
+}
+
 int ul_gen_send(ul_gen_t *g, ul_choice_t *ch) {
     if (!g->sse) return UL_ECLOSED;
-    /* Output pacing (sched.h): a lone choice may let its chunk wait for a later write. */
-    int hold = g->n_choices == 1 && ch && ul_sched_may_hold_output(g->api->sched, &ch->seq);
+    /* Output pacing (pace.h): a lone choice may let its chunk wait for a later write. */
+    int hold = g->n_choices == 1 && ch && may_hold(g->api, &ch->seq);
     g->held = hold;
     int rc = hold ? ul_sse_send_held(g->sse, g->frame.p, g->frame.len)
                   : ul_sse_send(g->sse, g->frame.p, g->frame.len);
@@ -150,7 +154,7 @@ static int on_token(ul_seq_t *q, int32_t tok, const ul_token_lp_t *lp) {
     ch->stopped = emit(ch, piece, (size_t)n);
     /* A held chunk leaves by this step at the latest when this token sent nothing (text
      * held back for UTF-8 or a possible stop string): holding is bounded in steps. */
-    if (g->held && !ch->stopped && !ul_sched_may_hold_output(g->api->sched, q)) {
+    if (g->held && !ch->stopped && !may_hold(g->api, q)) {
         ul_sse_flush(g->sse);
         g->held = 0;
     }
@@ -181,9 +185,7 @@ static void answer_error(ul_gen_t *g, int status, const char *type, const char *
     /* Headers are out already: an error event, then end without [DONE]. */
     ul_buf_t *f = &g->frame;
     f->len = 0;
-    ul_gen_add(f, "{\"error\":{\"message\":", 20);
-    ul_gen_json_str(f, msg, strlen(msg));
-    ul_gen_printf(f, ",\"type\":\"%s\",\"param\":null,\"code\":null}}", type);
+    UL_ASSERT(ul_buf_error_body(f, type, NULL, NULL, msg) == 0);
     ul_sse_send(g->sse, f->p, f->len);
     ul_sse_end(g->sse);
 }

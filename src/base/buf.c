@@ -108,3 +108,25 @@ const char *ul_buf_cstr(ul_buf_t *b) {
     b->p[b->len] = '\0';
     return b->p;
 }
+
+/* "s" as a JSON string, or null. */
+static int json_str_or_null(ul_buf_t *b, const char *s) {
+    if (!s) return ul_buf_puts(b, "null");
+    int rc = ul_buf_puts(b, "\"");
+    rc |= ul_buf_append_json_str(b, s, strlen(s));
+    return rc | ul_buf_puts(b, "\"");
+}
+
+int ul_buf_error_body(ul_buf_t *b, const char *type, const char *param, const char *code,
+                      const char *message) {
+    int rc = ul_buf_puts(b, "{\"error\":{\"message\":");
+    rc |= json_str_or_null(b, message ? message : "");
+    rc |= ul_buf_puts(b, ",\"type\":");
+    rc |= json_str_or_null(b, type ? type : "server_error");
+    rc |= ul_buf_puts(b, ",\"param\":");
+    rc |= json_str_or_null(b, param);
+    rc |= ul_buf_puts(b, ",\"code\":");
+    rc |= json_str_or_null(b, code);
+    rc |= ul_buf_puts(b, "}}");
+    return rc ? UL_ENOMEM : 0;
+}

@@ -23,6 +23,11 @@ int ul_buf_append_u64(ul_buf_t *b, uint64_t v);
 int ul_buf_append_hex(ul_buf_t *b, uint64_t v);
 /* Appends s as the inside of a JSON string (quotes not included). */
 int ul_buf_append_json_str(ul_buf_t *b, const char *s, size_t n);
+/* Appends an OpenAI-style error body, {"error":{"message","type","param","code"}}, the one
+ * builder of it: the HTTP layer's 4xx, the api's validation errors and a stream's error
+ * event. type NULL: "server_error"; param and code NULL: null. UL_ENOMEM. */
+int ul_buf_error_body(ul_buf_t *b, const char *type, const char *param, const char *code,
+                      const char *message);
 /* Drops the first n bytes. */
 void ul_buf_consume(ul_buf_t *b, size_t n);
 void ul_buf_free(ul_buf_t *b);

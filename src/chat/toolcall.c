@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/mix.h"
 #include "chat/toolcall.h"
 #include "chat/toolcall_impl.h"
 #include "uvllm/err.h"
@@ -98,12 +99,7 @@ static void emit_text(ul_chat_parser_t *p, int kind, const char *s, size_t n, ul
     cb(ud, &ev);
 }
 
-static uint64_t next_rand(ul_chat_parser_t *p) { /* splitmix64 */
-    uint64_t z = (p->rng += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
+static uint64_t next_rand(ul_chat_parser_t *p) { return ul_splitmix64(&p->rng); }
 
 static void emit_calls(ul_chat_parser_t *p, const ul_tc_calls_t *c, ul_chat_ev_cb cb, void *ud) {
     static const char alnum[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";

@@ -432,6 +432,7 @@ typedef struct server_s {
     ul_backend_t *backend;
     ul_model_t *model;
     ul_sched_t sched;
+    ul_driver_t driver; /* runs sched on the loop */
     ul_api_t api;
     ul_router_t router;
     ul_http_server_t http;
@@ -443,7 +444,7 @@ typedef struct server_s {
     char kv_note[192]; /* how the KV pool was sized, for the start-up line */
 } server_t;
 
-static void on_sched_closed(ul_sched_t *s) { UL_LOG_INFO("scheduler stopped"); }
+static void on_sched_closed(ul_driver_t *d) { UL_LOG_INFO("scheduler stopped"); }
 
 static void on_http_closed(ul_http_server_t *h) {
     server_t *sv = h->data;
@@ -451,7 +452,7 @@ static void on_http_closed(ul_http_server_t *h) {
     ul_api_ready_stop(&sv->api);
     if (sv->drain_timer_up) uv_close((uv_handle_t *)&sv->drain_timer, NULL);
     sv->drain_timer_up = 0;
-    ul_sched_close(&sv->sched, on_sched_closed);
+    ul_driver_close(&sv->driver, on_sched_closed);
     uv_close((uv_handle_t *)&sv->sigterm, NULL);
     uv_close((uv_handle_t *)&sv->sigint, NULL);
 }
@@ -837,12 +838,13 @@ static int setup(const serve_args_t *a, server_t *sv) {
         ul_codec_init_null(&codec, sv->backend->n_vocab, sv->backend->eos_id);
     }
     if ((rc = ul_sched_init(&sv->sched, sv->backend, &scfg)) != 0) return rc;
-    if ((rc = ul_sched_start(&sv->sched, &sv->loop)) != 0) {
+    if ((rc = ul_driver_init(&sv->loop, &sv->driver, &sv->sched)) != 0) {
         ul_sched_free(&sv->sched);
         return rc;
     }
     sv->sched_up = 1;
     ul_api_init(&sv->api, &sv->sched, &codec, sv->model ? base_name(a->model) : "null");
+    ul_api_pace_start(&sv->api, &sv->driver);
     if ((rc = setup_api(a, sv)) != 0) return rc;
     if ((rc = setup_chat(a, sv)) != 0) return rc;
     if ((rc = setup_keys(a, sv)) != 0) return rc;
@@ -878,7 +880,7 @@ static int setup(const serve_args_t *a, server_t *sv) {
 /* After a failed setup: close what was opened and let the loop run the close callbacks. */
 static void teardown_failed(server_t *sv) {
     if (sv->http_up) ul_http_server_shutdown(&sv->http, 0, NULL);
-    if (sv->sched_up) ul_sched_close(&sv->sched, NULL);
+    if (sv->sched_up) ul_driver_close(&sv->driver, NULL);
     uv_run(&sv->loop, UV_RUN_DEFAULT);
 }
 

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/mix.h"
 #include "cmd/cmd.h"
 #include "cpu/kernels.h"
 #include "model/gguf.h"
@@ -98,12 +99,7 @@ static uint64_t rng_next(rng_t *r) {
 }
 
 static void rng_seed(rng_t *r, uint64_t seed) {
-    for (int i = 0; i < 4; i++) { /* splitmix64 */
-        uint64_t z = (seed += 0x9e3779b97f4a7c15ull);
-        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-        r->s[i] = z ^ (z >> 31);
-    }
+    for (int i = 0; i < 4; i++) r->s[i] = ul_splitmix64(&seed);
 }
 
 static void fill_normal(rng_t *r, float *x, int64_t n, float std) {

@@ -1,7 +1,9 @@
 /* The null backend: a stand-in for a model that lets the serving layer (HTTP, scheduler,
  * SSE) be tested and benchmarked without weights. The backend worker (engine/worker.h)
  * takes submitted steps in order; each sleeps delay_us (plus token_us per decode token and
- * prefill_us per prefill token: a step cost the scheduler's latency tests can rely on) and
+ * prefill_us per prefill token), or with virtual_time takes that cost without sleeping, and
+ * reports exactly that cost as its compute_us (a step cost the scheduler's latency tests
+ * rely on, whatever the host's load), and
  * "samples" token = hash(seq_id, position) % n_vocab, so the same sequence always produces the same
  * tokens, even after preemption and recompute.
  *
@@ -15,6 +17,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/mix.h"
 #include "engine/worker.h"
 #include "uvllm/backend.h"
 #include "uvllm/err.h"
@@ -31,16 +34,8 @@ typedef struct null_backend_s {
     ul_worker_t worker; /* runs compute() on its thread, in submission order */
     int fail;           /* fault injection: steps after the first fail_after fail */
     int64_t fail_after, n_steps;
+    int virtual_time; /* report the configured cost, do not sleep */
 } null_backend_t;
-
-static uint64_t mix64(uint64_t x) {
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ULL;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebULL;
-    x ^= x >> 31;
-    return x;
-}
 
 /* The token sampled for position pos of sequence seq_id. Position-based rather than
  * count-based so recomputing a preempted sequence gives the same continuation. */
@@ -48,7 +43,7 @@ static int32_t pseudo_token(const null_backend_t *nb, uint64_t seq_id, int32_t p
     const ul_backend_t *b = &nb->base;
     if (nb->eos_every > 0 && pos % nb->eos_every == nb->eos_every - 1) return b->eos_id;
     int32_t n = b->eos_id >= 0 ? b->n_vocab - 1 : b->n_vocab; /* eos_id is the last id */
-    return (int32_t)(mix64(seq_id * 0x9e3779b97f4a7c15ULL + (uint64_t)pos) % (uint64_t)n);
+    return (int32_t)(ul_mix64(seq_id * UL_GOLDEN64 + (uint64_t)pos) % (uint64_t)n);
 }
 
 /* Logprobs of a certain choice: the token has logprob 0 and heads the top list; the other
@@ -145,18 +140,23 @@ static int injected_fault(null_backend_t *nb) {
     return UL_EIO;
 }
 
-static void compute(null_backend_t *nb, ul_step_t *step) {
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+/* The configured cost of a step, in microseconds. */
+static int64_t step_cost_us(const null_backend_t *nb, const ul_step_t *step) {
     int64_t us = nb->delay_us;
     for (int32_t i = 0; i < step->n_seqs; i++)
         us += step->seqs[i].n_tokens == 1 ? nb->token_us
                                           : nb->prefill_us * (int64_t)step->seqs[i].n_tokens;
-    if (us > 0) {
-        struct timespec d = {(time_t)(us / 1000000), (long)(us % 1000000) * 1000};
-        while (nanosleep(&d, &d) != 0) {
-        }
+    return us;
+}
+
+static void sleep_us(int64_t us) {
+    struct timespec d = {(time_t)(us / 1000000), (long)(us % 1000000) * 1000};
+    while (nanosleep(&d, &d) != 0) {
     }
+}
+
+/* Runs the step's bookkeeping and "samples" every sequence that samples. */
+static void fill_step(null_backend_t *nb, ul_step_t *step) {
     step->status = injected_fault(nb);
     for (int32_t i = 0; i < step->n_seqs && !step->status; i++)
         step->status = check_seq(nb, step, &step->seqs[i]);
@@ -172,12 +172,26 @@ static void compute(null_backend_t *nb, ul_step_t *step) {
                                      : pseudo_token(nb, s->seq_id, s->pos0 + s->n_tokens);
             filter_token(nb, s);
             fill_logprobs(nb, s);
-            s->rng[0] = mix64(s->rng[0] + 1);
+            s->rng[0] = ul_mix64(s->rng[0] + 1);
         }
     }
+}
+
+/* compute_us is the configured cost when there is one: what the simulated device takes.
+ * Measuring the sleep instead would add the host's lateness in waking this thread (several
+ * ms a step on a loaded machine), and the scheduler's step-time model, its latency budget
+ * and its admission would then price the host's load, not the device. Without a cost, the
+ * bookkeeping's own time. */
+static void compute(null_backend_t *nb, ul_step_t *step) {
+    int64_t us = step_cost_us(nb, step);
+    if (us > 0 && !nb->virtual_time) sleep_us(us);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    fill_step(nb, step);
     clock_gettime(CLOCK_MONOTONIC, &t1);
-    step->compute_us =
-        (double)(t1.tv_sec - t0.tv_sec) * 1e6 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e3;
+    step->compute_us = us > 0 || nb->virtual_time ? (double)us
+                                                  : (double)(t1.tv_sec - t0.tv_sec) * 1e6 +
+                                                        (double)(t1.tv_nsec - t0.tv_nsec) / 1e3;
 }
 
 static int worker_step(void *ctx, ul_step_t *step) {
@@ -228,6 +242,7 @@ int ul_null_backend_create(const ul_null_config_t *cfg, ul_backend_t **out) {
         c.n_reply = cfg->n_reply;
         c.fail = cfg->fail;
         c.fail_after = cfg->fail_after;
+        c.virtual_time = cfg->virtual_time;
     }
     if (!c.eos_id) c.eos_id = c.n_vocab - 1;
     if (c.delay_us < 0 || c.token_us < 0 || c.prefill_us < 0 || c.n_vocab < 2 || c.n_ctx < 1 ||
@@ -263,6 +278,7 @@ int ul_null_backend_create(const ul_null_config_t *cfg, ul_backend_t **out) {
     nb->eos_every = c.eos_every;
     nb->fail = c.fail;
     nb->fail_after = c.fail_after;
+    nb->virtual_time = c.virtual_time;
     static const ul_worker_ops_t ops = {.step = worker_step};
     int rc = ul_worker_init(&nb->worker, &nb->base, &ops, nb);
     if (rc) {

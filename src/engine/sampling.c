@@ -1,7 +1,9 @@
-/* Sampling chain, in llama.cpp's default order: logit bias -> penalties -> top-k -> top-p ->
- * min-p -> temperature -> seeded draw. Greedy skips everything after the penalties. The logprobs
- * reported are the model's own (raw logits), as OpenAI-style clients expect, whatever the
- * sampling parameters did to the draw. */
+/* Sampling on the host for every backend with logits there: the chain of
+ * engine/sample_chain.h (one copy, shared with the GPU's sampling kernel), in llama.cpp's
+ * default order: logit bias -> penalties -> top-k -> top-p -> min-p -> temperature -> seeded
+ * draw. Greedy skips everything after the penalties. The logprobs reported are the model's
+ * own (raw logits), as OpenAI-style clients expect, whatever the sampling parameters did to
+ * the draw. What is the CPU's own here: the AVX-512 vocabulary-sized reductions. */
 #include "engine/sampling.h"
 
 #include <immintrin.h>
@@ -10,10 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct {
-    int32_t id;
-    float logit;
-} cand_t;
+#include "engine/sample_chain.h"
+
+typedef ul_sc_cand_t cand_t;
 
 /* scratch = counts int32[n_vocab] (kept zero between calls) | cand_t[n_vocab] |
  * penalised logits float[n_vocab] */
@@ -21,42 +22,9 @@ size_t ul_sample_scratch_size(int32_t n_vocab) {
     return (size_t)n_vocab * (sizeof(int32_t) + sizeof(cand_t) + sizeof(float));
 }
 
-static uint64_t splitmix64(uint64_t *x) {
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
+void ul_sampling_rng_seed(uint64_t seed, uint64_t rng[2]) { ul_sc_rng_seed(seed, rng); }
 
-void ul_sampling_rng_seed(uint64_t seed, uint64_t rng[2]) {
-    rng[0] = splitmix64(&seed);
-    rng[1] = splitmix64(&seed);
-    if (!rng[0] && !rng[1]) rng[0] = 1; /* xoshiro's all-zero state is a fixed point */
-}
-
-static inline uint32_t rotl32(uint32_t x, int k) { return (x << k) | (x >> (32 - k)); }
-
-/* xoshiro128++ over the four 32-bit words packed in rng[2]. */
-static uint32_t xoshiro_next(uint64_t rng[2]) {
-    uint32_t s[4] = {(uint32_t)rng[0], (uint32_t)(rng[0] >> 32), (uint32_t)rng[1],
-                     (uint32_t)(rng[1] >> 32)};
-    uint32_t r = rotl32(s[0] + s[3], 7) + s[0];
-    uint32_t t = s[1] << 9;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl32(s[3], 11);
-    rng[0] = (uint64_t)s[0] | (uint64_t)s[1] << 32;
-    rng[1] = (uint64_t)s[2] | (uint64_t)s[3] << 32;
-    return r;
-}
-
-float ul_sampling_rng_uniform(uint64_t rng[2]) {
-    if (!rng[0] && !rng[1]) ul_sampling_rng_seed(0, rng); /* never seeded: not a stuck stream */
-    return (float)(xoshiro_next(rng) >> 8) * (1.0f / 16777216.0f);
-}
+float ul_sampling_rng_uniform(uint64_t rng[2]) { return ul_sc_uniform(rng); }
 
 /* ---- vocabulary-sized reductions, AVX-512 when the CPU has it: a sampled token must
  * cost far less than the forward pass of a small model ---- */
@@ -127,33 +95,19 @@ AVX512 static double expbuf_avx512(const float *x, float *out, int32_t n, float 
 }
 
 static double expbuf(const float *x, float *out, int32_t n, float mx, float k) {
-    if (has_avx512()) return expbuf_avx512(x, out, n, mx, k);
-    double r = 0;
-    for (int32_t i = 0; i < n; i++) r += out[i] = expf((x[i] - mx) * k);
-    return r;
+    return has_avx512() ? expbuf_avx512(x, out, n, mx, k) : ul_sc_weights(x, out, n, mx, k);
 }
 
 static float vmax(const float *x, int32_t n) {
-    if (has_avx512()) return max_avx512(x, n);
-    float r = x[0];
-    for (int32_t i = 1; i < n; i++) r = x[i] > r ? x[i] : r;
-    return r;
+    return has_avx512() ? max_avx512(x, n) : ul_sc_vmax(x, n);
 }
 
 static double sumexp(const float *x, int32_t n, float mx) {
-    if (has_avx512()) return sumexp_avx512(x, n, mx);
-    double r = 0;
-    for (int32_t i = 0; i < n; i++) r += expf(x[i] - mx);
-    return r;
+    return has_avx512() ? sumexp_avx512(x, n, mx) : ul_sc_sumexp(x, n, mx);
 }
 
 /* Lowest id holding the largest value (llama.cpp's greedy tie rule). */
-static int32_t argmax_f(const float *x, int32_t n) {
-    float m = vmax(x, n);
-    for (int32_t i = 0; i < n; i++)
-        if (x[i] == m) return i;
-    return 0; /* all NaN */
-}
+static int32_t argmax_f(const float *x, int32_t n) { return ul_sc_first_of(x, n, vmax(x, n)); }
 
 /* llama.cpp's penalties sampler: each distinct token of the window is penalised once,
  * with its count in the window driving the frequency term. counts[] returns to zero. */
@@ -169,117 +123,21 @@ static void apply_penalties(const ul_step_seq_t *seq, float *l, int32_t n_vocab,
     int32_t w = sp->repeat_last_n < 0
                     ? seq->n_history
                     : (sp->repeat_last_n < seq->n_history ? sp->repeat_last_n : seq->n_history);
-    const int32_t *h = seq->history + (seq->n_history - w);
-    for (int32_t i = 0; i < w; i++)
-        if (h[i] >= 0 && h[i] < n_vocab) counts[h[i]]++;
-    for (int32_t i = 0; i < w; i++) {
-        int32_t t = h[i];
-        if (t < 0 || t >= n_vocab || counts[t] == 0) continue;
-        float v = l[t];
-        if (sp->repeat_penalty != 1.0f && sp->repeat_penalty > 0.0f)
-            v = v <= 0 ? v * sp->repeat_penalty : v / sp->repeat_penalty;
-        v -= (float)counts[t] * sp->frequency_penalty + sp->presence_penalty;
-        l[t] = v;
-        counts[t] = 0;
-    }
-}
-
-static int cand_desc(const void *a, const void *b) {
-    const cand_t *x = a, *y = b;
-    if (x->logit != y->logit) return x->logit < y->logit ? 1 : -1;
-    return x->id < y->id ? -1 : x->id > y->id;
-}
-
-/* Moves the k largest candidates to the front (unordered), quickselect. */
-static void select_top(cand_t *c, int32_t n, int32_t k) {
-    int32_t lo = 0, hi = n - 1;
-    while (lo < hi) {
-        float pivot = c[lo + (hi - lo) / 2].logit;
-        int32_t i = lo, j = hi;
-        while (i <= j) {
-            while (c[i].logit > pivot) i++;
-            while (c[j].logit < pivot) j--;
-            if (i <= j) {
-                cand_t t = c[i];
-                c[i++] = c[j];
-                c[j--] = t;
-            }
-        }
-        if (k - 1 <= j)
-            hi = j;
-        else if (k - 1 >= i)
-            lo = i;
-        else
-            break;
-    }
-}
-
-/* Top-p over n candidates whose full softmax sum (relative to mx) is z: finds the smallest
- * prefix of the sorted candidates reaching top_p without sorting the whole vocabulary —
- * it sorts the best k, and widens k only when they do not reach top_p. Returns the new n. */
-static int32_t top_p_cut(cand_t *c, int32_t n, float top_p, float mx, double z) {
-    for (int32_t k = n > 256 ? 256 : n;; k = k * 4 < n ? k * 4 : n) {
-        if (k < n) select_top(c, n, k);
-        qsort(c, (size_t)k, sizeof *c, cand_desc);
-        double cum = 0;
-        for (int32_t i = 0; i < k; i++) {
-            cum += exp((double)(c[i].logit - mx)) / z;
-            if (cum >= top_p) return i + 1;
-        }
-        if (k == n) return n;
-    }
+    ul_sc_penalties(l, n_vocab, seq->history + (seq->n_history - w), w, counts, sp->repeat_penalty,
+                    sp->frequency_penalty, sp->presence_penalty);
 }
 
 /* The stochastic part of the chain over the penalised logits l; returns the drawn id. */
 static int32_t draw(ul_step_seq_t *seq, const float *l, int32_t n_vocab, cand_t *c, float *buf) {
     const ul_sampling_t *sp = &seq->sampling;
+    const ul_sc_params_t p = {sp->temperature, sp->top_p, sp->min_p, sp->top_k};
     const float mx = vmax(l, n_vocab);
-    const int top_k = sp->top_k > 0 && sp->top_k < n_vocab;
-    const int top_p = sp->top_p < 1.0f && sp->top_p > 0.0f;
-    const int min_p = sp->min_p > 0.0f && sp->min_p <= 1.0f;
-    if (!top_k && !top_p && !min_p) { /* whole vocabulary: vectorised weights */
+    if (!ul_sc_truncates(&p, n_vocab)) { /* whole vocabulary: vectorised weights */
         double sum = expbuf(l, buf, n_vocab, mx, 1.0f / sp->temperature);
-        double u = (double)ul_sampling_rng_uniform(seq->rng) * sum, acc = 0;
-        for (int32_t i = 0; i < n_vocab; i++) {
-            acc += buf[i];
-            if (u < acc) return i;
-        }
-        return argmax_f(l, n_vocab);
+        return ul_sc_draw_all(seq->rng, l, buf, n_vocab, mx, sp->temperature, sum);
     }
-    int32_t n = n_vocab;
-    for (int32_t i = 0; i < n; i++) c[i] = (cand_t){i, l[i]};
-    if (top_k) {
-        select_top(c, n, sp->top_k);
-        n = sp->top_k;
-    }
-    if (top_p && n > 1) {
-        double z = 0;
-        if (n == n_vocab)
-            z = sumexp(l, n_vocab, mx);
-        else
-            for (int32_t i = 0; i < n; i++) z += exp((double)(c[i].logit - mx));
-        n = top_p_cut(c, n, sp->top_p, mx, z);
-    }
-    if (min_p) {
-        /* p_i >= min_p * p_max  <=>  logit_i >= max + log(min_p) */
-        float thr = mx + logf(sp->min_p);
-        int32_t m = 0;
-        for (int32_t i = 0; i < n; i++)
-            if (c[i].logit >= thr) c[m++] = c[i];
-        n = m;
-    }
-    double sum = 0;
-    for (int32_t i = 0; i < n; i++) {
-        float p = expf((c[i].logit - mx) / sp->temperature);
-        c[i].logit = p; /* now an unnormalised probability */
-        sum += p;
-    }
-    double u = (double)ul_sampling_rng_uniform(seq->rng) * sum, acc = 0;
-    for (int32_t i = 0; i < n; i++) {
-        acc += c[i].logit;
-        if (u < acc) return c[i].id;
-    }
-    return c[n - 1].id;
+    double z_all = ul_sc_needs_z_all(&p, n_vocab) ? sumexp(l, n_vocab, mx) : 0;
+    return ul_sc_draw_truncated(&p, seq->rng, l, n_vocab, c, mx, z_all);
 }
 
 /* Log-softmax of the raw logits at tok, and the n most likely raw candidates. */
@@ -287,28 +145,8 @@ static void fill_logprobs(ul_step_seq_t *seq, const float *logits, int32_t n_voc
     float mx = vmax(logits, n_vocab);
     float lse = mx + (float)log(sumexp(logits, n_vocab, mx));
     seq->out_logprob = logits[tok] - lse;
-    int32_t k = seq->sampling.n_logprobs;
-    if (k < 0) k = 0;
-    if (k > UL_MAX_LOGPROBS) k = UL_MAX_LOGPROBS;
-    if (k > n_vocab) k = n_vocab;
-    int32_t n = 0;
-    int32_t *ids = seq->out_top_ids;
-    float *lp = seq->out_top_logprobs;
-    /* insertion into a sorted top-k; ties keep the lower id first */
-    for (int32_t i = 0; i < n_vocab && k > 0; i++) {
-        float l = logits[i];
-        if (n == k && l <= lp[n - 1]) continue;
-        int32_t j = n < k ? n++ : k - 1;
-        while (j > 0 && lp[j - 1] < l) {
-            lp[j] = lp[j - 1];
-            ids[j] = ids[j - 1];
-            j--;
-        }
-        lp[j] = l;
-        ids[j] = i;
-    }
-    for (int32_t i = 0; i < n; i++) lp[i] -= lse;
-    seq->out_n_top = n;
+    seq->out_n_top = ul_sc_top_logprobs(logits, n_vocab, lse, seq->sampling.n_logprobs,
+                                        UL_MAX_LOGPROBS, seq->out_top_ids, seq->out_top_logprobs);
 }
 
 /* OpenAI's logit_bias: added to the logits that choose, first in the chain (llama.cpp's

@@ -24,11 +24,9 @@
 #include <math.h>
 #include <stdint.h>
 
-#ifdef __CUDACC__
-#define UL_HD __host__ __device__ __forceinline__
-#else
-#define UL_HD static inline
-#endif
+#include "engine/sample_chain.h"
+
+#define UL_HD UL_HOST_DEVICE /* base/mix.h: __host__ __device__, or static inline in C */
 
 /* GGUF type ids the kernels read (model/gguf.h's UL_TYPE_*, repeated so that .cu files
  * need no project header). */
@@ -321,12 +319,10 @@ UL_HD ul_tw_amax_t ul_tw_amax_merge(ul_tw_amax_t a, ul_tw_amax_t b) {
     return r;
 }
 
-/* ---- full sampling on the device: engine/sampling.c's chain, operation for operation,
- * so the same logits, parameters and RNG state draw the same token as ul_sample (its
- * portable path; its AVX-512 exponentials round differently in the last bits). Order:
- * logit bias -> penalties -> greedy argmax, or top-k (quickselect) -> top-p (sorted prefix)
- * -> min-p -> temperature -> one uniform draw; then the raw log-softmax logprobs.
- * Sequential per row: the device runs it on one thread per row (sample.cu). ---- */
+/* ---- full sampling on the device: the chain of engine/sample_chain.h, the one the CPU's
+ * ul_sample runs, so the same logits, parameters and RNG state draw the same token as
+ * ul_sample (its portable path; its AVX-512 exponentials round differently in the last
+ * bits). Sequential per row: the device runs it on one thread per row (sample.cu). ---- */
 
 #define UL_TW_MAX_LOGPROBS 20 /* uvllm/backend.h's UL_MAX_LOGPROBS */
 
@@ -350,226 +346,31 @@ typedef struct ul_tw_sample_s {
     float top_lp[UL_TW_MAX_LOGPROBS];
 } ul_tw_sample_t;
 
-typedef struct {
-    int32_t id;
-    float logit;
-} ul_tw_cand_t;
-
-/* The device's expf and logf are not glibc's; through double they round like it. */
-UL_HD float ul_tw_expf(float x) {
-#ifdef __CUDA_ARCH__
-    return (float)exp((double)x);
-#else
-    return expf(x);
-#endif
-}
-UL_HD float ul_tw_logf(float x) {
-#ifdef __CUDA_ARCH__
-    return (float)log((double)x);
-#else
-    return logf(x);
-#endif
-}
-
-UL_HD uint64_t ul_tw_splitmix64(uint64_t *x) {
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-UL_HD uint32_t ul_tw_rotl32(uint32_t x, int k) { return (x << k) | (x >> (32 - k)); }
-/* ul_sampling_rng_uniform: 24 random bits of xoshiro128++, a never-seeded (all-zero) state
- * seeded from 0 first. */
-UL_HD float ul_tw_uniform(uint64_t rng[2]) {
-    if (!rng[0] && !rng[1]) {
-        uint64_t seed = 0;
-        rng[0] = ul_tw_splitmix64(&seed);
-        rng[1] = ul_tw_splitmix64(&seed);
-        if (!rng[0] && !rng[1]) rng[0] = 1;
-    }
-    uint32_t st[4] = {(uint32_t)rng[0], (uint32_t)(rng[0] >> 32), (uint32_t)rng[1],
-                      (uint32_t)(rng[1] >> 32)};
-    uint32_t r = ul_tw_rotl32(st[0] + st[3], 7) + st[0];
-    uint32_t t = st[1] << 9;
-    st[2] ^= st[0];
-    st[3] ^= st[1];
-    st[1] ^= st[2];
-    st[0] ^= st[3];
-    st[2] ^= t;
-    st[3] = ul_tw_rotl32(st[3], 11);
-    rng[0] = (uint64_t)st[0] | (uint64_t)st[1] << 32;
-    rng[1] = (uint64_t)st[2] | (uint64_t)st[3] << 32;
-    return (float)(r >> 8) * (1.0f / 16777216.0f);
-}
-
-UL_HD float ul_tw_vmax(const float *x, int32_t n) {
-    float r = x[0];
-    for (int32_t i = 1; i < n; i++) r = x[i] > r ? x[i] : r;
-    return r;
-}
-UL_HD int32_t ul_tw_argmax(const float *x, int32_t n) {
-    float m = ul_tw_vmax(x, n);
-    for (int32_t i = 0; i < n; i++)
-        if (x[i] == m) return i;
-    return 0;
-}
-UL_HD double ul_tw_sumexp(const float *x, int32_t n, float mx) {
-    double r = 0;
-    for (int32_t i = 0; i < n; i++) r += ul_tw_expf(x[i] - mx);
-    return r;
-}
-
-/* The penalties of one token seen count times in the window (llama.cpp's, OpenAI's). */
-UL_HD float ul_tw_penalize(float v, int32_t count, float rep, float freq, float pres) {
-    if (rep != 1.0f && rep > 0.0f) v = v <= 0 ? v * rep : v / rep;
-    return v - ((float)count * freq + pres);
-}
-
-/* cand_desc: larger logit first, then lower id; a total order, so any sort agrees with
- * the CPU's qsort. */
-UL_HD int ul_tw_cand_before(ul_tw_cand_t a, ul_tw_cand_t b) {
-    if (a.logit != b.logit) return a.logit > b.logit;
-    return a.id < b.id;
-}
-UL_HD void ul_tw_sift(ul_tw_cand_t *c, int32_t i, int32_t n) {
-    for (;;) { /* a heap whose root is the last in sorted order */
-        int32_t m = i, l = 2 * i + 1, r = l + 1;
-        if (l < n && ul_tw_cand_before(c[m], c[l])) m = l;
-        if (r < n && ul_tw_cand_before(c[m], c[r])) m = r;
-        if (m == i) return;
-        ul_tw_cand_t t = c[i];
-        c[i] = c[m];
-        c[m] = t;
-        i = m;
-    }
-}
-UL_HD void ul_tw_sort(ul_tw_cand_t *c, int32_t n) { /* heapsort, no recursion */
-    for (int32_t i = n / 2 - 1; i >= 0; i--) ul_tw_sift(c, i, n);
-    for (int32_t e = n - 1; e > 0; e--) {
-        ul_tw_cand_t t = c[0];
-        c[0] = c[e];
-        c[e] = t;
-        ul_tw_sift(c, 0, e);
-    }
-}
-
-/* select_top: the k largest to the front, by the CPU's quickselect (same pivots, same
- * swaps: the draw walks the candidates in the order it leaves them). */
-UL_HD void ul_tw_select_top(ul_tw_cand_t *c, int32_t n, int32_t k) {
-    int32_t lo = 0, hi = n - 1;
-    while (lo < hi) {
-        float pivot = c[lo + (hi - lo) / 2].logit;
-        int32_t i = lo, j = hi;
-        while (i <= j) {
-            while (c[i].logit > pivot) i++;
-            while (c[j].logit < pivot) j--;
-            if (i <= j) {
-                ul_tw_cand_t t = c[i];
-                c[i++] = c[j];
-                c[j--] = t;
-            }
-        }
-        if (k - 1 <= j)
-            hi = j;
-        else if (k - 1 >= i)
-            lo = i;
-        else
-            break;
-    }
-}
-
-UL_HD int32_t ul_tw_top_p_cut(ul_tw_cand_t *c, int32_t n, float top_p, float mx, double z) {
-    for (int32_t k = n > 256 ? 256 : n;; k = k * 4 < n ? k * 4 : n) {
-        if (k < n) ul_tw_select_top(c, n, k);
-        ul_tw_sort(c, k);
-        double cum = 0;
-        for (int32_t i = 0; i < k; i++) {
-            cum += exp((double)(c[i].logit - mx)) / z;
-            if (cum >= top_p) return i + 1;
-        }
-        if (k == n) return n;
-    }
-}
+typedef ul_sc_cand_t ul_tw_cand_t;
 
 /* The stochastic part over the biased and penalised logits l. */
 UL_HD int32_t ul_tw_draw(ul_tw_sample_t *s, const float *l, int32_t n_vocab, ul_tw_cand_t *c) {
-    const float mx = ul_tw_vmax(l, n_vocab);
-    const int top_k = s->top_k > 0 && s->top_k < n_vocab;
-    const int top_p = s->top_p < 1.0f && s->top_p > 0.0f;
-    const int min_p = s->min_p > 0.0f && s->min_p <= 1.0f;
-    if (!top_k && !top_p && !min_p) {
-        const float k = 1.0f / s->temperature;
-        double sum = 0;
-        for (int32_t i = 0; i < n_vocab; i++) sum += ul_tw_expf((l[i] - mx) * k);
-        double u = (double)ul_tw_uniform(s->rng) * sum, acc = 0;
-        for (int32_t i = 0; i < n_vocab; i++) {
-            acc += ul_tw_expf((l[i] - mx) * k);
-            if (u < acc) return i;
-        }
-        return ul_tw_argmax(l, n_vocab);
+    ul_sc_params_t p;
+    p.temperature = s->temperature;
+    p.top_p = s->top_p;
+    p.min_p = s->min_p;
+    p.top_k = s->top_k;
+    const float mx = ul_sc_vmax(l, n_vocab);
+    if (!ul_sc_truncates(&p, n_vocab)) {
+        double sum = ul_sc_weights(l, NULL, n_vocab, mx, 1.0f / s->temperature);
+        return ul_sc_draw_all(s->rng, l, NULL, n_vocab, mx, s->temperature, sum);
     }
-    int32_t n = n_vocab;
-    for (int32_t i = 0; i < n; i++) {
-        c[i].id = i;
-        c[i].logit = l[i];
-    }
-    if (top_k) {
-        ul_tw_select_top(c, n, s->top_k);
-        n = s->top_k;
-    }
-    if (top_p && n > 1) {
-        double z = 0;
-        if (n == n_vocab)
-            z = ul_tw_sumexp(l, n_vocab, mx);
-        else
-            for (int32_t i = 0; i < n; i++) z += exp((double)(c[i].logit - mx));
-        n = ul_tw_top_p_cut(c, n, s->top_p, mx, z);
-    }
-    if (min_p) {
-        float thr = mx + ul_tw_logf(s->min_p);
-        int32_t m = 0;
-        for (int32_t i = 0; i < n; i++)
-            if (c[i].logit >= thr) c[m++] = c[i];
-        n = m;
-    }
-    double sum = 0;
-    for (int32_t i = 0; i < n; i++) {
-        float p = ul_tw_expf((c[i].logit - mx) / s->temperature);
-        c[i].logit = p;
-        sum += p;
-    }
-    double u = (double)ul_tw_uniform(s->rng) * sum, acc = 0;
-    for (int32_t i = 0; i < n; i++) {
-        acc += c[i].logit;
-        if (u < acc) return c[i].id;
-    }
-    return c[n - 1].id;
+    double z_all = ul_sc_needs_z_all(&p, n_vocab) ? ul_sc_sumexp(l, n_vocab, mx) : 0;
+    return ul_sc_draw_truncated(&p, s->rng, l, n_vocab, c, mx, z_all);
 }
 
 /* The raw log-softmax at tok and the n_logprobs most likely raw candidates. */
 UL_HD void ul_tw_logprobs(ul_tw_sample_t *s, const float *logits, int32_t n_vocab) {
-    float mx = ul_tw_vmax(logits, n_vocab);
-    float lse = mx + (float)log(ul_tw_sumexp(logits, n_vocab, mx));
+    float mx = ul_sc_vmax(logits, n_vocab);
+    float lse = mx + (float)log(ul_sc_sumexp(logits, n_vocab, mx));
     s->logprob = logits[s->token] - lse;
-    int32_t k = s->n_logprobs;
-    if (k < 0) k = 0;
-    if (k > UL_TW_MAX_LOGPROBS) k = UL_TW_MAX_LOGPROBS;
-    if (k > n_vocab) k = n_vocab;
-    int32_t n = 0;
-    for (int32_t i = 0; i < n_vocab && k > 0; i++) {
-        float l = logits[i];
-        if (n == k && l <= s->top_lp[n - 1]) continue;
-        int32_t j = n < k ? n++ : k - 1;
-        while (j > 0 && s->top_lp[j - 1] < l) {
-            s->top_lp[j] = s->top_lp[j - 1];
-            s->top_ids[j] = s->top_ids[j - 1];
-            j--;
-        }
-        s->top_lp[j] = l;
-        s->top_ids[j] = i;
-    }
-    for (int32_t i = 0; i < n; i++) s->top_lp[i] -= lse;
-    s->n_top = n;
+    s->n_top = ul_sc_top_logprobs(logits, n_vocab, lse, s->n_logprobs, UL_TW_MAX_LOGPROBS,
+                                  s->top_ids, s->top_lp);
 }
 
 /* Bias and penalties into pl (a copy of the row the caller made), counts [n_vocab] zero
@@ -580,16 +381,8 @@ UL_HD void ul_tw_adjust(const ul_tw_sample_t *s, float *pl, int32_t n_vocab, con
         int32_t id = bias_ids[s->bias_off + i];
         if (id >= 0 && id < n_vocab) pl[id] += bias_vals[s->bias_off + i];
     }
-    const int32_t *h = hist + s->hist_off;
-    for (int32_t i = 0; i < s->n_hist; i++)
-        if (h[i] >= 0 && h[i] < n_vocab) counts[h[i]]++;
-    for (int32_t i = 0; i < s->n_hist; i++) {
-        int32_t t = h[i];
-        if (t < 0 || t >= n_vocab || counts[t] == 0) continue;
-        pl[t] = ul_tw_penalize(pl[t], counts[t], s->repeat_penalty, s->frequency_penalty,
-                               s->presence_penalty);
-        counts[t] = 0;
-    }
+    ul_sc_penalties(pl, n_vocab, hist + s->hist_off, s->n_hist, counts, s->repeat_penalty,
+                    s->frequency_penalty, s->presence_penalty);
 }
 
 /* The whole chain for one row, after pl = logits: token, logprob, top candidates, rng. */
@@ -597,7 +390,8 @@ UL_HD void ul_tw_sample_row(ul_tw_sample_t *s, const float *logits, float *pl, i
                             const int32_t *hist, const int32_t *bias_ids, const float *bias_vals,
                             int32_t *counts, ul_tw_cand_t *c) {
     ul_tw_adjust(s, pl, n_vocab, hist, bias_ids, bias_vals, counts);
-    s->token = !(s->temperature > 0.0f) ? ul_tw_argmax(pl, n_vocab) : ul_tw_draw(s, pl, n_vocab, c);
+    s->token = !(s->temperature > 0.0f) ? ul_sc_first_of(pl, n_vocab, ul_sc_vmax(pl, n_vocab))
+                                        : ul_tw_draw(s, pl, n_vocab, c);
     ul_tw_logprobs(s, logits, n_vocab);
 }
 

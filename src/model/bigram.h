@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "model/vocab_impl.h"
 #include "uvllm/err.h"
 
 typedef struct ul_sym_s {
@@ -64,6 +65,34 @@ static inline ul_bigram_t ul_bigram_pop(ul_bigram_heap_t *h) {
     }
     if (n) h->v[i] = last;
     return top;
+}
+
+/* Pushes the candidate merge of symbols l and r (either -1: none), or nothing when the
+ * vocabulary has no such merge; 0 or UL_ENOMEM. */
+typedef int (*ul_bigram_try_fn)(void *ctx, int32_t l, int32_t r);
+
+/* The merge loop of both tokenizers: seeds the heap with every adjacent pair of the n
+ * symbols, then merges the best pair until no candidate is left (an entry whose symbols
+ * changed since it was pushed is stale and skipped). The symbols' list, from sym[0] along
+ * next, then holds the word's pieces. 0 or UL_ENOMEM. */
+static inline int ul_bigram_merge(ul_bigram_heap_t *h, ul_sym_t *sym, int32_t n,
+                                  ul_bigram_try_fn try_add, void *ctx) {
+    int rc = 0;
+    h->n = 0;
+    for (int32_t i = 1; i < n && !rc; i++) rc = try_add(ctx, i - 1, i);
+    while (h->n && !rc) {
+        ul_bigram_t b = ul_bigram_pop(h);
+        ul_sym_t *l = &sym[b.left], *r = &sym[b.right];
+        if (l->n == 0 || r->n == 0 || l->n + r->n != b.size) continue; /* stale */
+        l->h = ul_hash_cat(l->h, r->h, r->n);
+        l->n += r->n;
+        r->n = 0;
+        l->next = r->next;
+        if (r->next >= 0) sym[r->next].prev = b.left;
+        rc = try_add(ctx, l->prev, b.left);
+        if (!rc) rc = try_add(ctx, b.left, l->next);
+    }
+    return rc;
 }
 
 #endif

@@ -123,7 +123,8 @@ typedef struct bpe_s {
     ul_wcache_t cache;
 } bpe_t;
 
-static int try_add(bpe_t *s, int32_t l, int32_t r) {
+static int try_add(void *ctx, int32_t l, int32_t r) {
+    bpe_t *s = ctx;
     if (l < 0 || r < 0) return 0;
     const sym_t *a = &s->sym[l], *b = &s->sym[r];
     uint32_t n = a->n + b->n;
@@ -169,24 +170,10 @@ static int merge_word(bpe_t *s, const char *w, size_t n) {
         s->cap_sym = n;
     }
     s->w = w;
-    s->heap.n = 0;
     for (size_t i = 0; i < n; i++)
         s->sym[i] = (sym_t){(uint32_t)i, 1, (int32_t)i - 1, i + 1 == n ? -1 : (int32_t)i + 1,
                             (uint64_t)(unsigned char)w[i] + 1};
-    int rc = 0;
-    for (size_t i = 1; i < n && !rc; i++) rc = try_add(s, (int32_t)i - 1, (int32_t)i);
-    while (s->heap.n && !rc) {
-        ul_bigram_t b = ul_bigram_pop(&s->heap);
-        sym_t *l = &s->sym[b.left], *r = &s->sym[b.right];
-        if (l->n == 0 || r->n == 0 || l->n + r->n != b.size) continue; /* stale */
-        l->h = ul_hash_cat(l->h, r->h, r->n);
-        l->n += r->n;
-        r->n = 0;
-        l->next = r->next;
-        if (r->next >= 0) s->sym[r->next].prev = b.left;
-        rc = try_add(s, l->prev, b.left);
-        if (!rc) rc = try_add(s, b.left, l->next);
-    }
+    int rc = ul_bigram_merge(&s->heap, s->sym, (int32_t)n, try_add, s);
     for (int32_t i = 0; i != -1 && !rc; i = s->sym[i].next) rc = emit(s, &s->sym[i]);
     return rc ? rc : s->out->err;
 }

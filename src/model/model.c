@@ -30,7 +30,7 @@
 
 typedef ul_model_ld_t ld_t;
 
-__attribute__((format(printf, 2, 3))) static int fail(ld_t *l, const char *fmt, ...) {
+int ul_model_ld_fail(ld_t *l, const char *fmt, ...) {
     if (!l->errlen) return UL_EFORMAT;
     va_list ap;
     va_start(ap, fmt);
@@ -46,14 +46,14 @@ static int hp_int(ld_t *l, const char *suffix, int64_t def, int64_t lo, int64_t 
     int64_t v;
     int rc = ul_gguf_get_i64(&l->m->gguf, key, &v);
     if (rc == UL_ENOENT) {
-        if (def < 0) return fail(l, "missing key '%s'", key);
+        if (def < 0) return ul_model_ld_fail(l, "missing key '%s'", key);
         v = def;
     } else if (rc) {
-        return fail(l, "key '%s': not an integer", key);
+        return ul_model_ld_fail(l, "key '%s': not an integer", key);
     }
     if (v < lo || v > hi)
-        return fail(l, "key '%s' = %lld outside [%lld, %lld]", key, (long long)v, (long long)lo,
-                    (long long)hi);
+        return ul_model_ld_fail(l, "key '%s' = %lld outside [%lld, %lld]", key, (long long)v,
+                                (long long)lo, (long long)hi);
     *out = (int32_t)v;
     return 0;
 }
@@ -67,8 +67,9 @@ static int hp_float(ld_t *l, const char *suffix, float def, float hi, float *out
     if (rc == UL_ENOENT)
         v = def;
     else if (rc)
-        return fail(l, "key '%s': not a float", key);
-    if (!isfinite(v) || v <= 0 || v > hi) return fail(l, "key '%s' = %g out of range", key, v);
+        return ul_model_ld_fail(l, "key '%s': not a float", key);
+    if (!isfinite(v) || v <= 0 || v > hi)
+        return ul_model_ld_fail(l, "key '%s' = %g out of range", key, v);
     *out = v;
     return 0;
 }
@@ -76,21 +77,22 @@ static int hp_float(ld_t *l, const char *suffix, float def, float hi, float *out
 static int read_arch(ld_t *l) {
     ul_str_t s;
     int rc = ul_gguf_get_str(&l->m->gguf, "general.architecture", &s);
-    if (rc == UL_ENOENT) return fail(l, "missing key 'general.architecture'");
-    if (rc) return fail(l, "key 'general.architecture': not a string");
+    if (rc == UL_ENOENT) return ul_model_ld_fail(l, "missing key 'general.architecture'");
+    if (rc) return ul_model_ld_fail(l, "key 'general.architecture': not a string");
     if (s.len == 0 || s.len >= sizeof l->m->hp.arch || !ul_utf8_valid(s.ptr, s.len) ||
         memchr(s.ptr, 0, s.len))
-        return fail(l, "key 'general.architecture': invalid name (%llu bytes)",
-                    (unsigned long long)s.len);
+        return ul_model_ld_fail(l, "key 'general.architecture': invalid name (%llu bytes)",
+                                (unsigned long long)s.len);
     memcpy(l->m->hp.arch, s.ptr, s.len);
     l->m->hp.arch[s.len] = 0;
     const char *arch = l->m->hp.arch;
     if (!l->vocab_only && strcmp(arch, "llama") && strcmp(arch, "qwen2") && strcmp(arch, "qwen3") &&
         strcmp(arch, "qwen3moe") && strcmp(arch, "gemma3") && strcmp(arch, "phi3"))
-        return fail(l,
-                    "unsupported architecture '%s' (supported: llama, qwen2, qwen3, qwen3moe, "
-                    "gemma3, phi3)",
-                    arch);
+        return ul_model_ld_fail(
+            l,
+            "unsupported architecture '%s' (supported: llama, qwen2, qwen3, qwen3moe, "
+            "gemma3, phi3)",
+            arch);
     /* llama.cpp's LLAMA_ROPE_TYPE_NEOX architectures among ours */
     l->m->hp.rope_neox = !strcmp(arch, "qwen2") || !strcmp(arch, "qwen3") ||
                          !strcmp(arch, "qwen3moe") || !strcmp(arch, "gemma3") ||
@@ -100,12 +102,12 @@ static int read_arch(ld_t *l) {
 
 static int read_n_vocab(ld_t *l) {
     const ul_gguf_kv_t *kv = ul_gguf_find(&l->m->gguf, "tokenizer.ggml.tokens");
-    if (!kv) return fail(l, "missing key 'tokenizer.ggml.tokens'");
+    if (!kv) return ul_model_ld_fail(l, "missing key 'tokenizer.ggml.tokens'");
     if (kv->type != UL_GGUF_ARRAY || kv->arr_type != UL_GGUF_STRING)
-        return fail(l, "key 'tokenizer.ggml.tokens': not an array of strings");
+        return ul_model_ld_fail(l, "key 'tokenizer.ggml.tokens': not an array of strings");
     if (kv->n == 0 || kv->n > MAX_VOCAB)
-        return fail(l, "key 'tokenizer.ggml.tokens': %llu tokens outside [1, %d]",
-                    (unsigned long long)kv->n, MAX_VOCAB);
+        return ul_model_ld_fail(l, "key 'tokenizer.ggml.tokens': %llu tokens outside [1, %d]",
+                                (unsigned long long)kv->n, MAX_VOCAB);
     l->m->hp.n_vocab = (int32_t)kv->n;
     return 0;
 }
@@ -118,11 +120,12 @@ static int read_rope_scaling(ld_t *l) {
     snprintf(key, sizeof key, "%s.rope.scaling.type", hp->arch);
     ul_str_t t = {"linear", 6};
     int rc = ul_gguf_get_str(&l->m->gguf, key, &t);
-    if (rc && rc != UL_ENOENT) return fail(l, "key '%s': not a string", key);
+    if (rc && rc != UL_ENOENT) return ul_model_ld_fail(l, "key '%s': not a string", key);
     hp->rope_freq_scale = 1.0f;
     if (ul_str_eq(t, "none")) return 0;
     if (!ul_str_eq(t, "linear"))
-        return fail(l, "unsupported rope scaling '%.*s'", t.len > 32 ? 32 : (int)t.len, t.ptr);
+        return ul_model_ld_fail(l, "unsupported rope scaling '%.*s'", t.len > 32 ? 32 : (int)t.len,
+                                t.ptr);
     float factor = 0;
     snprintf(key, sizeof key, "%s.rope.scaling.factor", hp->arch);
     rc = ul_gguf_get_f32(&l->m->gguf, key, &factor);
@@ -132,7 +135,7 @@ static int read_rope_scaling(ld_t *l) {
     }
     if (rc == UL_ENOENT || factor == 0.0f) return 0; /* llama.cpp treats 0 as "no scaling" */
     if (rc || !isfinite(factor) || factor < 0 || factor > 1e6f)
-        return fail(l, "key '%s': bad rope scaling factor", key);
+        return ul_model_ld_fail(l, "key '%s': bad rope scaling factor", key);
     hp->rope_freq_scale = 1.0f / factor;
     return 0;
 }
@@ -160,24 +163,24 @@ static int read_hparams(ld_t *l) {
         (rc = hp_int(l, "attention.head_count_kv", hp->n_head, 1, hp->n_head, &hp->n_head_kv)))
         return rc;
     if (hp->n_head % hp->n_head_kv)
-        return fail(l, "head_count %d is not a multiple of head_count_kv %d", hp->n_head,
-                    hp->n_head_kv);
+        return ul_model_ld_fail(l, "head_count %d is not a multiple of head_count_kv %d",
+                                hp->n_head, hp->n_head_kv);
     char key[96];
     snprintf(key, sizeof key, "%s.attention.key_length", hp->arch);
     if (hp->n_embd % hp->n_head && !ul_gguf_find(&l->m->gguf, key))
-        return fail(l, "embedding_length %d is not a multiple of head_count %d", hp->n_embd,
-                    hp->n_head);
+        return ul_model_ld_fail(l, "embedding_length %d is not a multiple of head_count %d",
+                                hp->n_embd, hp->n_head);
     if ((rc = hp_int(l, "attention.key_length", hp->n_embd / hp->n_head, 1, MAX_HEAD_DIM,
                      &hp->head_dim)))
         return rc;
     int32_t vlen;
     if ((rc = hp_int(l, "attention.value_length", hp->head_dim, 1, MAX_HEAD_DIM, &vlen))) return rc;
     if (vlen != hp->head_dim)
-        return fail(l, "value_length %d differs from key_length %d (not supported)", vlen,
-                    hp->head_dim);
+        return ul_model_ld_fail(l, "value_length %d differs from key_length %d (not supported)",
+                                vlen, hp->head_dim);
     if ((rc = hp_int(l, "rope.dimension_count", hp->head_dim, 2, hp->head_dim, &hp->n_rot)))
         return rc;
-    if (hp->n_rot % 2) return fail(l, "rope.dimension_count %d is odd", hp->n_rot);
+    if (hp->n_rot % 2) return ul_model_ld_fail(l, "rope.dimension_count %d is odd", hp->n_rot);
     if ((rc = hp_float(l, "rope.freq_base", 10000.0f, 1e12f, &hp->rope_freq_base)) ||
         (rc = hp_float(l, "attention.layer_norm_rms_epsilon", 1e-5f, 1.0f, &hp->rms_eps)))
         return rc;
@@ -212,18 +215,21 @@ static int weight_type_ok(uint32_t type) {
 static int weight(ld_t *l, const char *name, int is_norm, int64_t ne0, int64_t ne1,
                   const ul_gguf_tensor_t **out) {
     const ul_gguf_tensor_t *t = ul_gguf_find_tensor(&l->m->gguf, name);
-    if (!t) return fail(l, "missing tensor '%s'", name);
+    if (!t) return ul_model_ld_fail(l, "missing tensor '%s'", name);
     if (is_norm && t->type != UL_TYPE_F32)
-        return fail(l, "tensor '%s': type %s, %s must be f32", name, ul_type_name((int)t->type),
-                    is_norm == 3   ? "rope factors"
-                    : is_norm == 2 ? "biases"
-                                   : "norms");
+        return ul_model_ld_fail(l, "tensor '%s': type %s, %s must be f32", name,
+                                ul_type_name((int)t->type),
+                                is_norm == 3   ? "rope factors"
+                                : is_norm == 2 ? "biases"
+                                               : "norms");
     if (!weight_type_ok(t->type))
-        return fail(l, "tensor '%s': unsupported type %s", name, ul_type_name((int)t->type));
+        return ul_model_ld_fail(l, "tensor '%s': unsupported type %s", name,
+                                ul_type_name((int)t->type));
     if (t->ne[0] != ne0 || t->ne[1] != ne1 || t->ne[2] != 1 || t->ne[3] != 1)
-        return fail(l, "tensor '%s': shape [%lld, %lld, %lld, %lld], expected [%lld, %lld]", name,
-                    (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
-                    (long long)t->ne[3], (long long)ne0, (long long)ne1);
+        return ul_model_ld_fail(
+            l, "tensor '%s': shape [%lld, %lld, %lld, %lld], expected [%lld, %lld]", name,
+            (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2], (long long)t->ne[3],
+            (long long)ne0, (long long)ne1);
     *out = t;
     return 0;
 }
@@ -232,13 +238,15 @@ static int weight(ld_t *l, const char *name, int is_norm, int64_t ne0, int64_t n
 static int weight3(ld_t *l, const char *name, int64_t ne0, int64_t ne1, int64_t n,
                    const ul_gguf_tensor_t **out) {
     const ul_gguf_tensor_t *t = ul_gguf_find_tensor(&l->m->gguf, name);
-    if (!t) return fail(l, "missing tensor '%s'", name);
+    if (!t) return ul_model_ld_fail(l, "missing tensor '%s'", name);
     if (!weight_type_ok(t->type))
-        return fail(l, "tensor '%s': unsupported type %s", name, ul_type_name((int)t->type));
+        return ul_model_ld_fail(l, "tensor '%s': unsupported type %s", name,
+                                ul_type_name((int)t->type));
     if (t->ne[0] != ne0 || t->ne[1] != ne1 || t->ne[2] != n || t->ne[3] != 1)
-        return fail(l, "tensor '%s': shape [%lld, %lld, %lld, %lld], expected [%lld, %lld, %lld]",
-                    name, (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
-                    (long long)t->ne[3], (long long)ne0, (long long)ne1, (long long)n);
+        return ul_model_ld_fail(
+            l, "tensor '%s': shape [%lld, %lld, %lld, %lld], expected [%lld, %lld, %lld]", name,
+            (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2], (long long)t->ne[3],
+            (long long)ne0, (long long)ne1, (long long)n);
     *out = t;
     return 0;
 }

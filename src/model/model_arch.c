@@ -16,7 +16,6 @@
  * ffn_gate/ffn_up. What llama.cpp accepts but this engine does not compute (biases on these
  * architectures) is refused by name. */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,15 +26,6 @@
 enum { V_Q, V_K, V_V, V_GATE, V_UP, VIEWS_PER_LAYER };
 
 static int is(const ul_model_ld_t *l, const char *arch) { return !strcmp(l->m->hp.arch, arch); }
-
-__attribute__((format(printf, 2, 3))) static int fail(ul_model_ld_t *l, const char *fmt, ...) {
-    if (!l->errlen) return UL_EFORMAT;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(l->err, l->errlen, fmt, ap);
-    va_end(ap);
-    return UL_EFORMAT;
-}
 
 static const ul_gguf_kv_t *arch_key(const ul_model_ld_t *l, const char *suffix, char *key,
                                     size_t n) {
@@ -49,8 +39,10 @@ static int opt_float0(ul_model_ld_t *l, const char *suffix, float *out) {
     *out = 0;
     if (!arch_key(l, suffix, key, sizeof key)) return 0;
     float v;
-    if (ul_gguf_get_f32(&l->m->gguf, key, &v)) return fail(l, "key '%s': not a float", key);
-    if (!isfinite(v) || v < 0 || v > 1e6f) return fail(l, "key '%s' = %g out of range", key, v);
+    if (ul_gguf_get_f32(&l->m->gguf, key, &v))
+        return ul_model_ld_fail(l, "key '%s': not a float", key);
+    if (!isfinite(v) || v < 0 || v > 1e6f)
+        return ul_model_ld_fail(l, "key '%s' = %g out of range", key, v);
     *out = v;
     return 0;
 }
@@ -63,14 +55,14 @@ static int swa_pattern(ul_model_ld_t *l) {
     const ul_gguf_kv_t *kv = arch_key(l, "attention.sliding_window_pattern", key, sizeof key);
     if (kv && kv->type == UL_GGUF_ARRAY) {
         if (kv->n != (uint64_t)n)
-            return fail(l, "key '%s': %llu entries for %d layers", key, (unsigned long long)kv->n,
-                        n);
+            return ul_model_ld_fail(l, "key '%s': %llu entries for %d layers", key,
+                                    (unsigned long long)kv->n, n);
         for (int32_t il = 0; il < n; il++) {
             int64_t v;
             if (kv->arr_type == UL_GGUF_BOOL)
                 v = kv->val[il] != 0;
             else if (ul_gguf_arr_i64(kv, (uint64_t)il, &v))
-                return fail(l, "key '%s': not an array of integers or bools", key);
+                return ul_model_ld_fail(l, "key '%s': not an array of integers or bools", key);
             m->layers[il].swa = v != 0;
         }
         return 0;
@@ -87,7 +79,7 @@ static int gemma3_hparams(ul_model_ld_t *l) {
     char key[96];
     /* llama.cpp requires the epsilon for gemma3 (the generic default would be wrong) */
     if (!arch_key(l, "attention.layer_norm_rms_epsilon", key, sizeof key))
-        return fail(l, "missing key '%s'", key);
+        return ul_model_ld_fail(l, "missing key '%s'", key);
     int rc = ul_model_ld_int(l, "attention.sliding_window", 0, 0, 1 << 30, &hp->n_swa);
     if (!rc) rc = opt_float0(l, "final_logit_softcapping", &hp->final_softcap);
     if (rc) return rc;
@@ -106,10 +98,11 @@ static int phi3_hparams(ul_model_ld_t *l) {
     ul_hparams_t *hp = &l->m->hp;
     char key[96];
     if (!arch_key(l, "attention.layer_norm_rms_epsilon", key, sizeof key))
-        return fail(l, "missing key '%s'", key);
+        return ul_model_ld_fail(l, "missing key '%s'", key);
     if (hp->head_dim * hp->n_head != hp->n_embd)
-        return fail(l, "phi3: head_count %d x key_length %d differs from embedding_length %d",
-                    hp->n_head, hp->head_dim, hp->n_embd);
+        return ul_model_ld_fail(
+            l, "phi3: head_count %d x key_length %d differs from embedding_length %d", hp->n_head,
+            hp->head_dim, hp->n_embd);
     hp->q_scale = 1.0f / sqrtf((float)hp->head_dim);
     return ul_model_ld_int(l, "rope.scaling.original_context_length", hp->n_ctx_train, 1, 1 << 30,
                            &hp->n_ctx_orig);
@@ -145,7 +138,7 @@ static int refuse_extra(ul_model_ld_t *l, int i) {
         char name[64];
         snprintf(name, sizeof name, "blk.%d.%s", i, extra[k]);
         if (ul_gguf_find_tensor(&l->m->gguf, name))
-            return fail(l, "tensor '%s' is not supported for %s", name, l->m->hp.arch);
+            return ul_model_ld_fail(l, "tensor '%s' is not supported for %s", name, l->m->hp.arch);
     }
     return 0;
 }
@@ -161,7 +154,8 @@ static int fused_qkv(ul_model_ld_t *l, int i, ul_layer_t *ly, ul_gguf_tensor_t *
     if (!ul_gguf_find_tensor(&l->m->gguf, name)) {
         snprintf(name, sizeof name, "blk.%d.attn_q.weight", i);
         if (is(l, "phi3") && !ul_gguf_find_tensor(&l->m->gguf, name))
-            return fail(l, "missing tensor 'blk.%d.attn_qkv.weight' (or attn_q/k/v)", i);
+            return ul_model_ld_fail(l, "missing tensor 'blk.%d.attn_qkv.weight' (or attn_q/k/v)",
+                                    i);
         return 0; /* separate q/k/v: the common table loads them */
     }
     const ul_gguf_tensor_t *t;

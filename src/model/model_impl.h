@@ -15,6 +15,8 @@ typedef struct ul_model_ld_s {
     size_t errlen;
 } ul_model_ld_t;
 
+/* model.c: writes the reason into l->err (when it has room) and returns UL_EFORMAT. */
+__attribute__((format(printf, 2, 3))) int ul_model_ld_fail(ul_model_ld_t *l, const char *fmt, ...);
 /* model.c's checked readers: `<arch>.<suffix>` as an integer in [lo, hi] (def < 0: required),
  * as a float in (0, hi] (absent: def); a weight by name (kind 0 matrix [ne0 inputs, ne1
  * outputs]; 1 norm, 2 bias, 3 rope factors: 1-d f32 of ne0). Each returns 0 or UL_EFORMAT

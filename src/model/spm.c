@@ -22,7 +22,8 @@ typedef struct spm_s {
 } spm_t;
 
 /* Priority: higher score first, then the leftmost pair (llama.cpp's comparator). */
-static int try_add(spm_t *s, int32_t l, int32_t r) {
+static int try_add(void *ctx, int32_t l, int32_t r) {
+    spm_t *s = ctx;
     if (l < 0 || r < 0) return 0;
     const sym_t *a = &s->sym[l], *b = &s->sym[r];
     uint32_t n = a->n + b->n;
@@ -61,21 +62,7 @@ static int run(spm_t *s, size_t start, size_t len, ul_ids_t *out) {
                             ul_hash_bytes(text + off, cl)};
         off += cl;
     }
-    int rc = 0;
-    s->heap.n = 0;
-    for (int32_t i = 1; i < n && !rc; i++) rc = try_add(s, i - 1, i);
-    while (s->heap.n && !rc) {
-        ul_bigram_t b = ul_bigram_pop(&s->heap);
-        sym_t *l = &s->sym[b.left], *r = &s->sym[b.right];
-        if (l->n == 0 || r->n == 0 || l->n + r->n != b.size) continue; /* stale */
-        l->h = ul_hash_cat(l->h, r->h, r->n);
-        l->n += r->n;
-        r->n = 0;
-        l->next = r->next;
-        if (r->next >= 0) s->sym[r->next].prev = b.left;
-        rc = try_add(s, l->prev, b.left);
-        if (!rc) rc = try_add(s, b.left, l->next);
-    }
+    int rc = ul_bigram_merge(&s->heap, s->sym, n, try_add, s);
     for (int32_t i = 0; i != -1 && !rc; i = s->sym[i].next) rc = emit(s, &s->sym[i], out);
     return rc;
 }

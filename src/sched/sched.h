@@ -1,13 +1,18 @@
 /* The scheduler: sequences, their KV page tables, and the iteration-level batcher that
  * turns "what every sequence needs next" into one backend step at a time.
  *
- * Everything here runs on the loop thread (no locks). The core (ul_sched_init,
- * ul_sched_add, ul_sched_step_build, ul_sched_step_complete) needs no event loop, so
- * tests can drive it step by step with a backend's synchronous run(). The driver
- * (ul_sched_start / ul_sched_close) attaches it to a libuv loop: a bridge receives the
- * backend's completions, and an idle handle "kicks" the batcher whenever something
- * changed (a sequence added, cancelled or resumed), so the next step is built as soon as
- * the backend is idle and there is work.
+ * A policy on given time: everything here runs on the loop thread (no locks) and reads the
+ * time only from s->now_ns, which whoever drives the scheduler sets once per wake-up (as
+ * libuv caches loop->time). The scheduler never reads a clock and knows no event loop, so
+ * tests drive it step by step with a backend's synchronous run() on real or virtual time
+ * (the null backend's virtual_time: a step takes its configured cost and reports it). The
+ * driver (sched/driver.h) attaches it to a libuv loop: it sets now_ns, receives the
+ * backend's completions and "kicks" the batcher whenever something changed (a sequence
+ * added, cancelled or resumed) through the kick hook below.
+ *
+ * Files: sched.c (lifecycle, step building, absorbing, preemption), share.c (prefix cache,
+ * n > 1 sharing), budget.c (latency budget, first-token holding, predicted wait),
+ * steptime.c (the step-time model), sched_impl.h (what they share), driver.c (the loop).
  *
  * One step in flight at a time, double buffered (DESIGN.md "Double buffering"): when step N
  * completes, the driver first absorbs its results (tokens appended, end-of-generation,
@@ -50,9 +55,7 @@
 #define UL_SCHED_SCHED_H
 
 #include <stdint.h>
-#include <uv.h>
 
-#include "base/bridge.h"
 #include "base/queue.h"
 #include "sched/hist.h"
 #include "sched/kvpool.h"
@@ -105,9 +108,9 @@ struct ul_seq_s {
     void *data;
     int ignore_eos;       /* 1: end-of-generation tokens do not end it; they go to on_token like
                            * any other (the sampler is not biased against them) */
-    uint64_t deadline_ns; /* 0, or a uv_hrtime() after which the sequence ends at the next
-                           * step with UL_FINISH_DEADLINE (tokens not yet delivered are
-                           * dropped) */
+    uint64_t deadline_ns; /* 0, or a time (the clock of s->now_ns) after which the sequence
+                           * ends at the next step with UL_FINISH_DEADLINE (tokens not yet
+                           * delivered are dropped) */
     int probe;            /* 1: a health probe (the api's readiness canary), not load: not
                            * counted against max_seqs, in latency histograms or tokens */
     /* scheduler's, read-only for the caller */
@@ -147,7 +150,7 @@ struct ul_seq_s {
     uint64_t prefix_hash;
     int32_t n_cached; /* prompt tokens found in the prefix cache at its last admission */
     int expired;      /* past deadline_ns: ends like a cancel, with UL_FINISH_DEADLINE */
-    /* uv_hrtime() of: ul_sched_add, first admission into a step, first and last token
+    /* s->now_ns at: ul_sched_add, first admission into a step, first and last token
      * delivered */
     uint64_t t_add_ns, t_sched_ns, t_first_ns, t_last_ns;
     ul_queue_t node; /* in the waiting or running list */
@@ -241,23 +244,17 @@ struct ul_sched_s {
     int32_t n_streaming;      /* while building: runnable decoders that have streamed */
     double backlog_us;        /* while building: predicted prefill time of pending prompts */
     double prefill_target_us; /* while building: the step time prefill may fill up to */
-    /* driver (ul_sched_start) */
-    uv_loop_t *loop;
-    ul_bridge_t bridge;
-    uv_idle_t kick;
-    int kick_active;
-    int closing, n_open_handles;
-    /* Output pacing (driver.c): when the loop is busy for most of a step cycle (mostly
-     * write syscalls, one per stream per step), streams write every write_every-th step
-     * instead of every step, so generation keeps its pace and events share writes. */
-    int32_t write_every; /* 1..UL_SCHED_MAX_WRITE_EVERY; 1 = every step */
-    double loop_busy;    /* moving average of the loop's busy fraction of a cycle */
-    double step_ms;      /* moving average of the cycle, completion to completion */
-    uint64_t t_done_ns;  /* uv_hrtime of the previous completion */
-    uint64_t idle_ns;    /* uv_metrics_idle_time then */
-    int32_t pace_hold;   /* completions to wait before write_every changes again */
-    void (*close_cb)(ul_sched_t *s);
-    /* The last step absorbed, for readiness (api/ready.c): uv_hrtime() when it completed,
+    /* The time of the current wake-up (ns, monotonic), set by the driver (or a test)
+     * before it builds, absorbs or delivers and whenever it is kicked: the only clock the
+     * policy reads. */
+    uint64_t now_ns;
+    /* The driver's "build a step soon" (sched/driver.h), called when a sequence is added,
+     * cancelled or resumed; it may refresh now_ns before returning. NULL: no driver (a test
+     * builds steps itself). */
+    void (*kick)(ul_sched_t *s);
+    void *kick_ctx;
+    int closing; /* ul_sched_shutdown: no sequence is added any more */
+    /* The last step absorbed, for readiness (api/ready.c): now_ns when it completed,
      * its status, and when a step last succeeded (0: never). */
     uint64_t t_step_done_ns, t_step_ok_ns;
     int step_status;
@@ -265,21 +262,9 @@ struct ul_sched_s {
     void *data;       /* owner's */
 };
 
-#define UL_SCHED_MAX_WRITE_EVERY 4
-
-/* For on_token: 1 when the output of this token may wait for a later write
- * (ul_sse_send_held): the loop is overloaded, and q is in the step in flight and samples
- * in it, so another callback of q (on_token or on_finish) follows within one step, and
- * within write_every steps one that writes. Staggered by sequence id: each step writes
- * 1/write_every of the streams. */
-static inline int ul_sched_may_hold_output(const ul_sched_t *s, const ul_seq_t *q) {
-    return s->write_every > 1 && q->in_step && q->step_samples &&
-           (q->id + s->stats.steps) % (uint64_t)s->write_every != 0;
-}
-
 /* Core. The backend must outlive the scheduler. */
 int ul_sched_init(ul_sched_t *s, ul_backend_t *backend, const ul_sched_config_t *cfg);
-/* Frees buffers. Every sequence must have finished (call after ul_sched_close's cb, or
+/* Frees buffers. Every sequence must have finished (call after ul_driver_close's cb, or
  * in loop-less tests after draining). */
 void ul_sched_free(ul_sched_t *s);
 
@@ -335,10 +320,8 @@ void ul_sched_step_complete(ul_sched_t *s);
 void ul_sched_step_absorb(ul_sched_t *s);
 void ul_sched_step_deliver(ul_sched_t *s);
 
-/* Driver: attaches to the loop and sets backend->bridge. */
-int ul_sched_start(ul_sched_t *s, uv_loop_t *loop);
-/* Cancels every sequence, waits for the step in flight, closes the handles; close_cb
- * runs when the scheduler can be freed (then ul_sched_free, then destroy the backend). */
-void ul_sched_close(ul_sched_t *s, void (*close_cb)(ul_sched_t *s));
+/* Shutdown: cancels every sequence and refuses new ones (UL_EFULL); each on_finish follows
+ * at the next build (or when the step in flight using it is absorbed). */
+void ul_sched_shutdown(ul_sched_t *s);
 
 #endif

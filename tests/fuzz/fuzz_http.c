@@ -44,6 +44,7 @@ static struct {
     uv_loop_t loop;
     ul_backend_t *backend;
     ul_sched_t sched;
+    ul_driver_t driver;
     ul_api_t api;
     ul_router_t router;
     ul_http_server_t http;
@@ -71,7 +72,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     if (ul_null_backend_create(&nc, &g.backend)) die("null backend failed");
     ul_sched_config_t scfg = {.max_batch_tokens = 512, .max_seqs = 64};
     if (ul_sched_init(&g.sched, g.backend, &scfg)) die("sched init failed");
-    if (ul_sched_start(&g.sched, &g.loop)) die("sched start failed");
+    if (ul_driver_init(&g.loop, &g.driver, &g.sched)) die("sched start failed");
     ul_codec_t codec;
     ul_codec_init_null(&codec, g.backend->n_vocab, g.backend->eos_id);
     ul_api_init(&g.api, &g.sched, &codec, "null");

@@ -15,7 +15,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from uvllm_harness import (Reader, Server, binary, build_request, run, sse_events,  # noqa: E402
-                           test, wait_for)
+                           test, timed, wait_for)
 
 UNAUTHORIZED = {"error": {"message": "Incorrect API key provided",
                           "type": "invalid_request_error", "param": None,
@@ -155,7 +155,7 @@ def fault_from_the_first_step_is_failing_not_loading():
         assert ready(srv)[0] == 503
 
 
-@test
+@timed
 def sigterm_drains_readiness_first_while_a_stream_finishes():
     srv = Server("--null-token-us", "100000", "--drain-delay-s", "2", "--shutdown-grace", "10",
                  "--canary-interval-s", "0.2")

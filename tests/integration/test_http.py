@@ -8,7 +8,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from uvllm_harness import Reader, Server, build_request, null_text, run, test  # noqa: E402
+from uvllm_harness import Reader, Server, build_request, null_text, run, test, timed  # noqa: E402
 
 SRV = None
 
@@ -118,7 +118,7 @@ def status_405_with_allow():
     healthy()
 
 
-@test
+@timed
 def slowloris_does_not_delay_normal_requests():
     conns = []
     try:

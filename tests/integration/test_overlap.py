@@ -15,7 +15,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from uvllm_harness import (Reader, Server, build_request, run, sse_events, test,  # noqa: E402
+from uvllm_harness import (Reader, Server, build_request, run, sse_events, test, timed,  # noqa: E402
                            wait_for)
 
 DELAY = ("--null-delay-us", "20000")  # 20 ms steps: the next step is in flight for long
@@ -138,7 +138,7 @@ def dechunk(raw):
         p = e + 2 + size + 2
 
 
-@test
+@timed
 def overloaded_loop_paces_writes_and_loses_nothing():
     # 600 streams on 1 ms steps: the loop cannot write every stream every step, so the
     # scheduler makes streams write every few steps (several events per write). Every

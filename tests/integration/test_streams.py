@@ -14,7 +14,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from uvllm_harness import (Reader, Server, binary, build_request, run, sse_events, test,  # noqa: E402
+from uvllm_harness import (HANG_SCALE, Reader, Server, binary, build_request, run, sse_events, test, timed,  # noqa: E402
                            wait_for)
 
 
@@ -72,7 +72,7 @@ def sigterm_lets_the_stream_finish_and_exits_0():
         srv.kill()
 
 
-@test
+@timed
 def sigterm_cuts_streams_after_the_grace_period():
     srv = Server("--null-delay-us", "20000", "--shutdown-grace", "1")
     try:
@@ -107,7 +107,9 @@ def slow_reader_pauses_its_sequence_then_resumes():
         s.sendall(build_request("POST", "/v1/completions", stream_body(n)))
         # Not reading: output piles up until the stream is backpressured and the
         # scheduler stops generating for it. Wait for the token count to stand still.
-        prev, a, deadline = -1.0, metric(srv, "uvllm_tokens_generated_total"), time.monotonic() + 20
+        # (20 s is a hang guard: a TSan server on a loaded host needed more, HANG_SCALE)
+        prev, a = -1.0, metric(srv, "uvllm_tokens_generated_total")
+        deadline = time.monotonic() + 20 * HANG_SCALE
         while a != prev and time.monotonic() < deadline:
             time.sleep(0.5)
             prev, a = a, metric(srv, "uvllm_tokens_generated_total")

@@ -33,6 +33,7 @@ typedef struct stack_s {
     uv_loop_t loop;
     ul_backend_t *backend;
     ul_sched_t sched;
+    ul_driver_t driver;
     ul_api_t api;
     ul_router_t router;
     ul_http_server_t http;
@@ -84,12 +85,12 @@ static void *client(void *arg) {
     return NULL;
 }
 
-static void on_sched_closed(ul_sched_t *s) { ((stack_t_ *)s->data)->sched_closed = 1; }
+static void on_sched_closed(ul_driver_t *d) { ((stack_t_ *)d->data)->sched_closed = 1; }
 
 static void on_http_closed(ul_http_server_t *h) {
     stack_t_ *st = h->data;
     st->http_closed = 1;
-    ul_sched_close(&st->sched, on_sched_closed);
+    ul_driver_close(&st->driver, on_sched_closed);
 }
 
 static void on_stop(uv_async_t *a) {
@@ -105,8 +106,8 @@ Test(api, full_stack_on_one_loop) {
     ul_null_config_t nc = {.delay_us = 2000};
     cr_assert_eq(ul_null_backend_create(&nc, &st.backend), 0);
     cr_assert_eq(ul_sched_init(&st.sched, st.backend, NULL), 0);
-    st.sched.data = &st;
-    cr_assert_eq(ul_sched_start(&st.sched, &st.loop), 0);
+    cr_assert_eq(ul_driver_init(&st.loop, &st.driver, &st.sched), 0);
+    st.driver.data = &st;
     ul_codec_t codec;
     ul_codec_init_null(&codec, st.backend->n_vocab, st.backend->eos_id);
     ul_api_init(&st.api, &st.sched, &codec, "null");

@@ -4,6 +4,8 @@
  * 1-byte and random pieces and must give the same events. */
 #include "toolcall_testutil.h"
 
+#include <time.h>
+
 typedef struct {
     const char *tmpl; /* the syntax is detected from this template */
     int sir;          /* starts in reasoning */
@@ -624,21 +626,40 @@ Test(toolcall, long_content_is_linear) {
     free(txt);
 }
 
+/* CPU seconds of this thread to push a whitespace run of n bytes, one at a time, with one
+ * "x" in its middle. */
+static double whitespace_run_cpu_s(const ul_chat_syntax_t *s, int sir, size_t n) {
+    struct timespec a, b;
+    t_res_t r = {0};
+    ul_chat_parser_t p;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
+    ul_chat_parser_init(&p, s, sir, 1, 7);
+    for (size_t i = 0; i < n; i++) ul_chat_parser_push(&p, i == n / 2 ? "x" : " ", 1, t_on_ev, &r);
+    ul_chat_parser_finish(&p, t_on_ev, &r);
+    ul_chat_parser_free(&p);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
+    cr_assert_eq(r.content.len, n);
+    t_res_free(&r);
+    return (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) / 1e9;
+}
+
 /* Held-back whitespace arriving one byte at a time is not rescanned per byte (1 MiB of
- * spaces would take minutes if it were). */
-Test(toolcall, long_whitespace_run_is_linear, .timeout = 20) {
+ * spaces would take minutes if it were): four times the bytes cost about four times the
+ * CPU time, not sixteen. CPU time of this thread, so neither a loaded host nor a
+ * sanitiser's slowdown (it scales both runs) decides it. */
+Test(toolcall, long_whitespace_run_is_linear, .timeout = 600) {
     ul_chat_syntax_t s;
     t_detect("meta-llama-Llama-3.1-8B-Instruct.jinja", &s); /* anchored "{" looks at the start */
     for (int sir = 0; sir < 2; sir++) {
-        t_res_t r = {0};
-        ul_chat_parser_t p;
-        ul_chat_parser_init(&p, &s, sir, 1, 7);
-        size_t n = 1u << 20;
-        for (size_t i = 0; i < n; i++)
-            ul_chat_parser_push(&p, i == n / 2 ? "x" : " ", 1, t_on_ev, &r);
-        ul_chat_parser_finish(&p, t_on_ev, &r);
-        ul_chat_parser_free(&p);
-        cr_assert_eq(r.content.len, n);
-        t_res_free(&r);
+        double small = 1e9, big = 1e9; /* the best of 3: noise only ever adds time */
+        for (int k = 0; k < 3; k++) {
+            double t = whitespace_run_cpu_s(&s, sir, 1u << 18);
+            small = t < small ? t : small;
+            t = whitespace_run_cpu_s(&s, sir, 1u << 20);
+            big = t < big ? t : big;
+        }
+        cr_log_info("whitespace run (sir %d): 256 KiB %.3f s, 1 MiB %.3f s of CPU", sir, small,
+                    big);
+        cr_assert_lt(big, 8 * small + 0.01, "4x the bytes took %.1fx the time", big / small);
     }
 }

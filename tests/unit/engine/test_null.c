@@ -180,3 +180,53 @@ Test(null, submit_completes_through_bridge_after_delay) {
     ul_backend_destroy(b);
     cr_assert_eq(uv_loop_close(&loop), 0);
 }
+
+/* Virtual time: a step reports exactly its configured cost and takes none of it (here 2 s
+ * of cost; the whole test is bounded far below that on any host), with the same tokens as
+ * a step that sleeps; and a sleeping step reports its configured cost, not its sleep. */
+Test(null, virtual_time_reports_the_cost_without_sleeping) {
+    ul_backend_t *v, *real;
+    ul_null_config_t cfg = {.delay_us = 1000000,
+                            .token_us = 7,
+                            .prefill_us = 300000,
+                            .n_vocab = 1000,
+                            .page_size = 4,
+                            .n_pages = 64,
+                            .virtual_time = 1};
+    cr_assert_eq(ul_null_backend_create(&cfg, &v), 0);
+    ul_null_config_t rc = {.n_vocab = 1000, .page_size = 4, .n_pages = 64};
+    cr_assert_eq(ul_null_backend_create(&rc, &real), 0);
+    int32_t pages[8] = {0, 1, 2, 3, 4, 5, 6, 7}, toks[3] = {5, 6, 7};
+    ul_step_t st;
+    ul_step_seq_t ss;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    one_seq_step(&st, &ss, toks, 9, 0, 3, pages, 8);
+    cr_assert_eq(ul_backend_run(v, &st), 0);
+    cr_assert_eq(st.compute_us, 1000000.0 + 3 * 300000.0, "a 3-token prefill: %.0f us",
+                 st.compute_us);
+    int32_t tok_v = ss.out_token, one = tok_v;
+    one_seq_step(&st, &ss, &one, 9, 3, 1, pages, 8);
+    cr_assert_eq(ul_backend_run(v, &st), 0);
+    cr_assert_eq(st.compute_us, 1000000.0 + 7, "a decode token: %.0f us", st.compute_us);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double wall = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    cr_assert_lt(wall, 1.0, "%.2f s of wall time for 3.9 s of virtual steps", wall);
+    one_seq_step(&st, &ss, toks, 9, 0, 3, pages, 8);
+    cr_assert_eq(ul_backend_run(real, &st), 0);
+    cr_assert_eq(ss.out_token, tok_v, "the same token as without virtual time");
+    ul_backend_destroy(real);
+    /* Sleeping, a step reports its configured cost too, not the sleep it got (later on a
+     * loaded host): the scheduler's model prices the device, not the host's load. */
+    ul_null_config_t sc = {.delay_us = 20000, .n_vocab = 1000, .page_size = 4, .n_pages = 64};
+    cr_assert_eq(ul_null_backend_create(&sc, &real), 0);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    one_seq_step(&st, &ss, toks, 9, 0, 3, pages, 8);
+    cr_assert_eq(ul_backend_run(real, &st), 0);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    wall = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    cr_assert_geq(wall, 0.02, "it sleeps its cost");
+    cr_assert_eq(st.compute_us, 20000.0, "%.1f us", st.compute_us);
+    ul_backend_destroy(v);
+    ul_backend_destroy(real);
+}

@@ -297,7 +297,7 @@ Test(chain, penalty_windows_get_the_token_on_the_device_or_defer) {
     cr_assert_eq(ul_ch_plan(s, 1, &cur, prev_g, 1, pairs, &n), 0, "plain host rows resolve");
 }
 
-static uint64_t rnd(uint64_t *x) { return ul_tw_splitmix64(x); }
+static uint64_t rnd(uint64_t *x) { return ul_splitmix64(x); }
 
 /* The penalty window packed for a chained entry, its last place filled by the gather,
  * equals the one packed after the worker's host resolution (engine/worker.c

@@ -2,11 +2,13 @@
  * tests drive the scheduler the way the loop driver does (absorb N, build N+1, deliver N,
  * then compute N+1) with the null backend's synchronous run(), and check what a client
  * would notice: the same tokens as one step at a time, no token after a stop or a cancel,
- * on_finish exactly once, every KV page back; and on a real loop, that callbacks do run
- * while the next step is in flight. */
+ * on_finish exactly once, every KV page back; and on a real loop (the driver), that
+ * callbacks do run while the next step is in flight (an order, not a time: the same on a
+ * loaded host). Output pacing is the api's (tests/unit/api/test_pace.c). */
 #include <criterion/criterion.h>
 #include <string.h>
 
+#include "sched/driver.h"
 #include "sched/sched.h"
 #include "uvllm/err.h"
 
@@ -294,7 +296,7 @@ static void count_finish(ul_seq_t *q, ul_finish_t reason, int status) {
     on_finish(q, reason, status);
     g_finished++;
 }
-static void on_closed(ul_sched_t *s) { *(int *)s->data = 1; }
+static void on_closed(ul_driver_t *d) { *(int *)d->data = 1; }
 
 Test(overlap, driver_runs_callbacks_while_the_next_step_computes) {
     uv_loop_t loop;
@@ -304,7 +306,8 @@ Test(overlap, driver_runs_callbacks_while_the_next_step_computes) {
     cr_assert_eq(ul_null_backend_create(&cfg, &b), 0);
     ul_sched_t s;
     cr_assert_eq(ul_sched_init(&s, b, NULL), 0);
-    cr_assert_eq(ul_sched_start(&s, &loop), 0);
+    ul_driver_t d;
+    cr_assert_eq(ul_driver_init(&loop, &d, &s), 0);
     static oseq_t t[8];
     g_finished = 0;
     for (int i = 0; i < 8; i++) {
@@ -329,8 +332,8 @@ Test(overlap, driver_runs_callbacks_while_the_next_step_computes) {
     cr_assert_eq(t[2].reason, UL_FINISH_CANCELLED);
     cr_assert_eq(s.pool.n_free, 256);
     int closed = 0;
-    s.data = &closed;
-    ul_sched_close(&s, on_closed);
+    d.data = &closed;
+    ul_driver_close(&d, on_closed);
     uv_run(&loop, UV_RUN_DEFAULT);
     cr_assert(closed);
     ul_sched_free(&s);
@@ -340,10 +343,10 @@ Test(overlap, driver_runs_callbacks_while_the_next_step_computes) {
 
 /* Shutdown requested from inside a token callback (SIGTERM while streams write): every
  * sequence finishes exactly once, the step in flight is waited for, pages come back. */
-static ul_sched_t *g_sched;
+static ul_driver_t *g_driver;
 static int token_then_close(ul_seq_t *q, int32_t tok, const ul_token_lp_t *lp) {
     int rc = on_token(q, tok, lp);
-    if (((oseq_t *)q)->n_out == 3 && !g_sched->closing) ul_sched_close(g_sched, on_closed);
+    if (((oseq_t *)q)->n_out == 3 && !g_driver->closing) ul_driver_close(g_driver, on_closed);
     return rc;
 }
 
@@ -355,8 +358,9 @@ Test(overlap, close_from_a_callback_finishes_everything_once) {
     cr_assert_eq(ul_null_backend_create(&cfg, &b), 0);
     ul_sched_t s;
     cr_assert_eq(ul_sched_init(&s, b, NULL), 0);
-    cr_assert_eq(ul_sched_start(&s, &loop), 0);
-    g_sched = &s;
+    ul_driver_t d;
+    cr_assert_eq(ul_driver_init(&loop, &d, &s), 0);
+    g_driver = &d;
     static oseq_t t[6];
     g_finished = 0;
     for (int i = 0; i < 6; i++) {
@@ -366,7 +370,7 @@ Test(overlap, close_from_a_callback_finishes_everything_once) {
         add(&s, &t[i], 3);
     }
     int closed = 0;
-    s.data = &closed;
+    d.data = &closed;
     uv_run(&loop, UV_RUN_DEFAULT);
     cr_assert(closed, "close_cb ran");
     cr_assert_eq(g_finished, 6);
@@ -375,65 +379,6 @@ Test(overlap, close_from_a_callback_finishes_everything_once) {
         cr_assert_lt(t[i].n_out, 6, "seq %d: %d tokens after close", i, t[i].n_out);
     }
     cr_assert_eq(s.pool.n_free, 256);
-    ul_sched_free(&s);
-    ul_backend_destroy(b);
-    cr_assert_eq(uv_loop_close(&loop), 0);
-}
-
-/* ---- output pacing ------------------------------------------------------------------- */
-
-static int g_spin_us; /* on_token busy-waits this long per token: a loop that cannot keep up */
-static int g_held, g_tokens;
-static int spin_token(ul_seq_t *q, int32_t tok, const ul_token_lp_t *lp) {
-    oseq_t *t = (oseq_t *)q;
-    g_held += ul_sched_may_hold_output(t->s, q);
-    g_tokens++;
-    uint64_t end = uv_hrtime() + (uint64_t)g_spin_us * 1000;
-    while (uv_hrtime() < end) {
-    }
-    return on_token(q, tok, lp);
-}
-
-/* The loop busy for whole steps makes streams write every few steps; a light loop
- * brings every-step writes back. */
-Test(overlap, pacing_follows_the_loop_load) {
-    uv_loop_t loop;
-    cr_assert_eq(uv_loop_init(&loop), 0);
-    ul_backend_t *b;
-    ul_null_config_t cfg = {.delay_us = 5000, .n_vocab = 1000, .page_size = 4, .n_pages = 256};
-    cr_assert_eq(ul_null_backend_create(&cfg, &b), 0);
-    ul_sched_t s;
-    cr_assert_eq(ul_sched_init(&s, b, NULL), 0);
-    cr_assert_eq(ul_sched_start(&s, &loop), 0);
-    static oseq_t t[4];
-    g_finished = g_held = g_tokens = 0;
-    g_spin_us = 3000; /* 4 x 3 ms per 5 ms step: the loop is the bottleneck */
-    for (int i = 0; i < 4; i++) {
-        oseq_init(&t[i], &s, 200);
-        t[i].seq.on_finish = count_finish;
-        t[i].seq.on_token = spin_token;
-        add(&s, &t[i], 3);
-    }
-    int max_every = 1;
-    while (g_tokens < 4 * 60) {
-        uv_run(&loop, UV_RUN_ONCE);
-        if (s.write_every > max_every) max_every = s.write_every;
-    }
-    cr_assert_gt(max_every, 1, "loop busy %.2f, yet streams still write every step", s.loop_busy);
-    cr_assert_gt(g_held, 0, "no output was held");
-    g_spin_us = 0;
-    while (g_finished < 4) uv_run(&loop, UV_RUN_ONCE);
-    cr_assert_eq(s.write_every, 1, "load gone (busy %.2f), yet streams write every %d steps",
-                 s.loop_busy, s.write_every);
-    for (int i = 0; i < 4; i++) {
-        cr_assert_eq(t[i].n_out, 200);
-        cr_assert_eq(t[i].reason, UL_FINISH_LENGTH);
-    }
-    int closed = 0;
-    s.data = &closed;
-    ul_sched_close(&s, on_closed);
-    uv_run(&loop, UV_RUN_DEFAULT);
-    cr_assert(closed);
     ul_sched_free(&s);
     ul_backend_destroy(b);
     cr_assert_eq(uv_loop_close(&loop), 0);

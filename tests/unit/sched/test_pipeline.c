@@ -9,6 +9,7 @@
 #include <criterion/criterion.h>
 #include <string.h>
 
+#include "sched/driver.h"
 #include "sched/sched.h"
 #include "uvllm/err.h"
 
@@ -66,7 +67,8 @@ static void run_mix(int pipeline, int32_t n_pages, pseq_t *t, run_stats_t *st) {
     ul_sched_config_t sc = {.pipeline = pipeline, .max_batch_tokens = 64};
     cr_assert_eq(ul_sched_init(&s, b, &sc), 0);
     cr_assert_eq(s.depth, pipeline);
-    cr_assert_eq(ul_sched_start(&s, &loop), 0);
+    ul_driver_t d;
+    cr_assert_eq(ul_driver_init(&loop, &d, &s), 0);
     g_finished = 0;
     for (int i = 0; i < N_SEQS; i++) {
         pseq_t *q = &t[i];
@@ -88,9 +90,7 @@ static void run_mix(int pipeline, int32_t n_pages, pseq_t *t, run_stats_t *st) {
     cr_assert_eq(s.pool.n_free, s.pool.n_pages, "pages not returned");
     *st = (run_stats_t){s.stats.steps_ahead, s.stats.tokens_chained, s.stats.steps,
                         s.stats.preemptions};
-    int closed = 0;
-    s.data = &closed;
-    ul_sched_close(&s, NULL);
+    ul_driver_close(&d, NULL);
     uv_run(&loop, UV_RUN_DEFAULT);
     ul_sched_free(&s);
     ul_backend_destroy(b);

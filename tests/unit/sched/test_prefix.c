@@ -4,6 +4,7 @@
  * KV bookkeeping fails a step that reads a page holding other tokens) and on the CPU
  * backend with aidreams260K, where the tokens with the cache must equal those without. */
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 

@@ -5,6 +5,7 @@
 #include <criterion/criterion.h>
 #include <string.h>
 
+#include "sched/driver.h"
 #include "sched/sched.h"
 #include "uvllm/err.h"
 
@@ -357,7 +358,7 @@ static void count_finish(ul_seq_t *q, ul_finish_t reason, int status) {
     on_finish(q, reason, status);
     g_finished++;
 }
-static void on_closed(ul_sched_t *s) { *(int *)s->data = 1; }
+static void on_closed(ul_driver_t *d) { *(int *)d->data = 1; }
 
 Test(sched, loop_driver_runs_to_completion_and_closes) {
     uv_loop_t loop;
@@ -367,7 +368,8 @@ Test(sched, loop_driver_runs_to_completion_and_closes) {
     cr_assert_eq(ul_null_backend_create(&cfg, &b), 0);
     ul_sched_t s;
     cr_assert_eq(ul_sched_init(&s, b, NULL), 0);
-    cr_assert_eq(ul_sched_start(&s, &loop), 0);
+    ul_driver_t d;
+    cr_assert_eq(ul_driver_init(&loop, &d, &s), 0);
     static tseq_t t[20];
     g_finished = 0;
     for (int i = 0; i < 20; i++) {
@@ -382,8 +384,8 @@ Test(sched, loop_driver_runs_to_completion_and_closes) {
     tseq_init(&late, 1000);
     cr_assert_eq(add(&s, &late, 3), 0);
     int closed = 0;
-    s.data = &closed;
-    ul_sched_close(&s, on_closed);
+    d.data = &closed;
+    ul_driver_close(&d, on_closed);
     uv_run(&loop, UV_RUN_DEFAULT);
     cr_assert(closed);
     cr_assert(late.finished);

@@ -11,6 +11,7 @@
 #include "cpu/kv.h"
 #include "engine/sampling.h"
 #include "model/model.h"
+#include "sched/driver.h"
 #include "sched/sched.h"
 #include "uvllm/err.h"
 
@@ -330,7 +331,7 @@ static void finish_and_count(ul_seq_t *q, ul_finish_t reason, int status) {
     on_finish(q, reason, status);
     g_left--;
 }
-static void on_closed(ul_sched_t *s) { *(int *)s->data = 1; }
+static void on_closed(ul_driver_t *d) { *(int *)d->data = 1; }
 
 Test(share, loop_driver_choices_match_independent_sequences) {
     cseq_t ref[NCH], c[NCH];
@@ -343,7 +344,8 @@ Test(share, loop_driver_choices_match_independent_sequences) {
     cr_assert_eq(ul_null_backend_create(&cfg, &b), 0);
     ul_sched_t s;
     cr_assert_eq(ul_sched_init(&s, b, &g_cfg), 0);
-    cr_assert_eq(ul_sched_start(&s, &loop), 0);
+    ul_driver_t d;
+    cr_assert_eq(ul_driver_init(&loop, &d, &s), 0);
     init_choices(c, 0);
     for (int i = 0; i < NCH; i++) c[i].seq.on_finish = finish_and_count;
     g_left = NCH;
@@ -353,8 +355,8 @@ Test(share, loop_driver_choices_match_independent_sequences) {
     cr_assert_eq(c[1].seq.n_pages, 0);
     cr_assert_eq(s.pool.n_free, BIGPOOL);
     int closed = 0;
-    s.data = &closed;
-    ul_sched_close(&s, on_closed);
+    d.data = &closed;
+    ul_driver_close(&d, on_closed);
     uv_run(&loop, UV_RUN_DEFAULT);
     cr_assert(closed);
     ul_sched_free(&s);
