@@ -112,7 +112,7 @@ AI void update_block(const int NV, ul_attn_t *a, int g, int d0, int m, const flo
  * running max M, else e^(s - M)), then the accumulator and the sum S. */
 static void update(ul_attn_t *a, int g, int m, int f16) {
     const float *s = a->sc + (size_t)g * UL_ATTN_CH;
-    float M = a->M[g], arg[UL_ATTN_CH], e[UL_ATTN_CH], ms[UL_ATTN_CH], vs[UL_ATTN_CH];
+    float M = a->M[g], arg[UL_ATTN_CH] = {0}, e[UL_ATTN_CH], ms[UL_ATTN_CH], vs[UL_ATTN_CH];
     for (int j = 0; j < m; j++) {
         arg[j] = s[j] > M ? M - s[j] : s[j] - M;
         M = s[j] > M ? s[j] : M;
