@@ -240,33 +240,44 @@ static int reaches(const ast_t *a, int32_t node, int32_t t, uint8_t *seen) {
     return 0;
 }
 
-/* Decides inlining bottom-up: a rule qualifies once every rule it references is decided. */
+/* 1 when every rule node references has been decided. */
+static int refs_decided(const ast_t *a, int32_t node, const uint8_t *decided) {
+    const anode_t *nd = &a->nodes[node];
+    if (nd->kind == A_REF) return decided[nd->ref];
+    for (int32_t c = nd->first; c >= 0; c = a->nodes[c].next)
+        if (!refs_decided(a, c, decided)) return 0;
+    return 1;
+}
+
+/* Decides inlining bottom-up: a rule is sized once every rule it references is decided,
+ * so its estimate counts what it will really inline. Recursive rules and the root are
+ * never inlined (and are decided first, which breaks every cycle). */
 static int plan_inlining(nb_t *b, int32_t root) {
     size_t n = b->ast->n_rules;
-    uint8_t *seen = calloc(n, 1), *rec = calloc(n, 1);
-    if (!seen || !rec) {
+    uint8_t *seen = calloc(n, 1), *decided = calloc(n, 1);
+    if (!seen || !decided) {
         free(seen);
-        free(rec);
+        free(decided);
         return b->nomem = 1, UL_ENOMEM;
     }
     for (size_t r = 0; r < n; r++) {
         memset(seen, 0, n);
-        rec[r] = (uint8_t)reaches(b->ast, b->ast->rules[r].body, (int32_t)r, seen);
+        decided[r] = (int32_t)r == root || reaches(b->ast, b->ast->rules[r].body, (int32_t)r, seen);
     }
     for (int changed = 1; changed;) {
         changed = 0;
         for (size_t r = 0; r < n; r++) {
-            if (b->inl[r] || rec[r] || (int32_t)r == root) continue;
+            if (decided[r] || !refs_decided(b->ast, b->ast->rules[r].body, decided)) continue;
             int64_t s = est(b, b->ast->rules[r].body, 0);
             if (s >= 0 && s <= INLINE_MAX) {
                 b->inl[r] = 1;
                 b->size[r] = (int32_t)s;
-                changed = 1;
             }
+            decided[r] = changed = 1;
         }
     }
     free(seen);
-    free(rec);
+    free(decided);
     return 0;
 }
 
