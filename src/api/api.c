@@ -9,7 +9,7 @@
 #include <time.h>
 
 #include "api/api.h"
-#include "api/json_out.h"
+#include "api/gen.h"
 #include "chat/chat.h"
 #include "uvllm/err.h"
 #include "uvllm/log.h"
@@ -32,8 +32,7 @@ void ul_api_free(ul_api_t *a) {
     ul_chat_tmpl_free(a->chat_tmpl);
     ul_chat_tmpl_free(a->chat_tmpl_tool);
     a->chat_tmpl = a->chat_tmpl_tool = NULL;
-    ul_json_vocab_free(a->json_vocab);
-    a->json_vocab = NULL;
+    ul_api_structured_free(a);
 }
 
 static int draining(const ul_api_t *a) {

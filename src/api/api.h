@@ -122,8 +122,9 @@ typedef struct ul_api_s {
     uint64_t unauthorized; /* requests answered 401 */
     int draining;          /* SIGTERM seen (serve): readiness, /health and new /v1 work 503 */
     ul_api_ready_t ready;
-    struct ul_json_vocab_s *json_vocab; /* JSON mode's token table (json_out.h), built on the
-                                           first request that asks for it; owned */
+    struct ul_gvocab_s *gvocab;      /* structured output's token index (engine/grammar.h),
+                                        built on the first request that asks for it; owned */
+    struct ul_api_gcache_s *gcache;  /* compiled grammars by text (structured.c); owned */
 } ul_api_t;
 
 /* Sets the codec's is_eog into the scheduler config before ul_sched_init when needed. */

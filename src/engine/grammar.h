@@ -34,6 +34,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "uvllm/backend.h"
+
 #define UL_GRAMMAR_MAX_STACK 128 /* rule nesting of a parse (a JSON document's depth x 2) */
 
 /* ---- the vocabulary index ------------------------------------------------------------ */
@@ -87,6 +89,18 @@ int ul_gmatch_accept(ul_gmatch_t *m, int32_t id);
 /* Writes the allowed tokens as a bitmap: bit (id & 31) of bits[id >> 5], for
  * ceil(n_vocab / 32) words. Needs a vocabulary. */
 void ul_gmatch_fill_mask(ul_gmatch_t *m, uint32_t *bits);
+
+/* The sampler's view of a matcher (uvllm/backend.h ul_token_filter_t): allows, accept and
+ * fill_mask on the sequence's sampling thread. */
+typedef struct ul_gfilter_s {
+    ul_token_filter_t base; /* first */
+    ul_gmatch_t *m;
+} ul_gfilter_t;
+
+/* A filter at the start of g's text (g needs a vocabulary and must outlive f). 0 or
+ * UL_ENOMEM. */
+int ul_gfilter_init(ul_gfilter_t *f, const ul_grammar_t *g);
+void ul_gfilter_free(ul_gfilter_t *f);
 
 /* Counters for benchmarks and tests. */
 typedef struct ul_gmatch_stats_s {

@@ -312,3 +312,29 @@ void ul_gmatch_fill_mask(ul_gmatch_t *m, uint32_t *bits) {
     memcpy(lru->bits, bits, words * sizeof *bits);
     lru->used = m->clock;
 }
+
+/* ---- the sampler's filter --------------------------------------------------------------- */
+
+static int gf_allows(const ul_token_filter_t *f, int32_t id) {
+    /* the filter is never const where it lives: its owner hands it to one sampling thread */
+    return ul_gmatch_allows(((ul_gfilter_t *)(uintptr_t)f)->m, id);
+}
+
+static void gf_accept(ul_token_filter_t *f, int32_t id) {
+    (void)ul_gmatch_accept(((ul_gfilter_t *)f)->m, id);
+}
+
+static void gf_mask(ul_token_filter_t *f, uint32_t *bits) {
+    ul_gmatch_fill_mask(((ul_gfilter_t *)f)->m, bits);
+}
+
+int ul_gfilter_init(ul_gfilter_t *f, const ul_grammar_t *g) {
+    f->base = (ul_token_filter_t){.allows = gf_allows, .accept = gf_accept, .fill_mask = gf_mask};
+    f->m = ul_gmatch_new(g);
+    return f->m ? 0 : UL_ENOMEM;
+}
+
+void ul_gfilter_free(ul_gfilter_t *f) {
+    ul_gmatch_free(f->m);
+    f->m = NULL;
+}
