@@ -31,7 +31,8 @@ void ul_api_free(ul_api_t *a) {
     a->chat_template_override = NULL;
     ul_chat_tmpl_free(a->chat_tmpl);
     ul_chat_tmpl_free(a->chat_tmpl_tool);
-    a->chat_tmpl = a->chat_tmpl_tool = NULL;
+    ul_chat_tmpl_free(a->chat_tmpl_hermes);
+    a->chat_tmpl = a->chat_tmpl_tool = a->chat_tmpl_hermes = NULL;
     ul_api_structured_free(a);
 }
 

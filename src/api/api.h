@@ -94,7 +94,10 @@ typedef struct ul_api_s {
     char bos_text[64], eos_text[64];       /* the vocabulary's BOS/EOS texts, for templates */
     /* The output syntax of each template (tool-call format, thinking markers), found from
      * its source on first use: scanning the source per request cost 5% of a chat request. */
-    ul_chat_syntax_t chat_syn, chat_syn_tool;
+    ul_chat_syntax_t chat_syn, chat_syn_tool, chat_syn_hermes;
+    struct ul_chat_tmpl_s *chat_tmpl_hermes; /* ChatML with tools (Hermes), compiled on the
+                                                first tools request the template cannot
+                                                render; owned */
     int chat_syn_ready; /* reset when the templates change */
     ul_api_stats_t stats;
     uint64_t next_cmpl;

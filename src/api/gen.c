@@ -322,7 +322,9 @@ ul_gen_t *ul_gen_new(ul_api_t *a, ul_http_req_t *req, const ul_api_params_t *p,
             if (!f) goto fail;
             memset(f, 0, sizeof *f);
             ch->filter = f;
-            if (ul_gfilter_init(f, p->grammar)) goto fail;
+            if (p->grammar_trigger ? ul_gfilter_init_lazy(f, p->grammar, p->grammar_trigger)
+                                   : ul_gfilter_init(f, p->grammar))
+                goto fail;
             ch->seq.sampling.filter = &f->base;
         }
         ch->seq.ignore_eos = p->ignore_eos;

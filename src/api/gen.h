@@ -63,6 +63,8 @@ typedef struct ul_api_params_s {
     struct ul_grammar_s *grammar; /* structured output (structured.c): borrowed from the
                          server's grammar cache until ul_gen_new takes a reference; NULL:
                          unconstrained */
+    const char *grammar_trigger; /* lazy grammar (strict tools): free text until this static
+                         text, then the grammar; NULL: the grammar from the start */
     double timeout_s; /* "timeout" (or header X-Request-Timeout): seconds from arrival after
                          which the choices end with finish_reason "deadline"; 0 = none */
 } ul_api_params_t;

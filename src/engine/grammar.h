@@ -95,11 +95,22 @@ void ul_gmatch_fill_mask(ul_gmatch_t *m, uint32_t *bits);
 typedef struct ul_gfilter_s {
     ul_token_filter_t base; /* first */
     ul_gmatch_t *m;
+    /* lazy filters: free text until the trigger, then the grammar (which starts with it) */
+    char trigger[64];
+    uint32_t trigger_len; /* 0: not lazy */
+    int active;           /* the trigger was seen: the grammar decides */
+    char tail[64];        /* the last trigger_len - 1 bytes of free text */
+    uint32_t tail_len;
 } ul_gfilter_t;
 
 /* A filter at the start of g's text (g needs a vocabulary and must outlive f). 0 or
  * UL_ENOMEM. */
 int ul_gfilter_init(ul_gfilter_t *f, const ul_grammar_t *g);
+/* A lazy filter (llama.cpp's lazy grammars; strict tools with tool_choice "auto"): any text
+ * until it contains trigger (at most 63 bytes), from which on the text must be a sentence
+ * of g (whose sentences start with the trigger). 0, UL_EINVAL (trigger too long) or
+ * UL_ENOMEM. */
+int ul_gfilter_init_lazy(ul_gfilter_t *f, const ul_grammar_t *g, const char *trigger);
 void ul_gfilter_free(ul_gfilter_t *f);
 
 /* Counters for benchmarks and tests. */

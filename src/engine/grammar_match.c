@@ -315,23 +315,92 @@ void ul_gmatch_fill_mask(ul_gmatch_t *m, uint32_t *bits) {
 
 /* ---- the sampler's filter --------------------------------------------------------------- */
 
-static int gf_allows(const ul_token_filter_t *f, int32_t id) {
+/* Lazy filters before the trigger: where in tail + token bytes the trigger starts (so that
+ * it ends inside the token), or -1. */
+static long trigger_at(const ul_gfilter_t *f, const char *p, uint32_t n, char *buf) {
+    memcpy(buf, f->tail, f->tail_len);
+    memcpy(buf + f->tail_len, p, n);
+    uint32_t len = f->tail_len + n;
+    const char *hit = memmem(buf, len, f->trigger, f->trigger_len);
+    return hit ? (long)(hit - buf) : -1;
+}
+
+static int lazy_allows(ul_gfilter_t *f, int32_t id) {
+    const ul_gvocab_t *v = f->m->g->v;
+    if (id < 0 || id >= v->n) return 0;
+    if (v->eog[id]) return 1;
+    uint32_t n;
+    const char *p = ul_gvocab_piece(v, id, &n);
+    if (!n) return 0;
+    char buf[64 + 256];
+    long at = trigger_at(f, p, n, buf);
+    if (at < 0) return 1;
+    ul_gmatch_t *m = f->m;
+    int ok;
+    return run(m, buf + at, f->tail_len + n - (size_t)at, &ok) == 0 && ok;
+}
+
+static void lazy_accept(ul_gfilter_t *f, int32_t id) {
+    const ul_gvocab_t *v = f->m->g->v;
+    if (id < 0 || id >= v->n || v->eog[id]) return;
+    uint32_t n;
+    const char *p = ul_gvocab_piece(v, id, &n);
+    char buf[64 + 256];
+    long at = trigger_at(f, p, n, buf);
+    uint32_t len = f->tail_len + n;
+    if (at >= 0) {
+        f->active = 1;
+        (void)ul_gmatch_feed(f->m, buf + at, len - (size_t)at);
+        return;
+    }
+    uint32_t keep = len < f->trigger_len - 1 ? len : f->trigger_len - 1;
+    memmove(f->tail, buf + len - keep, keep);
+    f->tail_len = keep;
+}
+
+static int gf_allows(const ul_token_filter_t *base, int32_t id) {
     /* the filter is never const where it lives: its owner hands it to one sampling thread */
-    return ul_gmatch_allows(((ul_gfilter_t *)(uintptr_t)f)->m, id);
+    ul_gfilter_t *f = (ul_gfilter_t *)(uintptr_t)base;
+    if (f->trigger_len && !f->active) return lazy_allows(f, id);
+    return ul_gmatch_allows(f->m, id);
 }
 
-static void gf_accept(ul_token_filter_t *f, int32_t id) {
-    (void)ul_gmatch_accept(((ul_gfilter_t *)f)->m, id);
+static void gf_accept(ul_token_filter_t *base, int32_t id) {
+    ul_gfilter_t *f = (ul_gfilter_t *)base;
+    if (f->trigger_len && !f->active)
+        lazy_accept(f, id);
+    else
+        (void)ul_gmatch_accept(f->m, id);
 }
 
-static void gf_mask(ul_token_filter_t *f, uint32_t *bits) {
-    ul_gmatch_fill_mask(((ul_gfilter_t *)f)->m, bits);
+static void gf_mask(ul_token_filter_t *base, uint32_t *bits) {
+    ul_gfilter_t *f = (ul_gfilter_t *)base;
+    if (!f->trigger_len || f->active) {
+        ul_gmatch_fill_mask(f->m, bits);
+        return;
+    }
+    /* free text: every token but those that start the grammar wrongly (rare: the sampler
+     * asks only when its own choice was refused) */
+    int32_t n = f->m->g->v->n;
+    memset(bits, 0, ((size_t)n + 31) / 32 * sizeof *bits);
+    for (int32_t id = 0; id < n; id++)
+        if (lazy_allows(f, id)) bits[id >> 5] |= 1u << (id & 31);
 }
 
 int ul_gfilter_init(ul_gfilter_t *f, const ul_grammar_t *g) {
+    memset(f, 0, sizeof *f);
     f->base = (ul_token_filter_t){.allows = gf_allows, .accept = gf_accept, .fill_mask = gf_mask};
     f->m = ul_gmatch_new(g);
     return f->m ? 0 : UL_ENOMEM;
+}
+
+int ul_gfilter_init_lazy(ul_gfilter_t *f, const ul_grammar_t *g, const char *trigger) {
+    size_t n = strlen(trigger);
+    if (!n || n >= sizeof f->trigger) return UL_EINVAL;
+    int rc = ul_gfilter_init(f, g);
+    memcpy(f->trigger, trigger, n);
+    f->trigger_len = (uint32_t)n;
+    return rc;
 }
 
 void ul_gfilter_free(ul_gfilter_t *f) {

@@ -378,16 +378,47 @@ int ul_jg_gen(jg_t *j, const cJSON *js, char *name) {
     return rc;
 }
 
-int ul_json_schema_gbnf(const cJSON *schema, ul_buf_t *out, char *err, size_t err_len) {
-    jg_t j = {.root = schema, .err = err, .err_len = err_len};
+ul_json_gbnf_t *ul_json_gbnf_new(char *err, size_t err_len) {
+    jg_t *j = calloc(1, sizeof *j);
+    if (!j) return NULL;
+    j->err = err;
+    j->err_len = err_len;
     if (err_len) err[0] = 0;
-    char root[16];
-    int rc = ul_jg_gen(&j, schema, root);
-    if (!rc) rc = ul_jg_printf(out, "root ::= %s\n", root);
-    if (!rc) rc = ul_buf_append(out, j.rules.p, j.rules.len);
-    if (!rc) rc = ul_buf_puts(out, UL_JSON_GBNF_BASE);
-    ul_buf_free(&j.rules);
-    free(j.memo);
-    for (int i = 0; i < j.n_keep; i++) cJSON_Delete(j.keep[i]);
+    return j;
+}
+
+void ul_json_gbnf_free(ul_json_gbnf_t *j) {
+    if (!j) return;
+    ul_buf_free(&j->rules);
+    free(j->memo);
+    for (int i = 0; i < j->n_keep; i++) cJSON_Delete(j->keep[i]);
+    free(j);
+}
+
+int ul_json_gbnf_add(ul_json_gbnf_t *j, const cJSON *schema, const cJSON *root, const char *name) {
+    j->root = root ? root : schema;
+    j->n_memo = 0; /* memoised names are per schema (their $refs resolve in their root) */
+    j->depth = 0;
+    char r[16];
+    int rc = ul_jg_gen(j, schema, r);
+    if (!rc) rc = ul_jg_printf(&j->rules, "%s ::= %s\n", name, r);
     return rc == UL_EINVAL || rc == UL_ENOMEM ? rc : rc ? UL_ENOMEM : 0;
+}
+
+int ul_json_gbnf_finish(ul_json_gbnf_t *j, ul_buf_t *out) {
+    int rc = ul_buf_append(out, j->rules.p, j->rules.len);
+    if (!rc) rc = ul_buf_puts(out, UL_JSON_GBNF_BASE);
+    ul_json_gbnf_free(j);
+    return rc;
+}
+
+int ul_json_schema_gbnf(const cJSON *schema, ul_buf_t *out, char *err, size_t err_len) {
+    jg_t *j = ul_json_gbnf_new(err, err_len);
+    if (!j) return UL_ENOMEM;
+    int rc = ul_json_gbnf_add(j, schema, schema, "root");
+    if (rc) {
+        ul_json_gbnf_free(j);
+        return rc;
+    }
+    return ul_json_gbnf_finish(j, out);
 }

@@ -46,6 +46,16 @@ extern const char *const ul_json_gbnf_object;
  * supported") or UL_ENOMEM. */
 int ul_json_schema_gbnf(const cJSON *schema, ul_buf_t *out, char *err, size_t err_len);
 
+/* Several schemas into one grammar (tool calls: one rule per tool's arguments): each add
+ * writes rule `name ::= ...` for schema (whose "$ref"s resolve in root, NULL: schema
+ * itself); finish appends every rule and the shared lexical rules to out and frees the
+ * builder (so does free alone). Errors as ul_json_schema_gbnf. */
+typedef struct ul_json_gbnf_s ul_json_gbnf_t;
+ul_json_gbnf_t *ul_json_gbnf_new(char *err, size_t err_len);
+int ul_json_gbnf_add(ul_json_gbnf_t *b, const cJSON *schema, const cJSON *root, const char *name);
+int ul_json_gbnf_finish(ul_json_gbnf_t *b, ul_buf_t *out);
+void ul_json_gbnf_free(ul_json_gbnf_t *b);
+
 /* A regular expression (ECMA-262 subset) as a GBNF expression appended to out. json: the
  * expression produces the body of a JSON string whose decoded value matches (quotes and
  * backslashes escaped); else the text itself. Anchoring: ^ and $ at the ends; without

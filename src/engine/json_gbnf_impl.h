@@ -31,7 +31,7 @@ typedef struct {
     char name[16];
 } jg_memo_t;
 
-typedef struct {
+typedef struct ul_json_gbnf_s {
     const cJSON *root;
     ul_buf_t rules;
     jg_memo_t *memo;
@@ -41,7 +41,7 @@ typedef struct {
     int n_keep;
     char *err;
     size_t err_len;
-} jg_t;
+} jg_t; /* = ul_json_gbnf_t */
 
 int ul_jg_fail(jg_t *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int ul_jg_printf(ul_buf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
