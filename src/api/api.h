@@ -2,6 +2,7 @@
  *   GET  /health          {"status":"ok",...live counters} or 503 {"status":"draining"}
  *   GET  /metrics         Prometheus text
  *   GET  /v1/models       the served model
+ *   GET  /v1/models/{id}  one of its names (the id or an alias)
  *   POST /v1/completions  stream (SSE text_completion chunks + [DONE]) or one JSON object
  *   POST /tokenize        {"content",...} -> {"tokens":[...]} (llama-server's shape)
  *   POST /detokenize      {"tokens":[...]} -> {"content":"..."}
@@ -154,6 +155,7 @@ int ul_api_error(ul_http_req_t *req, int status, const char *type, const char *p
 int ul_api_health(ul_http_req_t *req, void *data);
 int ul_api_metrics(ul_http_req_t *req, void *data);
 int ul_api_models(ul_http_req_t *req, void *data);
+int ul_api_model(ul_http_req_t *req, void *data); /* GET /v1/models/{id} */
 int ul_api_completions(ul_http_req_t *req, void *data);
 int ul_api_tokenize(ul_http_req_t *req, void *data);   /* tokenize.c */
 int ul_api_detokenize(ul_http_req_t *req, void *data); /* tokenize.c */

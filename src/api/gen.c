@@ -52,12 +52,14 @@ void ul_gen_json_head(ul_gen_t *g, ul_buf_t *b, const char *object) {
 }
 
 void ul_gen_json_usage(ul_gen_t *g, ul_buf_t *b) {
-    int32_t gen = 0;
+    int32_t gen = 0, cached = 0;
     for (int i = 0; i < g->n_choices; i++) gen += g->choices[i].n_gen;
+    /* prompt tokens the prefix cache served: once per prompt (its choices share pages) */
+    for (int i = 0; i < g->n_choices; i += g->p.best_of) cached += g->choices[i].seq.n_cached;
     ul_gen_printf(b,
                   "\"usage\":{\"prompt_tokens\":%d,\"completion_tokens\":%d,"
-                  "\"total_tokens\":%d}",
-                  (int)g->n_prompt_tokens, (int)gen, (int)(g->n_prompt_tokens + gen));
+                  "\"total_tokens\":%d,\"prompt_tokens_details\":{\"cached_tokens\":%d}}",
+                  (int)g->n_prompt_tokens, (int)gen, (int)(g->n_prompt_tokens + gen), (int)cached);
 }
 
 void ul_gen_respond(ul_gen_t *g, ul_buf_t *b) {
