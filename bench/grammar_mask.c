@@ -62,8 +62,10 @@ static void pass(const char *name, ul_grammar_t *g, const int32_t *ids, int n, i
         total += step[i];
         steps++;
         if (!(bits[ids[i] >> 5] >> (ids[i] & 31) & 1)) {
-            fprintf(stderr, "token %d (step %d) refused by the mask: the document does not "
-                            "match the grammar\n", ids[i], i);
+            fprintf(stderr,
+                    "token %d (step %d) refused by the mask: the document does not "
+                    "match the grammar\n",
+                    ids[i], i);
             exit(1);
         }
         for (int b = 0; b < batch; b++)

@@ -26,8 +26,8 @@ enum { FORCE_NONE, FORCE_ALL, FORCE_NAMED, FORCE_STRICT };
 typedef struct creq_s {
     ul_chat_syntax_t syn;
     int starts_in_reasoning, parse_tools, parallel_tools;
-    int force;             /* tool calls constrained: FORCE_ALL, FORCE_NAMED, FORCE_STRICT */
-    const char *named;     /* FORCE_NAMED: the function (points into the body) */
+    int force;         /* tool calls constrained: FORCE_ALL, FORCE_NAMED, FORCE_STRICT */
+    const char *named; /* FORCE_NAMED: the function (points into the body) */
     uv_work_t work;
 } creq_t;
 
@@ -173,10 +173,9 @@ static int tool_named(const cJSON *root, const char *name) {
  * *parse: whether tool calls are parsed from the output. */
 static int any_strict(const cJSON *root) {
     const cJSON *t;
-    cJSON_ArrayForEach(t, cJSON_GetObjectItemCaseSensitive(root, "tools"))
-        if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(
-                cJSON_GetObjectItemCaseSensitive(t, "function"), "strict")))
-            return 1;
+    cJSON_ArrayForEach(t, cJSON_GetObjectItemCaseSensitive(root, "tools")) if (
+        cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetObjectItemCaseSensitive(t, "function"), "strict"))) return 1;
     return 0;
 }
 
@@ -426,8 +425,8 @@ static void on_event(void *ud, const ul_chat_ev_t *ev) {
     case UL_CHAT_EV_TOOL_ARGS:
         if (cc->skip_args) break;
         chunk_head(ch);
-        ul_gen_printf(&ch->g->frame, "\"tool_calls\":[{\"index\":%d,\"function\":{\"arguments\":",
-                      ev->index);
+        ul_gen_printf(&ch->g->frame,
+                      "\"tool_calls\":[{\"index\":%d,\"function\":{\"arguments\":", ev->index);
         ul_gen_json_str(&ch->g->frame, ev->text, ev->len);
         ul_gen_add(&ch->g->frame, "}}]", 3);
         chunk_tail(ch, NULL);
@@ -598,9 +597,10 @@ static int force_tools(ul_api_t *a, const cJSON *root, creq_t *c, ul_api_params_
     }
     if (!a->codec.vocab || !a->codec.token_piece) {
         if (c->force == FORCE_STRICT) return 0;
-        return ul_api_bad(bad, "tool_choice",
-                          "'tool_choice' %s needs a model vocabulary (this server runs without one)",
-                          c->force == FORCE_ALL ? "required" : "naming a function");
+        return ul_api_bad(
+            bad, "tool_choice",
+            "'tool_choice' %s needs a model vocabulary (this server runs without one)",
+            c->force == FORCE_ALL ? "required" : "naming a function");
     }
     const cJSON *tools = cJSON_GetObjectItemCaseSensitive(root, "tools");
     int fmt = c->syn.tool_fmt ? c->syn.tool_fmt : UL_CHAT_TOOLS_HERMES;
@@ -642,9 +642,11 @@ static int force_tools(ul_api_t *a, const cJSON *root, creq_t *c, ul_api_params_
     if (!rc) rc = ul_json_gbnf_finish(jb, &g), jb = NULL;
     ul_json_gbnf_free(jb);
     if (rc == UL_EINVAL || rc == UL_ENOTSUP) {
-        if (c->force == FORCE_STRICT && rc == UL_ENOTSUP) rc = 0; /* auto: left free */
-        else rc = ul_api_bad(bad, c->force == FORCE_STRICT ? "tools" : "tool_choice",
-                             "cannot constrain the tool calls: %s", err);
+        if (c->force == FORCE_STRICT && rc == UL_ENOTSUP)
+            rc = 0; /* auto: left free */
+        else
+            rc = ul_api_bad(bad, c->force == FORCE_STRICT ? "tools" : "tool_choice",
+                            "cannot constrain the tool calls: %s", err);
     } else if (!rc) {
         rc = ul_api_grammar_get(a, g.p, g.len, &p->grammar, err, sizeof err);
         if (rc == UL_EINVAL) rc = ul_api_bad(bad, "tools", "the tool-call grammar: %s", err);
@@ -674,7 +676,7 @@ static int prepare(ul_api_t *a, cJSON *root, ul_arena_t *ar, ul_api_params_t *p,
         }
         a->chat_syn_ready = 1;
     }
-    c->syn = t == a->chat_tmpl ? a->chat_syn
+    c->syn = t == a->chat_tmpl          ? a->chat_syn
              : t == a->chat_tmpl_hermes ? a->chat_syn_hermes
                                         : a->chat_syn_tool;
     c->starts_in_reasoning = ul_chat_syntax_prompt_opens_reasoning(&c->syn, text->p, text->len);

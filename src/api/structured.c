@@ -130,9 +130,12 @@ static int use_schema(ul_api_t *a, const cJSON *schema, const char *param, const
     char err[200];
     int rc = ul_json_schema_gbnf(schema, &b, err, sizeof err);
     cJSON_Delete(parsed);
-    if (rc == UL_EINVAL) rc = ul_api_bad(bad, param, "%s %s", what, err);
-    else if (rc) rc = oom(bad, param);
-    else rc = use_gbnf(a, b.p, b.len, param, what, p, bad);
+    if (rc == UL_EINVAL)
+        rc = ul_api_bad(bad, param, "%s %s", what, err);
+    else if (rc)
+        rc = oom(bad, param);
+    else
+        rc = use_gbnf(a, b.p, b.len, param, what, p, bad);
     ul_buf_free(&b);
     if (!rc) p->json_object = 1;
     return rc;
@@ -145,9 +148,12 @@ static int use_regex(ul_api_t *a, const char *re, const char *param, ul_api_para
     int rc = ul_buf_puts(&b, "root ::= ") ? UL_ENOMEM : 0;
     if (!rc) rc = ul_regex_gbnf(re, strlen(re), 0, &b, err, sizeof err);
     if (!rc) rc = ul_buf_puts(&b, "\n") ? UL_ENOMEM : 0;
-    if (rc == UL_EINVAL) rc = ul_api_bad(bad, param, "'%s' regex: %s", param, err);
-    else if (rc) rc = oom(bad, param);
-    else rc = use_gbnf(a, b.p, b.len, param, "the regex", p, bad);
+    if (rc == UL_EINVAL)
+        rc = ul_api_bad(bad, param, "'%s' regex: %s", param, err);
+    else if (rc)
+        rc = oom(bad, param);
+    else
+        rc = use_gbnf(a, b.p, b.len, param, "the regex", p, bad);
     ul_buf_free(&b);
     return rc;
 }
@@ -185,7 +191,8 @@ static int parse_response_format(ul_api_t *a, const cJSON *rf, ul_api_params_t *
     if (!strcmp(t->valuestring, "json_object")) {
         if (field(rf, "schema"))
             return use_schema(a, field(rf, "schema"), P, "'response_format' schema", p, bad);
-        int rc = use_gbnf(a, ul_json_gbnf_object, strlen(ul_json_gbnf_object), P, "JSON mode", p, bad);
+        int rc =
+            use_gbnf(a, ul_json_gbnf_object, strlen(ul_json_gbnf_object), P, "JSON mode", p, bad);
         if (!rc) p->json_object = 1;
         return rc;
     }
@@ -196,7 +203,8 @@ static int parse_response_format(ul_api_t *a, const cJSON *rf, ul_api_params_t *
                           t->valuestring);
     const cJSON *js = cJSON_GetObjectItemCaseSensitive(rf, "json_schema");
     if (!cJSON_IsObject(js))
-        return ul_api_bad(bad, P, "'response_format' type json_schema needs a 'json_schema' object");
+        return ul_api_bad(bad, P,
+                          "'response_format' type json_schema needs a 'json_schema' object");
     const cJSON *name = field(js, "name"), *strict = field(js, "strict");
     const cJSON *desc = field(js, "description"), *schema = field(js, "schema");
     if ((name && !cJSON_IsString(name)) || (desc && !cJSON_IsString(desc)) ||
@@ -234,10 +242,9 @@ static int parse_vllm(ul_api_t *a, const char *param, const char *kind, const cJ
                       kind, param);
 }
 
-int ul_api_structured_parse(ul_api_t *a, const cJSON *root, ul_api_params_t *p,
-                            ul_api_bad_t *bad) {
-    static const char *const names[] = {"response_format", "grammar",       "json_schema",
-                                        "structured_outputs", "guided_json", "guided_regex",
+int ul_api_structured_parse(ul_api_t *a, const cJSON *root, ul_api_params_t *p, ul_api_bad_t *bad) {
+    static const char *const names[] = {"response_format",    "grammar",       "json_schema",
+                                        "structured_outputs", "guided_json",   "guided_regex",
                                         "guided_choice",      "guided_grammar"};
     const char *given = NULL;
     const cJSON *rf = field(root, "response_format");

@@ -29,7 +29,8 @@ const char ul_chat_chatml_template[] =
 const char ul_chat_chatml_tools_template[] =
     "{%- if tools -%}\n"
     "{{- '<|im_start|>system\\n' -}}\n"
-    "{%- if messages[0]['role'] == 'system' -%}{{- messages[0]['content'] + '\\n\\n' -}}{%- endif -%}\n"
+    "{%- if messages[0]['role'] == 'system' -%}{{- messages[0]['content'] + '\\n\\n' -}}{%- endif "
+    "-%}\n"
     "{{- '# Tools\\n<tools>' -}}\n"
     "{%- for tool in tools -%}{{- '\\n' + (tool | tojson) -}}{%- endfor -%}\n"
     "{{- '\\n</tools>\\nTo call a tool: <tool_call>\\n{\"name\": <name>, \"arguments\": "

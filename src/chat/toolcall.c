@@ -130,8 +130,8 @@ static void emit_calls(ul_chat_parser_t *p, const ul_tc_calls_t *c, ul_chat_ev_c
                            .arguments = args};
         cb(ud, &ev);
         if (p->stream) {
-            ul_chat_ev_t a = {.kind = UL_CHAT_EV_TOOL_ARGS, .index = ev.index, .text = args,
-                              .len = strlen(args)};
+            ul_chat_ev_t a = {
+                .kind = UL_CHAT_EV_TOOL_ARGS, .index = ev.index, .text = args, .len = strlen(args)};
             cb(ud, &a);
         }
         r = args + strlen(args) + 1;

@@ -135,12 +135,12 @@ typedef struct ul_chat_parser_s {
                    * harmony tool message: the recipient function's name */
     ul_buf_t out; /* scratch for the events' strings */
     /* streamed calls (toolcall_stream.c): the section's calls as they are generated */
-    int stream;             /* 1: TOOL_START / TOOL_ARGS events where the format allows */
-    int ic_phase;           /* 0 seeking a name, 1 seeking the arguments, 2 inside them */
-    size_t ic_pos;          /* bytes of the section scanned */
+    int stream;              /* 1: TOOL_START / TOOL_ARGS events where the format allows */
+    int ic_phase;            /* 0 seeking a name, 1 seeking the arguments, 2 inside them */
+    size_t ic_pos;           /* bytes of the section scanned */
     size_t ic_name, ic_nlen; /* the name found (offset, length in buf) */
     int ic_depth, ic_str, ic_esc;
-    int ic_started;         /* calls of this section started (streamed whole) */
+    int ic_started; /* calls of this section started (streamed whole) */
 } ul_chat_parser_t;
 
 /* starts_in_reasoning: from ul_chat_syntax_prompt_opens_reasoning. parse_tools: 0 when the

@@ -19,7 +19,8 @@ typedef struct {
 } tfmt_t;
 
 static const tfmt_t g_tf[UL_CHAT_TOOLS_COUNT] = {
-    [UL_CHAT_TOOLS_HERMES] = {"", "<tool_call>\n{\"name\": \"@N\", \"arguments\": @A}\n</tool_call>",
+    [UL_CHAT_TOOLS_HERMES] = {"",
+                              "<tool_call>\n{\"name\": \"@N\", \"arguments\": @A}\n</tool_call>",
                               "\n", "", NULL, "<tool_call>", 0},
     [UL_CHAT_TOOLS_QWEN3_CODER] = {"", "<tool_call>\n<function=@N>\n@P</function>\n</tool_call>",
                                    "\n", "", "<parameter=@K>\n@V\n</parameter>\n", "<tool_call>",
@@ -31,11 +32,11 @@ static const tfmt_t g_tf[UL_CHAT_TOOLS_COUNT] = {
     [UL_CHAT_TOOLS_MISTRAL_ARGS] = {"", "[TOOL_CALLS]@N[ARGS]@A", "", "", NULL, "[TOOL_CALLS]", 0},
     [UL_CHAT_TOOLS_FUNCTIONARY_V31] = {"", "<function=@N>@A</function>", "", "", NULL,
                                        "<function=", 0},
-    [UL_CHAT_TOOLS_COMMAND_R] = {"Action: ```json\n[", "{\"tool_name\": \"@N\", \"parameters\": @A}",
-                                 ",\n", "]\n```", NULL, "Action: ```json", 0},
-    [UL_CHAT_TOOLS_COMMAND_A] = {"<|START_ACTION|>[",
-                                 "{\"tool_name\": \"@N\", \"parameters\": @A}", ", ",
-                                 "]<|END_ACTION|>", NULL, "<|START_ACTION|>", 0},
+    [UL_CHAT_TOOLS_COMMAND_R] = {"Action: ```json\n[",
+                                 "{\"tool_name\": \"@N\", \"parameters\": @A}", ",\n", "]\n```",
+                                 NULL, "Action: ```json", 0},
+    [UL_CHAT_TOOLS_COMMAND_A] = {"<|START_ACTION|>[", "{\"tool_name\": \"@N\", \"parameters\": @A}",
+                                 ", ", "]<|END_ACTION|>", NULL, "<|START_ACTION|>", 0},
     [UL_CHAT_TOOLS_GRANITE] = {"<|tool_call|>[", "{\"name\": \"@N\", \"arguments\": @A}", ", ", "]",
                                NULL, "<|tool_call|>", 0},
     [UL_CHAT_TOOLS_DEEPSEEK_R1] = {"<｜tool▁calls▁begin｜>",
@@ -54,9 +55,11 @@ static const tfmt_t g_tf[UL_CHAT_TOOLS_COUNT] = {
                                "", "<|tool_calls_section_end|>", NULL,
                                "<|tool_calls_section_begin|>", 0},
     [UL_CHAT_TOOLS_GLM45] = {"", "<tool_call>@N\n@P</tool_call>", "\n", "",
-                             "<arg_key>@K</arg_key>\n<arg_value>@V</arg_value>\n", "<tool_call>", 0},
-    [UL_CHAT_TOOLS_HARMONY] = {"", "<|channel|>commentary to=functions.@N <|constrain|>json"
-                                   "<|message|>@A<|call|>",
+                             "<arg_key>@K</arg_key>\n<arg_value>@V</arg_value>\n", "<tool_call>",
+                             0},
+    [UL_CHAT_TOOLS_HARMONY] = {"",
+                               "<|channel|>commentary to=functions.@N <|constrain|>json"
+                               "<|message|>@A<|call|>",
                                "", "", NULL, "<|channel|>commentary to=", 1},
     [UL_CHAT_TOOLS_MINIMAX_M2] = {"<minimax:tool_call>\n", "<invoke name=\"@N\">\n@P</invoke>\n",
                                   "", "</minimax:tool_call>",
@@ -130,11 +133,11 @@ static int valid_name(const char *s) {
 
 typedef struct {
     const tfmt_t *f;
-    int tool;           /* index in tools */
+    int tool; /* index in tools */
     const char *name;
     const cJSON *props; /* the parameters' properties, for @P */
     const cJSON *req;
-    int param;          /* for @K / @V */
+    int param; /* for @K / @V */
     const char *key;
 } cctx_t;
 
@@ -199,7 +202,9 @@ int ul_chat_tool_gbnf(int fmt, const cJSON *tools, const char *only, int paralle
             return UL_EINVAL;
         }
         const cJSON *params = cJSON_GetObjectItemCaseSensitive(fn_of(t), "parameters");
-        cctx_t c = {.f = f, .tool = idx, .name = name->valuestring,
+        cctx_t c = {.f = f,
+                    .tool = idx,
+                    .name = name->valuestring,
                     .props = cJSON_GetObjectItemCaseSensitive(params, "properties"),
                     .req = cJSON_GetObjectItemCaseSensitive(params, "required")};
         if (n++) rc = put(out, " | ", 3);

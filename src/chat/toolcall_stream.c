@@ -163,8 +163,8 @@ static void stream_args(ul_chat_parser_t *p, size_t len, ul_chat_ev_cb cb, void 
         }
     }
     if (i > from) {
-        ul_chat_ev_t ev = {.kind = UL_CHAT_EV_TOOL_ARGS, .index = p->n_calls, .text = b + from,
-                           .len = i - from};
+        ul_chat_ev_t ev = {
+            .kind = UL_CHAT_EV_TOOL_ARGS, .index = p->n_calls, .text = b + from, .len = i - from};
         cb(ud, &ev);
     }
     p->ic_pos = i;

@@ -26,7 +26,8 @@ __attribute__((format(printf, 2, 3))) static int fail(gp_t *p, const char *fmt, 
         int n = snprintf(p->err, p->err_len, "line %d: ", p->line);
         va_list ap;
         va_start(ap, fmt);
-        if (n >= 0 && (size_t)n < p->err_len) vsnprintf(p->err + n, p->err_len - (size_t)n, fmt, ap);
+        if (n >= 0 && (size_t)n < p->err_len)
+            vsnprintf(p->err + n, p->err_len - (size_t)n, fmt, ap);
         va_end(ap);
     }
     return UL_EINVAL;
@@ -74,8 +75,8 @@ static int rule_index(gp_t *p, const char *name, size_t n, int32_t *out) {
 }
 
 static int is_word(char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '-' || c == '_';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+           c == '_';
 }
 
 /* Skips spaces and comments; newlines only when nested. */
@@ -265,7 +266,8 @@ static int alternates(gp_t *p, int32_t *out);
 static int number(gp_t *p, int32_t *v) {
     const char *s = p->s;
     long x = 0;
-    while (p->s < p->e && *p->s >= '0' && *p->s <= '9' && x <= MAX_REP) x = x * 10 + (*p->s++ - '0');
+    while (p->s < p->e && *p->s >= '0' && *p->s <= '9' && x <= MAX_REP)
+        x = x * 10 + (*p->s++ - '0');
     if (p->s == s) return fail(p, "expected a number in {}");
     if (x > MAX_REP) return fail(p, "repetition count above %d", MAX_REP);
     *v = (int32_t)x;

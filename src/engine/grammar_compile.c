@@ -16,9 +16,9 @@
 #include "engine/grammar_impl.h"
 #include "uvllm/err.h"
 
-#define INLINE_MAX 256      /* NFA states a rule may have to be inlined */
-#define MAX_NFA 2000000     /* NFA states of one grammar */
-#define MAX_DFA 200000      /* DFA states of one grammar */
+#define INLINE_MAX 256  /* NFA states a rule may have to be inlined */
+#define MAX_NFA 2000000 /* NFA states of one grammar */
+#define MAX_DFA 200000  /* DFA states of one grammar */
 
 typedef struct {
     int32_t from, to;
@@ -50,7 +50,8 @@ __attribute__((format(printf, 2, 3))) static int fail(nb_t *b, const char *fmt, 
 }
 
 static int new_state(nb_t *b, int32_t *s) {
-    if (b->n_states >= MAX_NFA) return fail(b, "the grammar is too large (over %d states)", MAX_NFA);
+    if (b->n_states >= MAX_NFA)
+        return fail(b, "the grammar is too large (over %d states)", MAX_NFA);
     *s = b->n_states++;
     return 0;
 }
@@ -129,7 +130,8 @@ static int build_class(nb_t *b, const anode_t *nd, int32_t in, int32_t *out) {
         if (r.hi > 0x10ffff) r.hi = 0x10ffff;
         /* no surrogates in UTF-8: [lo, D7FF] and [E000, hi] */
         if (r.lo <= 0xd7ff) rc = utf8_range(b, r.lo, r.hi < 0xd7ff ? r.hi : 0xd7ff, in, *out);
-        if (!rc && r.hi >= 0xe000) rc = utf8_range(b, r.lo > 0xe000 ? r.lo : 0xe000, r.hi, in, *out);
+        if (!rc && r.hi >= 0xe000)
+            rc = utf8_range(b, r.lo > 0xe000 ? r.lo : 0xe000, r.hi, in, *out);
     }
     return rc;
 }
@@ -342,7 +344,8 @@ static int dfa_intern(dfa_build_t *d, const int32_t *v, size_t n, int32_t end, i
         int32_t *nh = calloc(nc, sizeof *nh);
         if (!nh) return UL_ENOMEM;
         for (size_t i = 0; i < d->n; i++) {
-            size_t h = hash_set(d->set + d->set_off[i], (size_t)(d->set_off[i + 1] - d->set_off[i]));
+            size_t h =
+                hash_set(d->set + d->set_off[i], (size_t)(d->set_off[i + 1] - d->set_off[i]));
             while (nh[h & (nc - 1)]) h++;
             nh[h & (nc - 1)] = (int32_t)i + 1;
         }
@@ -600,8 +603,8 @@ static int assemble(ul_grammar_t *g, rule_out_t *ro, int32_t n_rules, const uint
 
 /* Nullable rules and left recursion: a rule that can reach a call of itself before any
  * byte would make the parser loop. */
-static int check_left_recursion(ul_grammar_t *g, int32_t *starts, int32_t n_rules,
-                                const ast_t *ast, const uint8_t *inl, char *err, size_t err_len) {
+static int check_left_recursion(ul_grammar_t *g, int32_t *starts, int32_t n_rules, const ast_t *ast,
+                                const uint8_t *inl, char *err, size_t err_len) {
     int rc = 0;
     uint8_t *nullable = calloc((size_t)n_rules, 1);
     int32_t *stack = malloc(((size_t)g->n_states + 1) * sizeof *stack);
@@ -662,6 +665,46 @@ out:
     free(nullable);
     free(stack);
     free(seen);
+    return rc;
+}
+
+/* Drops the states from which no sentence can be finished (an empty class, a counted
+ * remainder that can never reach zero): a state is productive when it is final, or a byte
+ * or a call (of a rule that can finish) leads to a productive state. Without this the
+ * matcher could accept a token into a dead end, and the mask would then allow nothing. */
+static int prune(ul_grammar_t *g, char *err, size_t err_len) {
+    uint8_t *ok = calloc((size_t)g->n_states + 1, 1);
+    if (!ok) return UL_ENOMEM;
+    for (int32_t s = 0; s < g->n_states; s++) ok[s] = (g->flags[s] & S_FINAL) != 0;
+    for (int changed = 1; changed;) {
+        changed = 0;
+        for (int32_t s = 0; s < g->n_states; s++) {
+            if (ok[s]) continue;
+            const int32_t *row = g->trans + (size_t)s * (size_t)g->n_cls;
+            for (int c = 0; c < g->n_cls && !ok[s]; c++) ok[s] = row[c] >= 0 && ok[row[c]];
+            for (int32_t k = g->call_off[s]; k < g->call_off[s + 1] && !ok[s]; k++)
+                ok[s] = ok[g->call_to[k]] && ok[g->call_ret[k]];
+            changed |= ok[s];
+        }
+    }
+    int rc = 0;
+    if (!ok[g->root]) {
+        snprintf(err, err_len, "the grammar has no complete sentence");
+        rc = UL_EINVAL;
+    }
+    for (int32_t s = 0; s < g->n_states && !rc; s++) {
+        int32_t *row = g->trans + (size_t)s * (size_t)g->n_cls;
+        int any = 0;
+        for (int c = 0; c < g->n_cls; c++) {
+            if (row[c] >= 0 && !ok[row[c]]) row[c] = -1;
+            any |= row[c] >= 0;
+        }
+        if (!any) g->flags[s] &= (uint8_t)~S_BYTES;
+        for (int32_t k = g->call_off[s]; k < g->call_off[s + 1]; k++)
+            if (!ok[g->call_to[k]] || !ok[g->call_ret[k]]) /* a call that cannot finish */
+                g->call_to[k] = g->call_ret[k] = -1;
+    }
+    free(ok);
     return rc;
 }
 
@@ -738,6 +781,7 @@ static int compile_ast(const ast_t *ast, ul_grammar_t *g, char *err, size_t err_
         g->root = starts[root];
         rc = check_left_recursion(g, starts, n_rules, ast, b.inl, err, err_len);
     }
+    if (!rc) rc = prune(g, err, err_len);
     if (b.nomem) rc = UL_ENOMEM;
     for (int32_t r = 0; ro && r < n_rules; r++) {
         free(ro[r].dfa.trans);

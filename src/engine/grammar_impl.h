@@ -49,11 +49,11 @@ void ul_gbnf_free(ast_t *ast);
 /* ---- the vocabulary trie (grammar_vocab.c) -------------------------------------------- */
 
 typedef struct {
-    int32_t child;  /* first child (children are contiguous), 0 when none */
+    int32_t child; /* first child (children are contiguous), 0 when none */
     int32_t n_child;
-    int32_t tok;    /* a token whose bytes end here, or -1 (more in gvocab.dup) */
-    uint8_t byte;   /* the byte leading here */
-    uint8_t depth;  /* bytes from the root (capped at 255) */
+    int32_t tok;   /* a token whose bytes end here, or -1 (more in gvocab.dup) */
+    uint8_t byte;  /* the byte leading here */
+    uint8_t depth; /* bytes from the root (capped at 255) */
 } tnode_t;
 
 struct ul_gvocab_s {
@@ -86,12 +86,12 @@ struct ul_grammar_s {
     atomic_int refs;
     const ul_gvocab_t *v;
     int32_t n_states, n_cls, n_rules, root;
-    uint8_t cls[256];     /* byte -> class */
-    int32_t *trans;       /* [n_states][n_cls]: next state or -1 */
-    uint8_t *flags;       /* [n_states]: S_FINAL, S_BYTES */
-    int32_t *call_off;    /* [n_states + 1] into call_to / call_ret */
-    int32_t *call_to;     /* the called rule's start state */
-    int32_t *call_ret;    /* the caller's state after the call */
+    uint8_t cls[256];          /* byte -> class */
+    int32_t *trans;            /* [n_states][n_cls]: next state or -1 */
+    uint8_t *flags;            /* [n_states]: S_FINAL, S_BYTES */
+    int32_t *call_off;         /* [n_states + 1] into call_to / call_ret */
+    int32_t *call_to;          /* the called rule's start state */
+    int32_t *call_ret;         /* the caller's state after the call */
     _Atomic(posinfo_t *) *pos; /* [n_states], filled lazily */
 };
 

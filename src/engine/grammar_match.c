@@ -9,9 +9,9 @@
 #include "engine/grammar_impl.h"
 #include "uvllm/err.h"
 
-#define MAX_CFGS 1024          /* stacks one parse state may hold (ambiguity bound) */
-#define CLOSURE_BUDGET 65536   /* closure steps of one byte */
-#define MASK_CACHE 4           /* masks a matcher keeps, by parse state */
+#define MAX_CFGS 1024        /* stacks one parse state may hold (ambiguity bound) */
+#define CLOSURE_BUDGET 65536 /* closure steps of one byte */
+#define MASK_CACHE 4         /* masks a matcher keeps, by parse state */
 
 void ul_cfg_clear(cfgset_t *s) {
     s->len = s->n = 0;
@@ -65,6 +65,7 @@ static int closure(const ul_grammar_t *g, cfgset_t *out, int32_t *fr, int d, int
     if (g->flags[s] & S_BYTES) rc = add_cfg(out, fr, d);
     for (int32_t k = g->call_off[s]; k < g->call_off[s + 1] && !rc; k++) {
         if (d >= UL_GRAMMAR_MAX_STACK) break;
+        if (g->call_to[k] < 0) continue; /* pruned: the callee cannot finish */
         fr[d - 1] = g->call_ret[k];
         fr[d] = g->call_to[k];
         rc = closure(g, out, fr, d + 1, budget);

@@ -68,22 +68,56 @@ void ul_jg_name(jg_t *j, char *name) { snprintf(name, 16, "r%d", j->n_rules++); 
 int ul_jg_rule(jg_t *j, const char *name) { return ul_jg_printf(&j->rules, "%s ::= ", name); }
 
 static int is_annotation(const char *k) {
-    static const char *const a[] = {"description", "title",       "default",   "examples",
-                                    "$schema",     "$comment",    "$defs",     "definitions",
-                                    "$id",         "deprecated",  "readOnly",  "writeOnly",
-                                    "discriminator", "contentMediaType", "contentEncoding",
+    static const char *const a[] = {"description",
+                                    "title",
+                                    "default",
+                                    "examples",
+                                    "$schema",
+                                    "$comment",
+                                    "$defs",
+                                    "definitions",
+                                    "$id",
+                                    "deprecated",
+                                    "readOnly",
+                                    "writeOnly",
+                                    "discriminator",
+                                    "contentMediaType",
+                                    "contentEncoding",
                                     "strict"};
     for (size_t i = 0; i < sizeof a / sizeof *a; i++)
         if (!strcmp(k, a[i])) return 1;
     return 0;
 }
 
-static const char *const known_kw[] = {
-    "type",     "properties", "required", "additionalProperties", "items",       "prefixItems",
-    "minItems", "maxItems",   "minLength", "maxLength",           "enum",        "const",
-    "anyOf",    "oneOf",      "$ref",     "allOf",                "pattern",     "format",
-    "minimum",  "maximum",    "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "nullable",
-    "minProperties", "maxProperties", "uniqueItems", NULL};
+static const char *const known_kw[] = {"type",
+                                       "properties",
+                                       "required",
+                                       "additionalProperties",
+                                       "items",
+                                       "prefixItems",
+                                       "minItems",
+                                       "maxItems",
+                                       "minLength",
+                                       "maxLength",
+                                       "enum",
+                                       "const",
+                                       "anyOf",
+                                       "oneOf",
+                                       "$ref",
+                                       "allOf",
+                                       "pattern",
+                                       "format",
+                                       "minimum",
+                                       "maximum",
+                                       "exclusiveMinimum",
+                                       "exclusiveMaximum",
+                                       "multipleOf",
+                                       "nullable",
+                                       "minProperties",
+                                       "maxProperties",
+                                       "uniqueItems",
+                                       "additionalItems",
+                                       NULL};
 
 static int check_keywords(jg_t *j, const cJSON *js) {
     const cJSON *it;
@@ -107,7 +141,13 @@ const cJSON *ul_jg_get(const cJSON *js, const char *k) {
 
 static int gen_enum(jg_t *j, const cJSON *js, char *name) {
     const cJSON *e = ul_jg_get(js, "enum"), *k = cJSON_GetObjectItemCaseSensitive(js, "const");
-    if (e && k) return ul_jg_fail(j, "'enum' and 'const' cannot be combined");
+    if (e && k) { /* pydantic writes a Literal as both: the const, if the enum has it */
+        int in = 0;
+        const cJSON *it;
+        cJSON_ArrayForEach(it, e) in |= cJSON_Compare(it, k, 1);
+        if (!in) return ul_jg_fail(j, "'const' is not one of 'enum'");
+        e = NULL;
+    }
     if (e && (!cJSON_IsArray(e) || !cJSON_GetArraySize(e)))
         return ul_jg_fail(j, "'enum' must be a non-empty array");
     ul_jg_name(j, name);
@@ -129,7 +169,7 @@ static int gen_branches(jg_t *j, const cJSON *arr, const char *kw, int add_null,
     if (!cJSON_IsArray(arr) || !cJSON_GetArraySize(arr))
         return ul_jg_fail(j, "'%s' must be a non-empty array of schemas", kw);
     int n = cJSON_GetArraySize(arr), i = 0, rc = 0;
-    char (*br)[16] = calloc((size_t)n, sizeof *br);
+    char(*br)[16] = calloc((size_t)n, sizeof *br);
     if (!br) return UL_ENOMEM;
     const cJSON *it;
     cJSON_ArrayForEach(it, arr) if (!rc) rc = ul_jg_gen(j, it, br[i++]);
@@ -153,8 +193,8 @@ static int gen_ref(jg_t *j, const cJSON *js, char *name) {
     if (!strcmp(s, "#"))
         target = j->root;
     else if (!strncmp(s, "#/$defs/", 8))
-        target = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j->root, "$defs"),
-                                                  s + 8);
+        target = cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetObjectItemCaseSensitive(j->root, "$defs"), s + 8);
     else if (!strncmp(s, "#/definitions/", 14))
         target = cJSON_GetObjectItemCaseSensitive(
             cJSON_GetObjectItemCaseSensitive(j->root, "definitions"), s + 14);
@@ -214,8 +254,9 @@ static int gen_allof(jg_t *j, const cJSON *js, char *name) {
                 if (!cJSON_GetObjectItemCaseSensitive(m, "additionalProperties"))
                     cJSON_AddFalseToObject(m, "additionalProperties");
             } else {
-                rc = ul_jg_fail(j, "'allOf' is only supported with one schema or with objects "
-                                   "(found '%.40s')",
+                rc = ul_jg_fail(j,
+                                "'allOf' is only supported with one schema or with objects "
+                                "(found '%.40s')",
                                 kv->string);
                 break;
             }
@@ -242,7 +283,8 @@ static int parse_types(jg_t *j, const cJSON *t, int *types) {
     *types = 0;
     if (!cJSON_IsString(t) && !cJSON_IsArray(t))
         return ul_jg_fail(j, "'type' must be a type name or an array of them");
-    if (cJSON_IsArray(t) && !cJSON_GetArraySize(t)) return ul_jg_fail(j, "'type' must not be empty");
+    if (cJSON_IsArray(t) && !cJSON_GetArraySize(t))
+        return ul_jg_fail(j, "'type' must not be empty");
     const cJSON *it = cJSON_IsString(t) ? t : t->child;
     for (; it; it = cJSON_IsString(t) ? NULL : it->next) {
         int k = 0;
@@ -263,11 +305,11 @@ static int has_any(const cJSON *js, const char *const *kw) {
 
 /* The types a schema without "type" implies by its keywords (0: any value). */
 static int implied_types(const cJSON *js) {
-    static const char *const obj[] = {"properties", "required", "additionalProperties",
+    static const char *const obj[] = {"properties",    "required",      "additionalProperties",
                                       "minProperties", "maxProperties", NULL};
     static const char *const arr[] = {"items", "prefixItems", "minItems", "maxItems", NULL};
     static const char *const str[] = {"minLength", "maxLength", "pattern", "format", NULL};
-    static const char *const num[] = {"minimum", "maximum", "exclusiveMinimum",
+    static const char *const num[] = {"minimum",          "maximum",    "exclusiveMinimum",
                                       "exclusiveMaximum", "multipleOf", NULL};
     int t = 0;
     if (has_any(js, obj)) t |= T_OBJ;

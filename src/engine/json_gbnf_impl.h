@@ -17,10 +17,10 @@ enum { JG_VALUE = 1, JG_NULL = 2, JG_BOOL = 4 };
     "value ::= object | array | string | number | boolean | null\n"                                \
     "object ::= \"{\" ws ( string ws \":\" ws value ws ( \",\" ws string ws \":\" ws value ws )* " \
     ")? \"}\"\n"                                                                                   \
-    "array ::= \"[\" ws ( value ws ( \",\" ws value ws )* )? \"]\"\n"                            \
+    "array ::= \"[\" ws ( value ws ( \",\" ws value ws )* )? \"]\"\n"                              \
     "string ::= \"\\\"\" jchar* \"\\\"\"\n"                                                        \
-    "jchar ::= [^\"\\\\\\x7F\\x00-\\x1F] | \"\\\\\" ( [\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4} )\n"  \
-    "number ::= integer ( \".\" [0-9]{1,16} )? ( [eE] [-+]? [0-9]{1,3} )?\n"                     \
+    "jchar ::= [^\"\\\\\\x7F\\x00-\\x1F] | \"\\\\\" ( [\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4} )\n"   \
+    "number ::= integer ( \".\" [0-9]{1,16} )? ( [eE] [-+]? [0-9]{1,3} )?\n"                       \
     "integer ::= \"-\"? ( \"0\" | [1-9] [0-9]{0,15} )\n"                                           \
     "boolean ::= \"true\" | \"false\"\n"                                                           \
     "null ::= \"null\"\n"                                                                          \

@@ -43,7 +43,7 @@ static int key_literal(jg_t *j, const char *key) {
 /* Rules head_i / tail_i over props[i..n): the members from i on, before any (head) or
  * after some (tail) has been written; extra: the rule of further keys, or "" for none. */
 static int members(jg_t *j, const prop_t *p, int n, const char *extra, char *head0) {
-    char (*head)[16] = calloc((size_t)n + 1, sizeof *head), (*tail)[16] = calloc((size_t)n + 1, 16);
+    char(*head)[16] = calloc((size_t)n + 1, sizeof *head), (*tail)[16] = calloc((size_t)n + 1, 16);
     if (!head || !tail) {
         free(head), free(tail);
         return UL_ENOMEM;
@@ -146,7 +146,12 @@ int ul_jg_object(jg_t *j, const cJSON *js, char *name) {
 /* ---- arrays ----------------------------------------------------------------------------- */
 
 int ul_jg_array(jg_t *j, const cJSON *js, char *name) {
-    const cJSON *items = cJSON_GetObjectItemCaseSensitive(js, "items"), *pre = ul_jg_get(js, "prefixItems");
+    const cJSON *items = cJSON_GetObjectItemCaseSensitive(js, "items"),
+                *pre = ul_jg_get(js, "prefixItems");
+    if (cJSON_IsArray(items) && !pre) { /* draft 7's tuple: items [...], additionalItems */
+        pre = items;
+        items = cJSON_GetObjectItemCaseSensitive(js, "additionalItems");
+    }
     long mn = 0, mx = -1;
     int rc = count_kw(j, js, "minItems", &mn);
     if (!rc) rc = count_kw(j, js, "maxItems", &mx);
@@ -188,8 +193,8 @@ int ul_jg_array(jg_t *j, const cJSON *js, char *name) {
         if (!allowed)
             rc = ul_jg_printf(&j->rules, "%s ::= \"\"\n", r);
         else
-            rc = ul_jg_printf(&j->rules, "%s ::= ( %s%s ws %s )%s\n", r, i ? "\",\" ws " : "", pv[i],
-                              rest, need ? "" : "?");
+            rc = ul_jg_printf(&j->rules, "%s ::= ( %s%s ws %s )%s\n", r, i ? "\",\" ws " : "",
+                              pv[i], rest, need ? "" : "?");
         memcpy(rest, r, 16);
     }
     if (rc) return rc;
@@ -199,25 +204,41 @@ int ul_jg_array(jg_t *j, const cJSON *js, char *name) {
 
 /* ---- strings ---------------------------------------------------------------------------- */
 
+/* Each format's grammar and the lengths (code points) of what it writes, so a format may
+ * come with minLength/maxLength that these satisfy (pydantic's AnyUrl: 1..2083). */
 static const struct {
     const char *name, *body;
+    long min, max;
 } g_formats[] = {
-    {"date", "[0-9]{4} \"-\" ( ( \"0\" [13578] | \"1\" [02] ) \"-\" ( \"0\" [1-9] | [12] [0-9] | "
-             "\"3\" [01] ) | ( \"0\" [469] | \"11\" ) \"-\" ( \"0\" [1-9] | [12] [0-9] | \"30\" ) | "
-             "\"02-\" ( \"0\" [1-9] | \"1\" [0-9] | \"2\" [0-8] ) )"},
-    {"time", "( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] \":\" [0-5] [0-9] ( \".\" [0-9]{1,6} "
-             ")? ( \"Z\" | [+-] ( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] )"},
-    {"date-time", "DATE \"T\" ( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] \":\" [0-5] [0-9] ( "
-                  "\".\" [0-9]{1,3} )? \"Z\""},
-    {"uuid", "[0-9a-f]{8} \"-\" [0-9a-f]{4} \"-\" [1-8] [0-9a-f]{3} \"-\" [89ab] [0-9a-f]{3} \"-\" "
-             "[0-9a-f]{12}"},
-    {"email", "[a-z0-9]{1,24} \"@\" [a-z0-9]{1,20} ( \".\" [a-z0-9]{1,20} )? \".\" [a-z]{2,6}"},
-    {"uri", "\"http\" \"s\"? \"://\" [a-z0-9]{1,20} ( \".\" [a-z0-9]{1,20} )? \".\" [a-z]{2,6} ( "
-            "\"/\" [a-zA-Z0-9._~-]{1,20} ){0,8}"},
-    {"ipv4", "OCT \".\" OCT \".\" OCT \".\" OCT"},
-    {"ipv6", "[0-9a-f]{1,4} ( \":\" [0-9a-f]{1,4} ){7}"},
-    {"hostname", "[a-z0-9] ( [a-z0-9-]{0,20} [a-z0-9] )? ( \".\" [a-z0-9] ( [a-z0-9-]{0,20} "
-                 "[a-z0-9] )? ){0,3}"},
+    {"date",
+     "[0-9]{4} \"-\" ( ( \"0\" [13578] | \"1\" [02] ) \"-\" ( \"0\" [1-9] | [12] [0-9] | "
+     "\"3\" [01] ) | ( \"0\" [469] | \"11\" ) \"-\" ( \"0\" [1-9] | [12] [0-9] | \"30\" ) | "
+     "\"02-\" ( \"0\" [1-9] | \"1\" [0-9] | \"2\" [0-8] ) )",
+     10, 10},
+    {"time",
+     "( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] \":\" [0-5] [0-9] ( \".\" [0-9]{1,6} "
+     ")? ( \"Z\" | [+-] ( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] )",
+     9, 21},
+    {"date-time",
+     "DATE \"T\" ( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] \":\" [0-5] [0-9] ( "
+     "\".\" [0-9]{1,3} )? \"Z\"",
+     20, 24},
+    {"uuid",
+     "[0-9a-f]{8} \"-\" [0-9a-f]{4} \"-\" [1-8] [0-9a-f]{3} \"-\" [89ab] [0-9a-f]{3} \"-\" "
+     "[0-9a-f]{12}",
+     36, 36},
+    {"email", "[a-z0-9]{1,24} \"@\" [a-z0-9]{1,20} ( \".\" [a-z0-9]{1,20} )? \".\" [a-z]{2,6}", 6,
+     73},
+    {"uri",
+     "\"http\" \"s\"? \"://\" [a-z0-9]{1,20} ( \".\" [a-z0-9]{1,20} )? \".\" [a-z]{2,6} ( "
+     "\"/\" [a-zA-Z0-9._~-]{1,20} ){0,8}",
+     11, 224},
+    {"ipv4", "OCT \".\" OCT \".\" OCT \".\" OCT", 7, 15},
+    {"ipv6", "[0-9a-f]{1,4} ( \":\" [0-9a-f]{1,4} ){7}", 15, 39},
+    {"hostname",
+     "[a-z0-9] ( [a-z0-9-]{0,20} [a-z0-9] )? ( \".\" [a-z0-9] ( [a-z0-9-]{0,20} "
+     "[a-z0-9] )? ){0,3}",
+     1, 95},
 };
 
 /* Writes a format's body, expanding DATE and OCT. */
@@ -254,7 +275,8 @@ int ul_jg_string(jg_t *j, const cJSON *js, char *name) {
             if (!strcmp(fmt->valuestring, g_formats[i].name)) f = (int)i;
         if (f < 0) return ul_jg_fail(j, "'format' '%.40s' is not supported", fmt->valuestring);
     }
-    if ((pat || f >= 0) && (mn || mx >= 0))
+    if ((mn || mx >= 0) &&
+        (pat || f < 0 ? pat != NULL : mn > g_formats[f].min || (mx >= 0 && mx < g_formats[f].max)))
         return ul_jg_fail(j, "'%s' cannot be combined with 'minLength'/'maxLength'",
                           pat ? "pattern" : "format");
     ul_jg_name(j, name);
@@ -341,8 +363,8 @@ static int range(ul_buf_t *o, long long a, long long b) {
 }
 
 typedef struct {
-    double lo, hi;    /* -inf / inf when absent */
-    int lo_x, hi_x;   /* exclusive */
+    double lo, hi;  /* -inf / inf when absent */
+    int lo_x, hi_x; /* exclusive */
 } bounds_t;
 
 static int read_bounds(jg_t *j, const cJSON *js, bounds_t *b) {
@@ -351,7 +373,8 @@ static int read_bounds(jg_t *j, const cJSON *js, bounds_t *b) {
     for (int i = 0; i < 4; i++) {
         const cJSON *it = ul_jg_get(js, kw[i]);
         if (!it) continue;
-        if (cJSON_IsBool(it)) return ul_jg_fail(j, "boolean '%s' (draft 4) is not supported", kw[i]);
+        if (cJSON_IsBool(it))
+            return ul_jg_fail(j, "boolean '%s' (draft 4) is not supported", kw[i]);
         if (!cJSON_IsNumber(it) || !isfinite(it->valuedouble))
             return ul_jg_fail(j, "'%s' must be a number", kw[i]);
         double v = it->valuedouble;
@@ -365,7 +388,8 @@ static int read_bounds(jg_t *j, const cJSON *js, bounds_t *b) {
  * and values with a non-zero fraction, clamped to MAX_MAG. 0 when the side is empty. */
 static int side(ul_buf_t *o, double a, int a_x, double b, int b_x, int integer, int *any) {
     if (b > (double)MAX_MAG) b = (double)MAX_MAG, b_x = 0;
-    long long ia = (long long)(a_x ? floor(a) + 1 : ceil(a)), ib = (long long)(b_x ? ceil(b) - 1 : floor(b));
+    long long ia = (long long)(a_x ? floor(a) + 1 : ceil(a)),
+              ib = (long long)(b_x ? ceil(b) - 1 : floor(b));
     long long fa = (long long)ceil(a), fb = (long long)floor(b) - 1;
     int rc = 0;
     if (ia <= ib) {
@@ -385,7 +409,8 @@ static int side(ul_buf_t *o, double a, int a_x, double b, int b_x, int integer, 
 static int multiple_of(jg_t *j, long long m, const bounds_t *b, int integer, char *name) {
     if (!integer) return ul_jg_fail(j, "'multipleOf' is only supported on integers");
     if (m < 1 || m > 1000) return ul_jg_fail(j, "'multipleOf' must be an integer from 1 to 1000");
-    double lo = b->lo_x ? floor(b->lo) + 1 : ceil(b->lo), hi = b->hi_x ? ceil(b->hi) - 1 : floor(b->hi);
+    double lo = b->lo_x ? floor(b->lo) + 1 : ceil(b->lo),
+           hi = b->hi_x ? ceil(b->hi) - 1 : floor(b->hi);
     ul_jg_name(j, name);
     if (isfinite(lo) && isfinite(hi) && hi - lo <= 100000) { /* narrow: one by one */
         int rc = ul_jg_rule(j, name), n = 0;
@@ -413,8 +438,8 @@ static int multiple_of(jg_t *j, long long m, const bounds_t *b, int integer, cha
         for (long long r = 0; r < m && !rc; r++) {
             rc = ul_jg_printf(&j->rules, "%s_%lld_%d ::= %s", name, r, c, r == 0 ? "\"\"" : "");
             for (int d = 0; d <= 9 && c < 15 && !rc; d++)
-                rc = ul_jg_printf(&j->rules, "%s\"%d\" %s_%lld_%d", r == 0 || d ? " | " : "", d, name,
-                                  (r * 10 + d) % m, c + 1);
+                rc = ul_jg_printf(&j->rules, "%s\"%d\" %s_%lld_%d", r == 0 || d ? " | " : "", d,
+                                  name, (r * 10 + d) % m, c + 1);
             if (!rc && r != 0 && c == 15) rc = ul_buf_puts(&j->rules, "[^\\x00-\\U0010FFFF]");
             if (!rc) rc = ul_buf_puts(&j->rules, "\n");
         }
@@ -454,7 +479,8 @@ int ul_jg_number(jg_t *j, const cJSON *js, int integer, char *name) {
         }
         ul_buf_free(&neg);
     }
-    if (!rc && !any) rc = ul_jg_fail(j, "no %s satisfies the bounds", integer ? "integer" : "number");
+    if (!rc && !any)
+        rc = ul_jg_fail(j, "no %s satisfies the bounds", integer ? "integer" : "number");
     if (!rc) {
         ul_jg_name(j, name);
         rc = ul_jg_rule(j, name);

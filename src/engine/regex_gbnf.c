@@ -86,10 +86,9 @@ static int has(const set_t *s, uint32_t c) {
 
 /* \d \w \s and their negations into s. */
 static int class_escape(char c, set_t *s) {
-    static const rg_t sp[] = {{9, 13},          {32, 32},         {0xa0, 0xa0},
-                              {0x1680, 0x1680}, {0x2000, 0x200a}, {0x2028, 0x2029},
-                              {0x202f, 0x202f}, {0x205f, 0x205f}, {0x3000, 0x3000},
-                              {0xfeff, 0xfeff}};
+    static const rg_t sp[] = {
+        {9, 13},          {32, 32},         {0xa0, 0xa0},     {0x1680, 0x1680}, {0x2000, 0x200a},
+        {0x2028, 0x2029}, {0x202f, 0x202f}, {0x205f, 0x205f}, {0x3000, 0x3000}, {0xfeff, 0xfeff}};
     set_t t = {.n = 0};
     switch (c | 0x20) {
     case 'd':
@@ -243,8 +242,10 @@ static int emit_set(rx_t *x, set_t *s) {
         if (lo < 0x20) lo = 0x20;
         for (uint32_t a = lo; a <= hi && lo <= hi;) {
             uint32_t b = hi;
-            if (a <= 0x22 && b >= 0x22) b = a == 0x22 ? 0x22 : 0x21;
-            else if (a <= 0x5c && b >= 0x5c) b = a == 0x5c ? 0x5c : 0x5b;
+            if (a <= 0x22 && b >= 0x22)
+                b = a == 0x22 ? 0x22 : 0x21;
+            else if (a <= 0x5c && b >= 0x5c)
+                b = a == 0x5c ? 0x5c : 0x5b;
             if (a != 0x22 && a != 0x5c) add(&raw, a, b);
             a = b + 1;
             if (!a) break;
@@ -255,7 +256,8 @@ static int emit_set(rx_t *x, set_t *s) {
         rc = rc ? rc : put(x, "[");
         for (int i = 0; i < raw.n && !rc; i++) {
             rc = put_cp_class(x, raw.r[i].lo);
-            if (!rc && raw.r[i].hi != raw.r[i].lo) rc = put(x, "-") ? UL_ENOMEM : put_cp_class(x, raw.r[i].hi);
+            if (!rc && raw.r[i].hi != raw.r[i].lo)
+                rc = put(x, "-") ? UL_ENOMEM : put_cp_class(x, raw.r[i].hi);
         }
         rc = rc ? rc : put(x, "]");
         alts++;
@@ -265,7 +267,7 @@ static int emit_set(rx_t *x, set_t *s) {
             uint32_t c;
             const char *lit;
         } esc[] = {{'"', "\"\\\\\\\"\""}, {'\\', "\"\\\\\\\\\""}, {'\n', "\"\\\\n\""},
-                   {'\r', "\"\\\\r\""},   {'\t', "\"\\\\t\""},     {'\b', "\"\\\\b\""},
+                   {'\r', "\"\\\\r\""},   {'\t', "\"\\\\t\""},    {'\b', "\"\\\\b\""},
                    {'\f', "\"\\\\f\""}};
         for (size_t i = 0; i < sizeof esc / sizeof *esc && !rc; i++)
             if (has(s, esc[i].c)) {
@@ -291,7 +293,8 @@ static int quantifier(rx_t *x) {
         const char *p = x->s + 1;
         long mn = 0, mx = -1;
         int digits = 0;
-        while (p < x->e && *p >= '0' && *p <= '9' && mn < 100000) mn = mn * 10 + (*p++ - '0'), digits++;
+        while (p < x->e && *p >= '0' && *p <= '9' && mn < 100000)
+            mn = mn * 10 + (*p++ - '0'), digits++;
         if (!digits) return 0; /* a literal '{' (annex B) */
         mx = mn;
         if (p < x->e && *p == ',') {
@@ -299,12 +302,14 @@ static int quantifier(rx_t *x) {
             mx = -1;
             if (p < x->e && *p >= '0' && *p <= '9') {
                 mx = 0;
-                while (p < x->e && *p >= '0' && *p <= '9' && mx < 100000) mx = mx * 10 + (*p++ - '0');
+                while (p < x->e && *p >= '0' && *p <= '9' && mx < 100000)
+                    mx = mx * 10 + (*p++ - '0');
             }
         }
         if (p >= x->e || *p != '}') return 0;
         if (mn > 10000 || mx > 10000) return fail(x, "pattern: repetition count above 10000");
-        if (mx >= 0 && mx < mn) return fail(x, "pattern: repetition {%ld,%ld} out of order", mn, mx);
+        if (mx >= 0 && mx < mn)
+            return fail(x, "pattern: repetition {%ld,%ld} out of order", mn, mx);
         x->s = p + 1;
         char b[48];
         if (mx < 0)
@@ -358,8 +363,7 @@ static int atom(rx_t *x) {
     }
     if (c == '^' || c == '$')
         return fail(x, "pattern: '%c' is only supported at the start or end", c);
-    if (c == ')' || c == '*' || c == '+' || c == '?')
-        return fail(x, "pattern: unexpected '%c'", c);
+    if (c == ')' || c == '*' || c == '+' || c == '?') return fail(x, "pattern: unexpected '%c'", c);
     int64_t cp;
     if (c == '\\') {
         x->s++;

@@ -13,9 +13,9 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static const char *const toks[] = {"a", "b", "ab", "\"", "\",", "{", "}", "{\"", "\":", " ",
-                                   "\n", "1", "12", "(", ")", ".", "é", "\xc3", "x.", "yes",
-                                   "no!", "!", "c", "true", ",", ":", "[", "]", "<e>"};
+static const char *const toks[] = {"a",   "b", "ab", "\"",   "\",", "{", "}", "{\"",  "\":", " ",
+                                   "\n",  "1", "12", "(",    ")",   ".", "é", "\xc3", "x.",  "yes",
+                                   "no!", "!", "c",  "true", ",",   ":", "[", "]",    "<e>"};
 #define NT ((int32_t)(sizeof toks / sizeof *toks))
 
 static int piece(void *ctx, int32_t id, char *out, int cap) {

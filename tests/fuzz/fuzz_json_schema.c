@@ -36,7 +36,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     ul_buf_free(&b);
     if (rc) {
         if (strstr(err, "too large")) return 0; /* a legal refusal of a huge schema */
-        abort(); /* a translation that does not compile */
+        abort();                                /* a translation that does not compile */
     }
     ul_gmatch_t *m = ul_gmatch_new(g);
     if (!m) abort();

@@ -4,11 +4,13 @@
 #include "grammar_testutil.h"
 
 static const char *const toks[] = {
-    "{", "}", "[", "]", "\"", ":", ",", " ", "\n", "  ", "\"a", "a\"", "\",", "\":", "\"}",
-    "a", "b", "ab", "abc", "é", "\xc3", "\xa9", "1", "12", "0", "-", ".", "e", "1,", "2}",
-    "true", "tr", "ue", "null", "false", "{\"", "\"]", "}]", "],", "\\", "\\n", "\\u00e9",
-    "x", "\"a\"", "a\":", "1.5", "\",\"", "{}", "[]", "<eos>"};
-static tvocab_t TV = {toks, (int)(sizeof toks / sizeof *toks), (int)(sizeof toks / sizeof *toks) - 1};
+    "{",    "}",       "[",   "]",     "\"",    ":",   ",",     " ",  "\n",  "  ",
+    "\"a",  "a\"",     "\",", "\":",   "\"}",   "a",   "b",     "ab", "abc", "é",
+    "\xc3", "\xa9",    "1",   "12",    "0",     "-",   ".",     "e",  "1,",  "2}",
+    "true", "tr",      "ue",  "null",  "false", "{\"", "\"]",   "}]", "],",  "\\",
+    "\\n",  "\\u00e9", "x",   "\"a\"", "a\":",  "1.5", "\",\"", "{}", "[]",  "<eos>"};
+static tvocab_t TV = {toks, (int)(sizeof toks / sizeof *toks),
+                      (int)(sizeof toks / sizeof *toks) - 1};
 
 static const char *JSON =
     "root   ::= value\n"
@@ -29,7 +31,7 @@ Test(grammar, parses_and_matches_json) {
     cr_assert(!sentence(g, "{\"a\": 1"));
     cr_assert(prefix(g, "{\"a\": 1"));
     cr_assert(!prefix(g, "{\"a\": 01"));
-    cr_assert(!prefix(g, "\"\xc3\x28")); /* broken UTF-8 */
+    cr_assert(!prefix(g, "\"\xc3\x28"));     /* broken UTF-8 */
     cr_assert(!prefix(g, "\"\xed\xa0\x80")); /* a surrogate */
     cr_assert(!prefix(g, "\"\x01"));
     ul_grammar_unref(g);
@@ -49,8 +51,10 @@ Test(grammar, multi_line_rules_comments_and_escapes) {
     ul_grammar_t *g = gr(NULL, "# a comment\n"
                                "root ::= (\n  \"x\" |\n  \"y\" # inner\n) tail\n"
                                "tail ::=\n  \"\\t\\u00e9\\x41\"\n");
-    cr_assert(sentence(g, "y\t\xc3\xa9" "A"));
-    cr_assert(!sentence(g, "z\t\xc3\xa9" "A"));
+    cr_assert(sentence(g, "y\t\xc3\xa9"
+                          "A"));
+    cr_assert(!sentence(g, "z\t\xc3\xa9"
+                           "A"));
     ul_grammar_unref(g);
 }
 

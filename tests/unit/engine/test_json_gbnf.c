@@ -53,7 +53,8 @@ Test(json_gbnf, objects_required_optional_and_order) {
 }
 
 Test(json_gbnf, integer_bounds_are_exact) {
-    ul_grammar_t *g = schema_grammar("{\"type\":\"integer\",\"minimum\":-15,\"exclusiveMaximum\":120}");
+    ul_grammar_t *g =
+        schema_grammar("{\"type\":\"integer\",\"minimum\":-15,\"exclusiveMaximum\":120}");
     char buf[16];
     for (int v = -40; v <= 200; v++) {
         snprintf(buf, sizeof buf, "%d", v);
@@ -114,13 +115,15 @@ Test(json_gbnf, strings_lengths_patterns_formats) {
     cr_assert(sentence(g, "\"xxabyy\""));
     cr_assert(!sentence(g, "\"xxa\""));
     ul_grammar_unref(g);
-    static const char *const fmt[][2] = {
-        {"date", "\"2024-02-28\""},   {"time", "\"12:30:59Z\""},
-        {"date-time", "\"2024-12-31T23:59:59.5Z\""},
-        {"uuid", "\"123e4567-e89b-42d3-a456-426614174000\""},
-        {"email", "\"a1@example.com\""}, {"ipv4", "\"192.168.0.255\""},
-        {"ipv6", "\"2001:db8:0:0:0:0:2:1\""}, {"hostname", "\"a-b.example\""},
-        {"uri", "\"https://example.org/x\""}};
+    static const char *const fmt[][2] = {{"date", "\"2024-02-28\""},
+                                         {"time", "\"12:30:59Z\""},
+                                         {"date-time", "\"2024-12-31T23:59:59.5Z\""},
+                                         {"uuid", "\"123e4567-e89b-42d3-a456-426614174000\""},
+                                         {"email", "\"a1@example.com\""},
+                                         {"ipv4", "\"192.168.0.255\""},
+                                         {"ipv6", "\"2001:db8:0:0:0:0:2:1\""},
+                                         {"hostname", "\"a-b.example\""},
+                                         {"uri", "\"https://example.org/x\""}};
     for (size_t i = 0; i < sizeof fmt / sizeof *fmt; i++) {
         char s[128];
         snprintf(s, sizeof s, "{\"type\":\"string\",\"format\":\"%s\"}", fmt[i][0]);
@@ -172,13 +175,13 @@ Test(json_gbnf, refusals_name_the_keyword) {
     cr_assert(strstr(schema_error("{\"not\":{}}"), "keyword 'not' is not supported"));
     cr_assert(strstr(schema_error("{\"type\":\"string\",\"format\":\"ipv9\"}"), "'ipv9'"));
     cr_assert(strstr(schema_error("{\"type\":\"string\",\"pattern\":\"(?=a)b\"}"), "lookaround"));
-    cr_assert(strstr(schema_error("{\"type\":\"string\",\"pattern\":\"(a)\\\\1\"}"),
-                     "backreference"));
+    cr_assert(
+        strstr(schema_error("{\"type\":\"string\",\"pattern\":\"(a)\\\\1\"}"), "backreference"));
     cr_assert(strstr(schema_error("{\"type\":\"strin\"}"), "'strin' is unknown"));
     cr_assert(strstr(schema_error("{\"$ref\":\"#/$defs/x\"}"), "does not resolve"));
     cr_assert(strstr(schema_error("{\"type\":\"array\",\"uniqueItems\":true}"), "uniqueItems"));
-    cr_assert(strstr(schema_error("{\"type\":\"integer\",\"minimum\":5,\"maximum\":1}"),
-                     "no integer"));
+    cr_assert(
+        strstr(schema_error("{\"type\":\"integer\",\"minimum\":5,\"maximum\":1}"), "no integer"));
 }
 
 Test(json_gbnf, json_mode_is_one_object) {
