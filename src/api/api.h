@@ -99,7 +99,7 @@ typedef struct ul_api_s {
     struct ul_chat_tmpl_s *chat_tmpl_hermes; /* ChatML with tools (Hermes), compiled on the
                                                 first tools request the template cannot
                                                 render; owned */
-    int chat_syn_ready; /* reset when the templates change */
+    int chat_syn_ready;                      /* reset when the templates change */
     ul_api_stats_t stats;
     uint64_t next_cmpl;
     /* Set by `uvllm serve` after ul_api_init; read by the request handlers. */
@@ -126,9 +126,9 @@ typedef struct ul_api_s {
     uint64_t unauthorized; /* requests answered 401 */
     int draining;          /* SIGTERM seen (serve): readiness, /health and new /v1 work 503 */
     ul_api_ready_t ready;
-    struct ul_gvocab_s *gvocab;      /* structured output's token index (engine/grammar.h),
-                                        built on the first request that asks for it; owned */
-    struct ul_api_gcache_s *gcache;  /* compiled grammars by text (structured.c); owned */
+    struct ul_gvocab_s *gvocab;     /* structured output's token index (engine/grammar.h),
+                                       built on the first request that asks for it; owned */
+    struct ul_api_gcache_s *gcache; /* compiled grammars by text (structured.c); owned */
 } ul_api_t;
 
 /* Sets the codec's is_eog into the scheduler config before ul_sched_init when needed. */

@@ -59,12 +59,12 @@ typedef struct ul_api_params_s {
     ul_logit_bias_t *bias; /* [n_bias], in the request's arena */
     int32_t n_bias;
     const char *user;
-    int json_object; /* the output is constrained to JSON (JSON mode or a schema) */
+    int json_object;              /* the output is constrained to JSON (JSON mode or a schema) */
     struct ul_grammar_s *grammar; /* structured output (structured.c): borrowed from the
                          server's grammar cache until ul_gen_new takes a reference; NULL:
                          unconstrained */
-    const char *grammar_trigger; /* lazy grammar (strict tools): free text until this static
-                         text, then the grammar; NULL: the grammar from the start */
+    const char *grammar_trigger;  /* lazy grammar (strict tools): free text until this static
+                          text, then the grammar; NULL: the grammar from the start */
     double timeout_s; /* "timeout" (or header X-Request-Timeout): seconds from arrival after
                          which the choices end with finish_reason "deadline"; 0 = none */
 } ul_api_params_t;
@@ -77,8 +77,7 @@ int ul_api_params_parse(ul_api_t *a, const cJSON *root, ul_gen_kind_t kind, ul_a
 
 /* Structured output (structured.c): reads response_format, grammar, json_schema,
  * structured_outputs and guided_* into p->grammar / p->json_object. 0 or UL_EINVAL (bad). */
-int ul_api_structured_parse(ul_api_t *a, const cJSON *root, ul_api_params_t *p,
-                            ul_api_bad_t *bad);
+int ul_api_structured_parse(ul_api_t *a, const cJSON *root, ul_api_params_t *p, ul_api_bad_t *bad);
 /* The compiled grammar of GBNF text for a's vocabulary, from a's cache or compiled into it:
  * borrowed, valid until the cache evicts it (a later call; take a reference to keep it).
  * 0, UL_EINVAL (err set) or UL_ENOMEM. */
@@ -120,12 +119,12 @@ struct ul_choice_s {
     double sum_logprob;
     ul_detok_t detok;
     ul_stop_t stop;
-    size_t text_off;    /* bytes of text so far (for completions' text_offset) */
-    ul_buf_t out;       /* the endpoint's: non-stream text / chat content */
-    ul_buf_t lp;        /* log-probability entries as JSON, since the last chunk */
-    int n_lp;           /* entries in lp */
-    ul_buf_t lp_aux[3]; /* completions: token_logprobs, top_logprobs, text_offset arrays */
-    void *ep;           /* the endpoint's per-choice state */
+    size_t text_off;             /* bytes of text so far (for completions' text_offset) */
+    ul_buf_t out;                /* the endpoint's: non-stream text / chat content */
+    ul_buf_t lp;                 /* log-probability entries as JSON, since the last chunk */
+    int n_lp;                    /* entries in lp */
+    ul_buf_t lp_aux[3];          /* completions: token_logprobs, top_logprobs, text_offset arrays */
+    void *ep;                    /* the endpoint's per-choice state */
     struct ul_gfilter_s *filter; /* structured output's matcher (in g's arena), or NULL */
 };
 
