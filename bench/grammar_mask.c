@@ -118,7 +118,8 @@ int main(int argc, char **argv) {
     } else {
         ul_buf_append(&gb, src, n);
     }
-    while (dn && (doc[dn - 1] == '\n')) dn--; /* the file's last newline is not the document's */
+    if (strstr(argv[3], ".json")) /* the file's last newline is not the document's */
+        while (dn && doc[dn - 1] == '\n') dn--;
     int32_t *ids = malloc((dn + 8) * sizeof *ids);
     int nt = ul_tokenize(vocab, doc, dn, 0, 0, ids, (int)dn + 8);
     int batch = atoi(argv[4]);

@@ -80,6 +80,10 @@ typedef struct posinfo_s {
     int32_t n_ids;
     int32_t *exits; /* trie nodes (depth >= 1) where the rule can end with bytes to follow */
     int32_t n_exits;
+    /* the children of the exits by their byte: xkid[xoff[b] .. xoff[b + 1]) lead on with b,
+     * so a step walks only the children whose byte the stack below the rule can take */
+    int32_t *xoff; /* [257], NULL without exits */
+    int32_t *xkid;
 } posinfo_t;
 
 struct ul_grammar_s {

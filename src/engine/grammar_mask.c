@@ -109,10 +109,35 @@ static void walk_gen(pw_t *w, int32_t x, uint32_t d) {
 
 void ul_posinfo_free(posinfo_t *p) {
     if (!p) return;
+    free(p->xoff);
+    free(p->xkid);
     free(p->bits);
     free(p->ids);
     free(p->exits);
     free(p);
+}
+
+/* Groups the exits' children by byte (posinfo_t.xoff / xkid). */
+static int index_exits(const ul_gvocab_t *v, posinfo_t *p) {
+    p->xoff = calloc(257, sizeof *p->xoff);
+    if (!p->xoff) return UL_ENOMEM;
+    size_t total = 0;
+    for (int32_t i = 0; i < p->n_exits; i++) {
+        const tnode_t *x = &v->nodes[p->exits[i]];
+        for (int32_t c = x->child; c < x->child + x->n_child; c++) p->xoff[v->nodes[c].byte + 1]++;
+        total += (size_t)x->n_child;
+    }
+    for (int b = 0; b < 256; b++) p->xoff[b + 1] += p->xoff[b];
+    p->xkid = malloc((total + 1) * sizeof *p->xkid);
+    int32_t fill[256];
+    if (!p->xkid) return UL_ENOMEM;
+    memcpy(fill, p->xoff, sizeof fill);
+    for (int32_t i = 0; i < p->n_exits; i++) {
+        const tnode_t *x = &v->nodes[p->exits[i]];
+        for (int32_t c = x->child; c < x->child + x->n_child; c++)
+            p->xkid[fill[v->nodes[c].byte]++] = c;
+    }
+    return 0;
 }
 
 static posinfo_t *compute(ul_grammar_t *g, int32_t s) {
@@ -140,6 +165,7 @@ static posinfo_t *compute(ul_grammar_t *g, int32_t s) {
         p->exits = w.exits;
         p->n_exits = (int32_t)w.n_exits;
         w.exits = NULL;
+        if (p->n_exits && index_exits(g->v, p)) w.nomem = 1;
     }
     free(w.acc);
     free(w.exits);

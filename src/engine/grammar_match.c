@@ -237,6 +237,17 @@ static int walk_below(ul_gmatch_t *m, int32_t x, uint32_t depth, uint32_t *bits)
     return 0;
 }
 
+static int walk_child(ul_gmatch_t *m, int32_t c, uint32_t *bits) {
+    const ul_gvocab_t *v = m->g->v;
+    cfgset_t *out = walk_state(m, 1);
+    if (!out) return UL_ENOMEM;
+    m->st.walked_nodes++;
+    if (ul_cfg_step(m->g, &m->walk[0], v->nodes[c].byte, out)) return UL_ENOMEM;
+    if (!out->n && !out->accept) return 0;
+    if (v->nodes[c].tok >= 0) set_tok(v, bits, v->nodes[c].tok);
+    return out->n ? walk_below(m, c, 1, bits) : 0;
+}
+
 /* The mask of one stack fr[0..d): its top state's cached tokens, plus those that end the
  * top rule and go on in the stack below it. */
 static int mask_stack(ul_gmatch_t *m, int32_t *fr, int d, uint32_t *bits) {
@@ -255,11 +266,17 @@ static int mask_stack(ul_gmatch_t *m, int32_t *fr, int d, uint32_t *bits) {
     if (ul_cfg_closure(m->g, below, fr, d - 1)) return UL_ENOMEM;
     fr[d - 1] = top;
     if (!below->n) return 0;
-    /* each exit node: its subtree, from the stacks below (at walk depth 0) */
-    for (int32_t i = 0; i < pi->n_exits; i++) {
-        int32_t x = pi->exits[i];
-        if (walk_below(m, x, 0, bits)) return UL_ENOMEM;
+    /* the exits' subtrees, from the stacks below (walk state 0): only the children whose
+     * byte those stacks can take (a rule that may end after any of its bytes has thousands
+     * of exits; the text after it usually starts with one or two bytes) */
+    uint8_t can[256] = {0};
+    for (uint32_t k = 0; k < below->len; k += (uint32_t)below->p[k] + 1) {
+        int32_t top = below->p[k + below->p[k]];
+        for (int b = 0; b < 256; b++) can[b] |= ul_g_next(m->g, top, (uint8_t)b) >= 0;
     }
+    for (int b = 0; b < 256; b++)
+        for (int32_t i = can[b] ? pi->xoff[b] : pi->xoff[b + 1]; i < pi->xoff[b + 1]; i++)
+            if (walk_child(m, pi->xkid[i], bits)) return UL_ENOMEM;
     return 0;
 }
 
