@@ -165,7 +165,7 @@ static int run(ul_gmatch_t *m, const char *p, size_t n, int *ok) {
         m->tmp = other;
         other = t;
     }
-    if (!rc && *ok) *ok = m->tmp.n > 0 || (n && m->tmp.accept);
+    if (!rc && *ok && n) *ok = m->tmp.n > 0 || m->tmp.accept; /* no bytes: nothing changes */
     ul_cfg_free(&other);
     return rc;
 }
