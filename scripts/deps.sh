@@ -40,6 +40,8 @@ fi
 command -v python3 >/dev/null && { tmp=(); for p in "${missing[@]+"${missing[@]}"}"; do [ "$p" = python3 ] || tmp+=("$p"); done; missing=("${tmp[@]+"${tmp[@]}"}"); }
 # Python Jinja2 is the chat-template oracle of the tests: Debian's when python3 lacks it.
 python3 -c 'import jinja2' 2>/dev/null || missing+=(python3-jinja2)
+# jsonschema validates structured output independently (tests/integration/test_schema_corpus.py).
+python3 -c 'import jsonschema' 2>/dev/null || missing+=(python3-jsonschema)
 if [ ${#missing[@]} -gt 0 ]; then
     echo "deps: installing ${missing[*]}" >&2
     SUDO=; [ "$(id -u)" -ne 0 ] && SUDO=sudo
@@ -61,8 +63,10 @@ if ! command -v nvcc >/dev/null && [ ! -x /usr/local/cuda/bin/nvcc ]; then
         echo "deps: no CUDA toolkit (nvcc): the CUDA backend is not built" >&2
     fi
 fi
-# The official OpenAI SDK for the end-to-end tests, exactly as the lock file pins it.
+# The SDKs of the end-to-end tests (OpenAI's, the AI SDK, LangChain, zod), exactly as the lock
+# file pins them.
 e2e="$(dirname "$0")/../tests/e2e"
-if [ ! -d "$e2e/node_modules/openai" ] || [ "$e2e/package-lock.json" -nt "$e2e/node_modules/.package-lock.json" ]; then
+if [ ! -d "$e2e/node_modules/openai" ] || [ ! -d "$e2e/node_modules/ai" ] ||
+   [ "$e2e/package-lock.json" -nt "$e2e/node_modules/.package-lock.json" ]; then
     (cd "$e2e" && npm ci --no-audit --no-fund --loglevel=error)
 fi

@@ -57,16 +57,19 @@ typedef struct ul_logit_bias_s {
     float bias;
 } ul_logit_bias_t;
 
-/* A constraint on the tokens a sequence may produce next (structured output, e.g. JSON
- * mode: api/json_out.h). allows: 1 if id may come next; accept: id was chosen, advance.
- * Both run on the backend's thread that samples the sequence, never concurrently for one
- * sequence: the steps that sample for it are sampled one after the other, in the order
- * they were submitted, and its owner leaves the filter alone until the sequence has
- * finished. At least one id must be allowed at every step. */
+/* A constraint on the tokens a sequence may produce next (structured output: a grammar,
+ * engine/grammar.h). allows: 1 if id may come next; accept: id was chosen, advance;
+ * fill_mask (optional): every allowed id at once, as bits (bit id & 31 of bits[id >> 5]),
+ * far cheaper than asking allows about the whole vocabulary. All run on the backend's
+ * thread that samples the sequence, never concurrently for one sequence: the steps that
+ * sample for it are sampled one after the other, in the order they were submitted, and
+ * its owner leaves the filter alone until the sequence has finished. At least one id must
+ * be allowed at every step. */
 typedef struct ul_token_filter_s ul_token_filter_t;
 struct ul_token_filter_s {
     int (*allows)(const ul_token_filter_t *f, int32_t id);
     void (*accept)(ul_token_filter_t *f, int32_t id);
+    void (*fill_mask)(ul_token_filter_t *f, uint32_t *bits); /* optional */
 };
 
 /* Sampling parameters of one request; temperature 0 means greedy. */

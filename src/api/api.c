@@ -9,7 +9,7 @@
 #include <time.h>
 
 #include "api/api.h"
-#include "api/json_out.h"
+#include "api/gen.h"
 #include "chat/chat.h"
 #include "uvllm/err.h"
 #include "uvllm/log.h"
@@ -44,9 +44,9 @@ void ul_api_free(ul_api_t *a) {
     a->chat_template_override = NULL;
     ul_chat_tmpl_free(a->chat_tmpl);
     ul_chat_tmpl_free(a->chat_tmpl_tool);
-    a->chat_tmpl = a->chat_tmpl_tool = NULL;
-    ul_json_vocab_free(a->json_vocab);
-    a->json_vocab = NULL;
+    ul_chat_tmpl_free(a->chat_tmpl_hermes);
+    a->chat_tmpl = a->chat_tmpl_tool = a->chat_tmpl_hermes = NULL;
+    ul_api_structured_free(a);
 }
 
 static int draining(const ul_api_t *a) {
@@ -73,6 +73,13 @@ int ul_api_register(ul_api_t *a, ul_router_t *r) {
     if (!rc) rc = ul_router_add(r, UL_HTTP_POST, "/apply-template", ul_api_apply_template, a);
     if (!rc) rc = ul_router_add(r, UL_HTTP_POST, "/tokenize", ul_api_tokenize, a);
     if (!rc) rc = ul_router_add(r, UL_HTTP_POST, "/detokenize", ul_api_detokenize, a);
+    /* GET /v1/models/{id}: the router matches exact paths, so one route per name */
+    char path[UL_API_NAME_MAX + 16];
+    for (int i = -1; i < a->n_aliases && !rc; i++) {
+        snprintf(path, sizeof path, "/v1/models/%s", i < 0 ? a->model_id : a->aliases[i]);
+        rc = ul_router_add(r, UL_HTTP_GET, path, ul_api_model, a);
+        if (rc == UL_EBUSY) rc = 0;
+    }
     return rc;
 }
 
@@ -241,6 +248,20 @@ static void model_entry(const ul_api_t *a, cJSON *arr, const char *id) {
     cJSON_AddNumberToObject(meta, "n_ctx", a->sched->backend->n_ctx);
     cJSON_AddNumberToObject(meta, "n_vocab", a->sched->backend->n_vocab);
     cJSON_AddItemToArray(arr, m);
+}
+
+/* GET /v1/models/{id}: the one entry, as OpenAI answers it. */
+int ul_api_model(ul_http_req_t *req, void *data) {
+    ul_api_t *a = data;
+    const char *id = req->path + strlen("/v1/models/");
+    cJSON *arr = cJSON_CreateArray();
+    model_entry(a, arr, id);
+    char *body = cJSON_PrintUnformatted(arr->child);
+    cJSON_Delete(arr);
+    UL_ASSERT(body);
+    int rc = ul_http_respond(req, 200, NULL, body, strlen(body));
+    cJSON_free(body);
+    return rc;
 }
 
 int ul_api_models(ul_http_req_t *req, void *data) {

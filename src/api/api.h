@@ -2,6 +2,7 @@
  *   GET  /health          {"status":"ok",...live counters} or 503 {"status":"draining"}
  *   GET  /metrics         Prometheus text
  *   GET  /v1/models       the served model
+ *   GET  /v1/models/{id}  one of its names (the id or an alias)
  *   POST /v1/completions  stream (SSE text_completion chunks + [DONE]) or one JSON object
  *   POST /tokenize        {"content",...} -> {"tokens":[...]} (llama-server's shape)
  *   POST /detokenize      {"tokens":[...]} -> {"content":"..."}
@@ -96,8 +97,11 @@ typedef struct ul_api_s {
     char bos_text[64], eos_text[64];       /* the vocabulary's BOS/EOS texts, for templates */
     /* The output syntax of each template (tool-call format, thinking markers), found from
      * its source on first use: scanning the source per request cost 5% of a chat request. */
-    ul_chat_syntax_t chat_syn, chat_syn_tool;
-    int chat_syn_ready; /* reset when the templates change */
+    ul_chat_syntax_t chat_syn, chat_syn_tool, chat_syn_hermes;
+    struct ul_chat_tmpl_s *chat_tmpl_hermes; /* ChatML with tools (Hermes), compiled on the
+                                                first tools request the template cannot
+                                                render; owned */
+    int chat_syn_ready;                      /* reset when the templates change */
     ul_api_stats_t stats;
     uint64_t next_cmpl;
     /* Set by `uvllm serve` after ul_api_init; read by the request handlers. */
@@ -124,8 +128,9 @@ typedef struct ul_api_s {
     uint64_t unauthorized; /* requests answered 401 */
     int draining;          /* SIGTERM seen (serve): readiness, /health and new /v1 work 503 */
     ul_api_ready_t ready;
-    struct ul_json_vocab_s *json_vocab; /* JSON mode's token table (json_out.h), built on the
-                                           first request that asks for it; owned */
+    struct ul_gvocab_s *gvocab;     /* structured output's token index (engine/grammar.h),
+                                       built on the first request that asks for it; owned */
+    struct ul_api_gcache_s *gcache; /* compiled grammars by text (structured.c); owned */
     ul_pace_t pace; /* output pacing; writes every step until ul_api_pace_start */
 } ul_api_t;
 
@@ -156,6 +161,7 @@ int ul_api_error(ul_http_req_t *req, int status, const char *type, const char *p
 int ul_api_health(ul_http_req_t *req, void *data);
 int ul_api_metrics(ul_http_req_t *req, void *data);
 int ul_api_models(ul_http_req_t *req, void *data);
+int ul_api_model(ul_http_req_t *req, void *data); /* GET /v1/models/{id} */
 int ul_api_completions(ul_http_req_t *req, void *data);
 int ul_api_tokenize(ul_http_req_t *req, void *data);   /* tokenize.c */
 int ul_api_detokenize(ul_http_req_t *req, void *data); /* tokenize.c */

@@ -15,13 +15,19 @@
 #include "api/gen.h"
 #include "chat/chat.h"
 #include "chat/toolcall.h"
+#include "engine/grammar.h"
+#include "engine/json_gbnf.h"
 #include "uvllm/err.h"
 #include "uvllm/log.h"
+
+enum { FORCE_NONE, FORCE_ALL, FORCE_NAMED, FORCE_STRICT };
 
 /* Per request. */
 typedef struct creq_s {
     ul_chat_syntax_t syn;
     int starts_in_reasoning, parse_tools, parallel_tools;
+    int force;         /* tool calls constrained: FORCE_ALL, FORCE_NAMED, FORCE_STRICT */
+    const char *named; /* FORCE_NAMED: the function (points into the body) */
     uv_work_t work;
 } creq_t;
 
@@ -30,6 +36,7 @@ typedef struct cch_s {
     ul_chat_parser_t parser;
     ul_buf_t reasoning, calls; /* non-stream: reasoning text; tool calls as JSON */
     int n_calls;
+    int skip_args; /* streaming: the call being streamed is dropped (parallel_tool_calls) */
 } cch_t;
 
 /* ---- validation -------------------------------------------------------------------- */
@@ -164,16 +171,31 @@ static int tool_named(const cJSON *root, const char *name) {
 
 /* tool_choice: "none" | "auto" | "required" | {"type":"function","function":{"name":N}}.
  * *parse: whether tool calls are parsed from the output. */
-static int check_tool_choice(const cJSON *root, int n_tools, int *parse, ul_api_bad_t *bad) {
+static int any_strict(const cJSON *root) {
+    const cJSON *t;
+    cJSON_ArrayForEach(t, cJSON_GetObjectItemCaseSensitive(root, "tools")) if (
+        cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetObjectItemCaseSensitive(t, "function"), "strict"))) return 1;
+    return 0;
+}
+
+static int check_tool_choice(const cJSON *root, int n_tools, creq_t *c, ul_api_bad_t *bad) {
     const cJSON *tc = cJSON_GetObjectItemCaseSensitive(root, "tool_choice");
+    int *parse = &c->parse_tools;
     *parse = n_tools > 0;
+    c->force = n_tools > 0 && any_strict(root) ? FORCE_STRICT : FORCE_NONE;
     if (!tc || cJSON_IsNull(tc)) return 0;
     if (cJSON_IsString(tc)) {
         const char *s = tc->valuestring;
-        if (!strcmp(s, "none")) return *parse = 0, 0;
+        if (!strcmp(s, "none")) {
+            c->force = FORCE_NONE;
+            return *parse = 0;
+        }
         if (!strcmp(s, "auto")) return 0;
-        if (!strcmp(s, "required"))
+        if (!strcmp(s, "required")) {
+            c->force = FORCE_ALL;
             return n_tools ? 0 : ul_api_bad(bad, "tool_choice", "'required' needs 'tools'");
+        }
         return ul_api_bad(bad, "tool_choice",
                           "'tool_choice' must be none, auto, required or a named function");
     }
@@ -184,6 +206,8 @@ static int check_tool_choice(const cJSON *root, int n_tools, int *parse, ul_api_
                           "'tool_choice' must be none, auto, required or a named function");
     if (!tool_named(root, name->valuestring))
         return ul_api_bad(bad, "tool_choice", "'tool_choice' names a function not in 'tools'");
+    c->force = FORCE_NAMED;
+    c->named = name->valuestring;
     return 0;
 }
 
@@ -224,7 +248,7 @@ static int check_request(ul_api_t *a, cJSON *root, ul_arena_t *ar, creq_t *c, ul
     cJSON_ArrayForEach(m, msgs) if ((rc = check_message(m, i++, ar, bad))) return rc;
     int n_tools;
     if ((rc = check_tools(root, ar, &n_tools, bad))) return rc;
-    if ((rc = check_tool_choice(root, n_tools, &c->parse_tools, bad))) return rc;
+    if ((rc = check_tool_choice(root, n_tools, c, bad))) return rc;
     keep_named_tool(root);
     const cJSON *ptc = cJSON_GetObjectItemCaseSensitive(root, "parallel_tool_calls");
     if (ptc && !cJSON_IsNull(ptc) && !cJSON_IsBool(ptc))
@@ -243,18 +267,55 @@ static int check_request(ul_api_t *a, cJSON *root, ul_arena_t *ar, creq_t *c, ul
 
 /* ---- rendering --------------------------------------------------------------------- */
 
-static const ul_chat_tmpl_t *pick_template(const ul_api_t *a, const cJSON *root) {
+/* The template for this request: the tool_use variant with tools; when the template would
+ * drop the tools (its source never reads them), ChatML's Hermes-style tools template for a
+ * ChatML model (or one without a template), else NULL with bad set (never a silent drop). */
+static const ul_chat_tmpl_t *pick_template(ul_api_t *a, const cJSON *root, ul_api_bad_t *bad) {
     const cJSON *tools = cJSON_GetObjectItemCaseSensitive(root, "tools");
     if (a->chat_tmpl_tool && cJSON_GetArraySize(tools) > 0) return a->chat_tmpl_tool;
-    return a->chat_tmpl;
+    const ul_chat_tmpl_t *t = a->chat_tmpl;
+    if (!t || cJSON_GetArraySize(tools) <= 0) return t;
+    const char *src = ul_chat_tmpl_src(t);
+    if (strstr(src, "tools")) return t;
+    if (!strstr(src, "<|im_start|>")) {
+        ul_api_bad(bad, "tools",
+                   "this model's chat template cannot render tools, and it is not ChatML (which "
+                   "has a tools fallback)");
+        return NULL;
+    }
+    if (!a->chat_tmpl_hermes) {
+        char err[200];
+        const char *h = ul_chat_chatml_tools_template;
+        if (ul_chat_tmpl_new(h, strlen(h), &a->chat_tmpl_hermes, err, sizeof err)) {
+            ul_api_bad(bad, "tools", "the tools fallback template failed: %s", err);
+            return NULL;
+        }
+        ul_chat_syntax_detect(h, strlen(h), &a->chat_syn_hermes);
+    }
+    return a->chat_tmpl_hermes;
+}
+
+/* OpenAI's developer role is the system role for templates that do not know it (as
+ * llama.cpp maps it). */
+static void map_developer(cJSON *root, const ul_chat_tmpl_t *t) {
+    if (strstr(ul_chat_tmpl_src(t), "developer")) return;
+    cJSON *m;
+    cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(root, "messages")) {
+        cJSON *r = cJSON_GetObjectItemCaseSensitive(m, "role");
+        if (cJSON_IsString(r) && !strcmp(r->valuestring, "developer"))
+            cJSON_ReplaceItemInObjectCaseSensitive(m, "role", cJSON_CreateString("system"));
+    }
 }
 
 /* Renders root's messages into text (and its plain mask); a template that raises is a 400
  * carrying its message. The leading BOS text is dropped when tokenizing adds BOS. */
-static int render(ul_api_t *a, const cJSON *root, ul_buf_t *text, ul_buf_t *plain,
-                  ul_api_bad_t *bad) {
-    const ul_chat_tmpl_t *t = pick_template(a, root);
-    if (!t) return ul_api_bad(bad, NULL, "this server has no chat template");
+static int render(ul_api_t *a, cJSON *root, ul_buf_t *text, ul_buf_t *plain,
+                  const ul_chat_tmpl_t **picked, ul_api_bad_t *bad) {
+    if (!a->chat_tmpl) return ul_api_bad(bad, NULL, "this server has no chat template");
+    const ul_chat_tmpl_t *t = pick_template(a, root, bad);
+    if (!t) return UL_EINVAL;
+    if (picked) *picked = t;
+    map_developer(root, t);
     const cJSON *agp = cJSON_GetObjectItemCaseSensitive(root, "add_generation_prompt");
     ul_chat_opts_t o = {.bos_token = a->bos_text,
                         .eos_token = a->eos_text,
@@ -345,6 +406,30 @@ static void on_event(void *ud, const ul_chat_ev_t *ev) {
             send_delta(ch, "reasoning_content", ev->text, ev->len);
         else
             ul_gen_add(&cc->reasoning, ev->text, ev->len);
+        break;
+    case UL_CHAT_EV_TOOL_START: /* streaming only: OpenAI's first delta of a call */
+        if (cc->n_calls && !c->parallel_tools) {
+            cc->skip_args = 1;
+            break;
+        }
+        cc->skip_args = 0;
+        chunk_head(ch);
+        ul_gen_printf(&ch->g->frame, "\"tool_calls\":[{\"index\":%d,\"id\":", ev->index);
+        ul_gen_json_str(&ch->g->frame, ev->id, strlen(ev->id));
+        ul_gen_add(&ch->g->frame, ",\"type\":\"function\",\"function\":{\"name\":", 38);
+        ul_gen_json_str(&ch->g->frame, ev->name, strlen(ev->name));
+        ul_gen_add(&ch->g->frame, ",\"arguments\":\"\"}}]", 18);
+        chunk_tail(ch, NULL);
+        cc->n_calls++;
+        break;
+    case UL_CHAT_EV_TOOL_ARGS:
+        if (cc->skip_args) break;
+        chunk_head(ch);
+        ul_gen_printf(&ch->g->frame,
+                      "\"tool_calls\":[{\"index\":%d,\"function\":{\"arguments\":", ev->index);
+        ul_gen_json_str(&ch->g->frame, ev->text, ev->len);
+        ul_gen_add(&ch->g->frame, "}}]", 3);
+        chunk_tail(ch, NULL);
         break;
     case UL_CHAT_EV_TOOL_CALL:
         if (cc->n_calls && !c->parallel_tools) break; /* parallel_tool_calls: false */
@@ -490,19 +575,98 @@ static int setup_choices(ul_gen_t *g, const creq_t *c) {
         memset(cc, 0, sizeof *cc);
         ul_chat_parser_init(&cc->parser, &gc->syn, gc->starts_in_reasoning, gc->parse_tools,
                             ch->seq.sampling.seed ^ (uint64_t)(uintptr_t)g);
+        ul_chat_parser_stream_calls(&cc->parser, g->p.stream);
         ch->ep = cc;
     }
     return 0;
 }
 
 /* Everything before generation: the shared fields, the chat checks, the rendering. */
+/* Forced tool calls (tool_choice "required" or named) and strict tools under "auto": a
+ * grammar of the template's tool-call syntax (chat/toolcall.h) whose arguments are the
+ * tools' parameters schemas (engine/json_gbnf.h); lazy (from the syntax's opening text
+ * on) for strict tools, whose calls the model may or may not make. */
+static int force_tools(ul_api_t *a, const cJSON *root, creq_t *c, ul_api_params_t *p,
+                       ul_api_bad_t *bad) {
+    if (c->force == FORCE_NONE) return 0;
+    if (p->grammar) {
+        if (c->force == FORCE_STRICT) return 0; /* the structured output field wins */
+        return ul_api_bad(bad, "tool_choice",
+                          "a forced 'tool_choice' cannot be combined with 'response_format' or "
+                          "another structured output field");
+    }
+    if (!a->codec.vocab || !a->codec.token_piece) {
+        if (c->force == FORCE_STRICT) return 0;
+        return ul_api_bad(
+            bad, "tool_choice",
+            "'tool_choice' %s needs a model vocabulary (this server runs without one)",
+            c->force == FORCE_ALL ? "required" : "naming a function");
+    }
+    const cJSON *tools = cJSON_GetObjectItemCaseSensitive(root, "tools");
+    int fmt = c->syn.tool_fmt ? c->syn.tool_fmt : UL_CHAT_TOOLS_HERMES;
+    char err[200];
+    const char *trigger = NULL;
+    ul_buf_t g = {0};
+    int rc = ul_buf_puts(&g, "root ::= tool-calls\n") ? UL_ENOMEM : 0;
+    if (!rc)
+        rc = ul_chat_tool_gbnf(fmt, tools, c->force == FORCE_NAMED ? c->named : NULL,
+                               c->parallel_tools, &g, &trigger, err, sizeof err);
+    ul_json_gbnf_t *jb = rc ? NULL : ul_json_gbnf_new(err, sizeof err);
+    if (!rc && !jb) rc = UL_ENOMEM;
+    cJSON *any_obj = cJSON_Parse("{\"type\":\"object\"}");
+    if (!any_obj) rc = rc ? rc : UL_ENOMEM;
+    int i = 0;
+    const cJSON *t;
+    cJSON_ArrayForEach(t, tools) {
+        if (rc) break;
+        const cJSON *fn = cJSON_GetObjectItemCaseSensitive(t, "function");
+        const cJSON *params = cJSON_GetObjectItemCaseSensitive(fn, "parameters");
+        int exact = c->force != FORCE_STRICT ||
+                    cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(fn, "strict"));
+        const cJSON *sch = exact && cJSON_IsObject(params) ? params : any_obj;
+        char name[48];
+        if (!ul_chat_tool_fmt_per_param(fmt)) {
+            snprintf(name, sizeof name, "tool-args-%d", i);
+            rc = ul_json_gbnf_add(jb, sch, sch, name);
+        } else {
+            int j = 0;
+            const cJSON *pr;
+            cJSON_ArrayForEach(pr, cJSON_GetObjectItemCaseSensitive(params, "properties")) {
+                snprintf(name, sizeof name, "tool-arg-%d-%d", i, j++);
+                if ((rc = ul_json_gbnf_add(jb, exact ? pr : any_obj, params, name))) break;
+            }
+        }
+        i++;
+    }
+    cJSON_Delete(any_obj);
+    if (!rc) rc = ul_json_gbnf_finish(jb, &g), jb = NULL;
+    ul_json_gbnf_free(jb);
+    if (rc == UL_EINVAL || rc == UL_ENOTSUP) {
+        if (c->force == FORCE_STRICT && rc == UL_ENOTSUP)
+            rc = 0; /* auto: left free */
+        else
+            rc = ul_api_bad(bad, c->force == FORCE_STRICT ? "tools" : "tool_choice",
+                            "cannot constrain the tool calls: %s", err);
+    } else if (!rc) {
+        rc = ul_api_grammar_get(a, g.p, g.len, &p->grammar, err, sizeof err);
+        if (rc == UL_EINVAL) rc = ul_api_bad(bad, "tools", "the tool-call grammar: %s", err);
+        if (!rc && c->force == FORCE_STRICT) p->grammar_trigger = trigger;
+    }
+    if (rc == UL_ENOMEM) {
+        bad->status = 503, bad->type = "server_error";
+        rc = ul_api_bad(bad, "tools", "out of memory");
+    }
+    ul_buf_free(&g);
+    return rc;
+}
+
 static int prepare(ul_api_t *a, cJSON *root, ul_arena_t *ar, ul_api_params_t *p, creq_t *c,
                    ul_buf_t *text, ul_buf_t *plain, ul_api_bad_t *bad) {
+    const ul_chat_tmpl_t *t = NULL;
     int rc = ul_api_params_parse(a, root, UL_GEN_CHAT, ar, known, p, bad);
     if (!rc) rc = check_request(a, root, ar, c, bad);
-    if (!rc) rc = render(a, root, text, plain, bad);
+    if (!rc) rc = render(a, root, text, plain, &t, bad);
     if (rc) return rc;
-    const ul_chat_tmpl_t *t = pick_template(a, root);
     if (!a->chat_syn_ready) {
         const char *s = ul_chat_tmpl_src(a->chat_tmpl);
         ul_chat_syntax_detect(s, strlen(s), &a->chat_syn);
@@ -512,9 +676,11 @@ static int prepare(ul_api_t *a, cJSON *root, ul_arena_t *ar, ul_api_params_t *p,
         }
         a->chat_syn_ready = 1;
     }
-    c->syn = t == a->chat_tmpl ? a->chat_syn : a->chat_syn_tool;
+    c->syn = t == a->chat_tmpl          ? a->chat_syn
+             : t == a->chat_tmpl_hermes ? a->chat_syn_hermes
+                                        : a->chat_syn_tool;
     c->starts_in_reasoning = ul_chat_syntax_prompt_opens_reasoning(&c->syn, text->p, text->len);
-    return 0;
+    return force_tools(a, root, c, p, bad);
 }
 
 int ul_api_chat_prepare_body(ul_api_t *a, const char *body, size_t len, ul_buf_t *text,
@@ -580,7 +746,7 @@ int ul_api_apply_template(ul_http_req_t *req, void *data) {
     ul_buf_t text = {0}, plain = {0}, out = {0};
     int rc = cJSON_IsObject(root) ? check_request(a, root, &ar, &c, &bad)
                                   : ul_api_bad(&bad, NULL, "the body must be a JSON object");
-    if (!rc) rc = render(a, root, &text, &plain, &bad);
+    if (!rc) rc = render(a, root, &text, &plain, NULL, &bad);
     if (rc) {
         ul_api_reject(a, req, &bad);
     } else {

@@ -19,8 +19,7 @@
 #include <time.h>
 
 #include "api/gen.h"
-#include "api/json_out.h"
-#include "api/json_schema.h"
+#include "engine/grammar.h"
 #include "uvllm/err.h"
 #include "uvllm/log.h"
 
@@ -53,12 +52,14 @@ void ul_gen_json_head(ul_gen_t *g, ul_buf_t *b, const char *object) {
 }
 
 void ul_gen_json_usage(ul_gen_t *g, ul_buf_t *b) {
-    int32_t gen = 0;
+    int32_t gen = 0, cached = 0;
     for (int i = 0; i < g->n_choices; i++) gen += g->choices[i].n_gen;
+    /* prompt tokens the prefix cache served: once per prompt (its choices share pages) */
+    for (int i = 0; i < g->n_choices; i += g->p.best_of) cached += g->choices[i].seq.n_cached;
     ul_gen_printf(b,
                   "\"usage\":{\"prompt_tokens\":%d,\"completion_tokens\":%d,"
-                  "\"total_tokens\":%d}",
-                  (int)g->n_prompt_tokens, (int)gen, (int)(g->n_prompt_tokens + gen));
+                  "\"total_tokens\":%d,\"prompt_tokens_details\":{\"cached_tokens\":%d}}",
+                  (int)g->n_prompt_tokens, (int)gen, (int)(g->n_prompt_tokens + gen), (int)cached);
 }
 
 void ul_gen_respond(ul_gen_t *g, ul_buf_t *b) {
@@ -166,6 +167,7 @@ static int on_token(ul_seq_t *q, int32_t tok, const ul_token_lp_t *lp) {
 static void gen_free(ul_gen_t *g) {
     for (int i = 0; i < g->n_choices; i++) {
         ul_choice_t *ch = &g->choices[i];
+        if (ch->filter) ul_gfilter_free(ch->filter);
         if (g->ops->free_choice) g->ops->free_choice(ch);
         ul_stop_free(&ch->stop);
         ul_buf_free(&ch->out);
@@ -173,6 +175,7 @@ static void gen_free(ul_gen_t *g) {
         for (int k = 0; k < 3; k++) ul_buf_free(&ch->lp_aux[k]);
     }
     ul_buf_free(&g->frame);
+    if (g->p.grammar) ul_grammar_unref(g->p.grammar);
     ul_arena_free(&g->arena);
     free(g);
 }
@@ -286,6 +289,7 @@ ul_gen_t *ul_gen_new(ul_api_t *a, ul_http_req_t *req, const ul_api_params_t *p,
     g->ops = ops;
     g->kind = p->kind;
     g->p = *p;
+    g->p.grammar = NULL; /* referenced below, once g can be freed */
     g->created = (int64_t)time(NULL);
     g->n_prompts = n_prompts;
     g->n_answer = n_prompts * p->n;
@@ -306,14 +310,10 @@ ul_gen_t *ul_gen_new(ul_api_t *a, ul_http_req_t *req, const ul_api_params_t *p,
         g->p.sampling.logit_bias = g->p.bias;
     }
     g->p.user = p->user ? ul_arena_strndup(&g->arena, p->user, strlen(p->user)) : NULL;
-    if (p->schema) { /* shared read-only by the choices; the body's arena dies first */
-        void *s = ul_arena_alloc(&g->arena, ul_json_schema_size(p->schema));
-        if (!s) goto fail;
-        memcpy(s, p->schema, ul_json_schema_size(p->schema));
-        g->p.schema = s;
+    if (p->grammar) { /* shared by the choices; released with g */
+        ul_grammar_ref(p->grammar);
+        g->p.grammar = p->grammar;
     }
-    if (p->json_object && !a->json_vocab && !(a->json_vocab = ul_json_vocab_new(&a->codec)))
-        goto fail;
     for (int i = 0; i < g->n_choices; i++) {
         ul_choice_t *ch = &g->choices[i];
         ch->g = g;
@@ -321,15 +321,14 @@ ul_gen_t *ul_gen_new(ul_api_t *a, ul_http_req_t *req, const ul_api_params_t *p,
         ch->prompt = i / p->best_of;
         ch->seq.sampling = g->p.sampling;
         ch->seq.sampling.seed = g->p.sampling.seed + (uint64_t)(i % p->best_of);
-        if (g->p.schema) {
-            ul_json_schema_filter_t *f = ul_arena_alloc(&g->arena, sizeof *f);
+        if (p->grammar) {
+            ul_gfilter_t *f = ul_arena_alloc(&g->arena, sizeof *f);
             if (!f) goto fail;
-            ul_json_schema_filter_init(f, a->json_vocab, g->p.schema);
-            ch->seq.sampling.filter = &f->base;
-        } else if (p->json_object) {
-            ul_json_filter_t *f = ul_arena_alloc(&g->arena, sizeof *f);
-            if (!f) goto fail;
-            ul_json_filter_init(f, a->json_vocab);
+            memset(f, 0, sizeof *f);
+            ch->filter = f;
+            if (p->grammar_trigger ? ul_gfilter_init_lazy(f, p->grammar, p->grammar_trigger)
+                                   : ul_gfilter_init(f, p->grammar))
+                goto fail;
             ch->seq.sampling.filter = &f->base;
         }
         ch->seq.ignore_eos = p->ignore_eos;

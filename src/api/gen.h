@@ -59,10 +59,12 @@ typedef struct ul_api_params_s {
     ul_logit_bias_t *bias; /* [n_bias], in the request's arena */
     int32_t n_bias;
     const char *user;
-    int json_object; /* response_format {"type":"json_object"}: output constrained to one
-                        JSON object (json_out.h); also set with a schema */
-    const struct ul_json_schema_s *schema; /* response_format json_schema: the compiled
-                         schema (json_schema.h), in the request's arena; NULL without one */
+    int json_object;              /* the output is constrained to JSON (JSON mode or a schema) */
+    struct ul_grammar_s *grammar; /* structured output (structured.c): borrowed from the
+                         server's grammar cache until ul_gen_new takes a reference; NULL:
+                         unconstrained */
+    const char *grammar_trigger;  /* lazy grammar (strict tools): free text until this static
+                          text, then the grammar; NULL: the grammar from the start */
     double timeout_s; /* "timeout" (or header X-Request-Timeout): seconds from arrival after
                          which the choices end with finish_reason "deadline"; 0 = none */
 } ul_api_params_t;
@@ -72,6 +74,16 @@ typedef struct ul_api_params_s {
  * unknown. Returns 0 or UL_EINVAL with bad set. */
 int ul_api_params_parse(ul_api_t *a, const cJSON *root, ul_gen_kind_t kind, ul_arena_t *arena,
                         const char *const *known, ul_api_params_t *p, ul_api_bad_t *bad);
+
+/* Structured output (structured.c): reads response_format, grammar, json_schema,
+ * structured_outputs and guided_* into p->grammar / p->json_object. 0 or UL_EINVAL (bad). */
+int ul_api_structured_parse(ul_api_t *a, const cJSON *root, ul_api_params_t *p, ul_api_bad_t *bad);
+/* The compiled grammar of GBNF text for a's vocabulary, from a's cache or compiled into it:
+ * borrowed, valid until the cache evicts it (a later call; take a reference to keep it).
+ * 0, UL_EINVAL (err set) or UL_ENOMEM. */
+int ul_api_grammar_get(ul_api_t *a, const char *src, size_t len, struct ul_grammar_s **out,
+                       char *err, size_t err_len);
+void ul_api_structured_free(ul_api_t *a);
 
 /* The chat endpoint up to generation, without HTTP (for the request-body fuzzer): parses,
  * validates and renders body into text and its plain mask. Returns 0 or UL_EINVAL/
@@ -107,12 +119,13 @@ struct ul_choice_s {
     double sum_logprob;
     ul_detok_t detok;
     ul_stop_t stop;
-    size_t text_off;    /* bytes of text so far (for completions' text_offset) */
-    ul_buf_t out;       /* the endpoint's: non-stream text / chat content */
-    ul_buf_t lp;        /* log-probability entries as JSON, since the last chunk */
-    int n_lp;           /* entries in lp */
-    ul_buf_t lp_aux[3]; /* completions: token_logprobs, top_logprobs, text_offset arrays */
-    void *ep;           /* the endpoint's per-choice state */
+    size_t text_off;             /* bytes of text so far (for completions' text_offset) */
+    ul_buf_t out;                /* the endpoint's: non-stream text / chat content */
+    ul_buf_t lp;                 /* log-probability entries as JSON, since the last chunk */
+    int n_lp;                    /* entries in lp */
+    ul_buf_t lp_aux[3];          /* completions: token_logprobs, top_logprobs, text_offset arrays */
+    void *ep;                    /* the endpoint's per-choice state */
+    struct ul_gfilter_s *filter; /* structured output's matcher (in g's arena), or NULL */
 };
 
 struct ul_gen_s {

@@ -12,7 +12,6 @@
 #include <time.h>
 
 #include "api/gen.h"
-#include "api/json_schema.h"
 #include "uvllm/err.h"
 #include "uvllm/log.h"
 
@@ -234,82 +233,6 @@ static int refuse_chat_fields(const cJSON *root, ul_api_bad_t *bad) {
     return 0;
 }
 
-/* Compiles a JSON Schema (json_schema.h) into the request's arena. */
-static int compile_schema(const cJSON *schema, ul_arena_t *arena, ul_api_params_t *p,
-                          ul_api_bad_t *bad) {
-    if (!cJSON_IsObject(schema))
-        return ul_api_bad(bad, "response_format",
-                          "'response_format' json_schema 'schema' must be an object");
-    char err[160];
-    ul_json_schema_t *s = NULL;
-    int rc = ul_json_schema_compile(schema, &s, err, sizeof err);
-    if (rc == UL_EINVAL)
-        return ul_api_bad(bad, "response_format", "'response_format' json_schema %s", err);
-    void *copy = rc ? NULL : ul_arena_alloc(arena, ul_json_schema_size(s));
-    if (copy) memcpy(copy, s, ul_json_schema_size(s));
-    free(s);
-    if (!copy) {
-        bad->status = 503;
-        bad->type = "server_error";
-        return ul_api_bad(bad, "response_format", "out of memory");
-    }
-    p->schema = copy;
-    return 0;
-}
-
-/* OpenAI's {"type": "json_schema", "json_schema": {"name", "schema", "strict", ...}}. The
- * output is always held to the schema, so "strict" only has to be a boolean. */
-static int parse_json_schema(const cJSON *rf, ul_arena_t *arena, ul_api_params_t *p,
-                             ul_api_bad_t *bad) {
-    const cJSON *js = cJSON_GetObjectItemCaseSensitive(rf, "json_schema");
-    if (!cJSON_IsObject(js))
-        return ul_api_bad(bad, "response_format",
-                          "'response_format' type json_schema needs a 'json_schema' object");
-    const cJSON *name = field(js, "name"), *strict = field(js, "strict");
-    const cJSON *desc = field(js, "description"), *schema = field(js, "schema");
-    if ((name && !cJSON_IsString(name)) || (desc && !cJSON_IsString(desc)) ||
-        (strict && !cJSON_IsBool(strict)))
-        return ul_api_bad(bad, "response_format",
-                          "'response_format' json_schema: 'name' and 'description' must be "
-                          "strings, 'strict' a boolean");
-    if (!schema)
-        return ul_api_bad(bad, "response_format",
-                          "'response_format' json_schema needs a 'schema' object");
-    return compile_schema(schema, arena, p, bad);
-}
-
-/* "text" (the default), "json_object" (JSON mode: json_out.h; with a "schema" member, as
- * llama-server takes it, a schema) or "json_schema" (json_schema.h). */
-static int parse_response_format(const ul_api_t *a, const cJSON *root, ul_arena_t *arena,
-                                 ul_api_params_t *p, ul_api_bad_t *bad) {
-    const cJSON *rf = field(root, "response_format");
-    if (!rf) return 0;
-    const cJSON *t = cJSON_GetObjectItemCaseSensitive(rf, "type");
-    if (!cJSON_IsObject(rf) || !cJSON_IsString(t))
-        return ul_api_bad(bad, "response_format",
-                          "'response_format' must be an object with a type");
-    if (!strcmp(t->valuestring, "text")) return 0;
-    int schema = !strcmp(t->valuestring, "json_schema");
-    if (strcmp(t->valuestring, "json_object") && !schema)
-        return ul_api_bad(bad, "response_format",
-                          "'response_format' type '%.40s' is not supported; use \"text\", "
-                          "\"json_object\" or \"json_schema\"",
-                          t->valuestring);
-    if (!a->codec.vocab || !a->codec.token_piece)
-        return ul_api_bad(bad, "response_format",
-                          "'response_format' %s needs a model vocabulary (this server runs "
-                          "without one)",
-                          t->valuestring);
-    int rc = 0;
-    if (schema)
-        rc = parse_json_schema(rf, arena, p, bad);
-    else if (field(rf, "schema"))
-        rc = compile_schema(field(rf, "schema"), arena, p, bad);
-    if (rc) return rc;
-    p->json_object = 1;
-    return 0;
-}
-
 /* Names both endpoints read here. */
 static const char *const common[] = {"model",
                                      "stream",
@@ -334,6 +257,13 @@ static const char *const common[] = {"model",
                                      "ignore_eos",
                                      "logprobs",
                                      "response_format",
+                                     "grammar",
+                                     "json_schema",
+                                     "structured_outputs",
+                                     "guided_json",
+                                     "guided_regex",
+                                     "guided_choice",
+                                     "guided_grammar",
                                      "timeout",
                                      NULL};
 static const char *const chat_only[] = {"max_completion_tokens",
@@ -395,15 +325,15 @@ int ul_api_params_parse(ul_api_t *a, const cJSON *root, ul_gen_kind_t kind, ul_a
     if (!rc) rc = parse_stop(root, p, bad);
     if (!rc) rc = parse_bias(a, root, arena, p, bad);
     if (!rc) rc = parse_ids(root, p, bad);
-    if (!rc) rc = parse_response_format(a, root, arena, p, bad);
+    if (!rc) rc = ul_api_structured_parse(a, root, p, bad);
     if (!rc && kind == UL_GEN_CHAT) rc = refuse_chat_fields(root, bad);
     if (rc) return rc;
     if ((rc = boolean(root, "ignore_eos", bad)) == UL_EINVAL) return rc;
     p->ignore_eos = rc == 1;
-    if (p->ignore_eos && p->json_object)
+    if (p->ignore_eos && p->grammar)
         return ul_api_bad(bad, "ignore_eos",
-                          "'ignore_eos' cannot be used with a JSON response_format (the "
-                          "output ends when the document closes)");
+                          "'ignore_eos' cannot be used with structured output (the output "
+                          "ends when the grammar is complete)");
     p->sampling.logit_bias = p->bias;
     p->sampling.n_logit_bias = p->n_bias;
     /* Without a seed each request samples differently, as OpenAI's do. */

@@ -66,5 +66,8 @@ int ul_chat_json_mark_floats(cJSON *root, const char *text, size_t len);
 
 /* The ChatML template used when a model has none. */
 extern const char ul_chat_chatml_template[];
+/* ChatML with tools in the Hermes style (Qwen2.5's): the fallback for requests with tools
+ * when the chat template cannot render them. */
+extern const char ul_chat_chatml_tools_template[];
 
 #endif

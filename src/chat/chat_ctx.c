@@ -26,6 +26,36 @@ const char ul_chat_chatml_template[] =
     "{{- '<|im_start|>assistant\\n' -}}\n"
     "{%- endif -%}\n";
 
+const char ul_chat_chatml_tools_template[] =
+    "{%- if tools -%}\n"
+    "{{- '<|im_start|>system\\n' -}}\n"
+    "{%- if messages[0]['role'] == 'system' -%}{{- messages[0]['content'] + '\\n\\n' -}}{%- endif "
+    "-%}\n"
+    "{{- '# Tools\\n<tools>' -}}\n"
+    "{%- for tool in tools -%}{{- '\\n' + (tool | tojson) -}}{%- endfor -%}\n"
+    "{{- '\\n</tools>\\nTo call a tool: <tool_call>\\n{\"name\": <name>, \"arguments\": "
+    "<json-object>}\\n</tool_call><|im_end|>\\n' -}}\n"
+    "{%- endif -%}\n"
+    "{%- for message in messages -%}\n"
+    "{%- if message['role'] == 'system' and loop.first and tools -%}\n"
+    "{%- elif message['role'] == 'assistant' and message['tool_calls'] -%}\n"
+    "{{- '<|im_start|>assistant' -}}\n"
+    "{%- if message['content'] -%}{{- '\\n' + message['content'] -}}{%- endif -%}\n"
+    "{%- for tc in message['tool_calls'] -%}\n"
+    "{%- set f = tc['function'] if tc['function'] else tc -%}\n"
+    "{{- '\\n<tool_call>\\n{\"name\": \"' + f['name'] + '\", \"arguments\": ' + "
+    "(f['arguments'] | tojson) + '}\\n</tool_call>' -}}\n"
+    "{%- endfor -%}\n"
+    "{{- '<|im_end|>\\n' -}}\n"
+    "{%- elif message['role'] == 'tool' -%}\n"
+    "{{- '<|im_start|>user\\n<tool_response>\\n' + message['content'] + "
+    "'\\n</tool_response><|im_end|>\\n' -}}\n"
+    "{%- else -%}\n"
+    "{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' -}}\n"
+    "{%- endif -%}\n"
+    "{%- endfor -%}\n"
+    "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}{%- endif -%}\n";
+
 void ul_chat_opts_init(ul_chat_opts_t *o) {
     memset(o, 0, sizeof *o);
     o->add_generation_prompt = 1;

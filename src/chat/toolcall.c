@@ -101,21 +101,40 @@ static void emit_text(ul_chat_parser_t *p, int kind, const char *s, size_t n, ul
 
 static uint64_t next_rand(ul_chat_parser_t *p) { return ul_splitmix64(&p->rng); }
 
-static void emit_calls(ul_chat_parser_t *p, const ul_tc_calls_t *c, ul_chat_ev_cb cb, void *ud) {
+void ul_tc_call_id(ul_chat_parser_t *p, char *id) {
     static const char alnum[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    memcpy(id, "call_", 5);
+    for (int k = 0; k < 24; k++) id[5 + k] = alnum[next_rand(p) % 62];
+    id[29] = 0;
+}
+
+static void emit_calls(ul_chat_parser_t *p, const ul_tc_calls_t *c, ul_chat_ev_cb cb, void *ud) {
     const char *r = c->b.p;
     for (int i = 0; i < c->n; i++) {
-        char id[30] = "call_";
-        for (int k = 0; k < 24; k++) id[5 + k] = alnum[next_rand(p) % 62];
+        char id[30];
         const char *args = r + strlen(r) + 1;
-        ul_chat_ev_t ev = {.kind = UL_CHAT_EV_TOOL_CALL, .index = p->n_calls++, .id = id};
-        ev.name = r;
-        ev.arguments = args;
         p->fresh = 0;
+        if (p->stream && i < p->ic_started) { /* streamed already */
+            r = args + strlen(args) + 1;
+            continue;
+        }
+        ul_tc_call_id(p, id);
+        ul_chat_ev_t ev = {.kind = p->stream ? UL_CHAT_EV_TOOL_START : UL_CHAT_EV_TOOL_CALL,
+                           .index = p->n_calls++,
+                           .id = id,
+                           .name = r,
+                           .arguments = args};
         cb(ud, &ev);
+        if (p->stream) {
+            ul_chat_ev_t a = {
+                .kind = UL_CHAT_EV_TOOL_ARGS, .index = ev.index, .text = args, .len = strlen(args)};
+            cb(ud, &a);
+        }
         r = args + strlen(args) + 1;
     }
 }
+
+void ul_chat_parser_stream_calls(ul_chat_parser_t *p, int on) { p->stream = on; }
 
 /* Which trigger starts at buf[i]: 1 and *hit on a full match, -1 when the buffer ends in
  * a prefix of a longer trigger (undecided), 0 otherwise. */
@@ -164,6 +183,7 @@ static int on_marker(ul_chat_parser_t *p, const trig_t *t, size_t i, ul_chat_ev_
         int rc = ul_buf_append(&p->aux, p->buf.p + keep, i - keep);
         const ul_tc_section_t *sec = &ul_tc_format(p->syn.tool_fmt)->sec[t->arg];
         ul_buf_consume(&p->buf, i + (sec->flags & UL_TC_KEEP_OPEN ? 0 : t->n));
+        ul_tc_stream_reset(p);
         p->mode = M_SECTION;
         p->trig = t->arg;
         p->js_phase = p->js_depth = p->js_str = p->js_esc = 0;
@@ -311,13 +331,16 @@ static int section_step(ul_chat_parser_t *p, int final, ul_chat_ev_cb cb, void *
         size_t cn = strlen(sec->close);
         const char *e =
             len > p->scan ? memmem(p->buf.p + p->scan, len - p->scan, sec->close, cn) : NULL;
+        if (p->stream) ul_tc_stream_scan(p, e ? (size_t)(e - p->buf.p) : len, cb, ud);
         if (e) return end_section(p, (size_t)(e - p->buf.p), cn, cb, ud);
         p->scan = len >= cn ? len - cn + 1 : 0;
     } else if (sec->end == UL_TC_END_JSON) {
         int r = json_scan(p, &end);
+        if (p->stream) ul_tc_stream_scan(p, r > 0 ? end : len, cb, ud);
         if (r > 0) return end_section(p, end, 0, cb, ud);
         if (r < 0) return section_fallback(p, 0, cb, ud);
     } else if (final) {
+        if (p->stream) ul_tc_stream_scan(p, len, cb, ud);
         return end_section(p, len, 0, cb, ud);
     }
     return final ? section_fallback(p, len, cb, ud) : 0;

@@ -22,6 +22,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <cjson/cJSON.h>
+
 #include "base/buf.h"
 
 typedef enum {
@@ -76,7 +78,28 @@ const char *ul_chat_tool_fmt_name(int tool_fmt);
 int ul_chat_syntax_prompt_opens_reasoning(const ul_chat_syntax_t *s, const char *prompt,
                                           size_t len);
 
-typedef enum { UL_CHAT_EV_CONTENT, UL_CHAT_EV_REASONING, UL_CHAT_EV_TOOL_CALL } ul_chat_ev_kind_t;
+/* Forced tool calls (toolcall_gbnf.c): GBNF text for calls in format fmt of the tools
+ * (OpenAI's [{"type":"function","function":{"name","parameters"}}], only the one named
+ * `only` when not NULL; several calls when parallel), in exactly the syntax the format's
+ * parser reads back. Writes rule "tool-calls" (and "tool-call"); the arguments are rules
+ * the caller adds: "tool-args-I" (tool I's arguments, a JSON object; I its index in tools)
+ * or, in formats with one element per parameter (ul_chat_tool_fmt_per_param),
+ * "tool-arg-I-J" (the JSON value of the J-th property of its parameters' "properties").
+ * *trigger: the text the calls start with (for lazy grammars). 0, UL_ENOTSUP (a format
+ * this cannot constrain), UL_EINVAL (a tool name outside [A-Za-z0-9_.-]{1,64}) with err,
+ * or UL_ENOMEM. */
+int ul_chat_tool_gbnf(int fmt, const cJSON *tools, const char *only, int parallel, ul_buf_t *out,
+                      const char **trigger, char *err, size_t err_len);
+int ul_chat_tool_fmt_per_param(int fmt);
+
+typedef enum {
+    UL_CHAT_EV_CONTENT,
+    UL_CHAT_EV_REASONING,
+    UL_CHAT_EV_TOOL_CALL,  /* a whole call */
+    UL_CHAT_EV_TOOL_START, /* streaming (ul_chat_parser_stream_calls): a call's id and name;
+                            * its arguments follow as TOOL_ARGS fragments */
+    UL_CHAT_EV_TOOL_ARGS   /* a fragment of the arguments of call index (text, len) */
+} ul_chat_ev_kind_t;
 
 /* One event. All pointers are valid only during the callback. */
 typedef struct ul_chat_ev_s {
@@ -111,6 +134,13 @@ typedef struct ul_chat_parser_s {
     ul_buf_t aux; /* tool section: the whitespace before it (returned if it fails);
                    * harmony tool message: the recipient function's name */
     ul_buf_t out; /* scratch for the events' strings */
+    /* streamed calls (toolcall_stream.c): the section's calls as they are generated */
+    int stream;              /* 1: TOOL_START / TOOL_ARGS events where the format allows */
+    int ic_phase;            /* 0 seeking a name, 1 seeking the arguments, 2 inside them */
+    size_t ic_pos;           /* bytes of the section scanned */
+    size_t ic_name, ic_nlen; /* the name found (offset, length in buf) */
+    int ic_depth, ic_str, ic_esc;
+    int ic_started; /* calls of this section started (streamed whole) */
 } ul_chat_parser_t;
 
 /* starts_in_reasoning: from ul_chat_syntax_prompt_opens_reasoning. parse_tools: 0 when the
@@ -118,6 +148,14 @@ typedef struct ul_chat_parser_s {
  * id_seed: tool-call ids are a deterministic function of it. The syntax is copied. */
 void ul_chat_parser_init(ul_chat_parser_t *p, const ul_chat_syntax_t *s, int starts_in_reasoning,
                          int parse_tools, uint64_t id_seed);
+/* Streams tool calls: for the formats whose calls carry a name and then JSON arguments
+ * (Hermes, Llama 3, Mistral, Granite, Command R/A, Apriel, FireFunction, GigaChat,
+ * Mistral's NAME[ARGS], Functionary), a TOOL_START event as soon as the name and the
+ * arguments' first byte are out, then TOOL_ARGS fragments as generated, whose
+ * concatenation is the call's arguments text; other formats and calls whose keys come in
+ * another order still give one TOOL_START and one TOOL_ARGS (minified) when complete. */
+void ul_chat_parser_stream_calls(ul_chat_parser_t *p, int on);
+
 /* Feeds generated text (whole UTF-8 characters); calls cb for every event now decided.
  * 0, or UL_ENOMEM (the parser is then unusable). */
 int ul_chat_parser_push(ul_chat_parser_t *p, const char *text, size_t len, ul_chat_ev_cb cb,

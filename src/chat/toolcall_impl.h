@@ -10,6 +10,7 @@
 #include <stddef.h>
 
 #include "base/buf.h"
+#include "chat/toolcall.h"
 
 /* Parsed calls: records "name\0arguments\0", n of them. */
 typedef struct ul_tc_calls_s {
@@ -69,6 +70,14 @@ int ul_tc_calls_add_json(ul_tc_calls_t *c, const char *name, size_t nlen, const 
 void ul_tc_trim(const char **s, size_t *n);
 /* First occurrence of needle in s[0..n), or NULL. */
 const char *ul_tc_find(const char *s, size_t n, const char *needle);
+
+/* Streaming (toolcall_stream.c). */
+/* Scans the new bytes of the section in p->buf[0..len) and emits what is decided. */
+void ul_tc_stream_scan(ul_chat_parser_t *p, size_t len, ul_chat_ev_cb cb, void *ud);
+/* A fresh call id ("call_" + 24 alphanumerics, NUL-terminated, 30 bytes). */
+void ul_tc_call_id(ul_chat_parser_t *p, char *id);
+/* Resets the scanner at the start of a section. */
+void ul_tc_stream_reset(ul_chat_parser_t *p);
 
 /* Body parsers. */
 int ul_tc_parse_hermes(const char *body, size_t n, ul_tc_calls_t *out);

@@ -1,8 +1,11 @@
 /* `uvllm chat-template`: renders a chat request (JSON on stdin) with a chat template the way
  * the server will, and prints the prompt exactly (no newline added). The template comes
  * from a file or from a model's tokenizer.chat_template (ChatML when the model has none);
- * bos/eos default to the model's special token strings. A template that raises gives its
- * message on stderr and exit status 1. Useful to check a model's template before serving. */
+ * bos/eos default to the model's special token strings. Like the server, a leading BOS
+ * text is dropped when tokenizing adds BOS anyway (llama.cpp's rule): with --model when
+ * its vocabulary adds BOS, with --template unless --keep-bos (no vocabulary to ask). A
+ * template that raises gives its message on stderr and exit status 1. Useful to check a
+ * model's template before serving. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,12 +14,15 @@
 #include "chat/chat.h"
 #include "cmd/cmd.h"
 #include "model/gguf.h"
+#include "model/vocab.h"
 #include "uvllm/err.h"
 
 static void usage(FILE *f) {
     fprintf(f, "usage: uvllm chat-template (--template FILE | --model M.gguf) [--date YYYY-MM-DD]\n"
-               "                          [--bos S] [--eos S] -\n"
-               "  reads a chat request body (JSON) on stdin, prints the rendered prompt\n"
+               "                          [--bos S] [--eos S] [--keep-bos] -\n"
+               "  reads a chat request body (JSON) on stdin, prints the rendered prompt as the\n"
+               "  server renders it: a leading BOS is dropped when tokenizing adds one (with\n"
+               "  --model: when its vocabulary does; with --template: unless --keep-bos)\n"
                "  --date  pin the date (12:00 UTC) for templates that print it\n");
 }
 
@@ -56,6 +62,7 @@ static char *token_str(const ul_gguf_t *g, const char *key) {
 
 typedef struct args {
     const char *tmpl, *model, *date, *bos, *eos;
+    int keep_bos;
 } args;
 
 static int parse_args(int argc, char **argv, args *a) {
@@ -69,6 +76,8 @@ static int parse_args(int argc, char **argv, args *a) {
                                                           : NULL;
         if (!strcmp(argv[i], "-"))
             dash = 1;
+        else if (!strcmp(argv[i], "--keep-bos"))
+            a->keep_bos = 1;
         else if (dst && i + 1 < argc)
             *dst = argv[++i];
         else
@@ -88,7 +97,9 @@ static int64_t parse_date(const char *s) {
 }
 
 /* Loads the template source and default bos/eos into *src, *bos, *eos (malloc'd). */
-static int load_template(const args *a, char **src, size_t *len, char **bos, char **eos) {
+static int load_template(const args *a, char **src, size_t *len, char **bos, char **eos,
+                         int *adds_bos) {
+    *adds_bos = !a->keep_bos;
     if (a->tmpl) {
         FILE *f = fopen(a->tmpl, "rb");
         *src = f ? read_all(f, len) : NULL;
@@ -111,11 +122,18 @@ static int load_template(const args *a, char **src, size_t *len, char **bos, cha
     }
     *bos = token_str(&g, "tokenizer.ggml.bos_token_id");
     *eos = token_str(&g, "tokenizer.ggml.eos_token_id");
+    ul_vocab_t *v = NULL;
+    char err[256];
+    if (!ul_vocab_load(&g, &v, err, sizeof err)) { /* the server's rule: its vocabulary's */
+        *adds_bos = ul_vocab_adds_bos(v);
+        ul_vocab_free(v);
+    }
     ul_gguf_free(&g);
     return *src ? 0 : 1;
 }
 
-static int render(const char *src, size_t len, const args *a, const char *bos, const char *eos) {
+static int render(const char *src, size_t len, const args *a, const char *bos, const char *eos,
+                  int adds_bos) {
     char err[512];
     ul_chat_tmpl_t *t;
     if (ul_chat_tmpl_new(src, len, &t, err, sizeof err)) {
@@ -138,10 +156,12 @@ static int render(const char *src, size_t len, const args *a, const char *bos, c
         o.now = parse_date(a->date);
         ul_buf_t out = {0};
         int r = ul_chat_render(t, req, &o, &out, NULL, err, sizeof err);
+        size_t nb = o.bos_token ? strlen(o.bos_token) : 0, skip = 0;
+        if (!r && adds_bos && nb && out.len >= nb && !memcmp(out.p, o.bos_token, nb)) skip = nb;
         if (r)
             fprintf(stderr, "%s\n", err[0] ? err : ul_strerror(r));
         else
-            rc = fwrite(out.p, 1, out.len, stdout) == out.len ? 0 : 1;
+            rc = fwrite(out.p + skip, 1, out.len - skip, stdout) == out.len - skip ? 0 : 1;
         ul_buf_free(&out);
         cJSON_Delete(req);
     }
@@ -161,8 +181,9 @@ int ul_cmd_chat_template(int argc, char **argv) {
     }
     char *src = NULL, *bos = NULL, *eos = NULL;
     size_t len = 0;
-    int rc = load_template(&a, &src, &len, &bos, &eos);
-    if (!rc) rc = render(src, len, &a, bos, eos);
+    int adds_bos = 0;
+    int rc = load_template(&a, &src, &len, &bos, &eos, &adds_bos);
+    if (!rc) rc = render(src, len, &a, bos, eos, adds_bos);
     free(src);
     free(bos);
     free(eos);

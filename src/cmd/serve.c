@@ -415,6 +415,10 @@ static int parse_args(int argc, char **argv, serve_args_t *a) {
         fprintf(stderr, "uvllm serve: --backend %s needs --model PATH\n", a->backend);
         return 2;
     }
+    if (a->null_reply && strcmp(a->backend, "null")) {
+        fprintf(stderr, "uvllm serve: --null-reply needs the null backend (--backend null)\n");
+        return 2;
+    }
     if (a->null_fail_after >= 0 && strcmp(a->backend, "null")) {
         fprintf(stderr, "uvllm serve: --null-fail-after needs the null backend\n");
         return 2;

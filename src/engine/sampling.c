@@ -17,9 +17,10 @@
 typedef ul_sc_cand_t cand_t;
 
 /* scratch = counts int32[n_vocab] (kept zero between calls) | cand_t[n_vocab] |
- * penalised logits float[n_vocab] */
+ * penalised logits float[n_vocab] | a filter's mask uint32[n_vocab / 32 + 1] */
 size_t ul_sample_scratch_size(int32_t n_vocab) {
-    return (size_t)n_vocab * (sizeof(int32_t) + sizeof(cand_t) + sizeof(float));
+    return (size_t)n_vocab * (sizeof(int32_t) + sizeof(cand_t) + sizeof(float)) +
+           ((size_t)n_vocab / 32 + 1) * sizeof(uint32_t);
 }
 
 void ul_sampling_rng_seed(uint64_t seed, uint64_t rng[2]) { ul_sc_rng_seed(seed, rng); }
@@ -163,6 +164,17 @@ static int32_t choose(ul_step_seq_t *seq, const float *l, int32_t n_vocab, cand_
     return draw(seq, l, n_vocab, c, (float *)c);
 }
 
+/* Refused ids to -inf; 32 ids per mask word, whole words skipped when all allowed. */
+static void mask_logits(float *l, const uint32_t *bits, int32_t n_vocab) {
+    for (int32_t w = 0; w * 32 < n_vocab; w++) {
+        uint32_t m = bits[w];
+        if (m == UINT32_MAX && w * 32 + 32 <= n_vocab) continue;
+        int32_t end = w * 32 + 32 < n_vocab ? w * 32 + 32 : n_vocab;
+        for (int32_t i = w * 32; i < end; i++)
+            if (!(m >> (i & 31) & 1)) l[i] = -INFINITY;
+    }
+}
+
 int32_t ul_sample(ul_step_seq_t *seq, const float *logits, int32_t n_vocab, void *scratch) {
     int32_t *counts = scratch;
     cand_t *c = (cand_t *)(counts + n_vocab);
@@ -181,12 +193,18 @@ int32_t ul_sample(ul_step_seq_t *seq, const float *logits, int32_t n_vocab, void
         /* The unconstrained choice is not allowed (rare once a structure is under way):
          * mask everything the filter refuses and choose again from the same chain. */
         if (l != pl) memcpy(pl, l, (size_t)n_vocab * sizeof *pl);
-        for (int32_t i = 0; i < n_vocab; i++)
-            if (!f->allows(f, i)) pl[i] = -INFINITY;
-        tok = choose(seq, pl, n_vocab, c);
-        if (!f->allows(f, tok)) { /* only by rounding of vanishing weights: the best allowed */
+        if (f->fill_mask) {
+            uint32_t *bits = (uint32_t *)(pl + n_vocab);
+            f->fill_mask(f, bits);
+            mask_logits(pl, bits, n_vocab);
+        } else {
             for (int32_t i = 0; i < n_vocab; i++)
-                if (pl[i] > -INFINITY && (!f->allows(f, tok) || pl[i] > pl[tok])) tok = i;
+                if (!f->allows(f, i)) pl[i] = -INFINITY;
+        }
+        tok = choose(seq, pl, n_vocab, c);
+        if (!(pl[tok] > -INFINITY)) { /* only by rounding of vanishing weights: the best one */
+            for (int32_t i = 0; i < n_vocab; i++)
+                if (pl[i] > -INFINITY && (!(pl[tok] > -INFINITY) || pl[i] > pl[tok])) tok = i;
         }
     }
     if (f) f->accept(f, tok);

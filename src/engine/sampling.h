@@ -29,6 +29,7 @@ size_t ul_sample_scratch_size(int32_t n_vocab);
  * logprob) and the seq->sampling.n_logprobs most likely raw candidates.
  * Greedy (temperature <= 0): the largest biased and penalised logit, ties to the lowest id.
  * With seq->sampling.filter: when the chosen id is not allowed, every refused id is masked
+ * (through the filter's fill_mask when it has one)
  * and the same chain chooses again (one more draw); the result is passed to accept.
  * Returns the token id. */
 int32_t ul_sample(ul_step_seq_t *seq, const float *logits, int32_t n_vocab, void *scratch);

@@ -39,6 +39,7 @@ function start(args) {
   return { proc, port };
 }
 
+const scripted_client = () => tools;
 const clientOf = (port) => new OpenAI({ baseURL: `http://127.0.0.1:${port}/v1`, apiKey: "unused", maxRetries: 0 });
 
 before(async () => {
@@ -108,7 +109,9 @@ test("chat: a tool-call round trip is accepted", async () => {
     type: "function",
     function: { name: "get_weather", description: "Weather", parameters: { type: "object", properties: { city: { type: "string" } } } },
   }];
-  const r = await client.chat.completions.create({
+  // the scripted server: its Qwen2.5 template renders the tools (aidreams260K's 128-token
+  // context cannot hold them, and tools are never dropped)
+  const r = await scripted_client().chat.completions.create({
     model: MODEL, max_tokens: 4, temperature: 0, tools,
     messages: [
       ...messages,
@@ -225,9 +228,9 @@ test("chat: json_schema answers parse and validate", async () => {
   await assert.rejects(
     client.chat.completions.create({
       model: MODEL, messages: [{ role: "user", content: "Hi" }], max_tokens: 4,
-      response_format: { type: "json_schema", json_schema: { name: "x", schema: { type: "string", pattern: "^a" } } },
+      response_format: { type: "json_schema", json_schema: { name: "x", schema: { type: "string", pattern: "^(?!a)" } } },
     }),
-    (e) => e instanceof OpenAI.BadRequestError && /keyword 'pattern'/.test(e.message),
+    (e) => e instanceof OpenAI.BadRequestError && /lookaround/.test(e.message),
   );
 });
 

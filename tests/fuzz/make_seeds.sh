@@ -75,9 +75,9 @@ echo "make_seeds.sh: $(ls "$out/jinja" | wc -l) Jinja seeds in $out/jinja" >&2
 mkdir -p "$out/chat"
 cp "$here"/seeds/chat/*.json "$out/chat/"
 
-# OUT_DIR/json_out: JSON objects for fuzz_json_out (seeds/json_out).
-mkdir -p "$out/json_out"
-cp "$here"/seeds/json_out/* "$out/json_out/"
+# OUT_DIR/grammar: GBNF text, a NUL byte, a document, for fuzz_grammar (seeds/grammar).
+mkdir -p "$out/grammar"
+cp "$here"/seeds/grammar/* "$out/grammar/"
 # OUT_DIR/json_schema: a schema, a NUL byte, a document, for fuzz_json_schema.
 mkdir -p "$out/json_schema"
 cp "$here"/seeds/json_schema/* "$out/json_schema/"

@@ -47,7 +47,8 @@ def completion_non_stream():
     ch = j["choices"][0]
     assert ch["finish_reason"] == "length"
     assert null_text(ch["text"]) == 7, ch["text"]
-    assert j["usage"] == {"prompt_tokens": 3, "completion_tokens": 7, "total_tokens": 10}
+    assert j["usage"] == {"prompt_tokens": 3, "completion_tokens": 7, "total_tokens": 10,
+                          "prompt_tokens_details": {"cached_tokens": 0}}
 
 
 @test
@@ -86,7 +87,8 @@ def stream_include_usage_adds_a_usage_chunk():
     assert ev[-1] == "[DONE]"
     last = json.loads(ev[-2])
     assert last["choices"] == [], last
-    assert last["usage"] == {"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7}
+    assert last["usage"] == {"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7,
+                             "prompt_tokens_details": {"cached_tokens": 0}}
     assert json.loads(ev[-3])["choices"][0]["finish_reason"] == "length"
     assert len(ev) == 4 + 3
     expect_400({"prompt": "a", "stream": True, "stream_options": 3}, "stream_options")

@@ -172,7 +172,7 @@ def test_against_oracle(cases):
         for case, (messages, tools, extra) in cases.items():
             ok, want = oracle_render(src, name, messages, tools, extra)
             r = run_cli(["--template", os.path.join(TDIR, name), "--date", "2026-11-24",
-                         "--bos", "<s>", "--eos", "</s>", "-"], cli_request(name, messages, tools, extra))
+                         "--bos", "<s>", "--eos", "</s>", "--keep-bos", "-"], cli_request(name, messages, tools, extra))
             n += 1
             got = r.stdout.decode("utf-8", "replace")
             if ok:

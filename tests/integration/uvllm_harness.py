@@ -179,8 +179,8 @@ class Server:
 
     # --- one-shot helpers -----------------------------------------------------------
 
-    def request(self, method, path, body=None, headers=None, version="1.1"):
-        with self.connect() as s:
+    def request(self, method, path, body=None, headers=None, version="1.1", timeout=10):
+        with self.connect(timeout) as s:
             s.sendall(build_request(method, path, body, headers, version, close=True))
             return Reader(s).response(method)
 

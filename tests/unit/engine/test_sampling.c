@@ -244,7 +244,7 @@ static void parity_accept(ul_token_filter_t *f, int32_t id) {
 
 Test(sampling, a_filter_chooses_among_allowed_ids_and_sees_the_choice) {
     float l[NV] = {0.5f, 3.0f, -1.0f, 2.0f, 2.9f, 0, 0, 0};
-    parity_filter_t f = {{parity_allows, parity_accept}, 0, 0, -1};
+    parity_filter_t f = {{parity_allows, parity_accept, NULL}, 0, 0, -1};
     ul_step_seq_t s = seq_with(0);
     s.sampling.filter = &f.base;
     cr_assert_eq(ul_sample(&s, l, NV, g_scratch), 4, "greedy: the best even id");
@@ -265,4 +265,30 @@ Test(sampling, a_filter_chooses_among_allowed_ids_and_sees_the_choice) {
         cr_assert(ratio > 2.2 && ratio < 3.3, "odds of 1:3 = %.2f, expected e = 2.72", ratio);
     }
     cr_assert_eq(f.n_accepted, 2 + 8000);
+}
+
+/* The same filter with a mask: the sampler asks allows() about its own choice only, and
+ * takes the refused ids from fill_mask (a vocabulary-sized loop of allows() calls would
+ * walk the grammar once per token). */
+static int g_allows_calls;
+static int counting_allows(const ul_token_filter_t *f, int32_t id) {
+    g_allows_calls++;
+    return parity_allows(f, id);
+}
+static void parity_mask(ul_token_filter_t *f, uint32_t *bits) {
+    int par = ((parity_filter_t *)f)->parity;
+    bits[0] = par ? 0xaaaaaaaau : 0x55555555u;
+}
+
+Test(sampling, a_filter_mask_replaces_per_token_checks) {
+    float l[NV] = {0.5f, 3.0f, -1.0f, 2.0f, 2.9f, 0, 0, 0};
+    parity_filter_t f = {{counting_allows, parity_accept, parity_mask}, 0, 0, -1};
+    ul_step_seq_t s = seq_with(0);
+    s.sampling.filter = &f.base;
+    g_allows_calls = 0;
+    cr_assert_eq(ul_sample(&s, l, NV, g_scratch), 4, "greedy: the best even id");
+    cr_assert_eq(g_allows_calls, 1, "allows() asked once, then the mask");
+    ul_step_seq_t d = seq_with(1.0f);
+    d.sampling.filter = &f.base;
+    for (int i = 0; i < 500; i++) cr_assert_eq(ul_sample(&d, l, NV, g_scratch) & 1, 0);
 }

@@ -1,0 +1,192 @@
+/* The token sets cached per DFA state (grammar_impl.h, posinfo_t): a walk of the vocabulary
+ * trie from a stack holding only that state. Tokens the walk consumes whole are accepted
+ * whatever lies below the state's rule; the trie nodes where the rule may end with bytes
+ * left are kept as exits, whose subtrees the matcher walks at each step from the real
+ * stack (grammar_match.c). While the walk is in one rule with no calls (a string's
+ * characters, a number's digits) it steps the DFA directly, a table lookup per trie node. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/grammar_impl.h"
+#include "uvllm/err.h"
+
+typedef struct {
+    ul_grammar_t *g;
+    const ul_gvocab_t *v;
+    int32_t *acc, *exits;
+    size_t n_acc, c_acc, n_exits, c_exits;
+    cfgset_t *lvl; /* per depth */
+    uint32_t n_lvl;
+    int nomem;
+} pw_t;
+
+static void push(pw_t *w, int32_t **a, size_t *n, size_t *c, int32_t x) {
+    if (*n == *c) {
+        size_t nc = *c * 2 + 256;
+        int32_t *na = realloc(*a, nc * sizeof *na);
+        if (!na) {
+            w->nomem = 1;
+            return;
+        }
+        *a = na;
+        *c = nc;
+    }
+    (*a)[(*n)++] = x;
+}
+
+static void accept_node(pw_t *w, int32_t c) {
+    if (w->v->nodes[c].tok >= 0) push(w, &w->acc, &w->n_acc, &w->c_acc, w->v->nodes[c].tok);
+}
+
+static void exit_node(pw_t *w, int32_t c) {
+    if (w->v->nodes[c].n_child) push(w, &w->exits, &w->n_exits, &w->c_exits, c);
+}
+
+static cfgset_t *level(pw_t *w, uint32_t d) {
+    if (d >= w->n_lvl) {
+        uint32_t nn = d + 16;
+        cfgset_t *nl = realloc(w->lvl, nn * sizeof *nl);
+        if (!nl) return w->nomem = 1, NULL;
+        memset(nl + w->n_lvl, 0, (nn - w->n_lvl) * sizeof *nl);
+        w->lvl = nl;
+        w->n_lvl = nn;
+    }
+    return &w->lvl[d];
+}
+
+static void walk_gen(pw_t *w, int32_t x, uint32_t d);
+
+/* One stack of one frame s, no calls from s (the DFA fast path). */
+static void walk_dfa(pw_t *w, int32_t s, int32_t x) {
+    const ul_grammar_t *g = w->g;
+    const tnode_t *nd = &w->v->nodes[x];
+    for (int32_t c = nd->child; c < nd->child + nd->n_child && !w->nomem; c++) {
+        int32_t t = ul_g_next(g, s, w->v->nodes[c].byte);
+        if (t < 0) continue;
+        accept_node(w, c);
+        if (g->call_off[t] != g->call_off[t + 1]) { /* calls: the general walk below */
+            uint32_t d = w->v->nodes[c].depth;
+            cfgset_t *l = level(w, d);
+            if (!l) return;
+            ul_cfg_clear(l);
+            int32_t fr[UL_GRAMMAR_MAX_STACK + 1] = {t};
+            if (ul_cfg_closure(g, l, fr, 1)) {
+                w->nomem = 1;
+                return;
+            }
+            if (l->accept) exit_node(w, c);
+            if (l->n) walk_gen(w, c, d);
+            continue;
+        }
+        if (g->flags[t] & S_FINAL) exit_node(w, c);
+        if (g->flags[t] & S_BYTES) walk_dfa(w, t, c);
+    }
+}
+
+/* Any stacks (those in level d, at trie node x). */
+static void walk_gen(pw_t *w, int32_t x, uint32_t d) {
+    const tnode_t *nd = &w->v->nodes[x];
+    for (int32_t c = nd->child; c < nd->child + nd->n_child && !w->nomem; c++) {
+        cfgset_t *out = level(w, d + 1);
+        if (!out) return;
+        const cfgset_t *in = &w->lvl[d];
+        if (ul_cfg_step(w->g, in, w->v->nodes[c].byte, out)) {
+            w->nomem = 1;
+            return;
+        }
+        if (!out->n && !out->accept) continue;
+        accept_node(w, c);
+        if (out->accept) exit_node(w, c);
+        if (!out->n) continue;
+        /* back on the fast path: one stack of one frame (its calls, if any, would have been
+         * other stacks) */
+        if (out->n == 1 && out->p[0] == 1)
+            walk_dfa(w, out->p[1], c);
+        else
+            walk_gen(w, c, d + 1);
+    }
+}
+
+void ul_posinfo_free(posinfo_t *p) {
+    if (!p) return;
+    free(p->xoff);
+    free(p->xkid);
+    free(p->bits);
+    free(p->ids);
+    free(p->exits);
+    free(p);
+}
+
+/* Groups the exits' children by byte (posinfo_t.xoff / xkid). */
+static int index_exits(const ul_gvocab_t *v, posinfo_t *p) {
+    p->xoff = calloc(257, sizeof *p->xoff);
+    if (!p->xoff) return UL_ENOMEM;
+    size_t total = 0;
+    for (int32_t i = 0; i < p->n_exits; i++) {
+        const tnode_t *x = &v->nodes[p->exits[i]];
+        for (int32_t c = x->child; c < x->child + x->n_child; c++) p->xoff[v->nodes[c].byte + 1]++;
+        total += (size_t)x->n_child;
+    }
+    for (int b = 0; b < 256; b++) p->xoff[b + 1] += p->xoff[b];
+    p->xkid = malloc((total + 1) * sizeof *p->xkid);
+    int32_t fill[256];
+    if (!p->xkid) return UL_ENOMEM;
+    memcpy(fill, p->xoff, sizeof fill);
+    for (int32_t i = 0; i < p->n_exits; i++) {
+        const tnode_t *x = &v->nodes[p->exits[i]];
+        for (int32_t c = x->child; c < x->child + x->n_child; c++)
+            p->xkid[fill[v->nodes[c].byte]++] = c;
+    }
+    return 0;
+}
+
+static posinfo_t *compute(ul_grammar_t *g, int32_t s) {
+    pw_t w = {.g = g, .v = g->v};
+    /* s's byte edges only: its calls (and its end) are other stacks of the same state */
+    walk_dfa(&w, s, 0);
+    posinfo_t *p = calloc(1, sizeof *p);
+    uint32_t words = ((uint32_t)g->v->n + 31) / 32;
+    if (p && !w.nomem) {
+        if (w.n_acc > words) { /* dense: a bitmap (ids would take more room) */
+            p->bits = calloc(words, sizeof *p->bits);
+            if (p->bits)
+                for (size_t i = 0; i < w.n_acc; i++) {
+                    for (int32_t t = w.acc[i]; t >= 0; t = g->v->dup[t])
+                        p->bits[t >> 5] |= 1u << (t & 31);
+                }
+            else
+                w.nomem = 1;
+            free(w.acc);
+        } else {
+            p->ids = w.acc;
+            p->n_ids = (int32_t)w.n_acc;
+        }
+        w.acc = NULL;
+        p->exits = w.exits;
+        p->n_exits = (int32_t)w.n_exits;
+        w.exits = NULL;
+        if (p->n_exits && index_exits(g->v, p)) w.nomem = 1;
+    }
+    free(w.acc);
+    free(w.exits);
+    for (uint32_t i = 0; i < w.n_lvl; i++) ul_cfg_free(&w.lvl[i]);
+    free(w.lvl);
+    if (!p || w.nomem) {
+        ul_posinfo_free(p);
+        return NULL;
+    }
+    return p;
+}
+
+const posinfo_t *ul_grammar_posinfo(ul_grammar_t *g, int32_t s) {
+    posinfo_t *p = atomic_load_explicit(&g->pos[s], memory_order_acquire);
+    if (p) return p;
+    posinfo_t *mine = compute(g, s);
+    if (!mine) return NULL;
+    posinfo_t *expect = NULL;
+    if (atomic_compare_exchange_strong_explicit(&g->pos[s], &expect, mine, memory_order_acq_rel,
+                                                memory_order_acquire))
+        return mine;
+    ul_posinfo_free(mine); /* another thread was first */
+    return expect;
+}

@@ -1,0 +1,239 @@
+/* Forced tool calls round trip, for every format: the grammar of a format's tool-call syntax
+ * (chat/toolcall.h, with the arguments' rules from engine/json_gbnf.h, as api/chat.c builds
+ * it) generates random sentences byte by byte, and the format's own output parser must read
+ * each back as exactly the one call of the named tool, with arguments valid for its schema.
+ * Streamed, the calls come as TOOL_START then argument fragments that add up to the
+ * arguments. Also: lazy filters (strict tools under "auto"). */
+#include <cjson/cJSON.h>
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/buf.h"
+#include "chat/toolcall.h"
+#include "engine/grammar.h"
+#include "engine/json_gbnf.h"
+#include "uvllm/err.h"
+
+static const char *TOOLS =
+    "[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"parameters\":{\"type\":"
+    "\"object\",\"properties\":{\"city\":{\"type\":\"string\",\"maxLength\":3},\"days\":{"
+    "\"type\":\"integer\",\"minimum\":1,\"maximum\":7}},\"required\":[\"city\",\"days\"]}}},"
+    "{\"type\":\"function\",\"function\":{\"name\":\"noop\",\"parameters\":{\"type\":\"object\","
+    "\"properties\":{}}}}]";
+
+/* The grammar api/chat.c builds for format fmt (only: the named tool or NULL). */
+static ul_grammar_t *tool_grammar(int fmt, const cJSON *tools, const char *only) {
+    ul_buf_t g = {0};
+    char err[200];
+    const char *trigger;
+    ul_buf_puts(&g, "root ::= tool-calls\n");
+    int rc = ul_chat_tool_gbnf(fmt, tools, only, 0, &g, &trigger, err, sizeof err);
+    if (rc == UL_ENOTSUP) {
+        ul_buf_free(&g);
+        return NULL;
+    }
+    cr_assert_eq(rc, 0, "%s: %s", ul_chat_tool_fmt_name(fmt), err);
+    ul_json_gbnf_t *jb = ul_json_gbnf_new(err, sizeof err);
+    int i = 0;
+    const cJSON *t;
+    cJSON_ArrayForEach(t, tools) {
+        const cJSON *params = cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetObjectItemCaseSensitive(t, "function"), "parameters");
+        char name[48];
+        if (!ul_chat_tool_fmt_per_param(fmt)) {
+            snprintf(name, sizeof name, "tool-args-%d", i);
+            cr_assert_eq(ul_json_gbnf_add(jb, params, params, name), 0, "%s", err);
+        } else {
+            int j = 0;
+            const cJSON *p;
+            cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(params, "properties")) {
+                snprintf(name, sizeof name, "tool-arg-%d-%d", i, j++);
+                cr_assert_eq(ul_json_gbnf_add(jb, p, params, name), 0, "%s", err);
+            }
+        }
+        i++;
+    }
+    cr_assert_eq(ul_json_gbnf_finish(jb, &g), 0);
+    ul_grammar_t *gr = NULL;
+    rc = ul_grammar_compile(NULL, g.p, g.len, &gr, err, sizeof err);
+    cr_assert_eq(rc, 0, "%s: %s\n%.*s", ul_chat_tool_fmt_name(fmt), err, (int)g.len, g.p);
+    ul_buf_free(&g);
+    return gr;
+}
+
+/* A random sentence: bytes chosen among those the grammar takes (ASCII preferred). */
+static size_t sentence(const ul_grammar_t *g, unsigned *rng, char *out, size_t cap) {
+    ul_gmatch_t *m = ul_gmatch_new(g);
+    size_t n = 0;
+    while (!ul_gmatch_done(m) || (*rng = *rng * 1103515245u + 12345u) % 4) {
+        uint8_t ok[256];
+        int k = 0;
+        for (int b = 1; b < 256; b++) {
+            char c = (char)b;
+            ul_gmatch_t *t = ul_gmatch_new(g);
+            ul_gmatch_copy(t, m);
+            if (ul_gmatch_feed(t, &c, 1) == 0 && (b < 0x80 || k == 0)) ok[k++] = (uint8_t)b;
+            ul_gmatch_free(t);
+        }
+        if (!k) break; /* complete and nothing may follow */
+        *rng = *rng * 1103515245u + 12345u;
+        char c = (char)ok[(*rng >> 8) % (unsigned)k];
+        cr_assert_eq(ul_gmatch_feed(m, &c, 1), 0);
+        cr_assert_lt(n + 1, cap, "sentence too long");
+        out[n++] = c;
+    }
+    cr_assert(ul_gmatch_done(m));
+    ul_gmatch_free(m);
+    out[n] = 0;
+    return n;
+}
+
+typedef struct {
+    int calls, starts;
+    char name[64];
+    ul_buf_t args, streamed;
+} res_t;
+
+static void on_ev(void *ud, const ul_chat_ev_t *ev) {
+    res_t *r = ud;
+    if (ev->kind == UL_CHAT_EV_TOOL_CALL) {
+        r->calls++;
+        snprintf(r->name, sizeof r->name, "%s", ev->name);
+        ul_buf_puts(&r->args, ev->arguments);
+    } else if (ev->kind == UL_CHAT_EV_TOOL_START) {
+        r->starts++;
+        snprintf(r->name, sizeof r->name, "%s", ev->name);
+        cr_assert(!strncmp(ev->id, "call_", 5));
+    } else if (ev->kind == UL_CHAT_EV_TOOL_ARGS) {
+        ul_buf_append(&r->streamed, ev->text, ev->len);
+    }
+}
+
+static void parse(int fmt, const char *text, size_t n, int stream, res_t *r) {
+    ul_chat_syntax_t syn = {.tool_fmt = fmt};
+    ul_chat_parser_t p;
+    memset(r, 0, sizeof *r);
+    ul_chat_parser_init(&p, &syn, 0, 1, 5);
+    ul_chat_parser_stream_calls(&p, stream);
+    for (size_t i = 0; i < n; i++) /* byte by byte: the hardest cut for streaming */
+        cr_assert_eq(ul_chat_parser_push(&p, text + i, 1, on_ev, r), 0);
+    cr_assert_eq(ul_chat_parser_finish(&p, on_ev, r), 0);
+    ul_chat_parser_free(&p);
+}
+
+static void check_args(int fmt, const char *text, const char *args) {
+    cJSON *a = cJSON_Parse(args);
+    cr_assert(cJSON_IsObject(a), "%s: arguments %s of %s", ul_chat_tool_fmt_name(fmt), args, text);
+    const cJSON *city = cJSON_GetObjectItemCaseSensitive(a, "city");
+    const cJSON *days = cJSON_GetObjectItemCaseSensitive(a, "days");
+    cr_assert(cJSON_IsString(city) && strlen(city->valuestring) <= 3, "%s", args);
+    cr_assert(cJSON_IsNumber(days) && days->valuedouble >= 1 && days->valuedouble <= 7, "%s", args);
+    cJSON_Delete(a);
+}
+
+Test(tool_grammar, every_format_round_trips_through_its_parser) {
+    cJSON *tools = cJSON_Parse(TOOLS);
+    int done = 0;
+    for (int fmt = 1; fmt < UL_CHAT_TOOLS_COUNT; fmt++) {
+        ul_grammar_t *g = tool_grammar(fmt, tools, "get_weather");
+        if (!g) {
+            cr_assert(fmt == UL_CHAT_TOOLS_LFM2 || fmt == UL_CHAT_TOOLS_GEMMA4,
+                      "%s cannot be forced", ul_chat_tool_fmt_name(fmt));
+            continue;
+        }
+        unsigned rng = (unsigned)fmt * 7919u;
+        for (int k = 0; k < 3; k++) {
+            char text[4096];
+            size_t n = sentence(g, &rng, text, sizeof text);
+            res_t r;
+            parse(fmt, text, n, 0, &r);
+            cr_assert_eq(r.calls, 1, "%s: %d calls in %s", ul_chat_tool_fmt_name(fmt), r.calls,
+                         text);
+            cr_assert_str_eq(r.name, "get_weather", "%s", text);
+            check_args(fmt, text, ul_buf_cstr(&r.args));
+            ul_buf_free(&r.args);
+            ul_buf_free(&r.streamed);
+            parse(fmt, text, n, 1, &r); /* streamed: START, then fragments */
+            cr_assert_eq(r.starts, 1, "%s streamed %s", ul_chat_tool_fmt_name(fmt), text);
+            cr_assert_eq(r.calls, 0);
+            check_args(fmt, text, ul_buf_cstr(&r.streamed));
+            ul_buf_free(&r.args);
+            ul_buf_free(&r.streamed);
+        }
+        ul_grammar_unref(g);
+        done++;
+    }
+    cr_assert_geq(done, 21, "formats constrained: %d", done);
+    cJSON_Delete(tools);
+}
+
+Test(tool_grammar, hermes_streams_arguments_in_fragments) {
+    static const char text[] = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": "
+                               "{\"city\": \"Rome\", \"days\": 3}}\n</tool_call>";
+    ul_chat_syntax_t syn = {.tool_fmt = UL_CHAT_TOOLS_HERMES};
+    ul_chat_parser_t p;
+    res_t r = {0};
+    ul_chat_parser_init(&p, &syn, 0, 1, 5);
+    ul_chat_parser_stream_calls(&p, 1);
+    int frags = 0;
+    for (size_t i = 0; i + 4 <= sizeof text - 1; i += 4) {
+        size_t before = r.streamed.len;
+        cr_assert_eq(ul_chat_parser_push(&p, text + i, 4, on_ev, &r), 0);
+        frags += r.streamed.len > before;
+    }
+    size_t rest = (sizeof text - 1) % 4;
+    cr_assert_eq(ul_chat_parser_push(&p, text + sizeof text - 1 - rest, rest, on_ev, &r), 0);
+    cr_assert_eq(ul_chat_parser_finish(&p, on_ev, &r), 0);
+    cr_assert_eq(r.starts, 1);
+    cr_assert_str_eq(ul_buf_cstr(&r.streamed), "{\"city\": \"Rome\", \"days\": 3}");
+    cr_assert_geq(frags, 5, "arguments arrive as they are generated (%d fragments)", frags);
+    ul_chat_parser_free(&p);
+    ul_buf_free(&r.streamed);
+    ul_buf_free(&r.args);
+}
+
+static const char *const toks[] = {"Hello",       " there",   "<tool",
+                                   "_call",       ">",        "\n",
+                                   "{\"name\": ", "\"noop\"", ", \"arguments\": ",
+                                   "{}",          "}",        "</tool_call>",
+                                   "<tool_call>", ">{",       "<e>"};
+#define NT ((int32_t)(sizeof toks / sizeof *toks))
+
+static int piece(void *ctx, int32_t id, char *out, int cap) {
+    (void)ctx;
+    int n = (int)strlen(toks[id]);
+    if (n > cap) return -n;
+    memcpy(out, toks[id], (size_t)n);
+    return n;
+}
+static int eog(void *ctx, int32_t id) { return (void)ctx, id == NT - 1; }
+
+Test(tool_grammar, lazy_filter_is_free_until_the_trigger) {
+    ul_gvocab_t *v = ul_gvocab_new(NT, NULL, piece, eog);
+    const char *src = "root ::= \"<tool_call>\\n{\\\"name\\\": \\\"noop\\\", \\\"arguments\\\": "
+                      "{}}\\n</tool_call>\"\n";
+    ul_grammar_t *g = NULL;
+    char err[128];
+    cr_assert_eq(ul_grammar_compile(v, src, strlen(src), &g, err, sizeof err), 0, "%s", err);
+    ul_gfilter_t f;
+    cr_assert_eq(ul_gfilter_init_lazy(&f, g, "<tool_call>"), 0);
+    for (int32_t id = 0; id < NT; id++) /* free text: anything, even the end */
+        cr_assert(f.base.allows(&f.base, id), "token %d", id);
+    f.base.accept(&f.base, 0); /* "Hello" */
+    f.base.accept(&f.base, 2); /* "<tool" */
+    f.base.accept(&f.base, 3); /* "_call" */
+    cr_assert(!f.active);
+    cr_assert(!f.base.allows(&f.base, 13), "\">{\" completes the trigger, then breaks it");
+    cr_assert(f.base.allows(&f.base, 4));
+    f.base.accept(&f.base, 4); /* ">": the trigger is complete, the grammar decides */
+    cr_assert(f.active);
+    cr_assert(!f.base.allows(&f.base, NT - 1), "no end before the call is complete");
+    uint32_t bits[1];
+    f.base.fill_mask(&f.base, bits);
+    cr_assert_eq(bits[0], 1u << 5, "only \"\\n\" may follow: %x", bits[0]);
+    ul_gfilter_free(&f);
+    ul_grammar_unref(g);
+    ul_gvocab_free(v);
+}
