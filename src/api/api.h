@@ -131,7 +131,7 @@ typedef struct ul_api_s {
     struct ul_gvocab_s *gvocab;     /* structured output's token index (engine/grammar.h),
                                        built on the first request that asks for it; owned */
     struct ul_api_gcache_s *gcache; /* compiled grammars by text (structured.c); owned */
-    ul_pace_t pace; /* output pacing; writes every step until ul_api_pace_start */
+    ul_pace_t pace;                 /* output pacing; writes every step until ul_api_pace_start */
 } ul_api_t;
 
 /* Sets the codec's is_eog into the scheduler config before ul_sched_init when needed. */
