@@ -37,6 +37,20 @@ AI __m256i bcast4(const void *p) {
     return _mm256_set1_epi32(v);
 }
 
+/* a + b as int16 / int32, opaque to the optimiser: GCC otherwise re-associates a tile's
+ * accumulation chains into trees that compute every product first and spill them (the
+ * 4-token Q4_K tile had 30 spilled vectors per sub-block). */
+AI __m256i acc16(__m256i a, __m256i b) {
+    a = _mm256_add_epi16(a, b);
+    __asm__("" : "+x"(a));
+    return a;
+}
+AI __m256i acc32(__m256i a, __m256i b) {
+    a = _mm256_add_epi32(a, b);
+    __asm__("" : "+x"(a));
+    return a;
+}
+
 /* 8 f16 at p as f32. */
 AI __m256 ld_f16x8(const void *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
 

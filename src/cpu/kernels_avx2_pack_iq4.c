@@ -109,7 +109,7 @@ AI void tile_xs(const int NT, const uint8_t *w, int64_t b0, int64_t b1, const ui
                 iq4_w(&L, rec + 128 * ib + 32 * v, wa, ws);
                 _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
                     const int8_t *q = xb[t]->qs + 32 * ib + 4 * v;
-                    isum[t] = _mm256_add_epi32(
+                    isum[t] = acc32(
                         isum[t],
                         _mm256_add_epi32(_mm256_madd_epi16(iq4_dot(wa[0], ws[0], q), sc),
                                          _mm256_madd_epi16(iq4_dot(wa[1], ws[1], q + 16), sc)));
@@ -145,10 +145,10 @@ AI void tile_nl(const int NT, const uint8_t *w, int64_t b0, int64_t b1, const ui
             iq4_w(&L, q4 + 32 * v, wa, ws);
             _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
                 const int8_t *q = xb[t]->qs + 4 * v;
-                isum[t] = _mm256_add_epi32(
-                    isum[t],
-                    _mm256_add_epi32(_mm256_madd_epi16(iq4_dot(wa[0], ws[0], q), one),
-                                     _mm256_madd_epi16(iq4_dot(wa[1], ws[1], q + 16), one)));
+                isum[t] =
+                    acc32(isum[t],
+                          _mm256_add_epi32(_mm256_madd_epi16(iq4_dot(wa[0], ws[0], q), one),
+                                           _mm256_madd_epi16(iq4_dot(wa[1], ws[1], q + 16), one)));
             }
         }
         const __m256 d = ld_f16x8(pair + 16 * (b % 2));

@@ -121,16 +121,16 @@ AI void tile_q45(const int Q5, const int NT, const uint8_t *w, int64_t b0, int64
                     _mm256_setzero_si256();
                 _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) {
                     const __m256i wk = q45_w(Q5, rec, c, e, k);
-                    _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) s16[t] = _mm256_add_epi16(
-                        s16[t], _mm256_maddubs_epi16(wk, bcast4(xq[t] + 32 * j + 4 * k)));
+                    _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) s16[t] =
+                        acc16(s16[t], _mm256_maddubs_epi16(wk, bcast4(xq[t] + 32 * j + 4 * k)));
                     if (Q5 && k == 3) /* four 5-bit products are as many as int16 holds */
                         _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
-                            isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(s16[t], sc));
+                            isum[t] = acc32(isum[t], _mm256_madd_epi16(s16[t], sc));
                             s16[t] = _mm256_setzero_si256();
                         }
                 }
                 _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) isum[t] =
-                    _mm256_add_epi32(isum[t], _mm256_madd_epi16(s16[t], sc));
+                    acc32(isum[t], _mm256_madd_epi16(s16[t], sc));
             }
         const __m256 d = ld_f16x8(rec), dmin = ld_f16x8(rec + 16);
         __m256i mn[4];

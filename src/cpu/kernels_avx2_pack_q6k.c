@@ -94,7 +94,7 @@ AI void tile_q6(const int NT, const uint8_t *w, int64_t b0, int64_t b1, const ui
             const __m256i scp =
                 _mm256_cvtepi8_epi16(_mm_load_si128((const __m128i *)(rec + 32 + 16 * i)));
             _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) off[t] =
-                _mm256_add_epi32(off[t], _mm256_madd_epi16(scp, bcast4(xb[t]->bsums + 2 * i)));
+                acc32(off[t], _mm256_madd_epi16(scp, bcast4(xb[t]->bsums + 2 * i)));
             _Pragma("GCC unroll 2") for (int e = 0; e < 2; e++) {
                 const int j = 2 * i + e;
                 const __m256i sc = _mm256_shuffle_epi8(scp, e ? dup1 : dup0);
@@ -106,9 +106,8 @@ AI void tile_q6(const int NT, const uint8_t *w, int64_t b0, int64_t b1, const ui
                                                         _mm256_maddubs_epi16(W[1], bcast4(q + 4)));
                     const __m256i s1 = _mm256_add_epi16(_mm256_maddubs_epi16(W[2], bcast4(q + 8)),
                                                         _mm256_maddubs_epi16(W[3], bcast4(q + 12)));
-                    isum[t] =
-                        _mm256_add_epi32(isum[t], _mm256_add_epi32(_mm256_madd_epi16(s0, sc),
-                                                                   _mm256_madd_epi16(s1, sc)));
+                    isum[t] = acc32(isum[t], _mm256_add_epi32(_mm256_madd_epi16(s0, sc),
+                                                              _mm256_madd_epi16(s1, sc)));
                 }
             }
         }
