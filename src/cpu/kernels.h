@@ -52,7 +52,8 @@ void ul_cpu_matmul(ul_pool_t *p, const ul_gguf_tensor_t *w, const float *x, int 
  * activations once and splits all rows evenly over the threads; each part's output rows
  * go to their own buffer. Where the ISA has a packed layout for the type (pack.h) and
  * every part has a multiple of 16 rows, the rows are copied once into that layout (owned
- * here); otherwise the parts' rows are read in place (the model's mmap). */
+ * here); so are the whole 16-row groups of a single part of other row counts, whose last
+ * rows are read in place; otherwise the parts' rows are read in place (the model's mmap). */
 #define UL_MAT_PARTS 3
 typedef struct {
     int type;
