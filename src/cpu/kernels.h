@@ -114,6 +114,12 @@ void ul_rmsnorm_avx2(float *dst, const float *x, const float *w, int n, float ep
 void ul_rope_norm_avx2(float *x, const float *cs, int n_rot);
 void ul_rope_neox_avx2(float *x, const float *cs, int n_rot);
 
+/* The k largest of p[0..n) in descending order, ties to the lower index: sel[j] their
+ * indices, val[j] their values; the picks are set to -inf in p. Returns 0, or -1 with p
+ * unchanged when n is not a multiple of 8, k > n or a value is not above -inf (the caller
+ * then takes the scalar path). AVX2 only (the caller checks ul_cpu_isa()). */
+int ul_topk_avx2(float *p, int n, int k, int32_t *sel, float *val);
+
 /* half <-> float */
 float ul_fp16_to_fp32(uint16_t h);
 uint16_t ul_fp32_to_fp16(float f);
