@@ -1,5 +1,5 @@
 /* AVX2 packed IQ4_XS (x Q8K) and IQ4_NL (x Q8A, llama.cpp's Q8_0 activations) weights
- * (pack.h, kernels_avx2_pack.h): each 16-row group is two halves of 8 rows, each half's
+ * (pack.h, kernels_avx2_pack_k.h): each 16-row group is two halves of 8 rows, each half's
  * records one after the other.
  *
  * In a nibble vector lane r holds 4 bytes of row r's qs as stored: within a 32-weight
@@ -16,7 +16,7 @@
  * IQ4_NL half: blocks in pairs of 288 B, [8 f16 d of block 2p][of 2p + 1][nibbles of 2p,
  * 4 vectors][of 2p + 1] (an odd last block leaves its pair's second half zero); the
  * vpmaddwd adds the pairs, and each block is scaled in float by d * d_x. */
-#include "cpu/kernels_avx2_pack.h"
+#include "cpu/kernels_avx2_pack_k.h"
 
 #define XS_HREC 1104
 #define XS_SC 1024

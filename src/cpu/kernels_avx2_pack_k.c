@@ -1,4 +1,4 @@
-/* AVX2 packed Q4_K and Q5_K weights (pack.h, kernels_avx2_pack.h): each 16-row group is two
+/* AVX2 packed Q4_K and Q5_K weights (pack.h, kernels_avx2_pack_k.h): each 16-row group is two
  * halves of 8 rows, a half one record per super-block (256 columns), activations in Q8K.
  *
  * Q4_K half record (1184 B; the 8 rows' blocks are 1152 B):
@@ -18,7 +18,7 @@
  * d * d_x. The mins term dmin * sum_j m_j * bsum_j (bsum_j: the activation's sum over
  * sub-block j) is 4 vpmaddwd per super-block and token against the bsum pairs, which the
  * driver computes once per token for all the groups of a call. */
-#include "cpu/kernels_avx2_pack.h"
+#include "cpu/kernels_avx2_pack_k.h"
 
 #define Q4K_HREC 1184
 #define Q5K_HREC 1440

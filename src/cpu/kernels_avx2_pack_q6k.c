@@ -1,4 +1,4 @@
-/* AVX2 packed Q6_K weights (pack.h, kernels_avx2_pack.h): each 16-row group is two halves
+/* AVX2 packed Q6_K weights (pack.h, kernels_avx2_pack_k.h): each 16-row group is two halves
  * of 8 rows, a half one record per super-block (256 columns), activations in Q8K.
  *
  * Q6_K half record (1696 B; the 8 rows' blocks are 1680 B):
@@ -13,7 +13,7 @@
  * weights let two vpmaddubsw outputs share an int16 sum before the vpmaddwd by the
  * sub-block scale. The -32 of every weight is sum_j sc_j bsum_j per super-block and token,
  * subtracted in int32 before the one conversion to float. */
-#include "cpu/kernels_avx2_pack.h"
+#include "cpu/kernels_avx2_pack_k.h"
 
 #define Q6K_HREC 1696
 #define Q6_W 160

@@ -1,4 +1,4 @@
-/* Private to the AVX2 packed K-quant / IQ4 files (kernels_avx2_pack_*.c): the pieces their
+/* Private to the AVX2 packed K-quant / IQ4 files (kernels_avx2_pack_{k,q6k,iq4}.c): what their
  * layouts share.
  *
  * AVX2 has no vpdpbusd: a 256-bit vector is 8 lanes of 4 bytes, so each 16-row group of
@@ -14,8 +14,8 @@
  * the vpmaddwd depends on the weights' range (|activation| <= 127): 4-bit 0..15 - 8 of
  * them (8 * 2 * 15 * 127 = 30480), 5-bit - 4, 6-bit - 2, signed IQ4 levels (sign trick,
  * |w| <= 127) - 1. */
-#ifndef UL_CPU_KERNELS_AVX2_PACK_H
-#define UL_CPU_KERNELS_AVX2_PACK_H
+#ifndef UL_CPU_KERNELS_AVX2_PACK_K_H
+#define UL_CPU_KERNELS_AVX2_PACK_K_H
 
 #include <immintrin.h>
 #include <stdint.h>
