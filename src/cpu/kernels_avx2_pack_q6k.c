@@ -20,28 +20,33 @@
 
 static size_t gb_q6_K(int64_t n_cols) { return (size_t)(n_cols / QKK) * 2 * Q6K_HREC; }
 
-/* The unsigned 6-bit weight k (0..255) of a Q6_K block (ggml's dequantize_row_q6_K). */
-static int q6_at(const blk_q6_K *s, int k) {
-    const int h = k / 128, kk = k % 128, l = kk % 32, qt = kk / 32;
-    const uint8_t lb = s->ql[64 * h + 32 * (qt & 1) + l];
-    const int lo = qt < 2 ? lb & 0xF : lb >> 4;
-    const int hi = (s->qh[32 * h + l] >> (2 * qt)) & 3;
-    return lo | hi << 4;
+/* The 256 unsigned 6-bit weights of a Q6_K block (ggml's dequantize_row_q6_K order). */
+static void q6_unpack(const blk_q6_K *s, uint8_t q[QKK]) {
+    for (int h = 0; h < 2; h++)
+        for (int l = 0; l < 32; l++) {
+            const uint8_t a = s->ql[64 * h + l], b = s->ql[64 * h + 32 + l], hb = s->qh[32 * h + l];
+            uint8_t *o = q + 128 * h + l;
+            o[0] = (uint8_t)((a & 0xF) | (hb & 3) << 4);
+            o[32] = (uint8_t)((b & 0xF) | ((hb >> 2) & 3) << 4);
+            o[64] = (uint8_t)((a >> 4) | ((hb >> 4) & 3) << 4);
+            o[96] = (uint8_t)((b >> 4) | ((hb >> 6) & 3) << 4);
+        }
 }
 
 static void pack_rec(const uint8_t *rows, size_t rs, int64_t b, uint8_t *rec) {
     memset(rec, 0, Q6K_HREC);
     for (int r = 0; r < HALF_ROWS; r++) {
         const blk_q6_K *s = (const blk_q6_K *)(rows + (size_t)r * rs) + b;
+        uint8_t q[QKK];
+        q6_unpack(s, q);
         memcpy(rec + 2 * r, &s->d, 2);
         for (int j = 0; j < 16; j++) rec[32 + 16 * (j / 2) + 2 * r + j % 2] = (uint8_t)s->scales[j];
         for (int j = 0; j < 16; j++)
             for (int g = 0; g < 3; g++)
-                for (int c = 0; c < 4; c++) {
-                    const int q = q6_at(s, 16 * j + 4 * g + c), q3 = q6_at(s, 16 * j + 12 + c);
+                for (int c = 0; c < 4; c++)
                     rec[Q6_W + 96 * j + 32 * g + 4 * r + c] =
-                        (uint8_t)(q | ((q3 >> (2 * g)) & 3) << 6);
-                }
+                        (uint8_t)(q[16 * j + 4 * g + c] | ((q[16 * j + 12 + c] >> (2 * g)) & 3)
+                                                              << 6);
     }
 }
 
