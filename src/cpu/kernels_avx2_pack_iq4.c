@@ -160,7 +160,7 @@ AI void tile_nl(const int NT, const uint8_t *w, int64_t b0, int64_t b1, const ui
 
 #define TILE_XS(NT, ...) tile_xs(NT, __VA_ARGS__)
 #define TILE_NL(NT, ...) tile_nl(NT, __VA_ARGS__)
-PK_MM(iq4_xs, TILE_XS, n_cols / QKK, (size_t)nb *XS_HREC, 0, pk_prep_none)
+PK_MM(iq4_xs, TILE_XS, n_cols / QKK, gb_iq4_xs(n_cols) / 2, 0, pk_prep_none)
 PK_MM(iq4_nl, TILE_NL, n_cols / QK, nl_half(n_cols), 0, pk_prep_none)
 
 const ul_pack_kern_t ul_pack_iq4_xs_avx2 = {gb_iq4_xs, pack_iq4_xs, mm_iq4_xs};

@@ -113,7 +113,8 @@ AI void tile_q45(const int Q5, const int NT, const uint8_t *w, int64_t b0, int64
             xq[t] = ((const blk_q8K *)(x + (size_t)t * xs) + b)->qs;
             isum[t] = _mm256_setzero_si256();
         }
-        for (int c = 0; c < 4; c++) _Pragma("GCC unroll 2") for (int e = 0; e < 2; e++) {
+        for (int c = 0; c < 4; c++) {
+            _Pragma("GCC unroll 2") for (int e = 0; e < 2; e++) {
                 const int j = 2 * c + e;
                 const __m256i sc = scale_dup_u8(rec + 32 + 8 * j);
                 __m256i s16[PK_NT];
@@ -132,6 +133,7 @@ AI void tile_q45(const int Q5, const int NT, const uint8_t *w, int64_t b0, int64
                 _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) isum[t] =
                     acc32(isum[t], _mm256_madd_epi16(s16[t], sc));
             }
+        }
         const __m256 d = ld_f16x8(rec), dmin = ld_f16x8(rec + 16);
         __m256i mn[4];
         _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) mn[i] =
@@ -153,8 +155,8 @@ AI void tile_q45(const int Q5, const int NT, const uint8_t *w, int64_t b0, int64
 
 #define TILE_Q4K(NT, ...) tile_q45(0, NT, __VA_ARGS__)
 #define TILE_Q5K(NT, ...) tile_q45(1, NT, __VA_ARGS__)
-PK_MM(q4_K, TILE_Q4K, n_cols / QKK, (size_t)nb *Q4K_HREC, 1, prep_bsums)
-PK_MM(q5_K, TILE_Q5K, n_cols / QKK, (size_t)nb *Q5K_HREC, 1, prep_bsums)
+PK_MM(q4_K, TILE_Q4K, n_cols / QKK, gb_q4_K(n_cols) / 2, 1, prep_bsums)
+PK_MM(q5_K, TILE_Q5K, n_cols / QKK, gb_q5_K(n_cols) / 2, 1, prep_bsums)
 
 const ul_pack_kern_t ul_pack_q4_K_avx2 = {gb_q4_K, pack_q4_K, mm_q4_K};
 const ul_pack_kern_t ul_pack_q5_K_avx2 = {gb_q5_K, pack_q5_K, mm_q5_K};
