@@ -96,6 +96,7 @@ AI void tile_xs(const int NT, const uint8_t *w, int64_t b0, int64_t b1, const ui
     acc_init(NT, acc, y, ys, add);
     for (int64_t b = b0; b < b1; b++) {
         const uint8_t *rec = w + (size_t)b * XS_HREC;
+        prefetch_rec(NT, rec, XS_HREC);
         const blk_q8K *xb[PK_NT];
         __m256i isum[PK_NT];
         _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
@@ -133,6 +134,7 @@ AI void tile_nl(const int NT, const uint8_t *w, int64_t b0, int64_t b1, const ui
     acc_init(NT, acc, y, ys, add);
     for (int64_t b = b0; b < b1; b++) {
         const uint8_t *pair = w + (size_t)(b / 2) * NL_PAIR;
+        if (b % 2 == 0 || b == b0) prefetch_rec(NT, pair, NL_PAIR);
         const uint8_t *q4 = pair + 32 + 128 * (b % 2);
         const blk_q8a *xb[PK_NT];
         __m256i isum[PK_NT];

@@ -107,6 +107,7 @@ AI void tile_q45(const int Q5, const int NT, const uint8_t *w, int64_t b0, int64
     acc_init(NT, acc, y, ys, add);
     for (int64_t b = b0; b < b1; b++) {
         const uint8_t *rec = w + (size_t)b * hrec;
+        prefetch_rec(NT, rec, hrec);
         const int8_t *xq[PK_NT];
         __m256i isum[PK_NT];
         _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {

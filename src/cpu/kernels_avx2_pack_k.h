@@ -125,6 +125,15 @@ AI void pk_prep_none(const uint8_t *x, uint8_t *aux, int64_t b0, int64_t b1) {
         }                                                                                          \
     }
 
+/* Decode (one token) streams every record from DRAM once: ask for the record PK_PF ahead
+ * of the one being read, line by line. */
+#define PK_PF 2
+AI void prefetch_rec(const int NT, const uint8_t *rec, size_t bytes) {
+    if (NT > 1) return;
+    for (size_t o = 0; o < bytes; o += 64)
+        _mm_prefetch((const char *)rec + PK_PF * bytes + o, _MM_HINT_T0);
+}
+
 /* Loads the NT accumulators of a tile (y when add, else zero) and stores them back. */
 AI void acc_init(const int NT, __m256 *acc, const float *y, int64_t ys, int add) {
     _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) acc[t] =

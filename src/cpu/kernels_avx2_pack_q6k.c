@@ -88,6 +88,7 @@ AI void tile_q6(const int NT, const uint8_t *w, int64_t b0, int64_t b1, const ui
     acc_init(NT, acc, y, ys, add);
     for (int64_t b = b0; b < b1; b++) {
         const uint8_t *rec = w + (size_t)b * Q6K_HREC;
+        prefetch_rec(NT, rec, Q6K_HREC);
         const blk_q8K *xb[PK_NT];
         __m256i isum[PK_NT], off[PK_NT];
         _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
