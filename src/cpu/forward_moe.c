@@ -4,12 +4,16 @@
  * the router's order (largest first), as ggml adds its expert views.
  *
  * A batched step does not run the experts token by token: the (token, slot) pairs are
- * grouped by expert (their activation rows converted once, in grouped order) and each expert
- * that any token chose multiplies its whole group at once, so its weights stream from
- * memory once per step whatever the batch; experts nobody chose are not read at all. All
- * experts of one product share one parallel phase (ul_cpu_matmul_id: two barriers for the
- * step's gate|up, two for its down). A row's results are those of a token-by-token run (the
- * same tile kernels over the same converted activation row).
+ * grouped by expert (each token's activation row converted once, then gathered in grouped
+ * order) and each expert that any token chose multiplies its whole group at once, so its
+ * weights stream from memory once per step whatever the batch; experts nobody chose are not
+ * read at all. All experts of one product share one parallel phase with the threads taking
+ * 64-row chunks across all of them: gate and up fused, each chunk of an expert's gate rows
+ * computed with the same up rows and SwiGLU applied to them at once (ul_cpu_matmul_id_glu:
+ * two barriers, three when a batch's rows are gathered), then down (two). An expert's
+ * weights are one contiguous run in the packed copy (its gate|up, then its down), experts in
+ * index order. A row's results are those of a token-by-token run (the same tile kernels over
+ * the same converted activation row).
  *
  * All threads of the step job run ul_fwd_moe together; thread 0 routes (softmax and top-k
  * of every token, small next to the products), element-wise phases split tokens or
