@@ -109,6 +109,7 @@ Test(pack, stacked_parts_match_f64_reference_packed_and_not) {
                     bad = check_stack(p, type, rows_b, 2, n_cols, toks[k], pack, &packed);
                     cr_expect_eq(bad, 0, "%s stack 48+17: %d bad outputs", ul_type_name(type), bad);
                     cr_expect(!packed, "a part of 17 rows cannot be packed");
+                    if (ci != 1) continue; /* the tail's rows: one row length is enough */
                     bad = check_stack(p, type, rows_c, 1, n_cols, toks[k], pack, &packed);
                     cr_expect_eq(bad, 0, "%s one part of 83 (%s): %d bad outputs",
                                  ul_type_name(type), packed ? "packed" : "rows", bad);
