@@ -4,11 +4,11 @@
  *
  * In a nibble vector lane r holds 4 bytes of row r's qs as stored: within a 32-weight
  * block, the low nibbles are weights 4 v.. + 3 and the high ones 16 + 4 v.. + 3 (vector v
- * of the block). The nibbles index the 16 signed levels, and the levels do not fit
- * vpmaddubsw's unsigned operand, so the products take llama.cpp's sign trick: vpmaddubsw
- * (|w|, x * sign(w)), |w| and w both looked up with one vpshufb each, exact since |w|,
- * |x| <= 127 keep a pair sum within int16 (which is also why every vpmaddubsw output goes
- * through its own vpmaddwd).
+ * of the block). The nibbles index the 16 signed levels (one vpshufb), which do not fit
+ * vpmaddubsw's unsigned operand, so the products take the sign trick the other way round:
+ * vpmaddubsw(|x|, w * sign(x)), |x| computed once per token and call by the driver (so
+ * a weight vector costs one lookup, not two), exact since |w|, |x| <= 127 keep a pair sum
+ * within int16 (which is also why every vpmaddubsw output goes through its own vpmaddwd).
  *
  * IQ4_XS half record (1104 B, as the 8 rows' blocks): +0 the nibbles, 8 sub-blocks x 4
  * vectors; +1024 the signed 6-bit sub-block scales, byte 8 ib + r for sub-block ib of row r;
@@ -61,60 +61,72 @@ static void pack_iq4_nl(const uint8_t *rows, size_t rs, int64_t n_cols, uint8_t 
         }
 }
 
-typedef struct {
-    __m256i lv, ab; /* the levels, and their absolute values, in both 128-bit lanes */
-} luts_t;
+/* The driver's helper bytes: each token's |activation bytes| (vpmaddubsw's unsigned
+ * operand), per super-block (IQ4_XS) or 32-block (IQ4_NL), 16 KiB for 4 tokens a pass. */
+#define XS_AUXB 256
+#define XS_KB 16
+#define NL_AUXB 32
+#define NL_KB 128
 
-AI luts_t load_luts(void) {
-    const __m256i lv =
-        _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)ul_iq4nl_values));
-    return (luts_t){lv, _mm256_abs_epi8(lv)};
+AI void prep_abs_q8k(const uint8_t *x, uint8_t *aux, int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; b++) {
+        const int8_t *q = ((const blk_q8K *)x + b)->qs;
+        _Pragma("GCC unroll 8") for (int i = 0; i < QKK / 32; i++)
+            _mm256_store_si256((__m256i *)(aux + (b - b0) * XS_AUXB + 32 * i),
+                               _mm256_abs_epi8(_mm256_loadu_si256((const __m256i *)(q + 32 * i))));
+    }
+}
+AI void prep_abs_q8a(const uint8_t *x, uint8_t *aux, int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; b++)
+        _mm256_store_si256(
+            (__m256i *)(aux + (b - b0) * NL_AUXB),
+            _mm256_abs_epi8(_mm256_loadu_si256((const __m256i *)((const blk_q8a *)x + b)->qs)));
 }
 
-/* The two nibble halves of the vector at p as (|w|, w) pairs: wa[e], ws[e]. */
-AI void iq4_w(const luts_t *L, const uint8_t *p, __m256i wa[2], __m256i ws[2]) {
+/* The levels of the two nibble halves of the vector at p. */
+AI void iq4_w(__m256i lv, const uint8_t *p, __m256i w[2]) {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     const __m256i v = _mm256_loadu_si256((const __m256i *)p);
-    const __m256i i0 = _mm256_and_si256(v, m4), i1 = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-    wa[0] = _mm256_shuffle_epi8(L->ab, i0);
-    ws[0] = _mm256_shuffle_epi8(L->lv, i0);
-    wa[1] = _mm256_shuffle_epi8(L->ab, i1);
-    ws[1] = _mm256_shuffle_epi8(L->lv, i1);
+    w[0] = _mm256_shuffle_epi8(lv, _mm256_and_si256(v, m4));
+    w[1] = _mm256_shuffle_epi8(lv, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
 }
 
-/* int16 pair sums of w * x for the 4 activation bytes at q broadcast. */
-AI __m256i iq4_dot(__m256i wa, __m256i ws, const int8_t *q) {
-    return _mm256_maddubs_epi16(wa, _mm256_sign_epi8(bcast4(q), ws));
+/* int16 pair sums of w * x for the 4 activation bytes at q broadcast (a: their absolute
+ * values): vpmaddubsw(|x|, w * sign(x)). */
+AI __m256i iq4_dot(__m256i w, const int8_t *q, const uint8_t *a) {
+    return _mm256_maddubs_epi16(bcast4(a), _mm256_sign_epi8(w, bcast4(q)));
+}
+
+AI __m256i load_levels(void) {
+    return _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)ul_iq4nl_values));
 }
 
 /* IQ4_XS: 8 rows x NT tokens over super-blocks [b0, b1). */
 AI void tile_xs(const int NT, const uint8_t *w, int64_t b0, int64_t b1, const uint8_t *x, size_t xs,
                 const uint8_t *aux, float *y, int64_t ys, int add) {
-    (void)aux;
-    const luts_t L = load_luts();
+    const __m256i lv = load_levels();
     __m256 acc[PK_NT];
     acc_init(NT, acc, y, ys, add);
     for (int64_t b = b0; b < b1; b++) {
         const uint8_t *rec = w + (size_t)b * XS_HREC;
         prefetch_rec(NT, rec, XS_HREC);
         const blk_q8K *xb[PK_NT];
+        const uint8_t *xa[PK_NT];
         __m256i isum[PK_NT];
         _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
             xb[t] = (const blk_q8K *)(x + (size_t)t * xs) + b;
+            xa[t] = aux + ((size_t)t * XS_KB + (size_t)(b - b0)) * XS_AUXB;
             isum[t] = _mm256_setzero_si256();
         }
         for (int ib = 0; ib < 8; ib++) {
             const __m256i sc = scale_dup_s8((const int8_t *)rec + XS_SC + 8 * ib);
             _Pragma("GCC unroll 4") for (int v = 0; v < 4; v++) {
-                __m256i wa[2], ws[2];
-                iq4_w(&L, rec + 128 * ib + 32 * v, wa, ws);
-                _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
-                    const int8_t *q = xb[t]->qs + 32 * ib + 4 * v;
-                    isum[t] = acc32(
-                        isum[t],
-                        _mm256_add_epi32(_mm256_madd_epi16(iq4_dot(wa[0], ws[0], q), sc),
-                                         _mm256_madd_epi16(iq4_dot(wa[1], ws[1], q + 16), sc)));
-                }
+                __m256i wv[2];
+                iq4_w(lv, rec + 128 * ib + 32 * v, wv);
+                const int o = 32 * ib + 4 * v;
+                _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) isum[t] = acc32(
+                    acc32(isum[t], _mm256_madd_epi16(iq4_dot(wv[0], xb[t]->qs + o, xa[t] + o), sc)),
+                    _mm256_madd_epi16(iq4_dot(wv[1], xb[t]->qs + o + 16, xa[t] + o + 16), sc));
             }
         }
         const __m256 d = ld_f16x8(rec + XS_D);
@@ -124,34 +136,31 @@ AI void tile_xs(const int NT, const uint8_t *w, int64_t b0, int64_t b1, const ui
     acc_store(NT, acc, y, ys);
 }
 
-/* IQ4_NL: 8 rows x NT tokens over blocks [b0, b1). */
+/* IQ4_NL: 8 rows x NT tokens over blocks [b0, b1) (b0 even: the driver's passes are). */
 AI void tile_nl(const int NT, const uint8_t *w, int64_t b0, int64_t b1, const uint8_t *x, size_t xs,
                 const uint8_t *aux, float *y, int64_t ys, int add) {
-    (void)aux;
-    const luts_t L = load_luts();
-    const __m256i one = _mm256_set1_epi16(1);
+    const __m256i lv = load_levels(), one = _mm256_set1_epi16(1);
     __m256 acc[PK_NT];
     acc_init(NT, acc, y, ys, add);
     for (int64_t b = b0; b < b1; b++) {
         const uint8_t *pair = w + (size_t)(b / 2) * NL_PAIR;
-        if (b % 2 == 0 || b == b0) prefetch_rec(NT, pair, NL_PAIR);
+        if (b % 2 == 0) prefetch_rec(NT, pair, NL_PAIR);
         const uint8_t *q4 = pair + 32 + 128 * (b % 2);
         const blk_q8a *xb[PK_NT];
+        const uint8_t *xa[PK_NT];
         __m256i isum[PK_NT];
         _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
             xb[t] = (const blk_q8a *)(x + (size_t)t * xs) + b;
+            xa[t] = aux + ((size_t)t * NL_KB + (size_t)(b - b0)) * NL_AUXB;
             isum[t] = _mm256_setzero_si256();
         }
         _Pragma("GCC unroll 4") for (int v = 0; v < 4; v++) {
-            __m256i wa[2], ws[2];
-            iq4_w(&L, q4 + 32 * v, wa, ws);
-            _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
-                const int8_t *q = xb[t]->qs + 4 * v;
-                isum[t] =
-                    acc32(isum[t],
-                          _mm256_add_epi32(_mm256_madd_epi16(iq4_dot(wa[0], ws[0], q), one),
-                                           _mm256_madd_epi16(iq4_dot(wa[1], ws[1], q + 16), one)));
-            }
+            __m256i wv[2];
+            iq4_w(lv, q4 + 32 * v, wv);
+            _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) isum[t] = acc32(
+                acc32(isum[t],
+                      _mm256_madd_epi16(iq4_dot(wv[0], xb[t]->qs + 4 * v, xa[t] + 4 * v), one)),
+                _mm256_madd_epi16(iq4_dot(wv[1], xb[t]->qs + 16 + 4 * v, xa[t] + 16 + 4 * v), one));
         }
         const __m256 d = ld_f16x8(pair + 16 * (b % 2));
         _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) acc[t] = _mm256_fmadd_ps(
@@ -162,8 +171,8 @@ AI void tile_nl(const int NT, const uint8_t *w, int64_t b0, int64_t b1, const ui
 
 #define TILE_XS(NT, ...) tile_xs(NT, __VA_ARGS__)
 #define TILE_NL(NT, ...) tile_nl(NT, __VA_ARGS__)
-PK_MM(iq4_xs, TILE_XS, n_cols / QKK, gb_iq4_xs(n_cols) / 2, 0, pk_prep_none)
-PK_MM(iq4_nl, TILE_NL, n_cols / QK, nl_half(n_cols), 0, pk_prep_none)
+PK_MM(iq4_xs, TILE_XS, n_cols / QKK, gb_iq4_xs(n_cols) / 2, XS_AUXB, XS_KB, prep_abs_q8k)
+PK_MM(iq4_nl, TILE_NL, n_cols / QK, nl_half(n_cols), NL_AUXB, NL_KB, prep_abs_q8a)
 
 const ul_pack_kern_t ul_pack_iq4_xs_avx2 = {gb_iq4_xs, pack_iq4_xs, mm_iq4_xs};
 const ul_pack_kern_t ul_pack_iq4_nl_avx2 = {gb_iq4_nl, pack_iq4_nl, mm_iq4_nl};

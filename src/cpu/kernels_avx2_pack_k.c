@@ -23,6 +23,9 @@
 #define Q4K_HREC 1184
 #define Q5K_HREC 1440
 #define QS_OFF 160
+/* the driver's helper bytes: 8 int16 bsum pairs per super-block, passes of 64 */
+#define Q45_AUXB 16
+#define Q45_KB 64
 
 static size_t gb_q4_K(int64_t n_cols) { return (size_t)(n_cols / QKK) * 2 * Q4K_HREC; }
 static size_t gb_q5_K(int64_t n_cols) { return (size_t)(n_cols / QKK) * 2 * Q5K_HREC; }
@@ -81,7 +84,7 @@ AI void prep_bsums(const uint8_t *x, uint8_t *aux, int64_t b0, int64_t b1) {
         const int16_t *bs = ((const blk_q8K *)x + b)->bsums;
         const __m128i s = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)bs),
                                          _mm_loadu_si128((const __m128i *)(bs + 8)));
-        _mm_store_si128((__m128i *)(aux + (b - b0) * PK_AUX_BYTES), s);
+        _mm_store_si128((__m128i *)(aux + (b - b0) * Q45_AUXB), s);
     }
 }
 
@@ -140,7 +143,7 @@ AI void tile_q45(const int Q5, const int NT, const uint8_t *w, int64_t b0, int64
         _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) mn[i] =
             _mm256_cvtepu8_epi16(_mm_load_si128((const __m128i *)(rec + 96 + 16 * i)));
         _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
-            const uint8_t *a = aux + ((size_t)t * PK_AUX_KB + (size_t)(b - b0)) * PK_AUX_BYTES;
+            const uint8_t *a = aux + ((size_t)t * Q45_KB + (size_t)(b - b0)) * Q45_AUXB;
             __m256i m01 = _mm256_add_epi32(_mm256_madd_epi16(mn[0], bcast4(a)),
                                            _mm256_madd_epi16(mn[1], bcast4(a + 4)));
             __m256i m23 = _mm256_add_epi32(_mm256_madd_epi16(mn[2], bcast4(a + 8)),
@@ -156,8 +159,8 @@ AI void tile_q45(const int Q5, const int NT, const uint8_t *w, int64_t b0, int64
 
 #define TILE_Q4K(NT, ...) tile_q45(0, NT, __VA_ARGS__)
 #define TILE_Q5K(NT, ...) tile_q45(1, NT, __VA_ARGS__)
-PK_MM(q4_K, TILE_Q4K, n_cols / QKK, gb_q4_K(n_cols) / 2, 1, prep_bsums)
-PK_MM(q5_K, TILE_Q5K, n_cols / QKK, gb_q5_K(n_cols) / 2, 1, prep_bsums)
+PK_MM(q4_K, TILE_Q4K, n_cols / QKK, gb_q4_K(n_cols) / 2, Q45_AUXB, Q45_KB, prep_bsums)
+PK_MM(q5_K, TILE_Q5K, n_cols / QKK, gb_q5_K(n_cols) / 2, Q45_AUXB, Q45_KB, prep_bsums)
 
 const ul_pack_kern_t ul_pack_q4_K_avx2 = {gb_q4_K, pack_q4_K, mm_q4_K};
 const ul_pack_kern_t ul_pack_q5_K_avx2 = {gb_q5_K, pack_q5_K, mm_q5_K};

@@ -76,31 +76,29 @@ AI __m256i scale_dup_s8(const int8_t *p) {
 /* The token-tile driver of a packed type: tokens in tiles of up to PK_NT (their
  * activations stay in L1), each tile over every group of the call (a 64-row chunk, whose
  * packed rows stay in L2 for the next tile), each group's two halves. When the tile needs
- * per-token helper bytes (HAS_AUX: PK_AUX_BYTES per block, written by PREP(x_row, aux_row,
- * b0, b1) for each token), the row goes in passes of PK_AUX_KB blocks. TILE(NT, half, b0,
- * b1, x, xs, aux, y, ys, add) computes 8 rows x NT tokens over blocks [b0, b1), adding to
- * y when add. */
-#define PK_AUX_KB 64
-#define PK_AUX_BYTES 16
+ * per-token helper bytes (AUXB per block, written by PREP(x_row, aux_row, b0, b1) for each
+ * token, once for all the groups of the call), the row goes in passes of KB blocks and
+ * token t's helper bytes for block b are at aux + (t * KB + b - b0) * AUXB. TILE(NT, half,
+ * b0, b1, x, xs, aux, y, ys, add) computes 8 rows x NT tokens over blocks [b0, b1), adding
+ * to y when add. */
 AI void pk_prep_none(const uint8_t *x, uint8_t *aux, int64_t b0, int64_t b1) {
     (void)x, (void)aux, (void)b0, (void)b1;
 }
-#define PK_MM(name, TILE, NB, HALF_BYTES, HAS_AUX, PREP)                                           \
+#define PK_MM(name, TILE, NB, HALF_BYTES, AUXB, KB, PREP)                                          \
     static void mm_##name(int64_t n_cols, const uint8_t *wp, int n_groups, const uint8_t *x,       \
                           size_t xs, int nt, float *y, int64_t ys) {                               \
         const int64_t nb = (NB);                                                                   \
         const size_t hb = (HALF_BYTES);                                                            \
-        const int64_t kb = (HAS_AUX) ? PK_AUX_KB : nb;                                             \
-        _Alignas(32) uint8_t aux[PK_NT * PK_AUX_KB * PK_AUX_BYTES];                                \
+        const int64_t kb = (AUXB) ? (KB) : nb;                                                     \
+        _Alignas(32) uint8_t aux[PK_NT * (KB) * (AUXB) + 32];                                      \
         for (int t = 0; t < nt;) {                                                                 \
             const int tn = nt - t < PK_NT ? nt - t : PK_NT;                                        \
             const uint8_t *xt = x + (size_t)t * xs;                                                \
             for (int64_t b0 = 0; b0 < nb; b0 += kb) {                                              \
                 const int64_t b1 = nb < b0 + kb ? nb : b0 + kb;                                    \
-                if (HAS_AUX)                                                                       \
+                if (AUXB)                                                                          \
                     for (int tt = 0; tt < tn; tt++)                                                \
-                        PREP(xt + (size_t)tt * xs, aux + (size_t)tt * PK_AUX_KB * PK_AUX_BYTES,    \
-                             b0, b1);                                                              \
+                        PREP(xt + (size_t)tt * xs, aux + (size_t)tt * (KB) * (AUXB), b0, b1);      \
                 for (int h = 0; h < 2 * n_groups; h++) {                                           \
                     const uint8_t *w = wp + (size_t)h * hb;                                        \
                     float *yh = y + (int64_t)h * HALF_ROWS + (int64_t)t * ys;                      \
@@ -125,13 +123,12 @@ AI void pk_prep_none(const uint8_t *x, uint8_t *aux, int64_t b0, int64_t b1) {
         }                                                                                          \
     }
 
-/* Decode (one token) streams every record from DRAM once: ask for the record PK_PF ahead
- * of the one being read, line by line. */
-#define PK_PF 2
+/* Decode (one token) streams every record from DRAM once: ask for the bytes PK_PF ahead
+ * of the record being read (about two Q4_K records), line by line. */
+#define PK_PF 2560
 AI void prefetch_rec(const int NT, const uint8_t *rec, size_t bytes) {
     if (NT > 1) return;
-    for (size_t o = 0; o < bytes; o += 64)
-        _mm_prefetch((const char *)rec + PK_PF * bytes + o, _MM_HINT_T0);
+    for (size_t o = 0; o < bytes; o += 64) _mm_prefetch((const char *)rec + PK_PF + o, _MM_HINT_T0);
 }
 
 /* Loads the NT accumulators of a tile (y when add, else zero) and stores them back. */

@@ -128,6 +128,6 @@ AI void tile_q6(const int NT, const uint8_t *w, int64_t b0, int64_t b1, const ui
 }
 
 #define TILE_Q6K(NT, ...) tile_q6(NT, __VA_ARGS__)
-PK_MM(q6_K, TILE_Q6K, n_cols / QKK, gb_q6_K(n_cols) / 2, 0, pk_prep_none)
+PK_MM(q6_K, TILE_Q6K, n_cols / QKK, gb_q6_K(n_cols) / 2, 0, 1, pk_prep_none)
 
 const ul_pack_kern_t ul_pack_q6_K_avx2 = {gb_q6_K, pack_q6_K, mm_q6_K};
