@@ -277,43 +277,27 @@ void ul_fwd_moe_free(ul_fwd_t *f) {
 /* ---------- routing ---------- */
 
 /* ggml_soft_max_f32 on one row: exp(x - max) summed in double, scaled by (float)(1 / sum). */
-static void softmax(float *x, int n, ul_isa_t isa) {
+static void softmax(const ul_cpu_ops_t *ops, float *x, int n) {
     float mx = -INFINITY;
     for (int i = 0; i < n; i++) mx = x[i] > mx ? x[i] : mx;
-    int i = 0;
-    if (isa >= UL_ISA_AVX2) /* glibc's expf, bit for bit, 8 at a time */
-        for (; i + 8 <= n; i += 8) {
-            float d[8];
-            for (int j = 0; j < 8; j++) d[j] = x[i + j] - mx;
-            ul_expf8_avx2(d, x + i, 8);
-        }
-    for (; i < n; i++) x[i] = expf(x[i] - mx);
+    for (int i = 0; i < n; i += 8) {
+        float d[8];
+        const int m = n - i < 8 ? n - i : 8;
+        for (int j = 0; j < m; j++) d[j] = x[i + j] - mx;
+        ops->expf8(d, x + i, m);
+    }
     double sum = 0;
-    for (i = 0; i < n; i++) sum += (double)x[i];
+    for (int i = 0; i < n; i++) sum += (double)x[i];
     const float scale = (float)(1.0 / sum);
-    for (i = 0; i < n; i++) x[i] *= scale;
+    for (int i = 0; i < n; i++) x[i] *= scale;
 }
 
 /* The k most probable experts in descending order (ggml_argsort_top_k; ties to the lower
- * index), sel[j] and their probabilities w[j]. p may be overwritten. */
-static void top_k(float *p, int n, int k, int32_t *sel, float *w, ul_isa_t isa) {
-    if (isa >= UL_ISA_AVX2 && !ul_topk_avx2(p, n, k, sel, w)) return;
-    for (int j = 0; j < k; j++) {
-        int best = -1;
-        for (int i = 0; i < n; i++) {
-            int taken = 0;
-            for (int q = 0; q < j && !taken; q++) taken = sel[q] == i;
-            if (!taken && (best < 0 || p[i] > p[best])) best = i;
-        }
-        sel[j] = best;
-        w[j] = p[best];
-    }
-}
-
-/* The top k and their weights divided by their sum as llama.cpp's norm_w does (sum in
- * double, clamped below at the smallest normal f16 so a zero sum cannot divide). */
-static void route(float *p, int n, int k, int32_t *sel, float *w, ul_isa_t isa) {
-    top_k(p, n, k, sel, w, isa);
+ * index), their weights divided by their sum as llama.cpp's norm_w does (sum in double,
+ * clamped below at the smallest normal f16 so a zero sum cannot divide). p is
+ * overwritten. */
+static void route(const ul_cpu_ops_t *ops, float *p, int n, int k, int32_t *sel, float *w) {
+    if (ops->topk(p, n, k, sel, w)) ul_cpu_ops(UL_ISA_SCALAR)->topk(p, n, k, sel, w);
     double sum = 0;
     for (int j = 0; j < k; j++) sum += (double)w[j];
     float s = (float)sum;
@@ -324,12 +308,12 @@ static void route(float *p, int n, int k, int32_t *sel, float *w, ul_isa_t isa) 
 /* One thread, every token of the step: softmax, top-k and weights; then the (token, slot)
  * rows grouped by expert, contiguous, experts in index order and within an expert tokens in
  * step order; then the groups of the three products of layer il. */
-static void route_group(ul_moe_t *moe, int il, int32_t T, ul_isa_t isa) {
+static void route_group(const ul_cpu_ops_t *ops, ul_moe_t *moe, int il, int32_t T) {
     const int32_t K = moe->n_used, NE = moe->n_expert;
     for (int32_t t = 0; t < T; t++) {
-        softmax(moe->probs + (size_t)t * NE, NE, isa);
-        route(moe->probs + (size_t)t * NE, NE, K, moe->sel + (size_t)t * K, moe->w + (size_t)t * K,
-              isa);
+        softmax(ops, moe->probs + (size_t)t * NE, NE);
+        route(ops, moe->probs + (size_t)t * NE, NE, K, moe->sel + (size_t)t * K,
+              moe->w + (size_t)t * K);
     }
     memset(moe->count, 0, (size_t)NE * sizeof *moe->count);
     for (int32_t i = 0; i < T * K; i++) moe->count[moe->sel[i]]++;
@@ -356,21 +340,10 @@ static void route_group(ul_moe_t *moe, int il, int32_t T, ul_isa_t isa) {
 
 /* ---------- the FFN ---------- */
 
-static void swiglu_scalar(float *g, const float *u, size_t n) {
-    for (size_t i = 0; i < n; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
-}
-
-/* The SwiGLU of the ISA in use (every version equals swiglu_scalar bit for bit). */
-static ul_glu_fn swiglu_fn(const ul_fwd_t *f) {
-    return f->isa == UL_ISA_AVX512 ? ul_swiglu_avx512
-           : f->isa == UL_ISA_AVX2 ? ul_swiglu_avx2
-                                   : swiglu_scalar;
-}
-
 static void swiglu(const ul_fwd_t *f, float *g, const float *u, size_t n, int ith, int nth) {
     const size_t i0 = n * (size_t)ith / (size_t)nth & ~(size_t)15,
                  i1 = ith == nth - 1 ? n : n * (size_t)(ith + 1) / (size_t)nth & ~(size_t)15;
-    swiglu_fn(f)(g + i0, u + i0, i1 - i0);
+    f->ops->swiglu(g + i0, u + i0, i1 - i0);
 }
 
 void ul_fwd_moe(ul_fwd_t *f, int il, int32_t t0, int32_t t1, int ith, int nth) {
@@ -381,12 +354,12 @@ void ul_fwd_moe(ul_fwd_t *f, int il, int32_t t0, int32_t t1, int ith, int nth) {
     ul_cpu_matmul_mat(f->pool, &moe->router[il], f->xb, T, probs, moe->mm_scratch, ith, nth);
     /* routing on one thread: a softmax and a top-k per token, small next to the products
      * (and one barrier instead of two) */
-    if (ith == 0) route_group(moe, il, T, f->isa);
+    if (ith == 0) route_group(f->ops, moe, il, T);
     ul_pool_barrier(f->pool);
     ul_mm_group_t *gu = moe->grp, *down = gu + NE, *up = down + NE;
     float *F0 = moe->hg, *F1 = moe->hu;
     if (!moe->up) { /* gate|up of one expert: SwiGLU applied inside the product */
-        ul_cpu_matmul_id_glu(f->pool, gu, NE, f->xb, moe->tok_of, T, R, F0, F1, swiglu_fn(f),
+        ul_cpu_matmul_id_glu(f->pool, gu, NE, f->xb, moe->tok_of, T, R, F0, F1, f->ops->swiglu,
                              moe->mm_scratch, ith, nth);
     } else {
         ul_cpu_matmul_id(f->pool, gu, NE, f->xb, moe->tok_of, T, R, (float *[]){F0, NULL, NULL},

@@ -144,9 +144,10 @@ Test(moe, copied_experts_equal_mapped) {
     ul_model_free(m);
 }
 
-/* The router's AVX2 top-k against the scalar rule (the k largest, descending, ties to the
- * lower index) on rows with many ties and every k up to 8; rows it refuses (a length not a
- * multiple of 8, no value above -inf left) are left exactly as they were. */
+/* The router's top-k of the scalar and AVX2 ops tables against the rule (the k largest,
+ * descending, ties to the lower index) on rows with many ties and every k up to 8; rows the
+ * AVX2 one refuses (a length not a multiple of 8, no value above -inf left) are left
+ * exactly as they were. */
 static void topk_ref(const float *p, int n, int k, int32_t *sel) {
     for (int j = 0; j < k; j++) {
         int best = -1;
@@ -175,11 +176,14 @@ Test(moe, topk_avx2_equals_scalar_rule) {
                     q[i] = p[i];
                 }
                 topk_ref(p, n, k, ref);
-                cr_assert_eq(ul_topk_avx2(q, n, k, sel, val), 0);
-                for (int j = 0; j < k; j++) {
-                    cr_assert_eq(sel[j], ref[j], "n %d k %d pick %d: %d, scalar %d", n, k, j,
-                                 sel[j], ref[j]);
-                    cr_assert_eq(val[j], p[ref[j]]);
+                for (int isa = UL_ISA_SCALAR; isa <= UL_ISA_AVX2; isa++) { /* the ops tables' */
+                    memcpy(q, p, sizeof(float) * (size_t)n);
+                    cr_assert_eq(ul_cpu_ops((ul_isa_t)isa)->topk(q, n, k, sel, val), 0);
+                    for (int j = 0; j < k; j++) {
+                        cr_assert_eq(sel[j], ref[j], "%s n %d k %d pick %d: %d, rule %d",
+                                     ul_cpu_isa_name((ul_isa_t)isa), n, k, j, sel[j], ref[j]);
+                        cr_assert_eq(val[j], p[ref[j]]);
+                    }
                 }
             }
     float p[24], q[24], val[8];
