@@ -1,16 +1,20 @@
 """Weight bytes a decode step reads from a GGUF model, for bench/engine.sh.
 
-usage: gguf_bytes.py MODEL.gguf -> prints "TOTAL_TENSOR_BYTES DECODE_BYTES"
+usage: gguf_bytes.py MODEL.gguf [EXPERTS_USED] -> prints "TOTAL_TENSOR_BYTES DECODE_BYTES"
 Decode reads every weight once per token except the token embedding, of
 which it reads one row (unless the output is tied to it, in which case the
-logits read all of it). Parses only the GGUF header and tensor table.
+logits read all of it), and a mixture of experts' stacked expert tensors
+(names with "_exps", experts in the last dimension), of which it reads the
+EXPERTS_USED experts a token is routed to. Parses only the GGUF header and
+tensor table.
 """
 import struct
 import sys
 
 # ggml type id -> (block elements, block bytes)
-TYPES = {0: (1, 4), 1: (1, 2), 30: (1, 2), 2: (32, 18), 3: (32, 20), 8: (32, 34),
-         12: (256, 144), 13: (256, 176), 14: (256, 210), 10: (256, 84), 11: (256, 110)}
+TYPES = {0: (1, 4), 1: (1, 2), 30: (1, 2), 2: (32, 18), 3: (32, 20), 6: (32, 22), 7: (32, 24),
+         8: (32, 34), 12: (256, 144), 13: (256, 176), 14: (256, 210), 10: (256, 84),
+         11: (256, 110), 20: (32, 18), 23: (256, 136)}
 SCALAR = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
 
 
@@ -69,6 +73,10 @@ def main():
     if "output.weight" in sizes and "token_embd.weight" in sizes:
         s, dims = sizes["token_embd.weight"]
         decode -= s - s // dims[-1]
+    used = int(sys.argv[2]) if len(sys.argv) > 2 else 0
+    for name, (s, dims) in sizes.items():
+        if used and "_exps" in name:
+            decode -= s - s // dims[-1] * used
     print(total, decode)
 
 

@@ -214,17 +214,23 @@ own_session() {
 #                       (prefill; decode after the prompt)
 #   DIR/uvllm-d-r.json  uvllm generate --prompt hello --max-tokens N_GEN
 #                       (decode from an empty context, against tg N_GEN)
-# with each one's stderr next to it (.err); bench/peer_runs.py reads them back.
+# with each one's stderr next to it (.err); bench/peer_runs.py reads them back. With
+# PEER_MEMBW set (a bench/membw.c binary), round r also writes DIR/membw-r.txt: the read
+# bandwidth of 2 threads (GB/s) measured right before the decode run.
 peer_rounds() {
     local tag="$1" d="$2" m="$3" th="$4" np="$5" ng="$6" prompt="$7" pmax="$8" r
     local nice=(nice -n -15)
-    rm -f "$d"/llama-*.json "$d"/uvllm-*.json
+    rm -f "$d"/llama-*.json "$d"/uvllm-*.json "$d"/membw-*.txt
     for ((r = 1; r <= RUNS; r++)); do
         "${nice[@]}" "$LLAMA_BIN/llama-bench" -m "$m" -p "$np" -n "$ng" -t "$th" -r 1 -o json \
             >"$d/llama-$r.json" 2>"$d/llama-$r.err" || echo "$tag: llama-bench failed" >&2
         "${nice[@]}" "$UVLLM_BIN" generate --model "$m" --prompt "$prompt" --max-tokens "$pmax" \
             --threads "$th" --json >"$d/uvllm-p-$r.json" 2>"$d/uvllm-p-$r.err" ||
             echo "$tag: uvllm generate (prompt) failed, see $d/uvllm-p-$r.err" >&2
+        if [ -n "${PEER_MEMBW:-}" ]; then
+            "${nice[@]}" "$PEER_MEMBW" "$th" 1024 >"$d/membw-$r.txt" 2>/dev/null ||
+                echo "$tag: membw failed" >&2
+        fi
         "${nice[@]}" "$UVLLM_BIN" generate --model "$m" --prompt hello --max-tokens "$ng" \
             --threads "$th" --json >"$d/uvllm-d-$r.json" 2>"$d/uvllm-d-$r.err" ||
             echo "$tag: uvllm generate (decode) failed, see $d/uvllm-d-$r.err" >&2

@@ -19,6 +19,7 @@ def runs(d, n):
     (uvllm-p: prefill_tokens_per_s, decode_tokens_per_s after the prompt), decode
     (uvllm-d: decode_tokens_per_s from an empty context)."""
     out = {k: [] for k in ("llama_pp", "llama_tg", "prefill", "decode_after", "decode")}
+    out["membw"] = []  # (GB/s before the round's decode run, that run's t/s), when measured
     for r in range(1, n + 1):
         for e in _load(f"{d}/llama-{r}.json") or []:
             if e.get("n_prompt") and not e.get("n_gen"):
@@ -32,6 +33,11 @@ def runs(d, n):
         u = _load(f"{d}/uvllm-d-{r}.json")
         if u:
             out["decode"].append(u["decode_tokens_per_s"])
+            try:
+                with open(f"{d}/membw-{r}.txt") as f:
+                    out["membw"].append((float(f.read().split()[0]), u["decode_tokens_per_s"]))
+            except (OSError, ValueError, IndexError):
+                pass
     return out
 
 

@@ -40,6 +40,11 @@ typedef struct ul_cpu_ops_s {
     int (*attn_page_hd)(int head_dim);
     const ul_attn_tile_kern_t *attn_tile; /* the tiled path's kernels (attn.h) */
     int (*attn_tile_hd)(int head_dim);
+    /* the MoE router (forward_moe.c): y[i] = expf(x[i]) as glibc's for i < n <= 8; the k
+     * largest of p[0..n) (kernels.h's ul_topk_avx2 contract: 0, or -1 with p unchanged for
+     * a row it does not take, which the scalar table's then takes) */
+    void (*expf8)(const float *x, float *y, int n);
+    int (*topk)(float *p, int n, int k, int32_t *sel, float *val);
     const struct ul_cpu_ops_s *fallback;
 } ul_cpu_ops_t;
 const ul_cpu_ops_t *ul_cpu_ops(ul_isa_t isa);

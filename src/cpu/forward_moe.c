@@ -4,12 +4,16 @@
  * the router's order (largest first), as ggml adds its expert views.
  *
  * A batched step does not run the experts token by token: the (token, slot) pairs are
- * grouped by expert (their activation rows converted once, in grouped order) and each expert
- * that any token chose multiplies its whole group at once, so its weights stream from
- * memory once per step whatever the batch; experts nobody chose are not read at all. All
- * experts of one product share one parallel phase (ul_cpu_matmul_id: two barriers for the
- * step's gate|up, two for its down). A row's results are those of a token-by-token run (the
- * same tile kernels over the same converted activation row).
+ * grouped by expert (each token's activation row converted once, then gathered in grouped
+ * order) and each expert that any token chose multiplies its whole group at once, so its
+ * weights stream from memory once per step whatever the batch; experts nobody chose are not
+ * read at all. All experts of one product share one parallel phase with the threads taking
+ * 64-row chunks across all of them: gate and up fused, each chunk of an expert's gate rows
+ * computed with the same up rows and SwiGLU applied to them at once (ul_cpu_matmul_id_glu:
+ * two barriers, three when a batch's rows are gathered), then down (two). An expert's
+ * weights are one contiguous run in the packed copy (its gate|up, then its down), experts in
+ * index order. A row's results are those of a token-by-token run (the same tile kernels over
+ * the same converted activation row).
  *
  * All threads of the step job run ul_fwd_moe together; thread 0 routes (softmax and top-k
  * of every token, small next to the products), element-wise phases split tokens or
@@ -164,8 +168,9 @@ static size_t mm_scratch_bytes(const ul_fwd_t *f, int n_rows) {
     for (int il = 0; il < f->hp.n_layer; il++) {
         const ul_layer_t *L = &f->m->layers[il];
         const ul_gguf_tensor_t *ws[] = {L->ffn_gate_exps, L->ffn_up_exps, L->ffn_down_exps};
-        for (int i = 0; i < 3; i++) {
-            size_t s = ul_cpu_matmul_id_scratch((int)ws[i]->type, ws[i]->ne[0], n_rows);
+        for (int i = 0; i < 3; i++) { /* gate and up gather the step's token rows */
+            size_t s = ul_cpu_matmul_id_scratch((int)ws[i]->type, ws[i]->ne[0], n_rows,
+                                                i < 2 ? f->max_tokens : 0);
             mx = s > mx ? s : mx;
         }
         size_t s = ul_cpu_matmul_scratch((int)L->ffn_gate_inp->type, L->ffn_gate_inp->ne[0],
@@ -272,32 +277,27 @@ void ul_fwd_moe_free(ul_fwd_t *f) {
 /* ---------- routing ---------- */
 
 /* ggml_soft_max_f32 on one row: exp(x - max) summed in double, scaled by (float)(1 / sum). */
-static void softmax(float *x, int n) {
+static void softmax(const ul_cpu_ops_t *ops, float *x, int n) {
     float mx = -INFINITY;
     for (int i = 0; i < n; i++) mx = x[i] > mx ? x[i] : mx;
-    double sum = 0;
-    for (int i = 0; i < n; i++) {
-        x[i] = expf(x[i] - mx);
-        sum += (double)x[i];
+    for (int i = 0; i < n; i += 8) {
+        float d[8];
+        const int m = n - i < 8 ? n - i : 8;
+        for (int j = 0; j < m; j++) d[j] = x[i + j] - mx;
+        ops->expf8(d, x + i, m);
     }
+    double sum = 0;
+    for (int i = 0; i < n; i++) sum += (double)x[i];
     const float scale = (float)(1.0 / sum);
     for (int i = 0; i < n; i++) x[i] *= scale;
 }
 
-/* The k most probable experts in descending order (ggml_argsort_top_k), their weights
- * divided by their sum as llama.cpp's norm_w does (sum in double, clamped below at the
- * smallest normal f16 so a zero sum cannot divide). */
-static void route(const float *p, int n, int k, int32_t *sel, float *w) {
-    for (int j = 0; j < k; j++) {
-        int best = -1;
-        for (int i = 0; i < n; i++) {
-            int taken = 0;
-            for (int q = 0; q < j && !taken; q++) taken = sel[q] == i;
-            if (!taken && (best < 0 || p[i] > p[best])) best = i;
-        }
-        sel[j] = best;
-        w[j] = p[best];
-    }
+/* The k most probable experts in descending order (ggml_argsort_top_k; ties to the lower
+ * index), their weights divided by their sum as llama.cpp's norm_w does (sum in double,
+ * clamped below at the smallest normal f16 so a zero sum cannot divide). p is
+ * overwritten. */
+static void route(const ul_cpu_ops_t *ops, float *p, int n, int k, int32_t *sel, float *w) {
+    if (ops->topk(p, n, k, sel, w)) ul_cpu_ops(UL_ISA_SCALAR)->topk(p, n, k, sel, w);
     double sum = 0;
     for (int j = 0; j < k; j++) sum += (double)w[j];
     float s = (float)sum;
@@ -308,11 +308,12 @@ static void route(const float *p, int n, int k, int32_t *sel, float *w) {
 /* One thread, every token of the step: softmax, top-k and weights; then the (token, slot)
  * rows grouped by expert, contiguous, experts in index order and within an expert tokens in
  * step order; then the groups of the three products of layer il. */
-static void route_group(ul_moe_t *moe, int il, int32_t T) {
+static void route_group(const ul_cpu_ops_t *ops, ul_moe_t *moe, int il, int32_t T) {
     const int32_t K = moe->n_used, NE = moe->n_expert;
     for (int32_t t = 0; t < T; t++) {
-        softmax(moe->probs + (size_t)t * NE, NE);
-        route(moe->probs + (size_t)t * NE, NE, K, moe->sel + (size_t)t * K, moe->w + (size_t)t * K);
+        softmax(ops, moe->probs + (size_t)t * NE, NE);
+        route(ops, moe->probs + (size_t)t * NE, NE, K, moe->sel + (size_t)t * K,
+              moe->w + (size_t)t * K);
     }
     memset(moe->count, 0, (size_t)NE * sizeof *moe->count);
     for (int32_t i = 0; i < T * K; i++) moe->count[moe->sel[i]]++;
@@ -342,11 +343,7 @@ static void route_group(ul_moe_t *moe, int il, int32_t T) {
 static void swiglu(const ul_fwd_t *f, float *g, const float *u, size_t n, int ith, int nth) {
     const size_t i0 = n * (size_t)ith / (size_t)nth & ~(size_t)15,
                  i1 = ith == nth - 1 ? n : n * (size_t)(ith + 1) / (size_t)nth & ~(size_t)15;
-    if (f->isa == UL_ISA_AVX512) {
-        ul_swiglu_avx512(g + i0, u + i0, i1 - i0);
-        return;
-    }
-    for (size_t i = i0; i < i1; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+    f->ops->swiglu(g + i0, u + i0, i1 - i0);
 }
 
 void ul_fwd_moe(ul_fwd_t *f, int il, int32_t t0, int32_t t1, int ith, int nth) {
@@ -357,18 +354,22 @@ void ul_fwd_moe(ul_fwd_t *f, int il, int32_t t0, int32_t t1, int ith, int nth) {
     ul_cpu_matmul_mat(f->pool, &moe->router[il], f->xb, T, probs, moe->mm_scratch, ith, nth);
     /* routing on one thread: a softmax and a top-k per token, small next to the products
      * (and one barrier instead of two) */
-    if (ith == 0) route_group(moe, il, T);
+    if (ith == 0) route_group(f->ops, moe, il, T);
     ul_pool_barrier(f->pool);
     ul_mm_group_t *gu = moe->grp, *down = gu + NE, *up = down + NE;
     float *F0 = moe->hg, *F1 = moe->hu;
-    ul_cpu_matmul_id(f->pool, gu, NE, f->xb, moe->tok_of, R, (float *[]){F0, F1, NULL},
-                     moe->mm_scratch, ith, nth);
-    if (moe->up)
-        ul_cpu_matmul_id(f->pool, up, NE, f->xb, moe->tok_of, R, (float *[]){F1, NULL, NULL},
+    if (!moe->up) { /* gate|up of one expert: SwiGLU applied inside the product */
+        ul_cpu_matmul_id_glu(f->pool, gu, NE, f->xb, moe->tok_of, T, R, F0, F1, f->ops->swiglu,
+                             moe->mm_scratch, ith, nth);
+    } else {
+        ul_cpu_matmul_id(f->pool, gu, NE, f->xb, moe->tok_of, T, R, (float *[]){F0, NULL, NULL},
                          moe->mm_scratch, ith, nth);
-    swiglu(f, moe->hg, moe->hu, (size_t)R * (size_t)moe->n_ff, ith, nth);
-    ul_pool_barrier(f->pool);
-    ul_cpu_matmul_id(f->pool, down, NE, moe->hg, NULL, R, (float *[]){moe->yd, NULL, NULL},
+        ul_cpu_matmul_id(f->pool, up, NE, f->xb, moe->tok_of, T, R, (float *[]){F1, NULL, NULL},
+                         moe->mm_scratch, ith, nth);
+        swiglu(f, moe->hg, moe->hu, (size_t)R * (size_t)moe->n_ff, ith, nth);
+        ul_pool_barrier(f->pool);
+    }
+    ul_cpu_matmul_id(f->pool, down, NE, moe->hg, NULL, 0, R, (float *[]){moe->yd, NULL, NULL},
                      moe->mm_scratch, ith, nth);
     /* ggml: each expert's output times its weight, then the slots added left to right, then
      * the residual */

@@ -52,7 +52,8 @@ void ul_cpu_matmul(ul_pool_t *p, const ul_gguf_tensor_t *w, const float *x, int 
  * activations once and splits all rows evenly over the threads; each part's output rows
  * go to their own buffer. Where the ISA has a packed layout for the type (pack.h) and
  * every part has a multiple of 16 rows, the rows are copied once into that layout (owned
- * here); otherwise the parts' rows are read in place (the model's mmap). */
+ * here); so are the whole 16-row groups of a single part of other row counts, whose last
+ * rows are read in place; otherwise the parts' rows are read in place (the model's mmap). */
 #define UL_MAT_PARTS 3
 typedef struct {
     int type;
@@ -112,6 +113,12 @@ void ul_swiglu_avx2(float *g, const float *u, size_t n);
 void ul_rmsnorm_avx2(float *dst, const float *x, const float *w, int n, float eps);
 void ul_rope_norm_avx2(float *x, const float *cs, int n_rot);
 void ul_rope_neox_avx2(float *x, const float *cs, int n_rot);
+
+/* The k largest of p[0..n) in descending order, ties to the lower index: sel[j] their
+ * indices, val[j] their values; the picks are set to -inf in p. Returns 0, or -1 with p
+ * unchanged when n is not a multiple of 8, k > n or a value is not above -inf (the caller
+ * then takes the scalar path). AVX2 only (the caller checks ul_cpu_isa()). */
+int ul_topk_avx2(float *p, int n, int k, int32_t *sel, float *val);
 
 /* half <-> float */
 float ul_fp16_to_fp32(uint16_t h);

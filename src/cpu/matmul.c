@@ -68,6 +68,8 @@ static const ul_pack_kern_t *plan(ul_cpu_mat_t *m, const ul_gguf_tensor_t *const
     }
     const char *env = pack ? getenv("UVLLM_PACK") : NULL;
     if (env && !strcmp(env, "0")) pack = 0;
+    /* one part (an output matrix of 50257 rows): whole groups packed, the last rows in place */
+    all16 |= n_parts == 1 && m->n_rows >= UL_PACK_ROWS;
     const ul_pack_kern_t *pk = pack && all16 ? ul_cpu_pack_kern(m->type, ul_cpu_isa()) : NULL;
     if (pk) m->packed_bytes = pk->group_bytes(m->n_cols) * (size_t)(m->n_rows / UL_PACK_ROWS);
     return pk;
@@ -77,7 +79,7 @@ static void pack_into(ul_cpu_mat_t *m, const ul_pack_kern_t *pk, uint8_t *dst) {
     const size_t gb = pk->group_bytes(m->n_cols), ws = ul_type_row_bytes(m->type, m->n_cols);
     m->packed = dst;
     for (int i = 0; i < m->n_parts; i++)
-        for (int64_t r = 0; r < m->part_rows[i]; r += UL_PACK_ROWS, dst += gb)
+        for (int64_t r = 0; r + UL_PACK_ROWS <= m->part_rows[i]; r += UL_PACK_ROWS, dst += gb)
             pk->pack(m->data[i] + (size_t)r * ws, ws, m->n_cols, dst);
     m->pk = pk;
 }
@@ -134,11 +136,16 @@ void ul_cpu_mat_rows(const ul_cpu_mat_t *m, ul_mm_fn mm, const uint8_t *xq, size
     for (int i = 0; i < m->n_parts && r0 < r1; base += m->part_rows[i++]) {
         const int64_t end = base + m->part_rows[i];
         if (r0 >= end) continue;
-        const int64_t a = r0 - base, b = (r1 < end ? r1 : end) - base;
-        if (pk)
+        int64_t a = r0 - base;
+        const int64_t b = (r1 < end ? r1 : end) - base;
+        const int64_t pe = pk ? m->part_rows[i] / UL_PACK_ROWS * UL_PACK_ROWS : 0;
+        if (a < pe) {
+            const int64_t e = b < pe ? b : pe;
             pk->mm(m->n_cols, m->packed + (size_t)((base + a) / UL_PACK_ROWS) * gb,
-                   (int)((b - a) / UL_PACK_ROWS), xq, xs, n, y[i] + a, m->part_rows[i]);
-        else
+                   (int)((e - a) / UL_PACK_ROWS), xq, xs, n, y[i] + a, m->part_rows[i]);
+            a = e;
+        }
+        if (a < b) /* unpacked, or a packed part's last rows */
             mm(m->n_cols, m->data[i] + (size_t)a * ws, ws, (int)(b - a), xq, xs, n, y[i] + a,
                m->part_rows[i]);
         r0 = base + b;
@@ -176,7 +183,7 @@ void ul_cpu_matmul_mat(ul_pool_t *p, const ul_cpu_mat_t *m, const float *x, int 
         xq = scratch;
     }
     ul_pool_barrier(p); /* the activations are ready and the ticket is reset */
-    ul_mm_fn mm = m->pk ? NULL : ul_cpu_mm_fn(type, ul_cpu_isa());
+    ul_mm_fn mm = ul_cpu_mm_fn(type, ul_cpu_isa());
     if (p && nth > 1) {
         chunk_ctx_t k = {m, mm, xq, xs, n_tok, y};
         ul_cpu_for_chunks(p, (m->n_rows + UL_MM_CHUNK_ROWS - 1) / UL_MM_CHUNK_ROWS, ith, nth, chunk,

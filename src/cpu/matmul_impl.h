@@ -22,9 +22,9 @@ void ul_cpu_quant_rows(ul_xfmt_t f, const float *x, const int32_t *idx, int64_t 
                        uint8_t *dst, size_t xs, int ith, int nth);
 
 /* Weight rows [r0, r1) of the stacked parts of m for n activation rows (xq, xs bytes
- * apart): y[i][t * part_rows[i] + j] for part i. mm: the row kernel (unused when m is
- * packed; packed parts start on a group, so r0 and r1 are multiples of UL_PACK_ROWS or
- * the end). */
+ * apart): y[i][t * part_rows[i] + j] for part i. mm: the row kernel (for unpacked rows:
+ * all of them, or the last part_rows % 16 of a packed single part; packed parts start on a
+ * group, so r0 and r1 are multiples of UL_PACK_ROWS or the end). */
 void ul_cpu_mat_rows(const ul_cpu_mat_t *m, ul_mm_fn mm, const uint8_t *xq, size_t xs, int n,
                      float *const *y, int64_t r0, int64_t r1);
 

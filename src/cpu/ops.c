@@ -43,6 +43,25 @@ static void round_f16_scalar(float *dst, const float *src, int n) {
 
 static int any_hd(int hd) { return hd > 0; }
 
+static void expf8_scalar(const float *x, float *y, int n) {
+    for (int i = 0; i < n; i++) y[i] = expf(x[i]);
+}
+
+/* ggml_argsort_top_k's order: the largest not yet taken, ties to the lower index */
+static int topk_scalar(float *p, int n, int k, int32_t *sel, float *val) {
+    for (int j = 0; j < k; j++) {
+        int best = -1;
+        for (int i = 0; i < n; i++) {
+            int taken = 0;
+            for (int q = 0; q < j && !taken; q++) taken = sel[q] == i;
+            if (!taken && (best < 0 || p[i] > p[best])) best = i;
+        }
+        sel[j] = best;
+        val[j] = p[best];
+    }
+    return 0;
+}
+
 static const ul_cpu_ops_t k_scalar = {
     .rmsnorm = rmsnorm_scalar,
     .rope_norm = rope_norm_scalar,
@@ -55,6 +74,8 @@ static const ul_cpu_ops_t k_scalar = {
     .attn_page_hd = any_hd,
     .attn_tile = &ul_attn_tile_scalar,
     .attn_tile_hd = any_hd,
+    .expf8 = expf8_scalar,
+    .topk = topk_scalar,
 };
 
 /* ---------- x86: AVX2 (+FMA, F16C), AVX-512 ---------- */
@@ -74,6 +95,8 @@ static const ul_cpu_ops_t k_avx2 = {
     .attn_page_hd = hd8,
     .attn_tile = &ul_attn_tile_avx2,
     .attn_tile_hd = hd8,
+    .expf8 = ul_expf8_avx2,
+    .topk = ul_topk_avx2,
     .fallback = &k_scalar,
 };
 
@@ -97,6 +120,8 @@ static const ul_cpu_ops_t k_avx512 = {
     .attn_page_hd = hd_avx512,
     .attn_tile = &ul_attn_tile_avx2,
     .attn_tile_hd = hd8,
+    .expf8 = ul_expf8_avx2,
+    .topk = ul_topk_avx2,
     .fallback = &k_avx2,
 };
 #endif

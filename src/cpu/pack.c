@@ -26,6 +26,16 @@ static const ul_pack_kern_t *avx2_kern(int type) {
         return &ul_pack_q8_0_avx2;
     case UL_TYPE_F16:
         return &ul_pack_f16_avx2;
+    case UL_TYPE_Q4_K:
+        return &ul_pack_q4_K_avx2;
+    case UL_TYPE_Q5_K:
+        return &ul_pack_q5_K_avx2;
+    case UL_TYPE_Q6_K:
+        return &ul_pack_q6_K_avx2;
+    case UL_TYPE_IQ4_XS:
+        return &ul_pack_iq4_xs_avx2;
+    case UL_TYPE_IQ4_NL:
+        return &ul_pack_iq4_nl_avx2;
     default:
         return NULL;
     }

@@ -48,5 +48,12 @@ extern const ul_pack_kern_t ul_pack_f16_avx512;
 extern const ul_pack_kern_t ul_pack_q4_K_avx512;
 extern const ul_pack_kern_t ul_pack_q5_K_avx512;
 extern const ul_pack_kern_t ul_pack_q6_K_avx512;
+/* AVX2, Q8K activations: kernels_avx2_pack_k.c (Q4_K, Q5_K), kernels_avx2_pack_q6k.c (Q6_K),
+ * kernels_avx2_pack_iq4.c (IQ4_XS; IQ4_NL with Q8A activations) */
+extern const ul_pack_kern_t ul_pack_q4_K_avx2;
+extern const ul_pack_kern_t ul_pack_q5_K_avx2;
+extern const ul_pack_kern_t ul_pack_q6_K_avx2;
+extern const ul_pack_kern_t ul_pack_iq4_xs_avx2;
+extern const ul_pack_kern_t ul_pack_iq4_nl_avx2;
 
 #endif

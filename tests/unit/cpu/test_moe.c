@@ -24,8 +24,10 @@
  * differs from llama.cpp by at most 0.00073). A wrong gating moves logits far more: without
  * the renormalisation of the selected weights the largest |diff| is 1.37. */
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "golden_check.h"
 
@@ -140,4 +142,56 @@ Test(moe, copied_experts_equal_mapped) {
                      got[1][i], got[0][i]);
     free(got[0]), free(got[1]);
     ul_model_free(m);
+}
+
+/* The router's top-k of the scalar and AVX2 ops tables against the rule (the k largest,
+ * descending, ties to the lower index) on rows with many ties and every k up to 8; rows the
+ * AVX2 one refuses (a length not a multiple of 8, no value above -inf left) are left
+ * exactly as they were. */
+static void topk_ref(const float *p, int n, int k, int32_t *sel) {
+    for (int j = 0; j < k; j++) {
+        int best = -1;
+        for (int i = 0; i < n; i++) {
+            int taken = 0;
+            for (int q = 0; q < j && !taken; q++) taken = sel[q] == i;
+            if (!taken && (best < 0 || p[i] > p[best])) best = i;
+        }
+        sel[j] = best;
+    }
+}
+
+Test(moe, topk_avx2_equals_scalar_rule) {
+    if (ul_cpu_isa() < UL_ISA_AVX2) cr_skip_test("needs avx2");
+    static const int ns[] = {8, 16, 64, 128, 256};
+    uint32_t s = 12345;
+    for (int ni = 0; ni < 5; ni++)
+        for (int k = 1; k <= 8 && k <= ns[ni]; k++)
+            for (int rep = 0; rep < 20; rep++) {
+                const int n = ns[ni];
+                float p[256], q[256], val[8];
+                int32_t sel[8], ref[8];
+                for (int i = 0; i < n; i++) { /* few distinct values: ties everywhere */
+                    s = s * 1664525u + 1013904223u;
+                    p[i] = rep % 2 ? (float)(s >> 29) * 0.125f : (float)(s >> 8) * 0x1p-24f;
+                    q[i] = p[i];
+                }
+                topk_ref(p, n, k, ref);
+                for (int isa = UL_ISA_SCALAR; isa <= UL_ISA_AVX2; isa++) { /* the ops tables' */
+                    memcpy(q, p, sizeof(float) * (size_t)n);
+                    cr_assert_eq(ul_cpu_ops((ul_isa_t)isa)->topk(q, n, k, sel, val), 0);
+                    for (int j = 0; j < k; j++) {
+                        cr_assert_eq(sel[j], ref[j], "%s n %d k %d pick %d: %d, rule %d",
+                                     ul_cpu_isa_name((ul_isa_t)isa), n, k, j, sel[j], ref[j]);
+                        cr_assert_eq(val[j], p[ref[j]]);
+                    }
+                }
+            }
+    float p[24], q[24], val[8];
+    int32_t sel[8];
+    for (int i = 0; i < 24; i++) p[i] = q[i] = (float)(i % 5);
+    cr_expect_eq(ul_topk_avx2(q, 20, 4, sel, val), -1, "20 is not a multiple of 8");
+    cr_expect(!memcmp(p, q, sizeof p), "a refused row is left as it was");
+    for (int i = 2; i < 8; i++) p[i] = q[i] = -INFINITY; /* two picks, then none above -inf */
+    cr_expect_eq(ul_topk_avx2(q, 8, 4, sel, val), -1);
+    cr_expect(!memcmp(p, q, sizeof p), "a row refused after two picks is restored");
 }

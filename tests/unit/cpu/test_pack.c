@@ -84,8 +84,10 @@ static const int k_types[] = {UL_TYPE_Q4_0, UL_TYPE_Q8_0, UL_TYPE_F16, UL_TYPE_F
 Test(pack, stacked_parts_match_f64_reference_packed_and_not) {
     ul_pool_t *p;
     cr_assert_eq(ul_pool_create(2, &p), 0);
-    /* three parts of 16-multiples (packable), and parts of 48 + 17 rows (never packed) */
-    static const int rows_a[] = {64, 16, 48}, rows_b[] = {48, 17};
+    /* three parts of 16-multiples (packable), parts of 48 + 17 rows (never packed), and
+     * one part of 83 rows (5 groups packed, the last 3 rows, in the second 64-row chunk,
+     * read in place) */
+    static const int rows_a[] = {64, 16, 48}, rows_b[] = {48, 17}, rows_c[] = {83};
     /* 5 and 69 blocks: an odd last pair, and 69 crosses the 32-block chunks of prefill;
      * for K-quants 1, 8 and 5 super-blocks (an odd count) */
     static const int64_t cols[] = {32, 5 * 32, 69 * 32, 41 * 32};
@@ -107,6 +109,12 @@ Test(pack, stacked_parts_match_f64_reference_packed_and_not) {
                     bad = check_stack(p, type, rows_b, 2, n_cols, toks[k], pack, &packed);
                     cr_expect_eq(bad, 0, "%s stack 48+17: %d bad outputs", ul_type_name(type), bad);
                     cr_expect(!packed, "a part of 17 rows cannot be packed");
+                    if (ci != 1) continue; /* the tail's rows: one row length is enough */
+                    bad = check_stack(p, type, rows_c, 1, n_cols, toks[k], pack, &packed);
+                    cr_expect_eq(bad, 0, "%s one part of 83 (%s): %d bad outputs",
+                                 ul_type_name(type), packed ? "packed" : "rows", bad);
+                    cr_expect_eq(packed, pack && pk != NULL, "%s 83 rows: packed=%d with pack=%d",
+                                 ul_type_name(type), packed, pack);
                 }
         }
     }
@@ -134,16 +142,16 @@ Test(pack, parts_must_agree) {
     b.type = UL_TYPE_Q4_0;
     c.ne[0] = 32;
     odd.ne[1] = 17;
-    const ul_gguf_tensor_t *ab[] = {&a, &b}, *ac[] = {&a, &c}, *po[] = {&odd};
+    const ul_gguf_tensor_t *ab[] = {&a, &b}, *ac[] = {&a, &c}, *po[] = {&odd, &odd};
     ul_cpu_mat_t m;
     cr_expect_eq(ul_cpu_mat_init(&m, ab, 2, 1), UL_EINVAL);
     cr_expect_eq(ul_cpu_mat_init(&m, ac, 2, 1), UL_EINVAL);
     cr_expect_eq(ul_cpu_mat_init(&m, ab, 0, 1), UL_EINVAL);
     cr_expect_eq(ul_cpu_mat_init_in(&m, ab, 2, 1, NULL), UL_EINVAL);
     cr_expect_eq(ul_cpu_mat_packed_bytes(ab, 2, 1), 0);
-    cr_expect_eq(ul_cpu_mat_packed_bytes(po, 1, 1), 0, "17 rows cannot be packed");
+    cr_expect_eq(ul_cpu_mat_packed_bytes(po, 2, 1), 0, "parts of 17 rows cannot be packed");
     /* not packable: rows are read in place and dst is never touched */
-    cr_expect_eq(ul_cpu_mat_init_in(&m, po, 1, 1, NULL), 0);
+    cr_expect_eq(ul_cpu_mat_init_in(&m, po, 2, 1, NULL), 0);
     cr_expect(m.pk == NULL && m.packed == NULL);
     ul_cpu_mat_free(&m);
 }

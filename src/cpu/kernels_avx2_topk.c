@@ -1,0 +1,40 @@
+/* The router's top-k on AVX2 (+FMA, F16C): the k largest of n probabilities, each found by
+ * one pass of vmaxps over the row and one of compares for its first index, instead of a
+ * scalar scan per pick that also rescans the picks already made. */
+#include <immintrin.h>
+#include <math.h>
+
+#include "cpu/kernels.h"
+
+/* Index of the first largest p[i] (i < n, n a multiple of 8), or -1 when none compares
+ * greater than -inf (NaN rows). */
+static int argmax8(const float *p, int n) {
+    __m256 m = _mm256_loadu_ps(p);
+    for (int i = 8; i < n; i += 8) m = _mm256_max_ps(m, _mm256_loadu_ps(p + i));
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_max_ss(h, _mm_movehdup_ps(h));
+    const float best = _mm_cvtss_f32(h);
+    if (!(best > -INFINITY)) return -1;
+    const __m256 b = _mm256_set1_ps(best);
+    for (int i = 0; i < n; i += 8) {
+        const int mask = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(p + i), b, _CMP_EQ_OQ));
+        if (mask) return i + __builtin_ctz((unsigned)mask);
+    }
+    return -1;
+}
+
+int ul_topk_avx2(float *p, int n, int k, int32_t *sel, float *val) {
+    if (n % 8 || k > n) return -1;
+    for (int j = 0; j < k; j++) {
+        const int i = argmax8(p, n);
+        if (i < 0) { /* leave p as it was */
+            while (j-- > 0) p[sel[j]] = val[j];
+            return -1;
+        }
+        sel[j] = i;
+        val[j] = p[i];
+        p[i] = -INFINITY;
+    }
+    return 0;
+}
