@@ -13,6 +13,7 @@
 # Writes the "engine" section of RESULTS.md.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+own_session "$@" # a session of its own at autogroup nice -15
 D="$WORK/engine"; mkdir -p "$D"
 TYPES=(${ENGINE_TYPES:-f16 q8_0 q4_0})
 THREADS=2
@@ -45,10 +46,10 @@ count_tokens() { # TEXT -> number of ids with BOS, via uvllm tokenize, else llam
         "$LLAMA_BIN/llama-tokenize" -m "$(model_path f16)" -p "$1" --ids --log-disable --no-escape 2>/dev/null | tr -d '[],' | wc -w
     fi
 }
-k=$((N_PROMPT - 1))
-PROMPT="$(python3 -c 'import sys; print(" ".join(["hello"] * int(sys.argv[1])), end="")' "$k")"
+N_WORDS=$((N_PROMPT - 1))
+PROMPT="$(python3 -c 'import sys; print(" ".join(["hello"] * int(sys.argv[1])), end="")' "$N_WORDS")"
 NTOK=$(count_tokens "$PROMPT")
-echo "engine: prompt of $k words = $NTOK tokens" >&2
+echo "engine: prompt of $N_WORDS words = $NTOK tokens" >&2
 [ "$NTOK" = "$N_PROMPT" ] || echo "engine: WARNING: prompt is $NTOK tokens, not $N_PROMPT" >&2
 printf '%s' "$PROMPT" >"$D/prompt.txt"
 
@@ -96,7 +97,7 @@ BW=$(printf '%s\n%s\n' "$BW1" "$BW2" | sort -g | tail -1)
 
 {
     header
-    echo "- prompt check: $NTOK tokens (with BOS) for $k repetitions of \"hello\""
+    echo "- prompt check: $NTOK tokens (with BOS) for $N_WORDS repetitions of \"hello\""
     echo "- memory read bandwidth (bench/membw.c, 2 threads, 1 GiB, best of 5; measured before and after): $BW1 / $BW2 GB/s, bound uses **$BW GB/s**"
     echo
     python3 - "$D" "$RUNS" "$BW" "$have_gen" "$(uvllm_commit)" "$BENCH_DIR/gguf_bytes.py" "$WORK/$MODEL_PREFIX" "${ISAS[*]}" "${TYPES[@]}" <<'PY'
