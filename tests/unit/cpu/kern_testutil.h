@@ -20,6 +20,10 @@
                          ul_cpu_isa_name(ul_cpu_isa()));                                           \
     } while (0)
 
+/* aligned_alloc(64, n) with n rounded up to a multiple of 64, as C11 requires (glibc lets it
+ * pass; the sanitizers refuse it) */
+static inline void *tk_alloc64(size_t n) { return aligned_alloc(64, (n + 63) & ~(size_t)63); }
+
 static inline uint64_t tk_rng(uint64_t *s) {
     *s ^= *s << 13;
     *s ^= *s >> 7;

@@ -70,7 +70,7 @@ static void rig_init(rig_t *r, int hd, int n_head, int n_kv, int ps, int pos0, i
     r->st = (ul_step_t){.n_tokens = n, .n_seqs = 1, .seqs = &r->seq};
     f->step = &r->st;
     size_t a = ul_fwd_attn_tmp_floats(f->n_gqa, hd, ps), b = ul_fwd_attn_tile_floats(hd);
-    r->tmp = aligned_alloc(64, sizeof(float) * (a > b ? a : b));
+    r->tmp = tk_alloc64(sizeof(float) * (a > b ? a : b));
 }
 
 static void rig_free(rig_t *r) {

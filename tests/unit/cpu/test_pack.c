@@ -239,7 +239,7 @@ Test(pack, token_alone_equals_token_in_batch_q4_0_q8_0) {
             const int64_t n = 37 * 32;
             const size_t ws = ul_type_row_bytes(type, n), gb = pk->group_bytes(n);
             const size_t xs = ul_cpu_xrow_bytes(XF_Q8A, n);
-            uint8_t *w = tk_weights(type, nr, n, 9 + ti), *wp = aligned_alloc(64, gb * ng);
+            uint8_t *w = tk_weights(type, nr, n, 9 + ti), *wp = tk_alloc64(gb * ng);
             for (int g = 0; g < ng; g++)
                 pk->pack(w + (size_t)g * UL_PACK_ROWS * ws, ws, n, wp + gb * g);
             float *xr = malloc(sizeof(float) * n), *yb = malloc(sizeof(float) * nr * nt),

@@ -18,7 +18,7 @@ static int check(const ul_pack_kern_t *pk, int64_t n_cols, int n_groups, int nt,
     const size_t ws = ul_type_row_bytes(UL_TYPE_F16, n_cols), gb = pk->group_bytes(n_cols);
     cr_assert_eq(gb % 64, 0, "group bytes %zu not a multiple of 64", gb);
     uint8_t *w = tk_weights(UL_TYPE_F16, n_rows, n_cols, (uint64_t)(n_cols * 31 + nt));
-    uint8_t *wp = aligned_alloc(64, gb * (size_t)n_groups);
+    uint8_t *wp = tk_alloc64(gb * (size_t)n_groups);
     for (int g = 0; g < n_groups; g++)
         pk->pack(w + (size_t)g * UL_PACK_ROWS * ws, ws, n_cols, wp + (size_t)g * gb);
     /* activation rows padded past n_cols, so a kernel reading the wrong stride fails */
@@ -101,7 +101,7 @@ static void alone_equals_batched(const ul_pack_kern_t *pk) {
         const size_t ws = ul_type_row_bytes(UL_TYPE_F16, n), gb = pk->group_bytes(n);
         const size_t xs = ul_cpu_xrow_bytes(XF_F16R, n);
         uint8_t *w = tk_weights(UL_TYPE_F16, rows, n, 3 + ci);
-        uint8_t *wp = aligned_alloc(64, gb * ng);
+        uint8_t *wp = tk_alloc64(gb * ng);
         for (int g = 0; g < ng; g++)
             pk->pack(w + (size_t)g * UL_PACK_ROWS * ws, ws, n, wp + gb * g);
         float *xr = malloc(sizeof(float) * (size_t)n), *yb = malloc(sizeof(float) * rows * nt);

@@ -56,7 +56,7 @@ static int check(int type, int n_groups, int64_t n_cols, int nt, int extreme, ui
     const size_t gb = pk->group_bytes(n_cols);
     uint8_t *w =
         extreme ? extreme_weights(type, n_rows, n_cols) : tk_weights(type, n_rows, n_cols, seed);
-    uint8_t *wp = aligned_alloc(64, (gb * (size_t)n_groups + 63) & ~(size_t)63);
+    uint8_t *wp = tk_alloc64(gb * (size_t)n_groups);
     for (int g = 0; g < n_groups; g++)
         pk->pack(w + (size_t)g * UL_PACK_ROWS * ws, ws, n_cols, wp + (size_t)g * gb);
     float *x = malloc(sizeof(float) * (size_t)(n_cols * nt));
