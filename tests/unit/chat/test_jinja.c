@@ -15,6 +15,7 @@
 #include "uvllm/err.h"
 
 #include "jinja_cases.h"
+#include "../tsan_skip.h"
 
 #define NOW_2026_11_24_NOON 1795521600LL
 
@@ -82,6 +83,7 @@ Test(jinja, error_messages_name_the_python_exception) {
 
 /* Chains built by loops in the parser (a+b+..., x|f|f...) must not recurse without bound. */
 Test(jinja, deep_expression_chains_are_refused) {
+    UL_SKIP_UNDER_TSAN();
     const char *parts[] = {"+1", "|string", ".a", "[0]", "(1)"};
     for (size_t k = 0; k < sizeof parts / sizeof parts[0]; k++) {
         ul_buf_t src = {0};
@@ -176,6 +178,7 @@ static void expect_limit(const char *src, const ul_jinja_limits_t *lim) {
 }
 
 Test(jinja, limits_fail_fast) {
+    UL_SKIP_UNDER_TSAN();
     const ul_jinja_limits_t *d = &ul_jinja_default_limits;
     expect_limit("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
                  d);

@@ -3,6 +3,7 @@
  * model's real template; malformed sections stay content; every case is also parsed in
  * 1-byte and random pieces and must give the same events. */
 #include "toolcall_testutil.h"
+#include "../tsan_skip.h"
 
 #include <time.h>
 
@@ -607,6 +608,7 @@ Test(toolcall, truncated_outputs_agree_in_pieces) {
 
 /* A long plain output: linear time, passed through unchanged. */
 Test(toolcall, long_content_is_linear) {
+    UL_SKIP_UNDER_TSAN();
     ul_chat_syntax_t s;
     t_detect("Qwen-Qwen3-0.6B.jinja", &s);
     size_t n = 4u << 20;
@@ -648,6 +650,7 @@ static double whitespace_run_cpu_s(const ul_chat_syntax_t *s, int sir, size_t n)
  * CPU time, not sixteen. CPU time of this thread, so neither a loaded host nor a
  * sanitiser's slowdown (it scales both runs) decides it. */
 Test(toolcall, long_whitespace_run_is_linear, .timeout = 600) {
+    UL_SKIP_UNDER_TSAN();
     ul_chat_syntax_t s;
     t_detect("meta-llama-Llama-3.1-8B-Instruct.jinja", &s); /* anchored "{" looks at the start */
     for (int sir = 0; sir < 2; sir++) {
