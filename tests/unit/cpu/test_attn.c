@@ -12,6 +12,7 @@
 
 #include "cpu/attn.h"
 #include "cpu/forward.h"
+#include "../tsan_skip.h"
 #include "kern_testutil.h"
 
 typedef struct {
@@ -170,11 +171,13 @@ static void each_shape(int tiled, ul_isa_t isa, int kv_type, double tol) {
 
 /* f32 all the way: only summation order and the exponential's last bits differ. */
 Test(attn, tiled_matches_f64_reference) {
+    UL_SKIP_UNDER_TSAN();
     each_shape(1, UL_ISA_SCALAR, UL_TYPE_F16, 2e-5);
     each_shape(1, UL_ISA_SCALAR, UL_TYPE_F32, 2e-5);
 }
 
 Test(attn, tiled_avx2_matches_f64_reference) {
+    UL_SKIP_UNDER_TSAN();
     UL_TEST_REQUIRE_ISA(UL_ISA_AVX2);
     each_shape(1, UL_ISA_AVX2, UL_TYPE_F16, 2e-5);
     each_shape(1, UL_ISA_AVX2, UL_TYPE_F32, 2e-5);
@@ -183,11 +186,13 @@ Test(attn, tiled_avx2_matches_f64_reference) {
 /* The f16 cache keeps an f16 accumulator (llama.cpp's one-row path): outputs of magnitude
  * ~1 move by a few f16 ulps over ~100 keys; an f32 cache stays f32. */
 Test(attn, per_token_matches_f64_reference) {
+    UL_SKIP_UNDER_TSAN();
     each_shape(0, UL_ISA_SCALAR, UL_TYPE_F16, 1e-2);
     each_shape(0, UL_ISA_SCALAR, UL_TYPE_F32, 2e-5);
 }
 
 Test(attn, per_token_avx2_matches_f64_reference) {
+    UL_SKIP_UNDER_TSAN();
     UL_TEST_REQUIRE_ISA(UL_ISA_AVX2);
     each_shape(0, UL_ISA_AVX2, UL_TYPE_F16, 1e-2);
     each_shape(0, UL_ISA_AVX2, UL_TYPE_F32, 2e-5);

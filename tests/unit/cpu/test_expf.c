@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "cpu/kernels.h"
+#include "../tsan_skip.h"
 #include "kern_testutil.h"
 
 static float from_bits(uint32_t u) {
@@ -66,6 +67,7 @@ static void special_and_partial(vexp_fn fn, int w) {
 }
 
 Test(expf16, equals_libm_expf_bitwise) {
+    UL_SKIP_UNDER_TSAN();
     UL_TEST_REQUIRE_ISA(UL_ISA_AVX512);
     all_patterns(ul_expf16_avx512, 16);
 }
@@ -76,6 +78,7 @@ Test(expf16, special_values_and_partial_vectors) {
 }
 
 Test(expf8, equals_libm_expf_bitwise) {
+    UL_SKIP_UNDER_TSAN();
     UL_TEST_REQUIRE_ISA(UL_ISA_AVX2);
     all_patterns(ul_expf8_avx2, 8);
 }
