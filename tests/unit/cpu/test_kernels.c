@@ -4,6 +4,7 @@
 #include <criterion/criterion.h>
 #include <stdio.h>
 
+#include "../tsan_skip.h"
 #include "kern_testutil.h"
 
 static const int k_types[] = {UL_TYPE_F32,   UL_TYPE_F16,  UL_TYPE_BF16, UL_TYPE_Q8_0,
@@ -82,6 +83,7 @@ static double check_mm(int type, ul_isa_t isa, int n_rows, int64_t n_cols, int n
 }
 
 static void check_isa(ul_isa_t isa) {
+    UL_SKIP_UNDER_TSAN(); /* one thread: 20-57 s per ISA under TSan */
     if (isa > ul_cpu_isa()) {
         cr_log_warn("%s not supported here; tested up to %s", ul_cpu_isa_name(isa),
                     ul_cpu_isa_name(ul_cpu_isa()));
