@@ -11,6 +11,7 @@
 
 #include "api/api.h"
 #include "chat/chat.h"
+#include "base/memlimit.h"
 #include "base/size.h"
 #include "cmd/cmd.h"
 #include "cpu/kernels.h"
@@ -95,7 +96,8 @@ static void usage(FILE *f) {
                "                         context; more is refused); with --backend null it\n"
                "                         replaces --null-ctx\n"
                "  --kv-mem SIZE          KV cache pool, e.g. 512M, 4G, 1073741824 (default: a\n"
-               "                         quarter of MemAvailable, at least one --ctx-size\n"
+               "                         quarter of MemAvailable or of the cgroup's memory\n"
+               "                         limit if lower (containers), at least one --ctx-size\n"
                "                         sequence, at most --max-seqs of them); the start-up\n"
                "                         log says the size, pages and tokens chosen. With\n"
                "                         --backend null: pages = SIZE / (16 x 12 bytes), the\n"
@@ -499,16 +501,13 @@ static void on_signal(uv_signal_t *h, int signum) {
     shutdown_http(sv, grace);
 }
 
-/* MemAvailable now, or -1. A start-up read: the loop is not running yet. */
-static int64_t mem_available(void) {
-    FILE *f = fopen("/proc/meminfo", "r");
-    if (!f) return -1;
-    char text[4096];
-    size_t n = fread(text, 1, sizeof text - 1, f);
-    fclose(f);
-    text[n] = '\0';
-    int64_t v;
-    return ul_size_meminfo_available(text, &v) ? -1 : v;
+/* MemAvailable now, or the cgroup's limit when lower (a container), or -1; which one into
+ * src. A start-up read: the loop is not running yet. */
+static int64_t mem_available(char *src, int cap) {
+    ul_mem_info_t m;
+    ul_mem_info_read("/", &m);
+    ul_mem_info_source(&m, 1, src, cap);
+    return m.limit_available;
 }
 
 /* The KV budget in bytes for a pool of pages of page_bytes holding page_size tokens each:
@@ -531,14 +530,14 @@ static int64_t kv_budget(const serve_args_t *a, server_t *sv, int32_t n_ctx, int
         snprintf(sv->kv_note, sizeof sv->kv_note, "--kv-mem");
         return a->kv_mem;
     }
-    int64_t avail = mem_available(), most = one * a->max_seqs;
+    char src[128];
+    int64_t avail = mem_available(src, sizeof src), most = one * a->max_seqs;
     int64_t want = avail > 0 ? avail / 4 : 4 * one;
     if (want > most) want = most;
     if (want < one) want = one;
     if (avail > 0)
         snprintf(sv->kv_note, sizeof sv->kv_note,
-                 "default: a quarter of %s available, within 1..%d sequences",
-                 ul_size_format(avail, b1, sizeof b1), a->max_seqs);
+                 "default: a quarter of %s, within 1..%d sequences", src, a->max_seqs);
     else
         snprintf(sv->kv_note, sizeof sv->kv_note, "default: 4 sequences, MemAvailable unknown");
     return want;
