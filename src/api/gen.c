@@ -51,11 +51,16 @@ void ul_gen_json_head(ul_gen_t *g, ul_buf_t *b, const char *object) {
     ul_gen_add(b, ",\"choices\":[", 12);
 }
 
-void ul_gen_json_usage(ul_gen_t *g, ul_buf_t *b) {
-    int32_t gen = 0, cached = 0;
-    for (int i = 0; i < g->n_choices; i++) gen += g->choices[i].n_gen;
+int32_t ul_gen_cached_tokens(const ul_gen_t *g) {
+    int32_t cached = 0;
     /* prompt tokens the prefix cache served: once per prompt (its choices share pages) */
     for (int i = 0; i < g->n_choices; i += g->p.best_of) cached += g->choices[i].seq.n_cached;
+    return cached;
+}
+
+void ul_gen_json_usage(ul_gen_t *g, ul_buf_t *b) {
+    int32_t gen = 0, cached = ul_gen_cached_tokens(g);
+    for (int i = 0; i < g->n_choices; i++) gen += g->choices[i].n_gen;
     ul_gen_printf(b,
                   "\"usage\":{\"prompt_tokens\":%d,\"completion_tokens\":%d,"
                   "\"total_tokens\":%d,\"prompt_tokens_details\":{\"cached_tokens\":%d}}",

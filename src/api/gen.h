@@ -178,6 +178,8 @@ void ul_gen_json_head(ul_gen_t *g, ul_buf_t *b, const char *object);
 void ul_gen_respond(ul_gen_t *g, ul_buf_t *b);
 /* Appends "usage":{...} (no comma). */
 void ul_gen_json_usage(ul_gen_t *g, ul_buf_t *b);
+/* Prompt tokens the prefix cache served (usage's cached_tokens, X-Uvllm-Cached-Tokens). */
+int32_t ul_gen_cached_tokens(const ul_gen_t *g);
 /* Appends a JSON string (with quotes). */
 void ul_gen_json_str(ul_buf_t *b, const char *s, size_t n);
 /* Appends printf output. */

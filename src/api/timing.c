@@ -5,7 +5,10 @@
  * head leaves before the request is scheduled, so it carries only what is known then:
  * setup (request received -> stream start: parsing, chat template, tokenization). The
  * scheduler's predicted wait is left out: it prices a full prefill chunk, so for a short
- * prompt on an idle server it says a second where the wait is a millisecond. */
+ * prompt on an idle server it says a second where the wait is a millisecond.
+ * Beside it, X-Uvllm-Cached-Tokens: the prompt tokens the prefix cache served (usage's
+ * cached_tokens), so a proxy can log whether its routing sent a conversation to the replica
+ * holding its prefix (docker/nginx/README.md) without reading bodies. */
 #include <stdio.h>
 
 #include "api/gen.h"
@@ -30,6 +33,8 @@ void ul_api_timing_answer(ul_gen_t *g) {
     snprintf(v, sizeof v, "queue;dur=%.3f, prefill;dur=%.3f, decode;dur=%.3f", ms(add, sched),
              ms(sched, first), ms(first, last));
     ul_http_resp_header(g->req, "Server-Timing", v);
+    snprintf(v, sizeof v, "%d", (int)ul_gen_cached_tokens(g));
+    ul_http_resp_header(g->req, "X-Uvllm-Cached-Tokens", v);
 }
 
 void ul_api_timing_stream(ul_api_t *a, ul_http_req_t *req) {

@@ -138,11 +138,14 @@ def a_model_by_its_id_and_cached_prompt_tokens():
     assert m["id"] == "qwen2-tiny-f16.gguf" and m["object"] == "model", m
     assert srv().request("GET", "/v1/models/other").status == 404
     body = {"prompt": "lorem ipsum " * 40, "max_tokens": 2}
-    first = post("/v1/completions", body).json()["usage"]
-    second = post("/v1/completions", body).json()["usage"]
+    r1, r2 = post("/v1/completions", body), post("/v1/completions", body)
+    first, second = r1.json()["usage"], r2.json()["usage"]
     assert first["prompt_tokens_details"]["cached_tokens"] == 0, first
     cached = second["prompt_tokens_details"]["cached_tokens"]
     assert 0 < cached <= second["prompt_tokens"], second
+    # the same number in a header, for proxies (docker/nginx logs it)
+    assert r1.header("X-Uvllm-Cached-Tokens") == "0", r1.headers
+    assert r2.header("X-Uvllm-Cached-Tokens") == str(cached), r2.headers
 
 
 @test
