@@ -83,7 +83,8 @@ image:
 	$(DOCKER) build --network host -f docker/Dockerfile -t $(IMAGE) .
 
 # The image, nginx and the compose stack under private docker daemons, the Kubernetes manifests
-# (tests/deploy/run.sh; root, a few minutes).
+# (tests/deploy/run.sh; root, a few minutes), and prefix-affinity routing behind the host's nginx
+# (tests/deploy/affinity_test.py).
 test-deploy:
 	@bash scripts/deps.sh --deploy
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_ARGS) >/dev/null

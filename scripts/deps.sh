@@ -3,14 +3,16 @@
 # Idempotent: does nothing when everything is already present.
 #   --bench   also the benchmark tools
 #   --deploy  also what `make test-deploy` runs: Debian's docker daemon and compose, mmdebstrap
-#             (the base image is made locally), python3-kubernetes (manifest validation), kubectl
+#             (the base image is made locally), python3-kubernetes (manifest validation), kubectl,
+#             nginx with its njs module (the routing test runs docker/nginx/nginx.conf on the host)
 #   --image   only what compiles the server (no test tools): docker/Dockerfile's build stage
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libuv1-dev node-llhttp libcriterion-dev
       libcjson-dev libpcre2-dev libomp-dev clang clang-format libclang-rt-14-dev python3 nodejs npm)
 [ "${1:-}" = "--bench" ] && pkgs+=(nginx-light wrk hyperfine)
 if [ "${1:-}" = "--deploy" ]; then
-    pkgs+=(docker.io docker-compose mmdebstrap python3-kubernetes iproute2 util-linux)
+    pkgs+=(docker.io docker-compose mmdebstrap python3-kubernetes iproute2 util-linux
+           nginx-light libnginx-mod-http-js)
     # kubectl (with kustomize built in) may come with the machine image; Debian's is older.
     command -v kubectl >/dev/null || pkgs+=(kubernetes-client)
 fi

@@ -6,10 +6,13 @@ of docker/Dockerfile) and uvllm-nginx:test (docker/nginx/Dockerfile).
 Each check prints `ok` or `FAIL` with what it saw; the run ends with `N passed, N failed`.
 Checks run in order and share the compose stack (docker/compose.yaml with
 tests/deploy/compose.test.yaml: two null-backend replicas at 100 ms a token behind nginx).
+nginx routes by conversation (docker/nginx/README.md "Prefix affinity"): requests that should
+reach a given replica carry an X-Session-Id that the stack was seen to route there.
 """
 import http.client
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -53,12 +56,14 @@ def compose(*args, **kw):
     return run(*COMPOSE, *args, env=COMPOSE_ENV, **kw)
 
 
-def request(method, path, body=None, key=KEY, port=NGINX, timeout=30):
+def request(method, path, body=None, key=KEY, port=NGINX, timeout=30, session=None):
     """One HTTP request on a new connection: (status, lower-cased headers, body bytes)."""
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
     headers = {"Content-Type": "application/json"}
     if key:
         headers["Authorization"] = f"Bearer {key}"
+    if session:
+        headers["X-Session-Id"] = session
     try:
         c.request(method, path, body=json.dumps(body) if body is not None else None,
                   headers=headers)
@@ -68,12 +73,12 @@ def request(method, path, body=None, key=KEY, port=NGINX, timeout=30):
         c.close()
 
 
-def completion(max_tokens=1, port=NGINX, key=KEY):
-    return request("POST", "/v1/completions", {"prompt": "hello there", "max_tokens": max_tokens},
-                   key=key, port=port)
+def completion(max_tokens=1, port=NGINX, key=KEY, session=None, prompt="hello there"):
+    return request("POST", "/v1/completions", {"prompt": prompt, "max_tokens": max_tokens},
+                   key=key, port=port, session=session)
 
 
-def stream(max_tokens, port=NGINX, out=None):
+def stream(max_tokens, port=NGINX, out=None, session=None):
     """A streamed completion; returns (and fills `out` with) status, upstream, the arrival time
     of each event with text, and whether [DONE] came."""
     res = out if out is not None else {}
@@ -83,7 +88,9 @@ def stream(max_tokens, port=NGINX, out=None):
         c.request("POST", "/v1/completions",
                   body=json.dumps({"prompt": "hello there", "max_tokens": max_tokens,
                                    "stream": True}),
-                  headers={"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"})
+                  headers=dict({"Authorization": f"Bearer {KEY}",
+                                "Content-Type": "application/json"},
+                               **({"X-Session-Id": session} if session else {})))
         r = c.getresponse()
         res["status"] = r.status
         res["upstream"] = last_upstream(r.getheader("X-Upstream"))
@@ -181,13 +188,19 @@ def kustomize_renders_and_validates_strictly():
     expect(q.returncode != 0 and "unknown field" in q.stderr, "a misspelt field passed")
     rendered.extend(d for d in yaml.safe_load_all(out) if d)
     kinds = sorted(d["kind"] for d in rendered)
-    expect(kinds == ["Deployment", "HorizontalPodAutoscaler", "PodDisruptionBudget", "Service"],
-           f"kinds {kinds}")
+    expect(kinds == ["Deployment", "Deployment", "HorizontalPodAutoscaler", "PodDisruptionBudget",
+                     "Service", "Service"], f"kinds {kinds}")
+    nginx = next(d for d in rendered if d["metadata"]["name"] == "uvllm-nginx")
+    c = nginx["spec"]["template"]["spec"]["containers"][0]
+    expect(c["image"].startswith("uvllm-nginx") and c["command"] == ["/usr/local/bin/uvllm-nginx-follow"],
+           f"the routing nginx: {c['image']} {c.get('command')}")
+    svc = next(d for d in rendered if d["kind"] == "Service" and d["metadata"]["name"] == "uvllm")
+    expect(svc["spec"].get("clusterIP") == "None", "the replicas' Service is not headless")
     return ", ".join(kinds)
 
 
 def deployment():
-    return next(d for d in rendered if d["kind"] == "Deployment")
+    return next(d for d in rendered if d["kind"] == "Deployment" and d["metadata"]["name"] == "uvllm")
 
 
 def flag(args, name, default):
@@ -267,6 +280,70 @@ def image_serves_a_mounted_model():
         docker("rm", "-f", "deploy-mounted", check=False)
 
 
+COMMON = ("the river stone light house green water small world people night morning table story "
+          "music winter garden paper window mountain city money family friend school").split()
+
+
+def metric(text, name):
+    m = re.search(rf"^{name} (\S+)$", text, re.M)
+    return float(m.group(1)) if m else None
+
+
+@check
+def memory_limited_container_sizes_its_pool_and_survives_overload():
+    """--memory 1g and no --kv-mem: the pool comes from the cgroup limit (not the host's
+    MemAvailable), and a load whose KV is 1.5 times that pool is queued or preempted, not
+    OOM-killed. mini-q4_0 with an f32 KV: 2 KiB a token, so the pool (a quarter of 1 GiB)
+    holds 131072 tokens and the load (116 requests of 1705 tokens at once) needs 198,000."""
+    name = "deploy-mem"
+    docker("rm", "-f", name, check=False)
+    docker("run", "-d", "--name", name, "--memory", "1g", "--memory-swap", "1g",
+           "-p", "127.0.0.1:18085:8080", "-v", f"{SHARED}/models:/models/ext:ro", "uvllm:test",
+           "serve", "--model", "/models/ext/mini-q4_0.gguf", "--host", "0.0.0.0",
+           "--kv-type", "f32", "--threads", "2", "--max-tokens-default", "4")
+    try:
+        wait_for("ready", lambda: request("GET", "/health/ready", key=None,
+                                          port=18085)[0] == 200, 90)
+        log = docker("logs", name).stderr + docker("logs", name).stdout
+        line = next((l for l in log.splitlines() if "kv cache:" in l), "")
+        m = re.search(r"kv cache: ([\d.]+) (MiB|GiB) in \d+ pages of \d+ tokens = (\d+) tokens", line)
+        expect(m and "cgroup v" in line and "(1.0 GiB)" in line, f"start-up line {line!r}")
+        pool = float(m.group(1)) * (1024 if m.group(2) == "GiB" else 1)
+        expect(pool < 1024, f"pool {pool} MiB")
+        pool_tokens = int(m.group(3))
+        n_req = pool_tokens * 3 // 2 // 1700 + 1
+        codes = []
+
+        def one(i):  # 1705 tokens, no prefix shared past the first few (no page reused)
+            words = f"Request {i}: " + " ".join(
+                COMMON[(i * 31 + k * 7 + k // 25) % len(COMMON)] for k in range(1700))
+            try:
+                codes.append(completion(max_tokens=4, port=18085, key=None, prompt=words)[0])
+            except Exception as e:  # noqa: BLE001 - a reset is what the check is about
+                codes.append(repr(e))
+
+        t = time.monotonic()
+        ths = [threading.Thread(target=one, args=(i,)) for i in range(n_req)]
+        for th in ths:
+            th.start()
+        for th in ths:
+            th.join(timeout=600)
+        took = time.monotonic() - t
+        state = json.loads(docker("inspect", name).stdout)[0]["State"]
+        expect(state["Running"] and not state["OOMKilled"], f"container state {state}")
+        bad = [c for c in codes if c not in (200, 429)]
+        expect(len(codes) == n_req and not bad, f"{n_req} requests: not 200/429: {bad[:5]}")
+        text = request("GET", "/metrics", key=None, port=18085)[2].decode()
+        prompt = metric(text, "uvllm_prompt_tokens_total")
+        pre = metric(text, "uvllm_preemptions_total")
+        return (f"{line.split('kv cache: ')[1][:150]}; {n_req} requests of 1705 tokens "
+                f"({prompt:.0f} prompt tokens vs a pool of {pool_tokens}) in {took:.0f} s: "
+                f"{codes.count(200)} x 200, {codes.count(429)} x 429, {pre:.0f} preemptions, "
+                f"not OOM-killed")
+    finally:
+        docker("rm", "-f", name, check=False)
+
+
 # ---------------------------------------------------------------------------------------------
 # The compose stack: nginx in front of two replicas.
 
@@ -327,39 +404,53 @@ def stream_arrives_token_by_token():
     return f"10 tokens, first-to-last {span:.3f} s, {gaps} of 9 gaps >= 50 ms"
 
 
+def sessions_by_replica(reps, n=24):
+    """{replica: [session ids nginx sent there]} from n short requests."""
+    out = {r: [] for r in reps}
+    for i in range(n):
+        st, h, _ = completion(session=f"probe-{i}")
+        expect(st == 200, f"probe {i}: {st}")
+        out.setdefault(last_upstream(h.get("x-upstream")), []).append(f"probe-{i}")
+    return out
+
+
 @check
-def least_conn_sends_short_requests_to_the_idle_replica():
+def affinity_keeps_a_conversation_on_one_replica():
     reps = replicas()
     expect(len(reps) == 2, f"replicas {reps}")
-    res = {}
-    th = threading.Thread(target=stream, args=(40,), kwargs={"out": res})
-    th.start()
-    wait_for("stream started", lambda: res.get("times"), 10, 0.05)
-    busy = res["upstream"]
-    seen = []
-    for _ in range(8):
-        st, h, _ = completion(max_tokens=1)
-        expect(st == 200, f"short request {st}")
-        seen.append(last_upstream(h.get("x-upstream")))
-    still = th.is_alive()
-    th.join()
-    expect(still, "the stream ended before the short requests did")
-    expect(busy in reps and res["done"], f"stream on {busy}, done {res['done']}")
-    expect(all(u != busy and u in reps for u in seen), f"stream on {busy}; short ones on {seen}")
-    return f"stream on {busy}; 8 short requests on {sorted(set(seen))}"
+    by = sessions_by_replica(reps)
+    expect(set(by) == set(reps) and all(by.values()), f"24 sessions spread as {by}")
+    for r, ids in by.items():  # a session stays where it went
+        for sid in ids[:3]:
+            seen = {last_upstream(completion(session=sid)[1].get("x-upstream")) for _ in range(3)}
+            expect(seen == {r}, f"session {sid} went to {r}, then to {seen}")
+    # no header: the prompt's start is the key, so later turns follow the first
+    moved = []
+    for c in range(6):
+        first = f"conversation {c}: " + "tell me a story " * 4
+        r1 = last_upstream(completion(prompt=first)[1].get("x-upstream"))
+        r2 = last_upstream(completion(prompt=first + " and then? " * 3)[1].get("x-upstream"))
+        if r1 != r2:
+            moved.append(c)
+    expect(not moved, f"keyless conversations {moved} changed replica between turns")
+    return f"sessions per replica {[len(v) for v in by.values()]}, each sticky; 6 keyless followed"
 
 
 @check
 def drained_replica_finishes_its_streams_and_new_requests_go_elsewhere():
     reps = replicas()
     expect(len(reps) == 2, f"replicas {reps}")
+    by = sessions_by_replica(reps)
+    expect(all(by.get(r) for r in reps), f"sessions by replica {by}")
+    sids = [by[r][0] for r in sorted(reps)]
     streams = [{} for _ in range(2)]
-    threads = [threading.Thread(target=stream, args=(40,), kwargs={"out": s}) for s in streams]
+    threads = [threading.Thread(target=stream, args=(40,), kwargs={"out": s, "session": sid})
+               for s, sid in zip(streams, sids)]
     for th in threads:
         th.start()
         wait_for("stream started", lambda s=streams[threads.index(th)]: s.get("times"), 10, 0.05)
     ups = [s["upstream"] for s in streams]
-    expect(set(ups) == set(reps), f"the two streams went to {ups} (least_conn: one each)")
+    expect(set(ups) == set(reps), f"the two streams went to {ups} (by session: one each)")
     victim = ups[0]
     other = next(u for u in reps if u != victim)
     stop = {}
@@ -373,8 +464,8 @@ def drained_replica_finishes_its_streams_and_new_requests_go_elsewhere():
     st_th.start()
     time.sleep(0.3)
     seen, codes = [], []
-    while st_th.is_alive() and len(codes) < 40:
-        st, h, _ = completion(max_tokens=1)
+    while st_th.is_alive() and len(codes) < 40:  # half of them keyed to the victim
+        st, h, _ = completion(max_tokens=1, session=f"drain-{len(codes)}")
         codes.append(st)
         seen.append(last_upstream(h.get("x-upstream")))
     st_th.join()
@@ -405,7 +496,8 @@ def drained_replica_rejoins_after_restart_and_nginx_reload():
     seen = set()
 
     def both():
-        seen.add(last_upstream(completion()[1].get("x-upstream")))
+        sid = f"rejoin-{len(seen)}-{time.monotonic()}"
+        seen.add(last_upstream(completion(session=sid)[1].get("x-upstream")))
         return seen >= set(reps)
 
     wait_for("both replicas answer", both, 30, 0.1)
@@ -419,15 +511,47 @@ def killed_replica_every_later_request_answers_200():
     victim, other = sorted(reps)
     docker("kill", reps[victim])
     codes, seen, slow = [], [], 0.0
-    for _ in range(20):
+    for i in range(20):
         t = time.monotonic()
-        st, h, _ = completion(max_tokens=1)
+        st, h, _ = completion(max_tokens=1, session=f"after-kill-{i}")
         slow = max(slow, time.monotonic() - t)
         codes.append(st)
         seen.append(last_upstream(h.get("x-upstream")))
     expect(all(c == 200 for c in codes), f"codes after the kill {codes}")
     expect(all(u == other for u in seen), f"answered by {seen}")
     return f"20 of 20 answered 200 by the survivor; slowest {slow:.2f} s"
+
+
+@check
+def follow_script_reloads_nginx_when_replicas_change():
+    """deploy/k8s runs the nginx image with uvllm-nginx-follow: new addresses behind the name
+    `uvllm` (here: compose scaling the replicas to 3) reach nginx without a manual reload."""
+    net = f"{COMPOSE[2]}_default"
+    docker("rm", "-f", "deploy-follow", check=False)
+    docker("run", "-d", "--name", "deploy-follow", "--network", net, "-p", "127.0.0.1:18086:8080",
+           "-e", "UVLLM_RESOLVE_INTERVAL=1",
+           "-v", f"{ROOT}/tests/deploy/nginx-test.conf:/etc/nginx/uvllm.d/test.conf:ro",
+           "uvllm-nginx:test", "uvllm-nginx-follow")
+    try:
+        wait_for("follow nginx answers", lambda: request("GET", "/health/live", key=None,
+                                                         port=18086)[0] == 200, 30)
+        before = set(replicas())
+        compose("up", "-d", "--no-build", "--no-recreate", "--scale", "uvllm=3", timeout=180)
+        wait_for("more replicas, healthy", lambda: len(replicas()) > len(before) and all(
+            health_status(c) == "healthy" for c in replicas().values()), 90)
+        reps, seen = set(replicas()), set()
+
+        def all_three():
+            sid = f"follow-{len(seen)}-{time.monotonic()}"
+            seen.add(last_upstream(completion(port=18086, session=sid)[1].get("x-upstream")))
+            return seen >= reps
+
+        wait_for("nginx (follow) reaches every replica", all_three, 40, 0.05)
+        logs = docker("logs", "deploy-follow")
+        expect("reloading" in logs.stderr + logs.stdout, "no reload logged")
+        return f"replicas {len(before)} -> {len(reps)}; all answered through the follow nginx"
+    finally:
+        docker("rm", "-f", "deploy-follow", check=False)
 
 
 @check
@@ -491,6 +615,10 @@ def deployment_image_and_probes_answer_under_docker():
         for probe, path in paths.items():
             wait_for(f"{probe} {path}", lambda path=path: request(
                 "GET", path, key=None, port=18084)[0] == 200, 60)
+        # no --kv-mem in the manifest: the pool is sized from the container's memory limit
+        logs = docker("logs", "deploy-k8s")
+        kv = next((l for l in (logs.stdout + logs.stderr).splitlines() if "kv cache:" in l), "")
+        expect("--kv-mem" not in c["args"] and "cgroup v" in kv, f"kv cache line {kv!r}")
         pre = c["lifecycle"]["preStop"]["exec"]["command"]
         docker("exec", "deploy-k8s", *pre, timeout=60)
         grace = pod["terminationGracePeriodSeconds"]
