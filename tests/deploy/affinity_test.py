@@ -103,8 +103,9 @@ class Fleet:
         text = open(os.path.join(ROOT, "docker", "nginx", "nginx.conf")).read()
         d = self.dir
         subs = [
-            (r"server uvllm:8080 (.*);",
-             lambda m: "\n        ".join(f"server 127.0.0.1:{p} {m.group(1)};" for p in self.ports)),
+            (r"include /etc/nginx/upstream.d/\*.conf;",  # what follow.sh writes
+             "\n        ".join(f"server 127.0.0.1:{p} max_fails=1 fail_timeout=5s;"
+                              for p in self.ports)),
             (r"listen 8080;", f"listen 127.0.0.1:{self.nginx_port};"),
             (r"pid /run/nginx.pid;", f"pid {d}/nginx.pid;"),
             (r"error_log /dev/stderr warn;", f"error_log {d}/error.log warn;"),
