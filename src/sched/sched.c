@@ -274,7 +274,7 @@ static void add_to_step(ul_sched_t *s, ul_seq_t *q, int32_t n, int32_t k) {
     ss->pos0 = pos0;
     ss->pages = q->pages;
     ss->n_pages = q->n_pages;
-    ss->sample = pos0 + n == ul_seq_n_total(q);
+    ss->sample = pos0 + n - k == ul_seq_n_total(q); /* proposals follow its last token */
     ss->sampling = q->sampling;
     ss->rng[0] = q->rng[0];
     ss->rng[1] = q->rng[1];

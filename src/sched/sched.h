@@ -207,6 +207,9 @@ typedef struct ul_sched_config_s {
      * it gives less probability (0: never). */
     int32_t spec_ngram, spec_draft_max, spec_draft_min;
     float spec_p_min;
+    /* 1: every decoder proposes spec_draft_max tokens whenever a proposer has them, whatever
+     * the step-time model says (tests and the verification's benchmark: a fixed K) */
+    int spec_eager;
 } ul_sched_config_t;
 
 #define UL_SPEC_HIST_N 11 /* acceptance-rate buckets: <= 0, 0.1, ..., 1 */

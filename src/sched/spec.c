@@ -151,6 +151,7 @@ static int32_t best_k(const ul_sched_t *s, const ul_seq_t *q, float a, int32_t k
  * probes with one now and then, when the step has room for one at the prior's rate. */
 static int32_t choose(const ul_sched_t *s, const ul_seq_t *q, int from, int32_t kmax) {
     if (kmax < 1) return 0;
+    if (s->cfg.spec_eager) return kmax;
     int32_t k = best_k(s, q, rate(q, from), kmax);
     if (k == 0 && q->spec_idle >= PROBE_STEPS && best_k(s, q, PRIOR_A, 1) == 1) k = 1;
     return k;
