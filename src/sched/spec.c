@@ -22,7 +22,10 @@
  * does and yields less than one: proposals stop by themselves; a sequence whose proposals
  * are wrong stops too, and probes with one proposal every PROBE_STEPS decode steps so it
  * can come back when its text turns repetitive. Until the model has seen UL_STEP_MIN_OBS
- * steps nobody proposes.
+ * steps nobody proposes. Sampled sequences (temperature > 0) are the exception: their
+ * draws depend on where proposals were made, so they decide from their acceptance rate and
+ * a nominal cost alone (no clock), and a seed gives the same text on any host as long as
+ * the step has room for their proposals (cfg.max_batch_tokens, free KV pages).
  *
  * After verification the sequence keeps the KV of its last token and of the accepted
  * proposals; the rejected positions are simply past n_computed (the next step writes them
@@ -41,6 +44,7 @@
 #define PROBE_STEPS 16  /* a backed-off sequence's decode steps between probes */
 #define NGRAM_WINDOW 8192 /* tokens searched back for an n-gram */
 #define MAX_SPEC_SEQS 64  /* speculative entries per step */
+#define NOMINAL_COST 0.2  /* a verified token's cost in decode steps, for sampled sequences */
 
 enum { FROM_NGRAM = 0, FROM_DRAFT = 1 };
 
@@ -147,13 +151,33 @@ static int32_t best_k(const ul_sched_t *s, const ul_seq_t *q, float a, int32_t k
     return best;
 }
 
+/* A sampled sequence's draws depend on where its proposals were made, so for its seed to
+ * reproduce the text, how many it makes is decided without the clock: from its own
+ * acceptance rate alone, the k that maximises expected tokens per step when a verified
+ * token costs NOMINAL_COST of a decode step (memory-bound decode). */
+static int32_t best_k_nominal(float a, int32_t kmax) {
+    int32_t best = 0;
+    double best_rate = 1, gain = 0, ak = 1;
+    for (int32_t k = 1; k <= kmax; k++) {
+        ak *= a;
+        gain += ak;
+        if ((1 + gain) / (1 + NOMINAL_COST * k) > best_rate) {
+            best = k;
+            best_rate = (1 + gain) / (1 + NOMINAL_COST * k);
+        }
+    }
+    return best;
+}
+
 /* How many proposals q should make from proposer from (at most kmax); a backed-off sequence
  * probes with one now and then, when the step has room for one at the prior's rate. */
 static int32_t choose(const ul_sched_t *s, const ul_seq_t *q, int from, int32_t kmax) {
     if (kmax < 1) return 0;
     if (s->cfg.spec_eager) return kmax;
-    int32_t k = best_k(s, q, rate(q, from), kmax);
-    if (k == 0 && q->spec_idle >= PROBE_STEPS && best_k(s, q, PRIOR_A, 1) == 1) k = 1;
+    const int nominal = q->sampling.temperature > 0.0f;
+    int32_t k = nominal ? best_k_nominal(rate(q, from), kmax) : best_k(s, q, rate(q, from), kmax);
+    if (k == 0 && q->spec_idle >= PROBE_STEPS && (nominal || best_k(s, q, PRIOR_A, 1) == 1))
+        k = 1;
     return k;
 }
 

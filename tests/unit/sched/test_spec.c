@@ -308,6 +308,7 @@ static void cpu_case(const char *name) {
     st = run(cpu_self_draft(), &dr, c, 24);
     same_tokens(c, ref, 0, 1e-3f);
     cr_assert_gt(st.spec_proposed, 0, "%s: nothing drafted", name);
+    cr_assert_gt(st.spec_accepted, 0, "%s: the model refused its own proposals", name);
     cr_log_info("%s: self-draft accepted %llu of %llu", name, (unsigned long long)st.spec_accepted,
                 (unsigned long long)st.spec_proposed);
     free_model();
