@@ -265,7 +265,7 @@ Test(spec, null_draft_never_right_backs_off) {
 /* A stop asked at the 5th token, and a cancel, in the middle of multi-token steps. */
 Test(spec, null_stop_and_cancel_mid_step) {
     sseq_t ref[NSEQ], c[NSEQ];
-    run_opts_t o = {.stop_at = 5, .cancel_after = 6};
+    run_opts_t o = {.stop_at = 5, .cancel_after = 6, .eager = 1};
     run(null_cfg(0, 1000, 1), &o, ref, 40);
     ul_sched_stats_t st = run(null_with_draft(0, 1), &o, c, 40);
     cr_assert_eq(c[0].reason, UL_FINISH_CANCELLED);
