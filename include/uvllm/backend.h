@@ -101,7 +101,7 @@ typedef struct ul_token_filter_s ul_token_filter_t;
 struct ul_token_filter_s {
     int (*allows)(const ul_token_filter_t *f, int32_t id);
     void (*accept)(ul_token_filter_t *f, int32_t id);
-    void (*fill_mask)(ul_token_filter_t *f, uint32_t *bits);             /* optional */
+    void (*fill_mask)(ul_token_filter_t *f, uint32_t *bits);                /* optional */
     int32_t (*prefix)(ul_token_filter_t *f, const int32_t *ids, int32_t n); /* optional */
 };
 

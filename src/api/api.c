@@ -195,8 +195,8 @@ static void load_metrics(text_t *t, const ul_api_t *a) {
 
 /* Speculative decoding (--spec-ngram, --model-draft): proposals, acceptance per verification. */
 static void spec_metrics(text_t *t, const ul_sched_stats_t *ss) {
-    metric(t, "uvllm_spec_verifications_total", "counter",
-           "sequence-steps that verified proposals", (double)ss->spec_verifications);
+    metric(t, "uvllm_spec_verifications_total", "counter", "sequence-steps that verified proposals",
+           (double)ss->spec_verifications);
     metric(t, "uvllm_spec_proposed_tokens_total", "counter", "tokens proposed",
            (double)ss->spec_proposed);
     metric(t, "uvllm_spec_accepted_tokens_total", "counter", "proposed tokens accepted",
@@ -204,8 +204,7 @@ static void spec_metrics(text_t *t, const ul_sched_stats_t *ss) {
     metric(t, "uvllm_spec_draft_seconds_total", "counter", "time the draft model computed",
            ss->spec_draft_us / 1e6);
     const char *n = "uvllm_spec_acceptance_rate";
-    put(t, "# HELP %s accepted share of one verification's proposals\n# TYPE %s histogram\n", n,
-        n);
+    put(t, "# HELP %s accepted share of one verification's proposals\n# TYPE %s histogram\n", n, n);
     uint64_t cum = 0;
     for (int i = 0; i < UL_SPEC_HIST_N; i++) {
         cum += ss->spec_accept_hist[i];

@@ -30,25 +30,27 @@ typedef struct {
     ul_sampling_t sp;
     int have_seed, verbose;
     const char *model_draft; /* speculative decoding, as serve's flags */
-    int spec_ngram, draft_max, draft_min;
+    int spec_ngram, draft_max, draft_min, spec_eager;
     char *prompt_rw; /* --prompt as the one-element list generate() takes */
 } gen_args_t;
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: uvllm generate --model M (--prompt P | --prompts-file F) [--parallel N]\n"
-               "                      [--max-tokens N] [--temperature T] [--seed S] [--threads N]\n"
-               "                      [--kv-type f16|f32] [--json] [--top-k K] [--top-p P]\n"
-               "                      [--min-p P] [--repeat-penalty R] [--verbose]\n"
-               "                      [--model-draft M] [--spec-ngram N] [--draft-max K]\n"
-               "                      [--draft-min K]\n"
-               "Greedy when the temperature is 0 (the default). --max-tokens defaults to 128.\n"
-               "--parallel N decodes N sequences together through the scheduler, as the server\n"
-               "does: N copies of the prompt, or the file's non-empty lines (one prompt each,\n"
-               "cycled to N; N defaults to their number). Sequence i samples with seed S + i.\n"
-               "Speeds are aggregated over all sequences: prefill until every sequence has its\n"
-               "first token, decode after that.\n"
-               "Speculative decoding as in 'uvllm serve': --model-draft M proposes tokens with\n"
-               "a small model of the same vocabulary, --spec-ngram N from the text itself.\n");
+    fprintf(f,
+            "usage: uvllm generate --model M (--prompt P | --prompts-file F) [--parallel N]\n"
+            "                      [--max-tokens N] [--temperature T] [--seed S] [--threads N]\n"
+            "                      [--kv-type f16|f32] [--json] [--top-k K] [--top-p P]\n"
+            "                      [--min-p P] [--repeat-penalty R] [--verbose]\n"
+            "                      [--model-draft M] [--spec-ngram N] [--draft-max K]\n"
+            "                      [--draft-min K] [--spec-eager]\n"
+            "Greedy when the temperature is 0 (the default). --max-tokens defaults to 128.\n"
+            "--parallel N decodes N sequences together through the scheduler, as the server\n"
+            "does: N copies of the prompt, or the file's non-empty lines (one prompt each,\n"
+            "cycled to N; N defaults to their number). Sequence i samples with seed S + i.\n"
+            "Speeds are aggregated over all sequences: prefill until every sequence has its\n"
+            "first token, decode after that.\n"
+            "Speculative decoding as in 'uvllm serve': --model-draft M proposes tokens with\n"
+            "a small model of the same vocabulary, --spec-ngram N from the text itself.\n"
+            "--spec-eager: --draft-max proposals every step, whatever they cost (benchmarks).\n");
 }
 
 static int parse_int(const char *s, long lo, long hi, int *out) {
@@ -70,11 +72,11 @@ static int parse_float(const char *s, float lo, float hi, float *out) {
 }
 
 static int known(const char *o) {
-    static const char *const opts[] = {"--model",          "--prompt", "--max-tokens", "--threads",
-                                       "--temperature",    "--top-k",  "--top-p",      "--min-p",
-                                       "--repeat-penalty", "--seed",   "--kv-type",    "--parallel",
-                                       "--prompts-file",   "--model-draft", "--spec-ngram",
-                                       "--draft-max",      "--draft-min"};
+    static const char *const opts[] = {
+        "--model",     "--prompt",   "--max-tokens",   "--threads",        "--temperature",
+        "--top-k",     "--top-p",    "--min-p",        "--repeat-penalty", "--seed",
+        "--kv-type",   "--parallel", "--prompts-file", "--model-draft",    "--spec-ngram",
+        "--draft-max", "--draft-min"};
     for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++)
         if (!strcmp(o, opts[i])) return 1;
     return 0;
@@ -98,6 +100,9 @@ static int parse_args(int argc, char **argv, gen_args_t *a) {
             takes = 0;
         } else if (!strcmp(o, "--verbose")) {
             a->verbose = 1;
+            takes = 0;
+        } else if (!strcmp(o, "--spec-eager")) {
+            a->spec_eager = 1;
             takes = 0;
         } else if (!known(o)) {
             fprintf(stderr, "uvllm generate: unknown option '%s'\n", o);
@@ -431,7 +436,8 @@ static int generate(const gen_args_t *a, ul_model_t *m, char **prompts, int n_pr
                                 .max_seqs = n,
                                 .spec_ngram = a->spec_ngram,
                                 .spec_draft_max = a->draft_max,
-                                .spec_draft_min = a->draft_min};
+                                .spec_draft_min = a->draft_min,
+                                .spec_eager = a->spec_eager};
         rc = ul_sched_init(&s, be, &sc);
         have_s = !rc;
         for (int i = 0; !rc && i < n; i++)

@@ -86,8 +86,8 @@ static int create(const ul_model_t *m, const ul_cpu_config_t *cfg, ul_backend_t 
     cpu_backend_t *b = calloc(1, sizeof *b);
     if (!b) return UL_ENOMEM;
     pthread_mutex_init(&b->fwd_mu, NULL);
-    int rc = ul_fwd_create_on(m, cfg, beside ? ((cpu_backend_t *)beside)->fwd->pool : NULL,
-                              &b->fwd);
+    int rc =
+        ul_fwd_create_on(m, cfg, beside ? ((cpu_backend_t *)beside)->fwd->pool : NULL, &b->fwd);
     if (rc) {
         cpu_destroy(&b->base);
         return rc;

@@ -557,7 +557,8 @@ static void output(ul_fwd_t *f, int ith, int nth) {
         cn = n - c0 < chunk ? n - c0 : chunk;
         /* an entry's rows stay in one chunk: cut before the first of them (they are fewer
          * than a chunk holds, prepare checked) */
-        while (c0 + cn < n && f->out_seq[c0 + cn] >= 0 && f->out_seq[c0 + cn - 1] == f->out_seq[c0 + cn])
+        while (c0 + cn < n && f->out_seq[c0 + cn] >= 0 &&
+               f->out_seq[c0 + cn - 1] == f->out_seq[c0 + cn])
             cn--;
         float *dst = f->logits_all ? f->logits_all + (size_t)c0 * V : f->logits;
         mm(f, &f->mats[(size_t)hp->n_layer * MATS_PER_LAYER], f->xb + (size_t)c0 * E, cn, dst, NULL,

@@ -128,8 +128,9 @@ void ul_fwd_free(ul_fwd_t *f);
  * token id, page table, position or size; nothing is computed then), writes K/V of every
  * token into its page, samples for every sequence with sample=1 (outputs in its
  * ul_step_seq_t), verifying the proposals of entries that carry some (backend.h,
- * "Speculative decoding": logits of their last n_draft + 1 rows, engine/spec.h). If logits_all is not NULL it receives the logits of EVERY token,
- * [step->n_tokens][n_vocab] (teacher-forced evaluation, tests). */
+ * "Speculative decoding": logits of their last n_draft + 1 rows, engine/spec.h). If logits_all is
+ * not NULL it receives the logits of EVERY token, [step->n_tokens][n_vocab] (teacher-forced
+ * evaluation, tests). */
 int ul_fwd_step(ul_fwd_t *f, ul_step_t *step, float *logits_all);
 
 /* Attention of one (token, KV head) pair: the n_gqa query heads that share the KV head,

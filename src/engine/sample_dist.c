@@ -57,8 +57,7 @@ static int32_t truncate(const ul_sc_params_t *p, const float *l, int32_t n, cand
 }
 
 /* out = the chain's distribution over (adjusted, maybe masked) logits l, temperature > 0. */
-static void chain_probs(const ul_sampling_t *sp, const float *l, int32_t n, cand_t *c,
-                        float *out) {
+static void chain_probs(const ul_sampling_t *sp, const float *l, int32_t n, cand_t *c, float *out) {
     const ul_sc_params_t p = {sp->temperature, sp->top_p, sp->min_p, sp->top_k};
     const float mx = ul_sc_vmax(l, n);
     double sum;

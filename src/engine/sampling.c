@@ -161,7 +161,7 @@ static void apply_bias(const ul_sampling_t *sp, float *l, int32_t n_vocab) {
 }
 
 const float *ul_sample_adjusted(const ul_step_seq_t *seq, const float *logits, int32_t n_vocab,
-                               void *scratch) {
+                                void *scratch) {
     int32_t *counts = scratch;
     float *pl = (float *)((cand_t *)(counts + n_vocab) + n_vocab);
     const int bias = seq->sampling.n_logit_bias > 0 && seq->sampling.logit_bias;

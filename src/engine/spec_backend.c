@@ -262,8 +262,7 @@ static const ul_backend_vtbl_t spec_vtbl = {
 
 int ul_spec_backend_create(ul_backend_t *target, ul_backend_t *draft, ul_backend_t **out) {
     *out = NULL;
-    if (!target || !draft || !target->spec || target->n_vocab != draft->n_vocab)
-        return UL_EINVAL;
+    if (!target || !draft || !target->spec || target->n_vocab != draft->n_vocab) return UL_EINVAL;
     spec_backend_t *b = calloc(1, sizeof *b);
     if (!b) return UL_ENOMEM;
     b->dmax = ul_backend_max_step_tokens(draft, 0);

@@ -253,17 +253,17 @@ struct ul_sched_s {
      * oldest in flight, slot[(head + n_flight) % depth] the next one built. */
     struct ul_sched_slot_s {
         ul_step_t step;
-        ul_seq_t **owner;    /* [max_batch_tokens]: the sequence of each step.seqs entry */
-        ul_step_feat_t feat; /* its shape, for the step-time model */
-        double pred_us;      /* the model's prediction when it was built */
-        int budget_cut;      /* the latency target cut its prefill */
-        int done;            /* completed (or refused), not absorbed yet */
+        ul_seq_t **owner;     /* [max_batch_tokens]: the sequence of each step.seqs entry */
+        ul_step_feat_t feat;  /* its shape, for the step-time model */
+        double pred_us;       /* the model's prediction when it was built */
+        int budget_cut;       /* the latency target cut its prefill */
+        int done;             /* completed (or refused), not absorbed yet */
         ul_step_spec_t *spec; /* [spec_cap]: its entries' proposals (NULL: no speculation) */
         int32_t n_spec;
-        int proposing;        /* a draft model proposes for some of its entries */
+        int proposing; /* a draft model proposes for some of its entries */
     } slot[2];
-    int32_t spec_cap; /* speculative entries a step may have (0: speculation off) */
-    ul_kv_pool_t dpool; /* the draft model's KV pages (n_pages 0: no draft model) */
+    int32_t spec_cap;      /* speculative entries a step may have (0: speculation off) */
+    ul_kv_pool_t dpool;    /* the draft model's KV pages (n_pages 0: no draft model) */
     int32_t depth;         /* 1, or 2 when pipelining */
     int32_t head;          /* slot of the oldest step in flight */
     int32_t n_flight;      /* steps built and not absorbed yet */
@@ -275,8 +275,8 @@ struct ul_sched_s {
     struct ul_sched_done_s {
         ul_seq_t *seq;
         int32_t token;
-        int32_t n; /* at a sequence's first entry: its entries here (several tokens of one
-                    * step: speculative decoding), consecutive */
+        int32_t n;          /* at a sequence's first entry: its entries here (several tokens of one
+                             * step: speculative decoding), consecutive */
     } * done;               /* [2 * max_batch_tokens] */
     ul_token_lp_t *done_lp; /* [2 * max_batch_tokens]: the logprobs of done[i].token */
     int32_t n_done;

@@ -38,10 +38,10 @@
 #include "uvllm/err.h"
 #include "uvllm/log.h"
 
-#define PRIOR_A 0.75f   /* acceptance rate assumed before any verification */
-#define PRIOR_W 2.0f    /* ... weighing as much as this many proposals reached */
-#define DECAY 0.9f      /* per verification: the rate follows the last ~10 */
-#define PROBE_STEPS 16  /* a backed-off sequence's decode steps between probes */
+#define PRIOR_A 0.75f     /* acceptance rate assumed before any verification */
+#define PRIOR_W 2.0f      /* ... weighing as much as this many proposals reached */
+#define DECAY 0.9f        /* per verification: the rate follows the last ~10 */
+#define PROBE_STEPS 16    /* a backed-off sequence's decode steps between probes */
 #define NGRAM_WINDOW 8192 /* tokens searched back for an n-gram */
 #define MAX_SPEC_SEQS 64  /* speculative entries per step */
 #define NOMINAL_COST 0.2  /* a verified token's cost in decode steps, for sampled sequences */
@@ -110,7 +110,8 @@ static struct ul_sched_slot_s *building(ul_sched_t *s) {
 void ul_spec_begin(ul_sched_t *s, int32_t n) {
     if (!s->spec_cap) return;
     memset(&s->spec_feat, 0, sizeof s->spec_feat);
-    for (int32_t i = 0; i < n; i++) ul_step_feat_add(&s->spec_feat, 1, ul_seq_next_pos(s->scratch[i]));
+    for (int32_t i = 0; i < n; i++)
+        ul_step_feat_add(&s->spec_feat, 1, ul_seq_next_pos(s->scratch[i]));
     s->spec_tokens = n;
 }
 
@@ -176,8 +177,7 @@ static int32_t choose(const ul_sched_t *s, const ul_seq_t *q, int from, int32_t 
     if (s->cfg.spec_eager) return kmax;
     const int nominal = q->sampling.temperature > 0.0f;
     int32_t k = nominal ? best_k_nominal(rate(q, from), kmax) : best_k(s, q, rate(q, from), kmax);
-    if (k == 0 && q->spec_idle >= PROBE_STEPS && (nominal || best_k(s, q, PRIOR_A, 1) == 1))
-        k = 1;
+    if (k == 0 && q->spec_idle >= PROBE_STEPS && (nominal || best_k(s, q, PRIOR_A, 1) == 1)) k = 1;
     return k;
 }
 

@@ -109,8 +109,8 @@ static ul_cpu_config_t cpu_cfg(void) {
                            .page_size = PS,
                            .max_batch_tokens = 64,
                            .n_ctx = 128};
-    cfg.kv_bytes = POOL * (int64_t)ul_kv_page_bytes(UL_TYPE_F32, hp->n_layer, hp->n_head_kv,
-                                                    hp->head_dim, PS);
+    cfg.kv_bytes =
+        POOL * (int64_t)ul_kv_page_bytes(UL_TYPE_F32, hp->n_layer, hp->n_head_kv, hp->head_dim, PS);
     return cfg;
 }
 
@@ -167,8 +167,10 @@ static void check_pages(const ul_sched_t *s, const sseq_t *c) {
 /* Runs NSEQ sequences to the end; returns the scheduler's stats. */
 static ul_sched_stats_t run(ul_backend_t *b, const run_opts_t *o, sseq_t *c, int32_t max_tokens) {
     ul_sched_t s;
-    ul_sched_config_t cfg = {
-        .max_batch_tokens = 64, .itl_target_ms = -1, .spec_ngram = o->ngram, .spec_eager = o->eager};
+    ul_sched_config_t cfg = {.max_batch_tokens = 64,
+                             .itl_target_ms = -1,
+                             .spec_ngram = o->ngram,
+                             .spec_eager = o->eager};
     cr_assert_eq(ul_sched_init(&s, b, &cfg), 0);
     for (int i = 0; i < NSEQ; i++) {
         memset(&c[i], 0, sizeof c[i]);
