@@ -4,8 +4,8 @@
 #   self   TinyLlama-shaped Q4_0 drafting for itself (every proposal right), K=4 every step
 #          (`generate --spec-eager --draft-max 4`): the verification step's own cost, and the
 #          draft's (which here is the target's: K draft passes per step)
-#   ngram  aidreams260K (trained) continuing a story it was given twice (--spec-ngram 3,
-#          the planner deciding K): tokens/s and acceptance
+#   ngram  aidreams260K (trained) writing on after its own text (--spec-ngram 3, the
+#          planner deciding K): tokens/s and acceptance
 #   never  TinyLlama-shaped Q4_0 with mini-q4_0 as its draft (same vocabulary, other random
 #          weights: never right), the planner deciding K: what a useless proposer costs
 #   peer   `serve` vs llama-server, target TinyLlama-shaped F16 and its own Q4_0 as the draft,
@@ -24,7 +24,9 @@ ensure_models || die "models: $MODELS_NOTE"
 need_shared models/aidreams260K.gguf
 need_shared models/mini-q4_0.gguf
 Q4="$(model_path q4_0)"; F16="$(model_path f16)"
-STORY="Lily had a red ball. She liked to play with the ball in the park. One day the ball rolled away. Lily ran after the ball."
+# aidreams260K's own greedy continuation of "Once upon a time", then the start again: it is
+# asked to write on from a text it has seen (an edit of its own text)
+STORY="Once upon a time, pixels unfolding like petals. Classifications unfold, a kaleidoscope of prob Once upon a time"
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
 trap cleanup EXIT
@@ -41,9 +43,9 @@ case_run() { # case variant round
     self-off) gen "$o" --model "$Q4" --prompt "Once upon a time" --max-tokens "$NT" ;;
     self-on) gen "$o" --model "$Q4" --model-draft "$Q4" --draft-max 4 --spec-eager \
         --prompt "Once upon a time" --max-tokens "$NT" ;;
-    ngram-off) gen "$o" --model "$SHARED/models/aidreams260K.gguf" --prompt "$STORY $STORY" \
+    ngram-off) gen "$o" --model "$SHARED/models/aidreams260K.gguf" --prompt "$STORY" \
         --max-tokens 48 ;;
-    ngram-on) gen "$o" --model "$SHARED/models/aidreams260K.gguf" --prompt "$STORY $STORY" \
+    ngram-on) gen "$o" --model "$SHARED/models/aidreams260K.gguf" --prompt "$STORY" \
         --max-tokens 48 --spec-ngram 3 ;;
     never-off) gen "$o" --model "$Q4" --prompt "Once upon a time" --max-tokens "$NT" ;;
     never-on) gen "$o" --model "$Q4" --model-draft "$SHARED/models/mini-q4_0.gguf" \
@@ -111,6 +113,17 @@ acc() { # case: accepted of proposed, summed over the rounds
     awk -v a="$a" -v p="$p" 'BEGIN{ if (p) printf "%d of %d (%.0f%%)", a, p, 100*a/p; else print "none proposed" }'
 }
 
+# self: the decode rate if drafting were free (decode tokens / (decode time - draft time)),
+# against the rate without proposals: what the verification step itself costs
+verify_only() {
+    local v=() f s d
+    for f in "$D/self-on-"[0-9]*.json; do
+        s=$(field "$f" decode_s); d=$(field "$f" spec_draft_s)
+        [ -n "$s" ] && [ -n "$d" ] && v+=("$(awk -v r="$(field "$f" decode_tokens_per_s)" -v s="$s" -v d="$d" 'BEGIN{ printf "%.3f", r * s / (s - d) }')")
+    done
+    median "${v[@]}"
+}
+
 sec="$D/section.md"
 {
     echo "## Speculative decoding (single stream, with proposals against without)"
@@ -118,7 +131,7 @@ sec="$D/section.md"
     echo "- machine: $(machine_line | sed 's/load average at start: .*//')load average at start: $load_start, at end: $(cut -d' ' -f1-3 /proc/loadavg); ISA $(uvllm_isa)"
     echo "- uvllm: $(uvllm_commit); llama.cpp: $(peer_commit); $RUNS rounds, the variants of every case interleaved in each; medians; every process at nice ${BENCH_NICE:--15} in a session of its own; $TH threads"
     echo "- models: $MODELS_SRC; aidreams260K and mini-q4_0 from the shared models"
-    echo "- self: \`generate --model tinyllama-q4_0 [--model-draft tinyllama-q4_0 --draft-max 4 --spec-eager]\`, $NT tokens; ngram: \`generate --model aidreams260K --prompt STORY STORY [--spec-ngram 3]\`, 48 tokens; never: \`generate --model tinyllama-q4_0 [--model-draft mini-q4_0]\`, $NT tokens (decode tokens/s as generate reports it: after the first token)"
+    echo "- self: \`generate --model tinyllama-q4_0 [--model-draft tinyllama-q4_0 --draft-max 4 --spec-eager]\`, $NT tokens; ngram: \`generate --model aidreams260K --prompt STORY [--spec-ngram 3]\` (STORY: its own greedy continuation of "Once upon a time", then "Once upon a time" again), 48 tokens; never: \`generate --model tinyllama-q4_0 [--model-draft mini-q4_0]\`, $NT tokens (decode tokens/s as generate reports it: after the first token)"
     echo "- peer: \`serve --model tinyllama-f16 --model-draft tinyllama-q4_0 --draft-max 4\` against \`llama-server -m tinyllama-f16 -md tinyllama-q4_0 --spec-draft-n-max 4\`; one greedy request of $NT tokens (ignore_eos) after a warm-up; tokens / wall time of the request"
     echo
     echo "| case | without (tok/s) | with (tok/s) | ratio | proposals accepted |"
@@ -133,6 +146,11 @@ sec="$D/section.md"
             printf '| %s | %.2f | %.2f | %s | %s |\n' "$c" "${a:-0}" "${b:-0}" "$(ratio "$b" "$a")" "$(acc "$c")"
         fi
     done
+    if [[ " $CASES " == *" self "* ]]; then
+        vo=$(verify_only); b=$(med self off decode_tokens_per_s)
+        echo
+        echo "self, without the draft's time (stats.spec_draft_us taken out of the decode time): $vo tokens/s, $(ratio "$vo" "$b")x the rate without proposals (K=4, every proposal accepted: the verification step's own cost)"
+    fi
 } >"$sec"
 cat "$sec"
 results_section spec "$sec"

@@ -302,6 +302,7 @@ static void print_json(const gseq_t *qs, int n, double pf, double dc, double t_p
     cJSON_AddNumberToObject(o, "steps", (double)steps);
     cJSON_AddNumberToObject(o, "spec_proposed", st ? (double)st->spec_proposed : 0);
     cJSON_AddNumberToObject(o, "spec_accepted", st ? (double)st->spec_accepted : 0);
+    cJSON_AddNumberToObject(o, "spec_draft_s", st ? st->spec_draft_us / 1e6 : 0);
     /* the kernel path the speeds came from (the CPU's best, or UVLLM_ISA's cap) */
     cJSON_AddStringToObject(o, "isa", ul_cpu_isa_name(ul_cpu_isa()));
     cJSON *arr = cJSON_AddArrayToObject(o, "sequences");

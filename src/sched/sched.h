@@ -23,7 +23,10 @@
  * rate), within the step's token budget and the latency target, so a sequence whose
  * proposals are rarely right, or a step that batching already fills, proposes nothing (a
  * backed-off sequence probes with one proposal now and then). One step can give a sequence
- * several tokens: on_token runs for each in order (a stop ends it there).
+ * several tokens: on_token runs for each in order (a stop ends it there). Pipelining
+ * (cfg.pipeline 2) takes precedence: a sequence whose step is still in flight is chained
+ * without proposals, and one with proposals in flight waits for their outcome, so with
+ * both on a steadily decoding sequence rarely proposes.
  *
  * One step in flight at a time, double buffered (DESIGN.md "Double buffering"): when step N
  * completes, the driver first absorbs its results (tokens appended, end-of-generation,

@@ -171,13 +171,15 @@ static int32_t best_k_nominal(float a, int32_t kmax) {
 }
 
 /* How many proposals q should make from proposer from (at most kmax); a backed-off sequence
- * probes with one now and then, when the step has room for one at the prior's rate. */
+ * probes with one every PROBE_STEPS decode steps (when the step has room for it). */
 static int32_t choose(const ul_sched_t *s, const ul_seq_t *q, int from, int32_t kmax) {
     if (kmax < 1) return 0;
     if (s->cfg.spec_eager) return kmax;
     const int nominal = q->sampling.temperature > 0.0f;
     int32_t k = nominal ? best_k_nominal(rate(q, from), kmax) : best_k(s, q, rate(q, from), kmax);
-    if (k == 0 && q->spec_idle >= PROBE_STEPS && (nominal || best_k(s, q, PRIOR_A, 1) == 1)) k = 1;
+    /* a probe also shows the step-time model what a verification costs, which it cannot
+     * learn from steps without any */
+    if (k == 0 && q->spec_idle >= PROBE_STEPS) k = 1;
     return k;
 }
 

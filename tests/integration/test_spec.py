@@ -1,8 +1,8 @@
 """Speculative decoding through `uvllm serve` on the CPU backend (issue 27): with n-gram
 proposals (--spec-ngram) and with a draft model (--model-draft, the f32 model drafting for
 itself and the f16 file drafting for the f32 one), greedy requests get the answers of plain
-decoding, streamed and not, with stop strings, logprobs and n > 1; sampled requests with a
-seed answer the same twice; every KV page is free afterwards; /metrics counts proposals and
+decoding, streamed and not, with stop strings, logprobs, n > 1 and JSON mode (a grammar);
+sampled requests with a seed answer the same twice; every KV page is free afterwards; /metrics counts proposals and
 acceptance; a draft with another vocabulary and bad flag values are refused at start-up."""
 
 import json
@@ -73,6 +73,13 @@ def serve_all(*flags):
             assert r.status == 200, (body, r.status, r.body[:200])
             out.append(strip(r.json()))
             out.append(streamed_text(srv, body))
+        # constrained decoding: proposals outside the grammar are cut, the answer is the same
+        b = {str(srv.token_id('"')): 6, str(srv.token_id(":")): 4, str(srv.token_id("}")): 1}
+        r = srv.request("POST", "/v1/chat/completions", body=json.dumps(dict(
+            messages=[{"role": "user", "content": "Hi"}], max_tokens=60, temperature=0,
+            logit_bias=b, response_format={"type": "json_object"})))
+        assert r.status == 200, r.body[:200]
+        out.append(strip(r.json()))
         sampled = []
         for _ in range(2):
             r = srv.request("POST", "/v1/completions", body=json.dumps(SAMPLED))
