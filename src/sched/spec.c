@@ -81,6 +81,7 @@ void ul_spec_free(ul_sched_t *s) {
 int ul_spec_seq_init(ul_sched_t *s, ul_seq_t *q, int32_t cap) {
     memset(q->spec_acc, 0, sizeof q->spec_acc);
     memset(q->spec_seen, 0, sizeof q->spec_seen);
+    q->spec_prior[0] = q->spec_prior[1] = PRIOR_W;
     q->spec_idle = 0;
     q->spec_k = -1;
     q->spec_from = -1;
@@ -116,7 +117,8 @@ void ul_spec_begin(ul_sched_t *s, int32_t n) {
 }
 
 static float rate(const ul_seq_t *q, int from) {
-    return (q->spec_acc[from] + PRIOR_A * PRIOR_W) / (q->spec_seen[from] + PRIOR_W);
+    return (q->spec_acc[from] + PRIOR_A * q->spec_prior[from]) /
+           (q->spec_seen[from] + q->spec_prior[from]);
 }
 
 /* The step as planned with q's decode token turned into a chunk of 1 + k tokens. */
@@ -300,6 +302,7 @@ static void observe(ul_sched_t *s, ul_seq_t *q, int32_t k, int32_t a) {
     const float reached = (float)a + (a < k || k == 0 ? 1.0f : 0.0f);
     q->spec_acc[from] = DECAY * q->spec_acc[from] + (float)a;
     q->spec_seen[from] = DECAY * q->spec_seen[from] + reached;
+    q->spec_prior[from] *= DECAY; /* else it would hold the rate up forever */
     if (k == 0 || q->probe) return;
     ul_sched_stats_t *st = &s->stats;
     st->spec_verifications++;
