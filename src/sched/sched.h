@@ -153,9 +153,9 @@ struct ul_seq_s {
     int ending_status;
     int32_t n_preempted;
     /* speculative decoding (spec.c): decayed counts of proposals accepted and reached per
-     * proposer (0 n-gram, 1 draft) and the optimistic prior's decayed weight; steps since it last proposed; while in a step: its
-     * proposals (spec_k, -1: none) and the tokens its entry had when built; the draft KV
-     * pool's page table and how many positions it holds */
+     * proposer (0 n-gram, 1 draft) and the optimistic prior's decayed weight; steps since it last
+     * proposed; while in a step: its proposals (spec_k, -1: none) and the tokens its entry had when
+     * built; the draft KV pool's page table and how many positions it holds */
     float spec_acc[2], spec_seen[2], spec_prior[2];
     int32_t spec_idle;
     int32_t spec_k, spec_from, spec_ntok;
