@@ -18,7 +18,9 @@
  *     append past n_history, never reallocates it);
  *   - each sampling.logit_bias array (owned by the request, see ul_sampling_t).
  * The backend writes only status, compute_us, each sampled sequence's rng and out_* fields,
- * and the input token of each chained sequence (below); it reads everything else. A GPU
+ * the input token of each chained sequence (below), and what speculative entries produce
+ * (spec's outputs; a draft model's proposals and the layout they change: below); it reads
+ * everything else. A GPU
  * backend copies the borrowed arrays to pinned memory on its worker thread before the
  * step's copies are queued, but the contract is the same for every backend: nothing
  * borrowed changes until completion.
@@ -37,7 +39,34 @@
  * KV cache: the backend owns KV storage of n_pages pages of page_size tokens each (for
  * every layer). The scheduler owns page tables: each sequence of a step lists the pages
  * holding its positions 0..pos0+n_tokens-1 in order (position p lives in
- * pages[p / page_size] at slot p % page_size). */
+ * pages[p / page_size] at slot p % page_size).
+ *
+ * Speculative decoding (ul_step_seq_t.spec, issue 27): an entry may carry proposals, K
+ * tokens that somebody guessed follow its last known token t0. They are more tokens of the
+ * sequence: the entry's tokens end with t0, d1..dK at consecutive positions, and the backend
+ * samples after each of its last K + 1 rows in order, as if the sequence had decoded them one
+ * by one: row j's sample is drawn (greedy: chosen) with the history extended by d1..dj; when
+ * it is d(j+1) the proposal is accepted and row j+1 follows, else that sample is the last
+ * token of the entry. With sampling the draw follows speculative sampling (accept d with
+ * probability min(1, p(d)/q(d)), else draw from the residual max(0, p - q) normalised), so
+ * the tokens keep the distribution of decoding one at a time; a proposal without draft_q is
+ * certain (q = 1 at d). The entry's outputs are spec->out[0..n_accepted] (n_accepted
+ * proposals, then one token of the backend's own); out_token and its logprobs repeat the
+ * last of them. The KV of every token of the entry is written: the scheduler forgets the
+ * rejected positions (they are written again by a later step) and frees the pages that held
+ * only them. A speculative entry is never chained, nor chained upon (pipelining).
+ * History: for a speculative entry history[n_history .. n_history + K) are the proposals
+ * (the scheduler's token array has room for them), so penalties and filters see them.
+ * The filter (ul_sampling_t.filter) accepts each produced token in order. Backends that do
+ * not verify (backend->spec 0: the CUDA backend) refuse such a step with UL_ENOTSUP.
+ *
+ * Proposals from a draft model (ul_spec_backend_create): the scheduler sets spec->propose
+ * and leaves the K proposal tokens -1; before the target computes the step, the speculative
+ * backend runs the draft model on its own KV pool (the entry's draft page table, which the
+ * scheduler owns as it owns the target's) to fill them in. It may propose fewer (the draft's
+ * confidence under p_min, a filter refusing one): it then lowers n_draft and the entry's
+ * n_tokens, moving later entries' tokens down (tok_offset and step->n_tokens follow); the
+ * scheduler reads the step's layout back at completion. */
 #ifndef UVLLM_BACKEND_H
 #define UVLLM_BACKEND_H
 
@@ -64,12 +93,16 @@ typedef struct ul_logit_bias_s {
  * thread that samples the sequence, never concurrently for one sequence: the steps that
  * sample for it are sampled one after the other, in the order they were submitted, and
  * its owner leaves the filter alone until the sequence has finished. At least one id must
- * be allowed at every step. */
+ * be allowed at every step. prefix (optional): how many of ids[0..n) it would accept one
+ * after the other from where it is, its state unchanged, so proposals it refuses are cut
+ * before they are computed (speculative decoding); the scheduler may call it on the loop
+ * thread while no step holding the sequence is in flight. */
 typedef struct ul_token_filter_s ul_token_filter_t;
 struct ul_token_filter_s {
     int (*allows)(const ul_token_filter_t *f, int32_t id);
     void (*accept)(ul_token_filter_t *f, int32_t id);
-    void (*fill_mask)(ul_token_filter_t *f, uint32_t *bits); /* optional */
+    void (*fill_mask)(ul_token_filter_t *f, uint32_t *bits);                /* optional */
+    int32_t (*prefix)(ul_token_filter_t *f, const int32_t *ids, int32_t n); /* optional */
 };
 
 /* Sampling parameters of one request; temperature 0 means greedy. */
@@ -101,6 +134,42 @@ typedef struct ul_sampling_s {
 
 void ul_sampling_default(ul_sampling_t *s);
 
+/* A token a step produced, with its logprobs (ul_sampling_t.n_logprobs candidates). */
+typedef struct ul_step_out_s {
+    int32_t token;
+    float logprob;
+    int32_t n_top;
+    int32_t top_ids[UL_MAX_LOGPROBS];
+    float top_logprobs[UL_MAX_LOGPROBS];
+} ul_step_out_t;
+
+#define UL_MAX_DRAFT 16 /* proposals one entry may verify */
+
+/* Speculative verification of one entry (above, "Speculative decoding"). */
+typedef struct ul_step_spec_s {
+    /* in: the proposals at the end of the entry's tokens (0..UL_MAX_DRAFT); a proposing
+     * backend may lower it (out) */
+    int32_t n_draft;
+    /* Draft-model proposals (the speculative backend fills them in): the draft KV pool's
+     * page table for this sequence, covering positions [0, pos0 + n_draft) of the entry's
+     * t0 position pos0; draft_pos0 of them hold KV already (the rest of history, t0 and the
+     * proposals are computed on the draft); p_min: proposals the draft gives less probability
+     * are not made. */
+    int32_t propose;
+    const int32_t *draft_pages;
+    int32_t n_draft_pages;
+    int32_t draft_pos0;
+    float p_min;
+    /* out of the proposing backend: positions the draft KV holds now (of the tokens in
+     * history and the proposals); [n_draft][n_vocab] the distribution each proposal was
+     * drawn from (NULL: certain proposals, or greedy) */
+    int32_t draft_computed;
+    const float *draft_q;
+    /* out */
+    int32_t n_accepted; /* proposals accepted: the entry produced n_accepted + 1 tokens */
+    ul_step_out_t out[UL_MAX_DRAFT + 1];
+} ul_step_spec_t;
+
 /* One sequence's slice of a step. */
 typedef struct ul_step_seq_s {
     uint64_t seq_id;
@@ -119,6 +188,10 @@ typedef struct ul_step_seq_s {
     uint64_t rng[2];        /* in/out: RNG state, advanced by each sample */
     const int32_t *history; /* tokens so far (prompt + generated), for penalties */
     int32_t n_history;
+    ul_step_spec_t *spec; /* NULL, or proposals to verify (the scheduler's; see above) */
+    /* NULL, or [n_vocab]: the backend writes the distribution out_token was drawn from (a
+     * draft model's q; one-hot at the token when greedy). */
+    float *out_probs;
     /* outputs, valid when sample was 1 */
     int32_t out_token;
     float out_logprob;
@@ -135,6 +208,7 @@ typedef struct ul_step_s {
     ul_step_seq_t *seqs; /* [n_seqs] */
     int status;          /* out: 0 or UL_E*; on error no output is valid */
     double compute_us;   /* out: wall time the backend spent on the step */
+    double draft_us;     /* out: of it, drafting proposals (speculative backend), else 0 */
     void *data;          /* owner's (the scheduler's) */
 } ul_step_t;
 
@@ -164,6 +238,12 @@ struct ul_backend_s {
      * 2, it accepts a second step while one is in flight and resolves chained entries
      * (pipelining, above). The scheduler pipelines only when asked to (ul_sched_config_t). */
     int32_t max_in_flight;
+    /* Speculative decoding (above): 1 when the backend verifies entries with proposals. A
+     * speculative backend (ul_spec_backend_create) also has a draft model, whose KV pool the
+     * scheduler pages: draft_n_pages pages of draft_page_size tokens, sequences of up to
+     * draft_n_ctx tokens (all 0 without one). */
+    int32_t spec;
+    int32_t draft_n_pages, draft_page_size, draft_n_ctx;
 };
 
 /* The step budget a scheduler may use: want (0 = the backend's own limit, or 512 when it
@@ -204,6 +284,9 @@ typedef struct ul_null_config_s {
      * succeed and every later one fails with UL_EIO (no output), as a broken device would. */
     int fail;
     int64_t fail_after;
+    /* Mixed into the pseudo-token hash: a null backend with another salt samples other
+     * tokens (a draft that is never right); the same salt, the same tokens. */
+    uint64_t salt;
     /* Virtual time: a step does not sleep. Either way its compute_us is exactly its
      * configured cost (with none, the bookkeeping's time); with a clock that the step times
      * advance (sched->now_ns), latency tests are exact on any host, loaded or sanitised. */
@@ -225,6 +308,19 @@ typedef struct ul_cpu_config_s {
 } ul_cpu_config_t;
 
 int ul_cpu_backend_create(const ul_model_t *m, const ul_cpu_config_t *cfg, ul_backend_t **out);
+/* A draft model's CPU backend beside its target (another CPU backend): it computes on the
+ * target's thread pool (two pools would spin against each other on the same cores), so the
+ * two must never compute at once (the speculative backend runs both on its one thread) and
+ * it must be destroyed first. */
+int ul_cpu_backend_create_beside(const ul_model_t *m, const ul_cpu_config_t *cfg,
+                                 ul_backend_t *target, ul_backend_t **out);
+
+/* The speculative backend (engine/spec_backend.c): the target's steps, with the proposals of
+ * entries that ask for them (spec->propose) drafted on the draft backend first, on a worker
+ * thread of its own; target and draft compute through their synchronous run(). Takes
+ * ownership of both (destroyed with it, the draft first). UL_EINVAL when the vocabularies'
+ * sizes differ or the target does not verify (backend->spec 0). */
+int ul_spec_backend_create(ul_backend_t *target, ul_backend_t *draft, ul_backend_t **out);
 
 /* The CUDA backend (src/gpu; built when UVLLM_CUDA finds the toolkit): weights uploaded to
  * device `device` once, KV pages in one device pool, one step at a time on a compute

@@ -193,6 +193,27 @@ static void load_metrics(text_t *t, const ul_api_t *a) {
            (double)a->unauthorized);
 }
 
+/* Speculative decoding (--spec-ngram, --model-draft): proposals, acceptance per verification. */
+static void spec_metrics(text_t *t, const ul_sched_stats_t *ss) {
+    metric(t, "uvllm_spec_verifications_total", "counter", "sequence-steps that verified proposals",
+           (double)ss->spec_verifications);
+    metric(t, "uvllm_spec_proposed_tokens_total", "counter", "tokens proposed",
+           (double)ss->spec_proposed);
+    metric(t, "uvllm_spec_accepted_tokens_total", "counter", "proposed tokens accepted",
+           (double)ss->spec_accepted);
+    metric(t, "uvllm_spec_draft_seconds_total", "counter", "time the draft model computed",
+           ss->spec_draft_us / 1e6);
+    const char *n = "uvllm_spec_acceptance_rate";
+    put(t, "# HELP %s accepted share of one verification's proposals\n# TYPE %s histogram\n", n, n);
+    uint64_t cum = 0;
+    for (int i = 0; i < UL_SPEC_HIST_N; i++) {
+        cum += ss->spec_accept_hist[i];
+        put(t, "%s_bucket{le=\"%g\"} %llu\n", n, i / 10.0, (unsigned long long)cum);
+    }
+    put(t, "%s_bucket{le=\"+Inf\"} %llu\n%s_count %llu\n", n, (unsigned long long)cum, n,
+        (unsigned long long)cum);
+}
+
 int ul_api_metrics(ul_http_req_t *req, void *data) {
     ul_api_t *a = data;
     const ul_sched_stats_t *ss = &a->sched->stats;
@@ -231,6 +252,7 @@ int ul_api_metrics(ul_http_req_t *req, void *data) {
     metric(&t, "uvllm_kv_pages_free", "gauge", "free KV pages", (double)a->sched->pool.n_free);
     metric(&t, "uvllm_kv_pages_total", "gauge", "KV pages", (double)a->sched->pool.n_pages);
     load_metrics(&t, a);
+    spec_metrics(&t, ss);
     return ul_http_respond(req, 200, "text/plain; version=0.0.4; charset=utf-8", buf, t.len);
 }
 

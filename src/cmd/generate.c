@@ -29,20 +29,28 @@ typedef struct {
     int max_tokens, threads, json, kv_type, parallel;
     ul_sampling_t sp;
     int have_seed, verbose;
+    const char *model_draft; /* speculative decoding, as serve's flags */
+    int spec_ngram, draft_max, draft_min, spec_eager;
     char *prompt_rw; /* --prompt as the one-element list generate() takes */
 } gen_args_t;
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: uvllm generate --model M (--prompt P | --prompts-file F) [--parallel N]\n"
-               "                      [--max-tokens N] [--temperature T] [--seed S] [--threads N]\n"
-               "                      [--kv-type f16|f32] [--json] [--top-k K] [--top-p P]\n"
-               "                      [--min-p P] [--repeat-penalty R] [--verbose]\n"
-               "Greedy when the temperature is 0 (the default). --max-tokens defaults to 128.\n"
-               "--parallel N decodes N sequences together through the scheduler, as the server\n"
-               "does: N copies of the prompt, or the file's non-empty lines (one prompt each,\n"
-               "cycled to N; N defaults to their number). Sequence i samples with seed S + i.\n"
-               "Speeds are aggregated over all sequences: prefill until every sequence has its\n"
-               "first token, decode after that.\n");
+    fprintf(f,
+            "usage: uvllm generate --model M (--prompt P | --prompts-file F) [--parallel N]\n"
+            "                      [--max-tokens N] [--temperature T] [--seed S] [--threads N]\n"
+            "                      [--kv-type f16|f32] [--json] [--top-k K] [--top-p P]\n"
+            "                      [--min-p P] [--repeat-penalty R] [--verbose]\n"
+            "                      [--model-draft M] [--spec-ngram N] [--draft-max K]\n"
+            "                      [--draft-min K] [--spec-eager]\n"
+            "Greedy when the temperature is 0 (the default). --max-tokens defaults to 128.\n"
+            "--parallel N decodes N sequences together through the scheduler, as the server\n"
+            "does: N copies of the prompt, or the file's non-empty lines (one prompt each,\n"
+            "cycled to N; N defaults to their number). Sequence i samples with seed S + i.\n"
+            "Speeds are aggregated over all sequences: prefill until every sequence has its\n"
+            "first token, decode after that.\n"
+            "Speculative decoding as in 'uvllm serve': --model-draft M proposes tokens with\n"
+            "a small model of the same vocabulary, --spec-ngram N from the text itself.\n"
+            "--spec-eager: --draft-max proposals every step, whatever they cost (benchmarks).\n");
 }
 
 static int parse_int(const char *s, long lo, long hi, int *out) {
@@ -64,10 +72,11 @@ static int parse_float(const char *s, float lo, float hi, float *out) {
 }
 
 static int known(const char *o) {
-    static const char *const opts[] = {"--model",          "--prompt", "--max-tokens", "--threads",
-                                       "--temperature",    "--top-k",  "--top-p",      "--min-p",
-                                       "--repeat-penalty", "--seed",   "--kv-type",    "--parallel",
-                                       "--prompts-file"};
+    static const char *const opts[] = {
+        "--model",     "--prompt",   "--max-tokens",   "--threads",        "--temperature",
+        "--top-k",     "--top-p",    "--min-p",        "--repeat-penalty", "--seed",
+        "--kv-type",   "--parallel", "--prompts-file", "--model-draft",    "--spec-ngram",
+        "--draft-max", "--draft-min"};
     for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++)
         if (!strcmp(o, opts[i])) return 1;
     return 0;
@@ -92,6 +101,9 @@ static int parse_args(int argc, char **argv, gen_args_t *a) {
         } else if (!strcmp(o, "--verbose")) {
             a->verbose = 1;
             takes = 0;
+        } else if (!strcmp(o, "--spec-eager")) {
+            a->spec_eager = 1;
+            takes = 0;
         } else if (!known(o)) {
             fprintf(stderr, "uvllm generate: unknown option '%s'\n", o);
             return 2;
@@ -104,6 +116,14 @@ static int parse_args(int argc, char **argv, gen_args_t *a) {
             a->prompt = v;
         else if (!strcmp(o, "--prompts-file"))
             a->prompts_file = v;
+        else if (!strcmp(o, "--model-draft"))
+            a->model_draft = v;
+        else if (!strcmp(o, "--spec-ngram"))
+            bad = parse_int(v, 1, 8, &a->spec_ngram);
+        else if (!strcmp(o, "--draft-max"))
+            bad = parse_int(v, 1, UL_MAX_DRAFT, &a->draft_max);
+        else if (!strcmp(o, "--draft-min"))
+            bad = parse_int(v, 1, UL_MAX_DRAFT, &a->draft_min);
         else if (!strcmp(o, "--parallel"))
             bad = parse_int(v, 1, STEP_TOKENS, &a->parallel);
         else if (!strcmp(o, "--max-tokens"))
@@ -270,7 +290,8 @@ static void print_tokens(cJSON *o, const gseq_t *q) {
 /* Sequence 0's fields at the top level (what single-prompt callers read), the speeds
  * aggregated over all sequences, and every sequence in "sequences". */
 static void print_json(const gseq_t *qs, int n, double pf, double dc, double t_pf, double t_dc,
-                       uint64_t steps) {
+                       const ul_sched_stats_t *st) {
+    const uint64_t steps = st ? st->steps : 0;
     cJSON *o = cJSON_CreateObject();
     print_tokens(o, &qs[0]);
     cJSON_AddNumberToObject(o, "parallel", n);
@@ -279,6 +300,9 @@ static void print_json(const gseq_t *qs, int n, double pf, double dc, double t_p
     cJSON_AddNumberToObject(o, "prefill_s", t_pf);
     cJSON_AddNumberToObject(o, "decode_s", t_dc);
     cJSON_AddNumberToObject(o, "steps", (double)steps);
+    cJSON_AddNumberToObject(o, "spec_proposed", st ? (double)st->spec_proposed : 0);
+    cJSON_AddNumberToObject(o, "spec_accepted", st ? (double)st->spec_accepted : 0);
+    cJSON_AddNumberToObject(o, "spec_draft_s", st ? st->spec_draft_us / 1e6 : 0);
     /* the kernel path the speeds came from (the CPU's best, or UVLLM_ISA's cap) */
     cJSON_AddStringToObject(o, "isa", ul_cpu_isa_name(ul_cpu_isa()));
     cJSON *arr = cJSON_AddArrayToObject(o, "sequences");
@@ -310,8 +334,9 @@ static int drive(ul_sched_t *s, gen_run_t *run, int32_t n, double *t_pf_end, int
     return run->rc;
 }
 
+/* The CPU backend, or with --model-draft the speculative one (*draft: its model). */
 static int make_backend(const gen_args_t *a, ul_model_t *m, const gseq_t *qs, int n,
-                        ul_backend_t **be) {
+                        ul_backend_t **be, ul_model_t **draft) {
     const int32_t n_ctx = m->hp.n_ctx_train;
     int64_t n_pages = 0;
     for (int i = 0; i < n; i++) {
@@ -325,17 +350,31 @@ static int make_backend(const gen_args_t *a, ul_model_t *m, const gseq_t *qs, in
                            .max_batch_tokens = STEP_TOKENS};
     cfg.kv_bytes = n_pages * (int64_t)ul_kv_page_bytes(a->kv_type, m->hp.n_layer, m->hp.n_head_kv,
                                                        m->hp.head_dim, PAGE_SIZE);
-    return ul_cpu_backend_create(m, &cfg, be);
+    int rc = ul_cpu_backend_create(m, &cfg, be);
+    if (rc || !a->model_draft) return rc;
+    char err[320];
+    ul_model_t *dm = NULL;
+    rc = ul_cmd_draft_backend(m, a->model_draft, &cfg, be, &dm, err, sizeof err);
+    if (rc) {
+        fprintf(stderr, "uvllm generate: --model-draft: %s\n", err);
+        ul_backend_destroy(*be);
+        *be = NULL;
+        if (dm) ul_model_free(dm);
+        return rc;
+    }
+    *draft = dm;
+    return 0;
 }
 
 static void report(const gen_args_t *a, gseq_t *qs, int n, double t_pf, double t_dc, int64_t n_dc,
-                   uint64_t steps) {
+                   const ul_sched_stats_t *st) {
+    const uint64_t steps = st ? st->steps : 0;
     int64_t n_prompt = 0;
     for (int i = 0; i < n; i++) n_prompt += qs[i].n_prompt;
     const double pf = t_pf > 0 && a->max_tokens > 0 ? n_prompt / t_pf : 0;
     const double dc = t_dc > 0 && n_dc ? n_dc / t_dc : 0;
     if (a->json) {
-        print_json(qs, n, pf, dc, t_pf, t_dc, steps);
+        print_json(qs, n, pf, dc, t_pf, t_dc, st);
         return;
     }
     if (n == 1) {
@@ -347,6 +386,9 @@ static void report(const gen_args_t *a, gseq_t *qs, int n, double t_pf, double t
     fprintf(stderr, "prefill: %lld tokens, %.1f tokens/s; decode: %lld tokens, %.1f tokens/s",
             (long long)n_prompt, pf, (long long)n_dc, dc);
     if (n > 1) fprintf(stderr, " (%d sequences, %llu steps)", n, (unsigned long long)steps);
+    if (st && st->spec_proposed)
+        fprintf(stderr, "; speculative: %llu of %llu proposals accepted",
+                (unsigned long long)st->spec_accepted, (unsigned long long)st->spec_proposed);
     fprintf(stderr, "\n");
 }
 
@@ -378,9 +420,10 @@ static int generate(const gen_args_t *a, ul_model_t *m, char **prompts, int n_pr
         q->seq.sampling.seed = seed + (uint64_t)i;
     }
     ul_backend_t *be = NULL;
+    ul_model_t *draft = NULL;
     if (!rc && a->max_tokens > 0) {
-        rc = make_backend(a, m, qs, n, &be);
-        if (rc)
+        rc = make_backend(a, m, qs, n, &be, &draft);
+        if (rc && !a->model_draft)
             fprintf(stderr, "uvllm generate: cannot start the CPU backend: %s\n", ul_strerror(rc));
     } else if (rc == UL_ENOMEM) {
         fprintf(stderr, "uvllm generate: out of memory\n");
@@ -390,7 +433,12 @@ static int generate(const gen_args_t *a, ul_model_t *m, char **prompts, int n_pr
     double t0 = now_s(), t_pf_end = t0, t_end = t0;
     int64_t n_pf = 0;
     if (be) {
-        ul_sched_config_t sc = {.max_batch_tokens = STEP_TOKENS, .max_seqs = n};
+        ul_sched_config_t sc = {.max_batch_tokens = STEP_TOKENS,
+                                .max_seqs = n,
+                                .spec_ngram = a->spec_ngram,
+                                .spec_draft_max = a->draft_max,
+                                .spec_draft_min = a->draft_min,
+                                .spec_eager = a->spec_eager};
         rc = ul_sched_init(&s, be, &sc);
         have_s = !rc;
         for (int i = 0; !rc && i < n; i++)
@@ -403,9 +451,10 @@ static int generate(const gen_args_t *a, ul_model_t *m, char **prompts, int n_pr
     }
     if (!rc)
         report(a, qs, n, t_pf_end - t0, t_end - t_pf_end, run.n_gen - n_pf,
-               have_s ? s.stats.steps : 0);
+               have_s ? &s.stats : NULL);
     if (have_s) ul_sched_free(&s);
     if (be) ul_backend_destroy(be);
+    if (draft) ul_model_free(draft);
     for (int i = 0; qs && i < n; i++) free(qs[i].prompt), free(qs[i].out), free(qs[i].text);
     free(qs);
     return rc ? 1 : 0;

@@ -46,6 +46,9 @@ typedef struct serve_args_s {
     int n_aliases, n_cors;
     int device;   /* --backend cuda */
     int pipeline; /* --pipeline: steps in flight (0: 1) */
+    /* speculative decoding (sched/spec.c): --model-draft, --spec-ngram, --draft-max/min */
+    const char *model_draft;
+    int spec_ngram, draft_max, draft_min;
 } serve_args_t;
 
 static void usage(FILE *f) {
@@ -67,6 +70,8 @@ static void usage(FILE *f) {
                "                   [--canary-interval-s SEC] [--drain-delay-s SEC]\n"
                "                   [--api-key KEY]... [--api-key-file PATH]\n"
                "                   [--metrics-key KEY] [--pipeline 1|2]\n"
+               "                   [--model-draft PATH] [--spec-ngram N] [--draft-max K]\n"
+               "                   [--draft-min K]\n"
                "\n"
                "  --model PATH           GGUF model (implies --backend cpu)\n"
                "  --backend cpu|null     null: no model, deterministic pseudo-tokens (default\n"
@@ -79,6 +84,13 @@ static void usage(FILE *f) {
                "                         can then overlap the device's); default 1\n"
                "  --host H               bind address (default 127.0.0.1)\n"
                "  --port P               TCP port, 0 picks a free one (default 8080)\n"
+               "  --model-draft PATH     speculative decoding: a small model with the same\n"
+               "                         vocabulary proposes tokens that --model verifies\n"
+               "                         (cpu backend)\n"
+               "  --spec-ngram N         speculative decoding: propose what followed the last\n"
+               "                         N tokens earlier in the prompt or output (1..8)\n"
+               "  --draft-max K          proposals per sequence and step (default 6, <= 16)\n"
+               "  --draft-min K          fewer proposals are not made (default 1)\n"
                "  --null-delay-us N      null backend: time per step (default 0)\n"
                "  --null-ctx N           null backend: context length (default 4096)\n"
                "  --null-reply TEXT      null backend: every request gets TEXT (tokenized with\n"
@@ -213,6 +225,10 @@ enum {
     O_METRICS_KEY,
     O_DEVICE,
     O_PIPELINE,
+    O_MODEL_DRAFT,
+    O_SPEC_NGRAM,
+    O_DRAFT_MAX,
+    O_DRAFT_MIN,
     O_TRUNCATE, /* flags without a value from here on */
     O_NO_PARSE_SPECIAL,
     O_NO_PREFIX_CACHE,
@@ -256,6 +272,10 @@ static const char *const g_opts[O_COUNT] = {"--model",
                                             "--metrics-key",
                                             "--device",
                                             "--pipeline",
+                                            "--model-draft",
+                                            "--spec-ngram",
+                                            "--draft-max",
+                                            "--draft-min",
                                             "--truncate-max-tokens",
                                             "--no-parse-special",
                                             "--no-prefix-cache"};
@@ -358,6 +378,15 @@ static int apply_opt(serve_args_t *a, int k, const char *v) {
         return parse_int(v, 0, 1023, &a->device);
     case O_PIPELINE:
         return parse_int(v, 1, 2, &a->pipeline);
+    case O_MODEL_DRAFT:
+        a->model_draft = v;
+        return 0;
+    case O_SPEC_NGRAM:
+        return parse_int(v, 1, 8, &a->spec_ngram);
+    case O_DRAFT_MAX:
+        return parse_int(v, 1, UL_MAX_DRAFT, &a->draft_max);
+    case O_DRAFT_MIN:
+        return parse_int(v, 1, UL_MAX_DRAFT, &a->draft_min);
     }
     return 1;
 }
@@ -425,6 +454,19 @@ static int parse_args(int argc, char **argv, serve_args_t *a) {
         fprintf(stderr, "uvllm serve: --null-fail-after needs the null backend\n");
         return 2;
     }
+    if (a->model_draft && strcmp(a->backend, "cpu")) {
+        fprintf(stderr, "uvllm serve: --model-draft needs the cpu backend (--model PATH)\n");
+        return 2;
+    }
+    if (a->spec_ngram && !strcmp(a->backend, "cuda")) {
+        fprintf(stderr, "uvllm serve: the cuda backend does not verify proposals "
+                        "(--spec-ngram)\n");
+        return 2;
+    }
+    if (a->draft_min > (a->draft_max ? a->draft_max : 6)) {
+        fprintf(stderr, "uvllm serve: --draft-min is over --draft-max\n");
+        return 2;
+    }
     if (!strcmp(a->backend, "null") && !a->null_reply != !a->model) {
         fprintf(stderr, "uvllm serve: with --backend null, --model (its vocabulary only) and "
                         "--null-reply TEXT go together\n");
@@ -437,6 +479,7 @@ typedef struct server_s {
     uv_loop_t loop;
     ul_backend_t *backend;
     ul_model_t *model;
+    ul_model_t *draft_model; /* --model-draft */
     ul_sched_t sched;
     ul_driver_t driver; /* runs sched on the loop */
     ul_api_t api;
@@ -602,6 +645,20 @@ static int make_null(const serve_args_t *a, server_t *sv) {
     return rc;
 }
 
+/* --model-draft (cmd/draft.c): the speculative backend over the target and the draft. */
+static int make_draft(const serve_args_t *a, server_t *sv, const ul_cpu_config_t *cc) {
+    char err[320];
+    int rc = ul_cmd_draft_backend(sv->model, a->model_draft, cc, &sv->backend, &sv->draft_model,
+                                  err, sizeof err);
+    if (rc) {
+        fprintf(stderr, "uvllm serve: --model-draft: %s\n", err);
+        sv->bad_config = rc == UL_EINVAL;
+        return rc;
+    }
+    UL_LOG_INFO("speculative decoding: draft model %s", a->model_draft);
+    return 0;
+}
+
 /* --backend cuda: the model on device a->device; every start-up failure (no device, no
  * CUDA in this build, out of device memory) is one clear line and a non-zero exit. */
 static int make_cuda(const serve_args_t *a, server_t *sv, int32_t n_ctx) {
@@ -659,6 +716,7 @@ static int make_backend(const serve_args_t *a, server_t *sv) {
                 ul_cpu_isa_name(ul_cpu_isa()));
     rc = ul_cpu_backend_create(sv->model, &cc, &sv->backend);
     if (rc) fprintf(stderr, "uvllm serve: cannot start the cpu backend: %s\n", ul_strerror(rc));
+    if (!rc && a->model_draft) rc = make_draft(a, sv, &cc);
     return rc;
 }
 
@@ -832,7 +890,10 @@ static int setup(const serve_args_t *a, server_t *sv) {
                               .max_seqs = a->max_seqs,
                               .no_prefix_cache = a->no_prefix_cache,
                               .itl_target_ms = a->itl_target_ms,
-                              .pipeline = a->pipeline};
+                              .pipeline = a->pipeline,
+                              .spec_ngram = a->spec_ngram,
+                              .spec_draft_max = a->draft_max,
+                              .spec_draft_min = a->draft_min};
     if (sv->model) {
         ul_codec_init_vocab(&codec, sv->model->vocab);
         scfg.is_eog = codec.is_eog;
@@ -945,6 +1006,7 @@ int ul_cmd_serve(int argc, char **argv) {
     if (sv->sched_up) ul_sched_free(&sv->sched);
     if (sv->backend) ul_backend_destroy(sv->backend);
     if (sv->model) ul_model_free(sv->model);
+    if (sv->draft_model) ul_model_free(sv->draft_model);
     int lrc = uv_loop_close(&sv->loop);
     if (lrc) UL_LOG_WARN("event loop closed with handles open: %s", uv_strerror(lrc));
     int bad_config = sv->bad_config;

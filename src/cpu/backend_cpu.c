@@ -79,12 +79,15 @@ static const ul_backend_vtbl_t cpu_vtbl = {
     .destroy = cpu_destroy,
 };
 
-int ul_cpu_backend_create(const ul_model_t *m, const ul_cpu_config_t *cfg, ul_backend_t **out) {
+/* beside: the CPU backend whose thread pool this one computes on, or NULL */
+static int create(const ul_model_t *m, const ul_cpu_config_t *cfg, ul_backend_t *beside,
+                  ul_backend_t **out) {
     *out = NULL;
     cpu_backend_t *b = calloc(1, sizeof *b);
     if (!b) return UL_ENOMEM;
     pthread_mutex_init(&b->fwd_mu, NULL);
-    int rc = ul_fwd_create(m, cfg, &b->fwd);
+    int rc =
+        ul_fwd_create_on(m, cfg, beside ? ((cpu_backend_t *)beside)->fwd->pool : NULL, &b->fwd);
     if (rc) {
         cpu_destroy(&b->base);
         return rc;
@@ -100,6 +103,7 @@ int ul_cpu_backend_create(const ul_model_t *m, const ul_cpu_config_t *cfg, ul_ba
         .eos_id = m->vocab ? ul_vocab_eos(m->vocab) : -1,
         .max_step_tokens = b->fwd->max_tokens,
         .max_in_flight = 2, /* the worker resolves chained steps on the host */
+        .spec = 1,          /* output() verifies proposals (engine/spec.h) */
     };
     static const ul_worker_ops_t ops = {
         .step = worker_step, .idle = worker_idle, .idle_after_ns = PARK_AFTER_NS};
@@ -109,4 +113,14 @@ int ul_cpu_backend_create(const ul_model_t *m, const ul_cpu_config_t *cfg, ul_ba
     }
     *out = &b->base;
     return 0;
+}
+
+int ul_cpu_backend_create(const ul_model_t *m, const ul_cpu_config_t *cfg, ul_backend_t **out) {
+    return create(m, cfg, NULL, out);
+}
+
+int ul_cpu_backend_create_beside(const ul_model_t *m, const ul_cpu_config_t *cfg,
+                                 ul_backend_t *target, ul_backend_t **out) {
+    if (!target || target->vt != &cpu_vtbl) return UL_EINVAL;
+    return create(m, cfg, target, out);
 }

@@ -18,6 +18,7 @@
 #include "cpu/attn.h"
 #include "cpu/pool.h"
 #include "engine/sampling.h"
+#include "engine/spec.h"
 #include "uvllm/err.h"
 #include "uvllm/log.h"
 
@@ -222,6 +223,11 @@ static int init_mats(ul_fwd_t *f) {
 }
 
 int ul_fwd_create(const ul_model_t *m, const ul_cpu_config_t *cfg, ul_fwd_t **out) {
+    return ul_fwd_create_on(m, cfg, NULL, out);
+}
+
+int ul_fwd_create_on(const ul_model_t *m, const ul_cpu_config_t *cfg, ul_pool_t *pool,
+                     ul_fwd_t **out) {
     *out = NULL;
     int rc = check_model(m);
     if (rc) return rc;
@@ -267,7 +273,9 @@ int ul_fwd_create(const ul_model_t *m, const ul_cpu_config_t *cfg, ul_fwd_t **ou
                     budget, 1);
     if (!rc) rc = init_mats(f);
     if (!rc) rc = ul_fwd_moe_init(f);
-    if (!rc) rc = ul_pool_create(c.n_threads, &f->pool);
+    f->own_pool = !pool;
+    f->pool = pool;
+    if (!rc && !pool) rc = ul_pool_create(c.n_threads, &f->pool);
     if (!rc) {
         f->nth = ul_pool_n_threads(f->pool);
         rc = alloc_scratch(f);
@@ -287,7 +295,7 @@ void ul_fwd_free(ul_fwd_t *f) {
                     f->prof_attn_ns * 1e-9, f->prof_step_ns * 1e-9,
                     100.0 * (double)f->prof_attn_ns / (double)f->prof_step_ns,
                     ul_cpu_isa_name(f->isa));
-    if (f->pool) ul_pool_free(f->pool);
+    if (f->pool && f->own_pool) ul_pool_free(f->pool);
     ul_fwd_moe_free(f);
     ul_kv_free(&f->kv);
     if (f->mats)
@@ -351,6 +359,10 @@ static int prepare(ul_fwd_t *f, ul_step_t *st, int all) {
             return UL_EINVAL;
         int32_t need = (s->pos0 + s->n_tokens + ps - 1) / ps;
         if (s->n_pages < need) return UL_EINVAL;
+        if (s->spec && (!s->sample || s->spec->propose || s->spec->n_draft < 0 ||
+                        s->spec->n_draft >= s->n_tokens || s->spec->n_draft >= f->logit_rows ||
+                        s->spec->n_draft > UL_MAX_DRAFT))
+            return UL_EINVAL;
         for (int32_t i = 0; i < need; i++)
             if (s->pages[i] < 0 || s->pages[i] >= f->kv.n_pages) return UL_EINVAL;
         for (int32_t i = 0; i < s->n_tokens; i++) {
@@ -370,15 +382,20 @@ static int prepare(ul_fwd_t *f, ul_step_t *st, int all) {
         }
         f->n_out = T;
     }
+    /* a sampling entry's last row, or with proposals its last n_draft + 1 rows: consecutive
+     * out rows labelled with the entry (output() keeps them in one chunk) */
     for (int32_t si = 0; si < st->n_seqs; si++) {
         const ul_step_seq_t *s = &st->seqs[si];
         if (!s->sample) continue;
-        int32_t row = s->tok_offset + s->n_tokens - 1;
-        if (all) {
-            f->out_seq[row] = si;
-        } else {
-            f->out_rows[f->n_out] = row;
-            f->out_seq[f->n_out++] = si;
+        const int32_t k = s->spec ? s->spec->n_draft : 0;
+        for (int32_t row = s->tok_offset + s->n_tokens - 1 - k; row < s->tok_offset + s->n_tokens;
+             row++) {
+            if (all) {
+                f->out_seq[row] = si;
+            } else {
+                f->out_rows[f->n_out] = row;
+                f->out_seq[f->n_out++] = si;
+            }
         }
     }
     plan_attention(f, st);
@@ -536,8 +553,13 @@ static void output(ul_fwd_t *f, int ith, int nth) {
     ul_pool_barrier(f->pool);
     const int32_t chunk = f->logits_all ? n : f->logit_rows;
     uint8_t *smp = f->smp_scratch + (size_t)ith * f->smp_bytes;
-    for (int32_t c0 = 0; c0 < n; c0 += chunk) {
-        int32_t cn = n - c0 < chunk ? n - c0 : chunk;
+    for (int32_t c0 = 0, cn; c0 < n; c0 += cn) {
+        cn = n - c0 < chunk ? n - c0 : chunk;
+        /* an entry's rows stay in one chunk: cut before the first of them (they are fewer
+         * than a chunk holds, prepare checked) */
+        while (c0 + cn < n && f->out_seq[c0 + cn] >= 0 &&
+               f->out_seq[c0 + cn - 1] == f->out_seq[c0 + cn])
+            cn--;
         float *dst = f->logits_all ? f->logits_all + (size_t)c0 * V : f->logits;
         mm(f, &f->mats[(size_t)hp->n_layer * MATS_PER_LAYER], f->xb + (size_t)c0 * E, cn, dst, NULL,
            NULL, ith, nth);
@@ -549,8 +571,16 @@ static void output(ul_fwd_t *f, int ith, int nth) {
         int k = 0;
         for (int32_t i = 0; i < cn; i++) {
             int32_t si = f->out_seq[c0 + i];
-            if (si < 0 || k++ % nth != ith) continue;
-            ul_sample(&f->step->seqs[si], dst + (size_t)i * V, V, smp);
+            /* an entry samples at its last row (with proposals, from its rows up to it) */
+            if (si < 0 || (i + 1 < cn && f->out_seq[c0 + i + 1] == si) || k++ % nth != ith)
+                continue;
+            ul_step_seq_t *ss = &f->step->seqs[si];
+            const int32_t nd = ss->spec ? ss->spec->n_draft : 0;
+            if (ss->spec)
+                ul_spec_verify(ss, f->step->tokens + ss->tok_offset + ss->n_tokens - nd,
+                               dst + (size_t)(i - nd) * V, V, smp);
+            else
+                ul_sample(ss, dst + (size_t)i * V, V, smp);
         }
         if (c0 + cn < n) ul_pool_barrier(f->pool); /* dst is overwritten by the next chunk */
     }

@@ -65,6 +65,7 @@ typedef struct ul_fwd_s {
     int32_t q_dim, kv_dim, n_gqa;
     int32_t logit_rows; /* rows of the logits buffer; output is computed in chunks of it */
     ul_pool_t *pool;
+    int own_pool; /* 0: another ul_fwd_t's (ul_fwd_create_on) */
     int nth;
     ul_isa_t isa;
     const ul_cpu_ops_t *ops; /* ul_cpu_ops(isa) */
@@ -117,13 +118,19 @@ typedef struct ul_fwd_s {
  * layout (pack.h) once; allocates KV pool, scratch and the thread pool. Returns 0, UL_EINVAL (bad
  * config), UL_ENOTSUP (architecture or weight type the kernels lack) or UL_ENOMEM. */
 int ul_fwd_create(const ul_model_t *m, const ul_cpu_config_t *cfg, ul_fwd_t **out);
+/* The same on pool (NULL: its own), which it does not free: a draft model computing on its
+ * target's threads (ul_cpu_backend_create_beside); the caller never runs both at once. */
+int ul_fwd_create_on(const ul_model_t *m, const ul_cpu_config_t *cfg, ul_pool_t *pool,
+                     ul_fwd_t **out);
 void ul_fwd_free(ul_fwd_t *f);
 
 /* Runs one step on the calling thread plus the pool: validates it (UL_EINVAL on a bad
  * token id, page table, position or size; nothing is computed then), writes K/V of every
  * token into its page, samples for every sequence with sample=1 (outputs in its
- * ul_step_seq_t). If logits_all is not NULL it receives the logits of EVERY token,
- * [step->n_tokens][n_vocab] (teacher-forced evaluation, tests). */
+ * ul_step_seq_t), verifying the proposals of entries that carry some (backend.h,
+ * "Speculative decoding": logits of their last n_draft + 1 rows, engine/spec.h). If logits_all is
+ * not NULL it receives the logits of EVERY token, [step->n_tokens][n_vocab] (teacher-forced
+ * evaluation, tests). */
 int ul_fwd_step(ul_fwd_t *f, ul_step_t *step, float *logits_all);
 
 /* Attention of one (token, KV head) pair: the n_gqa query heads that share the KV head,

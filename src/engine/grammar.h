@@ -91,7 +91,8 @@ int ul_gmatch_accept(ul_gmatch_t *m, int32_t id);
 void ul_gmatch_fill_mask(ul_gmatch_t *m, uint32_t *bits);
 
 /* The sampler's view of a matcher (uvllm/backend.h ul_token_filter_t): allows, accept and
- * fill_mask on the sequence's sampling thread. */
+ * fill_mask on the sequence's sampling thread; prefix (speculative decoding's proposals) on a
+ * copy of the state. */
 typedef struct ul_gfilter_s {
     ul_token_filter_t base; /* first */
     ul_gmatch_t *m;
@@ -101,6 +102,7 @@ typedef struct ul_gfilter_s {
     int active;           /* the trigger was seen: the grammar decides */
     char tail[64];        /* the last trigger_len - 1 bytes of free text */
     uint32_t tail_len;
+    ul_gmatch_t *probe; /* prefix's copy of m (speculative proposals), made on first use */
 } ul_gfilter_t;
 
 /* A filter at the start of g's text (g needs a vocabulary and must outlive f). 0 or

@@ -405,9 +405,23 @@ static void gf_mask(ul_token_filter_t *base, uint32_t *bits) {
         if (lazy_allows(f, id)) bits[id >> 5] |= 1u << (id & 31);
 }
 
+/* How many of ids the filter would take one after the other: on a copy of its state, so
+ * proposals it refuses are cut before they are computed. 0 without memory for the copy. */
+static int32_t gf_prefix(ul_token_filter_t *base, const int32_t *ids, int32_t n) {
+    ul_gfilter_t *f = (ul_gfilter_t *)base;
+    if (!f->probe && !(f->probe = ul_gmatch_new(f->m->g))) return 0;
+    ul_gfilter_t c = *f;
+    c.m = f->probe;
+    ul_gmatch_copy(c.m, f->m);
+    int32_t k = 0;
+    while (k < n && gf_allows(&c.base, ids[k])) gf_accept(&c.base, ids[k++]);
+    return k;
+}
+
 int ul_gfilter_init(ul_gfilter_t *f, const ul_grammar_t *g) {
     memset(f, 0, sizeof *f);
-    f->base = (ul_token_filter_t){.allows = gf_allows, .accept = gf_accept, .fill_mask = gf_mask};
+    f->base = (ul_token_filter_t){
+        .allows = gf_allows, .accept = gf_accept, .fill_mask = gf_mask, .prefix = gf_prefix};
     f->m = ul_gmatch_new(g);
     return f->m ? 0 : UL_ENOMEM;
 }
@@ -423,5 +437,6 @@ int ul_gfilter_init_lazy(ul_gfilter_t *f, const ul_grammar_t *g, const char *tri
 
 void ul_gfilter_free(ul_gfilter_t *f) {
     ul_gmatch_free(f->m);
-    f->m = NULL;
+    ul_gmatch_free(f->probe);
+    f->m = f->probe = NULL;
 }

@@ -35,6 +35,7 @@ typedef struct null_backend_s {
     int fail;           /* fault injection: steps after the first fail_after fail */
     int64_t fail_after, n_steps;
     int virtual_time; /* report the configured cost, do not sleep */
+    uint64_t salt;    /* mixed into the pseudo-token hash */
 } null_backend_t;
 
 /* The token sampled for position pos of sequence seq_id. Position-based rather than
@@ -43,7 +44,7 @@ static int32_t pseudo_token(const null_backend_t *nb, uint64_t seq_id, int32_t p
     const ul_backend_t *b = &nb->base;
     if (nb->eos_every > 0 && pos % nb->eos_every == nb->eos_every - 1) return b->eos_id;
     int32_t n = b->eos_id >= 0 ? b->n_vocab - 1 : b->n_vocab; /* eos_id is the last id */
-    return (int32_t)(ul_mix64(seq_id * UL_GOLDEN64 + (uint64_t)pos) % (uint64_t)n);
+    return (int32_t)(ul_mix64(seq_id * UL_GOLDEN64 + (uint64_t)pos + nb->salt) % (uint64_t)n);
 }
 
 /* Logprobs of a certain choice: the token has logprob 0 and heads the top list; the other
@@ -155,11 +156,66 @@ static void sleep_us(int64_t us) {
     }
 }
 
+/* The token sampled after entry s's last token (its filter and logprobs done). */
+static void sample_one(null_backend_t *nb, const ul_step_t *step, ul_step_seq_t *s) {
+    s->out_token = nb->reply ? scripted_token(nb, s, step->tokens)
+                             : pseudo_token(nb, s->seq_id, s->pos0 + s->n_tokens);
+    filter_token(nb, s);
+    fill_logprobs(nb, s);
+    s->rng[0] = ul_mix64(s->rng[0] + 1);
+    if (s->out_probs) { /* a draft's q: this backend is certain */
+        memset(s->out_probs, 0, (size_t)nb->base.n_vocab * sizeof *s->out_probs);
+        s->out_probs[s->out_token] = 1.0f;
+    }
+}
+
+/* Speculative entry (backend.h): the sample after each of its last n_draft + 1 tokens in
+ * turn, as an entry ending there would give it, while it is the next proposal. */
+static void verify(null_backend_t *nb, const ul_step_t *step, ul_step_seq_t *s) {
+    ul_step_spec_t *sp = s->spec;
+    const int32_t k = sp->n_draft, *drafts = step->tokens + s->tok_offset + s->n_tokens - k;
+    ul_step_seq_t v = *s;
+    v.spec = NULL;
+    v.out_probs = NULL;
+    int32_t j = 0;
+    for (;; j++) {
+        v.n_tokens = s->n_tokens - k + j;
+        if (s->history) v.n_history = s->n_history + j;
+        sample_one(nb, step, &v);
+        ul_step_out_t *o = &sp->out[j];
+        o->token = v.out_token;
+        o->logprob = v.out_logprob;
+        o->n_top = v.out_n_top;
+        memcpy(o->top_ids, v.out_top_ids, sizeof o->top_ids);
+        memcpy(o->top_logprobs, v.out_top_logprobs, sizeof o->top_logprobs);
+        if (j == k || v.out_token != drafts[j]) break;
+    }
+    sp->n_accepted = j;
+    s->out_token = v.out_token;
+    s->out_logprob = v.out_logprob;
+    s->out_n_top = v.out_n_top;
+    memcpy(s->out_top_ids, v.out_top_ids, sizeof s->out_top_ids);
+    memcpy(s->out_top_logprobs, v.out_top_logprobs, sizeof s->out_top_logprobs);
+    s->rng[0] = v.rng[0];
+    s->rng[1] = v.rng[1];
+}
+
+static int check_spec(const ul_step_seq_t *s) {
+    const ul_step_spec_t *sp = s->spec;
+    if (!sp) return 0;
+    return !s->sample || sp->propose || sp->n_draft < 0 || sp->n_draft >= s->n_tokens ||
+                   sp->n_draft > UL_MAX_DRAFT
+               ? UL_EINVAL
+               : 0;
+}
+
 /* Runs the step's bookkeeping and "samples" every sequence that samples. */
 static void fill_step(null_backend_t *nb, ul_step_t *step) {
     step->status = injected_fault(nb);
     for (int32_t i = 0; i < step->n_seqs && !step->status; i++)
         step->status = check_seq(nb, step, &step->seqs[i]);
+    for (int32_t i = 0; i < step->n_seqs && !step->status; i++)
+        step->status = check_spec(&step->seqs[i]);
     for (int32_t i = 0; i < step->n_seqs && !step->status; i++) {
         ul_step_seq_t *s = &step->seqs[i];
         for (int32_t k = 0; k < s->n_tokens; k++) {
@@ -167,13 +223,10 @@ static void fill_step(null_backend_t *nb, ul_step_t *step) {
             nb->kv_owner[slot] = s->seq_id + 1;
             nb->kv_token[slot] = step->tokens[s->tok_offset + k];
         }
-        if (s->sample) {
-            s->out_token = nb->reply ? scripted_token(nb, s, step->tokens)
-                                     : pseudo_token(nb, s->seq_id, s->pos0 + s->n_tokens);
-            filter_token(nb, s);
-            fill_logprobs(nb, s);
-            s->rng[0] = ul_mix64(s->rng[0] + 1);
-        }
+        if (s->spec)
+            verify(nb, step, s);
+        else if (s->sample)
+            sample_one(nb, step, s);
     }
 }
 
@@ -243,6 +296,7 @@ int ul_null_backend_create(const ul_null_config_t *cfg, ul_backend_t **out) {
         c.fail = cfg->fail;
         c.fail_after = cfg->fail_after;
         c.virtual_time = cfg->virtual_time;
+        c.salt = cfg->salt;
     }
     if (!c.eos_id) c.eos_id = c.n_vocab - 1;
     if (c.delay_us < 0 || c.token_us < 0 || c.prefill_us < 0 || c.n_vocab < 2 || c.n_ctx < 1 ||
@@ -271,7 +325,8 @@ int ul_null_backend_create(const ul_null_config_t *cfg, ul_backend_t **out) {
                               .page_size = c.page_size,
                               .n_pages = c.n_pages,
                               .eos_id = c.eos_every > 0 || c.n_reply ? c.eos_id : -1,
-                              .max_in_flight = 2}; /* the worker resolves chains */
+                              .max_in_flight = 2, /* the worker resolves chains */
+                              .spec = 1};
     nb->delay_us = c.delay_us;
     nb->token_us = c.token_us;
     nb->prefill_us = c.prefill_us;
@@ -279,6 +334,7 @@ int ul_null_backend_create(const ul_null_config_t *cfg, ul_backend_t **out) {
     nb->fail = c.fail;
     nb->fail_after = c.fail_after;
     nb->virtual_time = c.virtual_time;
+    nb->salt = c.salt;
     static const ul_worker_ops_t ops = {.step = worker_step};
     int rc = ul_worker_init(&nb->worker, &nb->base, &ops, nb);
     if (rc) {

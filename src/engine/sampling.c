@@ -17,9 +17,10 @@
 typedef ul_sc_cand_t cand_t;
 
 /* scratch = counts int32[n_vocab] (kept zero between calls) | cand_t[n_vocab] |
- * penalised logits float[n_vocab] | a filter's mask uint32[n_vocab / 32 + 1] */
+ * penalised logits float[n_vocab] | a filter's mask uint32[n_vocab / 32 + 1] | two
+ * distributions float[n_vocab] (sample_dist.c: speculative sampling) */
 size_t ul_sample_scratch_size(int32_t n_vocab) {
-    return (size_t)n_vocab * (sizeof(int32_t) + sizeof(cand_t) + sizeof(float)) +
+    return (size_t)n_vocab * (sizeof(int32_t) + sizeof(cand_t) + 3 * sizeof(float)) +
            ((size_t)n_vocab / 32 + 1) * sizeof(uint32_t);
 }
 
@@ -142,7 +143,7 @@ static int32_t draw(ul_step_seq_t *seq, const float *l, int32_t n_vocab, cand_t 
 }
 
 /* Log-softmax of the raw logits at tok, and the n most likely raw candidates. */
-static void fill_logprobs(ul_step_seq_t *seq, const float *logits, int32_t n_vocab, int32_t tok) {
+void ul_sample_logprobs(ul_step_seq_t *seq, const float *logits, int32_t n_vocab, int32_t tok) {
     float mx = vmax(logits, n_vocab);
     float lse = mx + (float)log(sumexp(logits, n_vocab, mx));
     seq->out_logprob = logits[tok] - lse;
@@ -157,6 +158,18 @@ static void apply_bias(const ul_sampling_t *sp, float *l, int32_t n_vocab) {
         int32_t id = sp->logit_bias[i].id;
         if (id >= 0 && id < n_vocab) l[id] += sp->logit_bias[i].bias;
     }
+}
+
+const float *ul_sample_adjusted(const ul_step_seq_t *seq, const float *logits, int32_t n_vocab,
+                                void *scratch) {
+    int32_t *counts = scratch;
+    float *pl = (float *)((cand_t *)(counts + n_vocab) + n_vocab);
+    const int bias = seq->sampling.n_logit_bias > 0 && seq->sampling.logit_bias;
+    if (!bias && !penalties_active(seq)) return logits;
+    memcpy(pl, logits, (size_t)n_vocab * sizeof *pl);
+    if (bias) apply_bias(&seq->sampling, pl, n_vocab);
+    if (penalties_active(seq)) apply_penalties(seq, pl, n_vocab, counts);
+    return pl;
 }
 
 static int32_t choose(ul_step_seq_t *seq, const float *l, int32_t n_vocab, cand_t *c) {
@@ -176,17 +189,12 @@ static void mask_logits(float *l, const uint32_t *bits, int32_t n_vocab) {
 }
 
 int32_t ul_sample(ul_step_seq_t *seq, const float *logits, int32_t n_vocab, void *scratch) {
+    if (seq->out_probs && seq->sampling.temperature > 0.0f)
+        return ul_sample_with_probs(seq, logits, n_vocab, scratch);
     int32_t *counts = scratch;
     cand_t *c = (cand_t *)(counts + n_vocab);
     float *pl = (float *)(c + n_vocab);
-    const float *l = logits;
-    const int bias = seq->sampling.n_logit_bias > 0 && seq->sampling.logit_bias;
-    if (bias || penalties_active(seq)) {
-        memcpy(pl, logits, (size_t)n_vocab * sizeof *pl);
-        if (bias) apply_bias(&seq->sampling, pl, n_vocab);
-        if (penalties_active(seq)) apply_penalties(seq, pl, n_vocab, counts);
-        l = pl;
-    }
+    const float *l = ul_sample_adjusted(seq, logits, n_vocab, scratch);
     int32_t tok = choose(seq, l, n_vocab, c);
     ul_token_filter_t *f = seq->sampling.filter;
     if (f && !f->allows(f, tok)) {
@@ -209,6 +217,10 @@ int32_t ul_sample(ul_step_seq_t *seq, const float *logits, int32_t n_vocab, void
     }
     if (f) f->accept(f, tok);
     seq->out_token = tok;
-    fill_logprobs(seq, logits, n_vocab, tok);
+    ul_sample_logprobs(seq, logits, n_vocab, tok);
+    if (seq->out_probs) { /* greedy: a certain choice */
+        memset(seq->out_probs, 0, (size_t)n_vocab * sizeof *seq->out_probs);
+        seq->out_probs[tok] = 1.0f;
+    }
     return tok;
 }

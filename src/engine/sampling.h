@@ -34,6 +34,31 @@ size_t ul_sample_scratch_size(int32_t n_vocab);
  * Returns the token id. */
 int32_t ul_sample(ul_step_seq_t *seq, const float *logits, int32_t n_vocab, void *scratch);
 
+/* Speculative sampling's pieces (sample_dist.c): the distribution ul_sample draws from.
+ *
+ * ul_sample_probs: for temperature > 0, probs[n_vocab] = the probability that ul_sample
+ * returns each id for seq and logits (bias, penalties over seq->history, the filter's
+ * current state: a refused choice is drawn again from the masked chain, so the result is
+ * the unmasked chain's allowed part plus the refused mass times the masked chain). Leaves
+ * the filter and the RNG as they are. probs may not alias scratch.
+ * ul_sample_with_probs: ul_sample for temperature > 0 that draws from that distribution
+ * and also writes it to seq->out_probs (a draft model's q).
+ * ul_sample_draw: an id drawn with weights w[0..n) summing to sum (> 0), advancing rng.
+ * ul_sample_logprobs: seq's out_logprob and top candidates for tok from the raw logits.
+ * ul_sample_adjusted: the logits with seq's bias and penalties (in scratch, or logits
+ * itself when there are none). */
+void ul_sample_probs(const ul_step_seq_t *seq, const float *logits, int32_t n_vocab, void *scratch,
+                     float *probs);
+int32_t ul_sample_with_probs(ul_step_seq_t *seq, const float *logits, int32_t n_vocab,
+                             void *scratch);
+int32_t ul_sample_draw(uint64_t rng[2], const float *w, int32_t n, double sum);
+void ul_sample_logprobs(ul_step_seq_t *seq, const float *logits, int32_t n_vocab, int32_t tok);
+const float *ul_sample_adjusted(const ul_step_seq_t *seq, const float *logits, int32_t n_vocab,
+                                void *scratch);
+/* The second of the scratch's two distributions (float[n_vocab]), free for callers of
+ * ul_sample_probs (the first is its own). */
+float *ul_sample_scratch_dist(void *scratch, int32_t n_vocab);
+
 /* Seeds a 128-bit xoshiro128++ state from a 64-bit seed with splitmix64, so nearby seeds
  * give unrelated streams. */
 void ul_sampling_rng_seed(uint64_t seed, uint64_t rng[2]);

@@ -29,6 +29,10 @@
  * watchdog (engine/worker.h): its requests end with an error, later steps fail at once
  * until the device returns it, and the server keeps answering.
  *
+ * Speculative decoding (backend.h) is not done here: base.spec is 0, so the scheduler
+ * never proposes for this backend, a step with proposals or a draft's out_probs is refused
+ * (UL_ENOTSUP), and `serve --backend cuda` refuses the speculative options at start-up.
+ *
  * Every CUDA call is checked. A failure while enqueuing, or a device error seen when the
  * step is finished, fails that step (UL_EIO: its requests end with an error) and the
  * next step starts clean; running out of device memory at create is a start-up error. */
@@ -310,6 +314,9 @@ static int prepare(gpu_t *g, slot_t *sl, ul_step_t *st) {
         if (s->n_tokens < 1 || s->tok_offset < 0 || s->tok_offset > T - s->n_tokens ||
             s->pos0 < 0 || s->pos0 > g->base.n_ctx - s->n_tokens || !s->pages)
             return UL_EINVAL;
+        /* speculative entries (backend.h): not verified on the device (base.spec is 0, so
+         * the scheduler never builds them for this backend) */
+        if (s->spec || s->out_probs) return UL_ENOTSUP;
         int32_t need = (s->pos0 + s->n_tokens + ps - 1) / ps;
         if (s->n_pages < need || np + need > g->max_pages) return UL_EINVAL;
         poff[si] = np;

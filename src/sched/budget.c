@@ -116,6 +116,10 @@ static double step_target_us(const ul_sched_t *s, const ul_step_feat_t *dec) {
     return d + (share > MIN_SHARE * T ? share : MIN_SHARE * T);
 }
 
+double ul_budget_step_cap_us(const ul_sched_t *s) {
+    return s->cfg.itl_target_ms > 0 ? PLAN_FRAC * s->cfg.itl_target_ms * 1000.0 : 0;
+}
+
 void ul_budget_plan(ul_sched_t *s) {
     s->dec_overloaded = overloaded(s, ul_step_model_predict(&s->model, &s->feat));
     s->prefill_target_us = step_target_us(s, &s->feat);

@@ -47,6 +47,7 @@ int ul_sched_init(ul_sched_t *s, ul_backend_t *backend, const ul_sched_config_t 
     }
     s->step = &s->slot[0].step;
     s->step_owner = s->slot[0].owner;
+    oom |= ul_spec_init(s) != 0;
     s->scratch = calloc((size_t)s->cfg.max_seqs, sizeof *s->scratch);
     /* Twice a step: a refused step is absorbed while the previous one's callbacks wait. */
     s->done = calloc(2 * nb, sizeof *s->done);
@@ -64,6 +65,7 @@ int ul_sched_init(ul_sched_t *s, ul_backend_t *backend, const ul_sched_config_t 
 void ul_sched_free(ul_sched_t *s) {
     UL_ASSERT(ul_sched_n_active(s) == 0 && s->n_flight == 0);
     ul_kv_pool_free(&s->pool);
+    ul_spec_free(s);
     for (int32_t i = 0; i < 2; i++) {
         struct ul_sched_slot_s *sl = &s->slot[i];
         free(sl->step.tokens);
@@ -121,9 +123,10 @@ int ul_sched_add_shared(ul_sched_t *s, ul_seq_t *q, const int32_t *prompt, int32
     q->tokens = malloc((size_t)cap * sizeof *q->tokens);
     q->pages_cap = ul_kv_pages_for(&s->pool, cap);
     q->pages = malloc((size_t)q->pages_cap * sizeof *q->pages);
-    if (!q->tokens || !q->pages) {
+    if (!q->tokens || !q->pages || ul_spec_seq_init(s, q, (int32_t)cap)) {
         free(q->tokens);
         free(q->pages);
+        ul_spec_seq_free(q);
         q->tokens = q->pages = NULL;
         return UL_ENOMEM;
     }
@@ -167,6 +170,7 @@ void ul_sched_set_paused(ul_sched_t *s, ul_seq_t *q, int paused) {
 
 static void release_pages(ul_sched_t *s, ul_seq_t *q) {
     ul_share_release(s, q);
+    ul_spec_release(s, q);
     ul_kv_page_release(&s->pool, q->pages, q->n_pages);
     q->n_pages = 0;
     q->n_computed = 0;
@@ -182,6 +186,7 @@ void ul_sched_finish(ul_sched_t *s, ul_seq_t *q, ul_finish_t reason, int status)
     release_pages(s, q);
     free(q->tokens);
     free(q->pages);
+    ul_spec_seq_free(q);
     q->tokens = q->pages = NULL;
     q->state = UL_SEQ_FINISHED;
     s->stats.seqs_finished++;
@@ -239,7 +244,7 @@ static ul_seq_t *newest_holder(ul_sched_t *s) {
 }
 
 /* Makes the page table cover n tokens; 0 or UL_EFULL (nothing allocated). */
-static int grow_pages(ul_sched_t *s, ul_seq_t *q, int32_t n) {
+int ul_sched_grow_pages(ul_sched_t *s, ul_seq_t *q, int32_t n) {
     int32_t need = ul_kv_pages_for(&s->pool, n) - q->n_pages;
     if (need <= 0) return 0;
     UL_ASSERT(q->n_pages + need <= q->pages_cap);
@@ -256,7 +261,9 @@ static int may_continue(const ul_seq_t *q) {
     return ul_seq_n_total(q) - q->n_prompt < q->max_tokens && ul_seq_n_total(q) < q->cap;
 }
 
-static void add_to_step(ul_sched_t *s, ul_seq_t *q, int32_t n) {
+/* q's next n tokens into the step being built; the last k of them are proposals (spec.c
+ * wrote them, or -1 for the draft's, after q's tokens). */
+static void add_to_step(ul_sched_t *s, ul_seq_t *q, int32_t n, int32_t k) {
     ul_step_t *st = s->step;
     ul_step_seq_t *ss = &st->seqs[st->n_seqs];
     const int32_t pos0 = ul_seq_next_pos(q);
@@ -267,7 +274,7 @@ static void add_to_step(ul_sched_t *s, ul_seq_t *q, int32_t n) {
     ss->pos0 = pos0;
     ss->pages = q->pages;
     ss->n_pages = q->n_pages;
-    ss->sample = pos0 + n == ul_seq_n_total(q);
+    ss->sample = pos0 + n - k == ul_seq_n_total(q); /* proposals follow its last token */
     ss->sampling = q->sampling;
     ss->rng[0] = q->rng[0];
     ss->rng[1] = q->rng[1];
@@ -282,16 +289,20 @@ static void add_to_step(ul_sched_t *s, ul_seq_t *q, int32_t n) {
     } else {
         memcpy(st->tokens + st->n_tokens, q->tokens + pos0, (size_t)n * sizeof(int32_t));
     }
+    q->spec_k = -1;
+    if (k > 0) ul_spec_attach(s, q, ss, k);
     /* Never write a page another sequence reads: shared pages lie before pos0. */
     for (int32_t p = pos0 / s->pool.page_size; p < ul_kv_pages_for(&s->pool, pos0 + n); p++)
         UL_ASSERT(s->pool.refs[q->pages[p]] == 1);
     s->step_owner[st->n_seqs] = q;
     ul_step_feat_add(&s->feat, n, pos0);
+    UL_ASSERT(k == 0 || pos0 + n - k == q->n_tokens); /* proposals follow its last token */
     if (!q->t_sched_ns) {
         q->t_sched_ns = s->now_ns;
         if (!q->probe) ul_hist_observe(&s->stats.queue, ul_sched_seconds_since(s, q->t_add_ns));
     }
     q->step_index = st->n_seqs;
+    q->spec_ntok = n;
     st->n_tokens += n;
     st->n_seqs++;
     q->in_step++;
@@ -301,8 +312,9 @@ static void add_to_step(ul_sched_t *s, ul_seq_t *q, int32_t n) {
 }
 
 int ul_sched_runnable(const ul_sched_t *s, const ul_seq_t *q) {
+    /* a sequence verifying proposals waits for their outcome (it is never chained) */
     return !q->paused && !q->cancelled && !q->ending && !ul_share_blocked(s, q) &&
-           (!q->in_step || may_continue(q));
+           (!q->in_step || (q->spec_k < 0 && may_continue(q)));
 }
 
 /* Decides q's end without calling back: its pages go back to the pool at once when no
@@ -332,12 +344,13 @@ static void add_decoders(ul_sched_t *s) {
             !(s->hold_first && ul_budget_ready_first(s, q)))
             s->scratch[n++] = q;
     }
+    ul_spec_begin(s, n);
     for (int32_t i = 0; i < n && s->step->n_tokens < s->cfg.max_batch_tokens; i++) {
         ul_seq_t *q = s->scratch[i];
         if (q->state != UL_SEQ_RUNNING) continue; /* preempted for an older one */
         /* one in flight waits for its step rather than preempt anyone (it is not a victim) */
-        if (q->in_step && grow_pages(s, q, ul_seq_n_total(q)) != 0) continue;
-        while (grow_pages(s, q, ul_seq_n_total(q)) != 0) {
+        if (q->in_step && ul_sched_grow_pages(s, q, ul_seq_n_total(q)) != 0) continue;
+        while (ul_sched_grow_pages(s, q, ul_seq_n_total(q)) != 0) {
             if (q->n_pages == s->pool.n_pages) {
                 /* It holds the whole pool and needs more: it can never grow. Its last
                  * token's on_token may still be owed: then deliver finishes it. */
@@ -357,7 +370,11 @@ static void add_decoders(ul_sched_t *s) {
                 break;
             }
         }
-        if (q) add_to_step(s, q, 1);
+        if (!q) continue;
+        /* proposals from what the later decoders leave of the budget */
+        int32_t room = s->cfg.max_batch_tokens - s->step->n_tokens - 1 - (n - i - 1);
+        int32_t k = q->in_step ? 0 : ul_spec_plan(s, q, room);
+        add_to_step(s, q, 1 + k, k);
     }
     /* Rotate: the sequences just scheduled go to the back, so when decoders outnumber the
      * budget every one of them gets a turn. */
@@ -376,7 +393,7 @@ static int32_t admit_chunk(ul_sched_t *s, ul_seq_t *q, int32_t budget) {
     int64_t room = (int64_t)(q->n_pages + s->pool.n_free) * s->pool.page_size - ul_seq_next_pos(q);
     if (c > room) c = (int32_t)room;
     if (c <= 0) return 0;
-    int rc = grow_pages(s, q, ul_seq_next_pos(q) + c);
+    int rc = ul_sched_grow_pages(s, q, ul_seq_next_pos(q) + c);
     UL_ASSERT(rc == 0);
     return c;
 }
@@ -416,7 +433,7 @@ static void add_prefills(ul_sched_t *s) {
             q->state = UL_SEQ_RUNNING;
             s->n_running++;
         }
-        add_to_step(s, q, c);
+        add_to_step(s, q, c, 0);
     }
 }
 int ul_sched_step_build(ul_sched_t *s) {
@@ -428,6 +445,9 @@ int ul_sched_step_build(ul_sched_t *s) {
     s->step->n_tokens = 0;
     s->step->n_seqs = 0;
     s->step->status = 0;
+    s->step->draft_us = 0;
+    sl->n_spec = 0;
+    sl->proposing = 0;
     s->preempted_for_decode = 0;
     int no_hold = 0;
     for (;;) {
@@ -471,27 +491,39 @@ int ul_sched_step_build(ul_sched_t *s) {
     return s->step->n_seqs;
 }
 
-/* Appends a sampled token and decides whatever needs no callback: end-of-generation (unless
- * the sequence ignores it), max_tokens, the context length. */
-static void take_token(ul_sched_t *s, ul_seq_t *q, const ul_step_seq_t *ss) {
-    int32_t tok = ss->out_token;
+int ul_sched_take_token(ul_sched_t *s, ul_seq_t *q, int32_t tok, const ul_step_out_t *o) {
     const ul_backend_t *b = s->backend;
     if (tok < 0 || tok >= b->n_vocab) {
         ul_sched_set_ending(s, q, UL_FINISH_ERROR, UL_ERANGE);
         ul_sched_owe(s, q, -1, NULL);
-        return;
+        return 0;
     }
     if (!q->ignore_eos && ((b->eos_id >= 0 && tok == b->eos_id) ||
                            (s->cfg.is_eog && s->cfg.is_eog(s->cfg.eog_ctx, tok)))) {
         ul_sched_set_ending(s, q, UL_FINISH_STOP, 0);
         ul_sched_owe(s, q, -1, NULL);
-        return;
+        return 0;
     }
     q->tokens[q->n_tokens++] = tok;
     s->stats.tokens_generated += !q->probe;
-    if (q->n_tokens - q->n_prompt >= q->max_tokens || q->n_tokens >= q->cap)
+    int more = 1;
+    if (q->n_tokens - q->n_prompt >= q->max_tokens || q->n_tokens >= q->cap) {
         ul_sched_set_ending(s, q, UL_FINISH_LENGTH, 0);
-    ul_sched_owe(s, q, tok, ss);
+        more = 0;
+    }
+    ul_sched_owe(s, q, tok, o);
+    return more;
+}
+
+/* The token an entry sampled, with its logprobs. */
+static void take_sampled(ul_sched_t *s, ul_seq_t *q, const ul_step_seq_t *ss) {
+    ul_step_out_t o = {.token = ss->out_token, .logprob = ss->out_logprob, .n_top = 0};
+    if (q->sampling.n_logprobs > 0 && ss->out_n_top > 0) {
+        o.n_top = ss->out_n_top > UL_MAX_LOGPROBS ? UL_MAX_LOGPROBS : ss->out_n_top;
+        memcpy(o.top_ids, ss->out_top_ids, (size_t)o.n_top * sizeof *o.top_ids);
+        memcpy(o.top_logprobs, ss->out_top_logprobs, (size_t)o.n_top * sizeof *o.top_logprobs);
+    }
+    ul_sched_take_token(s, q, o.token, &o);
 }
 
 void ul_sched_step_absorb(ul_sched_t *s) {
@@ -503,6 +535,8 @@ void ul_sched_step_absorb(ul_sched_t *s) {
     ul_step_t *st = &sl->step;
     s->stats.steps++;
     s->stats.compute_us += st->compute_us;
+    s->stats.spec_draft_us += st->draft_us;
+    if (sl->proposing) ul_spec_refeature(s, sl); /* the draft may have shortened entries */
     s->stats.predicted_us += sl->pred_us;
     s->step_last_us = st->compute_us;
     s->t_step_done_ns = s->now_ns;
@@ -520,8 +554,10 @@ void ul_sched_step_absorb(ul_sched_t *s) {
     for (int32_t i = 0; i < st->n_seqs; i++) {
         ul_seq_t *q = sl->owner[i];
         q->in_step--;
-        q->n_pending -= st->seqs[i].n_tokens;
+        /* (the draft may have shortened a proposing entry: what was pending is spec_ntok) */
+        q->n_pending -= q->spec_k >= 0 ? q->spec_ntok : st->seqs[i].n_tokens;
         q->n_unknown -= st->seqs[i].sample;
+        q->spec_k = -1;
     }
     for (int32_t i = 0; i < st->n_seqs; i++) {
         ul_step_seq_t *ss = &st->seqs[i];
@@ -539,13 +575,17 @@ void ul_sched_step_absorb(ul_sched_t *s) {
             ul_sched_owe(s, q, -1, NULL);
             continue;
         }
+        if (ss->spec) {
+            ul_spec_absorb(s, q, ss);
+            continue;
+        }
         q->n_computed += ss->n_tokens;
         s->stats.tokens_computed += (uint64_t)ss->n_tokens;
         ul_share_publish(s, q);
         if (!ss->sample) continue;
         q->rng[0] = ss->rng[0];
         q->rng[1] = ss->rng[1];
-        take_token(s, q, ss);
+        take_sampled(s, q, ss);
     }
 }
 

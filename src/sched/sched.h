@@ -12,7 +12,21 @@
  *
  * Files: sched.c (lifecycle, step building, absorbing, preemption), share.c (prefix cache,
  * n > 1 sharing), budget.c (latency budget, first-token holding, predicted wait),
- * steptime.c (the step-time model), sched_impl.h (what they share), driver.c (the loop).
+ * steptime.c (the step-time model), spec.c (speculative decoding: proposals, how many,
+ * their verification's results), sched_impl.h (what they share), driver.c (the loop).
+ *
+ * Speculative decoding (cfg.spec_ngram, a backend with a draft model; backend.h
+ * "Speculative decoding"): a decoding sequence's one token may come with proposals, from
+ * n-gram lookup in its own tokens or from the draft model, verified in the same step as
+ * everything else. How many each sequence proposes is priced like everything in a step: by
+ * the step-time model against the tokens they are expected to add (from its acceptance
+ * rate), within the step's token budget and the latency target, so a sequence whose
+ * proposals are rarely right, or a step that batching already fills, proposes nothing (a
+ * backed-off sequence probes with one proposal now and then). One step can give a sequence
+ * several tokens: on_token runs for each in order (a stop ends it there). Pipelining
+ * (cfg.pipeline 2) takes precedence: a sequence whose step is still in flight is chained
+ * without proposals, and one with proposals in flight waits for their outcome, so with
+ * both on a steadily decoding sequence rarely proposes.
  *
  * One step in flight at a time, double buffered (DESIGN.md "Double buffering"): when step N
  * completes, the driver first absorbs its results (tokens appended, end-of-generation,
@@ -133,10 +147,20 @@ struct ul_seq_s {
     int32_t step_index; /* while in_step: its index in the newest one's seqs */
     int32_t n_pending;  /* while in_step: tokens those steps compute for it (KV to come) */
     int32_t n_unknown;  /* while in_step: tokens those steps sample for it (not known yet) */
-    int cb_pending;     /* has an entry in the scheduler's callback list (s->done) */
+    int cb_pending;     /* has entries in the scheduler's callback list (s->done) */
+    int32_t done_head;  /* while cb_pending: the first of them */
     ul_finish_t ending; /* decided end, on_finish not run yet (waits for callbacks/step) */
     int ending_status;
     int32_t n_preempted;
+    /* speculative decoding (spec.c): decayed counts of proposals accepted and reached per
+     * proposer (0 n-gram, 1 draft) and the optimistic prior's decayed weight; steps since it last
+     * proposed; while in a step: its proposals (spec_k, -1: none) and the tokens its entry had when
+     * built; the draft KV pool's page table and how many positions it holds */
+    float spec_acc[2], spec_seen[2], spec_prior[2];
+    int32_t spec_idle;
+    int32_t spec_k, spec_from, spec_ntok;
+    int32_t *dpages;
+    int32_t n_dpages, dpages_cap, d_computed;
     /* KV sharing (ul_sched_add_shared): while waiting to share, the sequence whose prompt
      * pages it will take (NULL once it took them or proceeds on its own); n_sharers counts
      * the sequences waiting on this one; n_shared is how many pages at the front of the
@@ -178,7 +202,20 @@ typedef struct ul_sched_config_s {
      * 2, step N+1 is submitted while N computes (pipelining, above), when the backend takes
      * it (max_in_flight >= 2), else 1. */
     int32_t pipeline;
+    /* Speculative decoding (spec.c): spec_ngram N > 0 proposes the tokens that followed the
+     * latest earlier occurrence of the sequence's last N (down to 1) tokens; a backend with
+     * a draft model (ul_spec_backend_create) proposes with it where n-gram lookup finds
+     * nothing. spec_draft_max: proposals per sequence and step (0: 6; at most UL_MAX_DRAFT);
+     * spec_draft_min: fewer are not proposed (0: 1); spec_p_min: the draft stops at a token
+     * it gives less probability (0: never). */
+    int32_t spec_ngram, spec_draft_max, spec_draft_min;
+    float spec_p_min;
+    /* 1: every decoder proposes spec_draft_max tokens whenever a proposer has them, whatever
+     * the step-time model says (tests and the verification's benchmark: a fixed K) */
+    int spec_eager;
 } ul_sched_config_t;
+
+#define UL_SPEC_HIST_N 11 /* acceptance-rate buckets: <= 0, 0.1, ..., 1 */
 
 typedef struct ul_sched_stats_s {
     uint64_t steps, tokens_generated, tokens_computed, preemptions, seqs_finished;
@@ -196,6 +233,13 @@ typedef struct ul_sched_stats_s {
     uint64_t steps_held;     /* steps built while ready sequences' first tokens were held */
     uint64_t steps_ahead;    /* steps built while another was in flight (pipelining) */
     uint64_t tokens_chained; /* decode inputs left to the backend to fill in (pipelining) */
+    /* speculative decoding: verifications (sequence-steps with proposals), proposals made
+     * and accepted, tokens they gave per verification over steps, per verification the
+     * accepted share (accept_hist[i]: share <= i / 10, not cumulative), and the draft
+     * model's time (of compute_us) */
+    uint64_t spec_verifications, spec_proposed, spec_accepted;
+    uint64_t spec_accept_hist[UL_SPEC_HIST_N];
+    double spec_draft_us;
 } ul_sched_stats_t;
 
 typedef struct ul_sched_s ul_sched_t;
@@ -212,12 +256,17 @@ struct ul_sched_s {
      * oldest in flight, slot[(head + n_flight) % depth] the next one built. */
     struct ul_sched_slot_s {
         ul_step_t step;
-        ul_seq_t **owner;    /* [max_batch_tokens]: the sequence of each step.seqs entry */
-        ul_step_feat_t feat; /* its shape, for the step-time model */
-        double pred_us;      /* the model's prediction when it was built */
-        int budget_cut;      /* the latency target cut its prefill */
-        int done;            /* completed (or refused), not absorbed yet */
+        ul_seq_t **owner;     /* [max_batch_tokens]: the sequence of each step.seqs entry */
+        ul_step_feat_t feat;  /* its shape, for the step-time model */
+        double pred_us;       /* the model's prediction when it was built */
+        int budget_cut;       /* the latency target cut its prefill */
+        int done;             /* completed (or refused), not absorbed yet */
+        ul_step_spec_t *spec; /* [spec_cap]: its entries' proposals (NULL: no speculation) */
+        int32_t n_spec;
+        int proposing; /* a draft model proposes for some of its entries */
     } slot[2];
+    int32_t spec_cap;      /* speculative entries a step may have (0: speculation off) */
+    ul_kv_pool_t dpool;    /* the draft model's KV pages (n_pages 0: no draft model) */
     int32_t depth;         /* 1, or 2 when pipelining */
     int32_t head;          /* slot of the oldest step in flight */
     int32_t n_flight;      /* steps built and not absorbed yet */
@@ -225,10 +274,12 @@ struct ul_sched_s {
     ul_seq_t **step_owner; /* its owners (as step) */
     ul_seq_t **scratch;    /* [max_seqs]: prefill candidates while building */
     /* Callbacks owed for absorbed steps, run by ul_sched_step_deliver: token < 0 means only
-     * the finish (a sequence appears at most once, see ul_seq_t.cb_pending). */
+     * the finish (a sequence's entries are one run, added by one absorb: ul_seq_t.cb_pending). */
     struct ul_sched_done_s {
         ul_seq_t *seq;
         int32_t token;
+        int32_t n;          /* at a sequence's first entry: its entries here (several tokens of one
+                             * step: speculative decoding), consecutive */
     } * done;               /* [2 * max_batch_tokens] */
     ul_token_lp_t *done_lp; /* [2 * max_batch_tokens]: the logprobs of done[i].token */
     int32_t n_done;
@@ -244,6 +295,8 @@ struct ul_sched_s {
     int32_t n_streaming;      /* while building: runnable decoders that have streamed */
     double backlog_us;        /* while building: predicted prefill time of pending prompts */
     double prefill_target_us; /* while building: the step time prefill may fill up to */
+    ul_step_feat_t spec_feat; /* while adding decoders: the step as planned so far (spec.c) */
+    double spec_tokens;       /* while adding decoders: tokens it is expected to produce */
     /* The time of the current wake-up (ns, monotonic), set by the driver (or a test)
      * before it builds, absorbs or delivers and whenever it is kicked: the only clock the
      * policy reads. */

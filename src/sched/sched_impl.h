@@ -32,8 +32,38 @@ void ul_sched_finish(ul_sched_t *s, ul_seq_t *q, ul_finish_t reason, int status)
  * no step uses them. */
 void ul_sched_set_ending(ul_sched_t *s, ul_seq_t *q, ul_finish_t reason, int status);
 /* deliver.c: queues q's callbacks (token < 0: only the finish) for ul_sched_step_deliver;
- * ss: the step entry that sampled token (its logprobs are copied now), NULL with token < 0. */
-void ul_sched_owe(ul_sched_t *s, ul_seq_t *q, int32_t token, const ul_step_seq_t *ss);
+ * o: the token's logprobs (copied now), NULL with token < 0. Several tokens of one step
+ * (speculative decoding) are owed one after the other. */
+void ul_sched_owe(ul_sched_t *s, ul_seq_t *q, int32_t token, const ul_step_out_t *o);
+/* sched.c: appends a token q produced and decides whatever needs no callback (end of
+ * generation, max_tokens, the context), owing its on_token; 1 while q may take more. */
+int ul_sched_take_token(ul_sched_t *s, ul_seq_t *q, int32_t tok, const ul_step_out_t *o);
+/* sched.c: makes q's page table cover n tokens; 0 or UL_EFULL (nothing allocated). */
+int ul_sched_grow_pages(ul_sched_t *s, ul_seq_t *q, int32_t n);
+
+/* spec.c (speculative decoding). init: the draft KV pool and the steps' proposal buffers
+ * when speculation is on (0 or UL_ENOMEM); seq_init / seq_free: a sequence's draft page
+ * table (cap tokens); release: its draft pages back (with its target pages). */
+int ul_spec_init(ul_sched_t *s);
+void ul_spec_free(ul_sched_t *s);
+int ul_spec_seq_init(ul_sched_t *s, ul_seq_t *q, int32_t cap);
+void ul_spec_seq_free(ul_seq_t *q);
+void ul_spec_release(ul_sched_t *s, ul_seq_t *q);
+/* spec.c, while the decoders are added: begin, with the n candidates in s->scratch; plan:
+ * how many proposals q (a decoder in no step) makes in this step, at most room, its pages
+ * grown for them and the proposals written after its tokens (-1: the draft's to come);
+ * attach: the entry's proposals (add_to_step). */
+void ul_spec_begin(ul_sched_t *s, int32_t n);
+int32_t ul_spec_plan(ul_sched_t *s, ul_seq_t *q, int32_t room);
+void ul_spec_attach(ul_sched_t *s, ul_seq_t *q, ul_step_seq_t *ss, int32_t k);
+/* spec.c, absorbing: a verified entry's tokens, KV (rejected positions forgotten, pages
+ * that held only them freed) and acceptance; refeature: a step the draft changed, its
+ * features (for the step-time model) from its final layout. */
+void ul_spec_absorb(ul_sched_t *s, ul_seq_t *q, const ul_step_seq_t *ss);
+void ul_spec_refeature(ul_sched_t *s, struct ul_sched_slot_s *sl);
+/* budget.c: the step time a step is planned to while anything decodes (the latency
+ * target's plan), or 0 without a target. */
+double ul_budget_step_cap_us(const ul_sched_t *s);
 
 /* sched.c: q may get tokens in the step being built (not paused, cancelled, ending, waiting
  * to share, nor in a step in flight that leaves it nothing to do). */

@@ -244,7 +244,7 @@ static void parity_accept(ul_token_filter_t *f, int32_t id) {
 
 Test(sampling, a_filter_chooses_among_allowed_ids_and_sees_the_choice) {
     float l[NV] = {0.5f, 3.0f, -1.0f, 2.0f, 2.9f, 0, 0, 0};
-    parity_filter_t f = {{parity_allows, parity_accept, NULL}, 0, 0, -1};
+    parity_filter_t f = {{parity_allows, parity_accept, NULL, NULL}, 0, 0, -1};
     ul_step_seq_t s = seq_with(0);
     s.sampling.filter = &f.base;
     cr_assert_eq(ul_sample(&s, l, NV, g_scratch), 4, "greedy: the best even id");
@@ -282,7 +282,7 @@ static void parity_mask(ul_token_filter_t *f, uint32_t *bits) {
 
 Test(sampling, a_filter_mask_replaces_per_token_checks) {
     float l[NV] = {0.5f, 3.0f, -1.0f, 2.0f, 2.9f, 0, 0, 0};
-    parity_filter_t f = {{counting_allows, parity_accept, parity_mask}, 0, 0, -1};
+    parity_filter_t f = {{counting_allows, parity_accept, parity_mask, NULL}, 0, 0, -1};
     ul_step_seq_t s = seq_with(0);
     s.sampling.filter = &f.base;
     g_allows_calls = 0;
