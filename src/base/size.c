@@ -5,6 +5,7 @@
 
 #include <ctype.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -53,16 +54,64 @@ int ul_size_parse(const char *s, int64_t *out) {
     return 0;
 }
 
-int ul_size_meminfo_available(const char *text, int64_t *out) {
-    const char *p = text ? strstr(text, "MemAvailable:") : NULL;
-    if (!p || (p != text && p[-1] != '\n')) return UL_ENOENT;
+/* The value of a "Key:   N kB" line of /proc/meminfo, in bytes. */
+static int meminfo_value(const char *text, const char *key, int64_t *out) {
+    size_t klen = strlen(key);
+    const char *p = text;
+    while (p && (p = strstr(p, key)) && p != text && p[-1] != '\n') p += klen;
+    if (!p) return UL_ENOENT;
     unsigned long long kib;
     char unit[8] = "";
-    if (sscanf(p + 13, " %llu %7s", &kib, unit) < 1 || (unit[0] && strcmp(unit, "kB")))
+    if (sscanf(p + klen, " %llu %7s", &kib, unit) < 1 || (unit[0] && strcmp(unit, "kB")))
         return UL_ENOENT;
     if (kib > (unsigned long long)(INT64_MAX / 1024)) return UL_ENOENT;
     *out = (int64_t)kib * 1024;
     return 0;
+}
+
+int ul_size_meminfo_available(const char *text, int64_t *out) {
+    return text ? meminfo_value(text, "MemAvailable:", out) : UL_ENOENT;
+}
+
+int ul_size_meminfo_total(const char *text, int64_t *out) {
+    return text ? meminfo_value(text, "MemTotal:", out) : UL_ENOENT;
+}
+
+int ul_size_cgroup_limit(const char *text, int64_t *out) {
+    if (!text) return UL_ENOENT;
+    while (*text == ' ' || *text == '\t') text++;
+    if (!strncmp(text, "max", 3)) return UL_ENOENT; /* cgroup v2: no limit */
+    char *end;
+    unsigned long long v = strtoull(text, &end, 10);
+    if (end == text || (*end && *end != '\n' && *end != ' ')) return UL_ENOENT;
+    /* cgroup v1 writes "no limit" as the largest page-aligned value (about 2^63) */
+    if (v >= (unsigned long long)INT64_MAX / 2) return UL_ENOENT;
+    *out = (int64_t)v;
+    return 0;
+}
+
+/* Reads a small text file into buf (NUL-terminated); 0 or UL_ENOENT. */
+static int read_small(const char *path, char *buf, size_t cap) {
+    FILE *f = fopen(path, "r");
+    if (!f) return UL_ENOENT;
+    size_t n = fread(buf, 1, cap - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    return n ? 0 : UL_ENOENT;
+}
+
+int64_t ul_size_mem_limit(void) {
+    char text[4096];
+    int64_t total = -1, v;
+    if (!read_small("/proc/meminfo", text, sizeof text) && !ul_size_meminfo_total(text, &v))
+        total = v;
+    static const char *const cg[] = {"/sys/fs/cgroup/memory.max",
+                                     "/sys/fs/cgroup/memory/memory.limit_in_bytes"};
+    for (size_t i = 0; i < sizeof cg / sizeof cg[0]; i++)
+        if (!read_small(cg[i], text, sizeof text) && !ul_size_cgroup_limit(text, &v) && v > 0 &&
+            (total < 0 || v < total))
+            total = v;
+    return total;
 }
 
 const char *ul_size_format(int64_t bytes, char *buf, size_t cap) {

@@ -16,6 +16,17 @@ int ul_size_parse(const char *s, int64_t *out);
  * the line is missing or malformed. */
 int ul_size_meminfo_available(const char *text, int64_t *out);
 
+/* The MemTotal value of a /proc/meminfo text, in bytes; 0 or UL_ENOENT. */
+int ul_size_meminfo_total(const char *text, int64_t *out);
+
+/* A cgroup memory limit file's value (v2 memory.max, v1 memory.limit_in_bytes), in bytes.
+ * UL_ENOENT for "max", v1's "no limit" (about 2^63) or anything malformed. */
+int ul_size_cgroup_limit(const char *text, int64_t *out);
+
+/* The memory this process may use: MemTotal, or the cgroup's limit when it is lower
+ * (containers); -1 when neither can be read. Reads files: call at start-up, off the loop. */
+int64_t ul_size_mem_limit(void);
+
 /* "512.0 MiB" style for log lines; returns buf. */
 const char *ul_size_format(int64_t bytes, char *buf, size_t cap);
 

@@ -69,3 +69,17 @@ Test(size, meminfo_available) {
     cr_assert_str_eq(ul_size_format(512ll << 20, buf, sizeof buf), "512.0 MiB");
     cr_assert_str_eq(ul_size_format(1000, buf, sizeof buf), "1000 B");
 }
+
+Test(size, meminfo_total_and_cgroup_limits) {
+    int64_t v = 0;
+    cr_assert_eq(ul_size_meminfo_total("MemTotal:       24576000 kB\nMemFree: 1 kB\n", &v), 0);
+    cr_assert_eq(v, 24576000LL * 1024);
+    cr_assert_eq(ul_size_meminfo_total("MemFree: 1 kB\n", &v), UL_ENOENT);
+    cr_assert_eq(ul_size_cgroup_limit("536870912\n", &v), 0);
+    cr_assert_eq(v, 536870912);
+    cr_assert_eq(ul_size_cgroup_limit("max\n", &v), UL_ENOENT, "v2: no limit");
+    cr_assert_eq(ul_size_cgroup_limit("9223372036854771712\n", &v), UL_ENOENT, "v1: no limit");
+    cr_assert_eq(ul_size_cgroup_limit("", &v), UL_ENOENT);
+    cr_assert_eq(ul_size_cgroup_limit("12x", &v), UL_ENOENT);
+    cr_assert_gt(ul_size_mem_limit(), 0, "this machine has a MemTotal");
+}
