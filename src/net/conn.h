@@ -38,12 +38,20 @@ typedef struct ul_conn_s {
 
     /* input: bytes read but not parsed yet (only while a request is open) */
     ul_buf_t in;
-    size_t hdr_raw;     /* raw bytes consumed in the current request's header phase */
-    uint64_t hdr_start; /* uv_now when the current request's first byte arrived */
-    uint64_t last_in;   /* uv_now of the last read */
-    int in_headers;     /* parser is before on_headers_complete of the current message */
-    int got_bytes;      /* the current message has started (any byte consumed) */
-    int err_status;     /* limit hit inside a parser callback: 413 / 431 / 400 */
+    size_t hdr_raw;       /* raw bytes consumed in the current request's header phase */
+    uint64_t hdr_start;   /* uv_now when the current request's first byte arrived */
+    uint64_t last_in;     /* uv_now of the last read */
+    int in_headers;       /* parser is before on_headers_complete of the current message */
+    int got_bytes;        /* the current message has started (any byte consumed) */
+    int err_status;       /* limit hit inside a parser callback: 413 / 431 / 400 / 501 / 503 */
+    const char *err_msg;  /* its message, or NULL for the status's usual one */
+    int head_paused;      /* on_headers_complete paused the parser: the head is checked next */
+    int hdr_lf;           /* the last header byte fed was '\n' (a line starting with a space
+                             or tab after it is obsolete line folding: refused) */
+    size_t trailer_bytes; /* trailer fields of the current chunked body, counted not kept */
+    int in_body;          /* headers checked, the body is arriving (deadline and rate apply) */
+    uint64_t body_start;  /* uv_now when the body phase began */
+    uint64_t body_raw;    /* raw bytes consumed in the body phase */
 
     /* request under construction; hdr holds url, names and values, NUL-separated */
     ul_buf_t hdr;
@@ -90,9 +98,15 @@ typedef struct ul_conn_s {
     int eof;               /* the client closed its side */
     int close_after_write; /* close once out and wbuf are empty */
     int lingering;         /* write side shut down; discarding input until EOF/timeout */
+    int quick_linger;      /* refused at accept: linger briefly, its descriptor is needed */
     uint64_t linger_deadline;
     int closing; /* uv_close called */
     int abort_reason;
+    const char *cut;       /* why an open request was cut, for the access log, or NULL */
+    int cutting;           /* shutdown deadline: its last words are queued, close follows */
+    uint64_t cut_deadline; /* uv_now by which a cutting connection closes regardless */
+    size_t mem;            /* bytes accounted to the memory budget (budget.c) */
+    char peer[48];         /* the client's address, "" if unknown */
 } ul_conn_t;
 
 /* conn.c */
@@ -114,6 +128,21 @@ void ul_conn_fail(ul_conn_t *c, int status, const char *message);
  * message's headers are stored (from on_headers_complete until the request finishes);
  * NULL if absent. *len gets the value's length. */
 const char *ul_conn_header(const ul_conn_t *c, const char *name, size_t *len);
+
+/* head.c: the llhttp callbacks storing the request line and headers */
+const llhttp_settings_t *ul_conn_parser_settings(void);
+
+/* budget.c: the memory budget (ul_http_config_t.max_buffered_mem) */
+/* Recomputes c's footprint and the server's total; after c's buffers grew or shrank. */
+void ul_conn_account(ul_conn_t *c);
+/* Drops c's share of the total at once (c is closing; its memory goes with it). */
+void ul_conn_unaccount(ul_conn_t *c);
+/* 0 when n more bytes may be buffered for c; else the status to refuse with (413: c's own
+ * budget, 503: the total, after closing stalled readers failed to make room). */
+int ul_conn_mem_check(ul_conn_t *c, size_t n);
+/* Frees buffers a finished request grew large (a keep-alive connection must not keep a
+ * big body's or answer's memory while idle). */
+void ul_conn_shrink(ul_conn_t *c);
 
 /* reqid.c */
 /* Sets c->rid from the message's X-Request-Id when valid, else makes one; from
@@ -182,6 +211,9 @@ int ul_sse_frame(ul_buf_t *b, int chunked, const char *prefix, const char *data,
 
 /* server.c */
 void ul_http_server_conn_gone(ul_http_server_t *s);
+/* The shutdown deadline reached c with a request still open: queues its last words (an SSE
+ * error event, or a 503 when nothing was answered yet) and closes once they are written. */
+void ul_conn_cut(ul_conn_t *c);
 const char *ul_http_server_date(ul_http_server_t *s);
 
 #endif

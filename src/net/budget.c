@@ -1,0 +1,121 @@
+/* The memory budget (ul_http_config_t.max_buffered_mem, max_conn_mem): what every
+ * connection holds for its client (input, head, body, queued output, their bookkeeping) is
+ * its footprint, kept current at the points where buffers grow or shrink, and summed per
+ * server. A request body or an answer that would take a connection over its budget is a
+ * 413, over the total a 503. Before a 503, connections whose output made no progress for a
+ * second (clients that stopped reading; their memory is the cheapest to give up) are
+ * closed, largest first. Bulk allocations (over 64 KiB) may fill three quarters of the
+ * total only, so requests of a few hundred bytes keep finding room. Buffers grown for one
+ * large request are released when it ends. */
+#include <stdlib.h>
+
+#include "net/conn.h"
+#include "uvllm/err.h"
+#include "uvllm/log.h"
+
+#define BULK (64 * 1024) /* an allocation this large is "bulk" */
+#define KEEP (64 * 1024) /* idle buffers above this are released */
+#define STALLED_MS 1000  /* no write progress this long: the client is not reading */
+
+static size_t footprint(const ul_conn_t *c) {
+    return sizeof *c + c->in.cap + c->hdr.cap + c->body.cap + c->resp_hdrs.cap + c->out.cap +
+           c->wbuf.cap + c->cap_hoff * sizeof *c->hoff + c->cap_hdrs * sizeof *c->hdrs;
+}
+
+void ul_conn_account(ul_conn_t *c) {
+    if (c->closing) return;
+    ul_http_server_t *s = c->srv;
+    size_t m = footprint(c);
+    s->stats.mem_buffered = s->stats.mem_buffered - c->mem + m;
+    c->mem = m;
+}
+
+void ul_conn_unaccount(ul_conn_t *c) {
+    c->srv->stats.mem_buffered -= c->mem;
+    c->mem = 0;
+}
+
+static int fits_total(const ul_http_server_t *s, size_t n) {
+    size_t limit = s->cfg.max_buffered_mem;
+    if (n > BULK) limit -= limit / 4;
+    return s->stats.mem_buffered <= limit && n <= limit - s->stats.mem_buffered;
+}
+
+/* The connection (other than keep) holding the most output that no client took for
+ * STALLED_MS, or NULL. */
+static ul_conn_t *stalled_reader(ul_http_server_t *s, const ul_conn_t *keep) {
+    uint64_t now = uv_now(s->loop);
+    ul_conn_t *best = NULL;
+    ul_queue_t *q;
+    UL_QUEUE_FOREACH(q, &s->conns) {
+        ul_conn_t *c = UL_QUEUE_DATA(q, ul_conn_t, node);
+        if (c == keep || c->closing || ul_conn_pending(c) == 0 || now - c->last_out < STALLED_MS)
+            continue;
+        if (!best || c->mem > best->mem) best = c;
+    }
+    return best;
+}
+
+int ul_conn_mem_check(ul_conn_t *c, size_t n) {
+    ul_http_server_t *s = c->srv;
+    size_t own = s->cfg.max_conn_mem;
+    if (c->mem > own || n > own - c->mem) {
+        s->stats.mem_refused++;
+        return 413;
+    }
+    while (!fits_total(s, n)) {
+        ul_conn_t *v = stalled_reader(s, c);
+        if (!v) {
+            s->stats.mem_refused++;
+            UL_LOG_DEBUG("conn=%llu memory budget full: %zu bytes refused (%llu of %zu in use)",
+                         (unsigned long long)c->id, n, (unsigned long long)s->stats.mem_buffered,
+                         s->cfg.max_buffered_mem);
+            return 503;
+        }
+        UL_LOG_INFO("conn=%llu closed to free memory: %zu bytes of output unread",
+                    (unsigned long long)v->id, ul_conn_pending(v));
+        s->stats.mem_evicted++;
+        v->cut = "memory";
+        ul_conn_close(v, UL_ETIMEDOUT);
+    }
+    return 0;
+}
+
+static void release(ul_buf_t *b) {
+    if (b->len == 0 && b->cap > KEEP) ul_buf_free(b);
+}
+
+void ul_conn_shrink(ul_conn_t *c) {
+    if (c->closing) return;
+    release(&c->body);
+    release(&c->hdr);
+    release(&c->resp_hdrs);
+    release(&c->in);
+    release(&c->out);
+    if (!c->writing) release(&c->wbuf); /* in flight: libuv still reads it */
+    ul_conn_account(c);
+}
+
+size_t ul_http_resp_room(const ul_http_req_t *req, int *status) {
+    const ul_conn_t *c = req->conn_;
+    const ul_http_server_t *s = c->srv;
+    size_t own = s->cfg.max_conn_mem;
+    size_t room = c->mem < own ? own - c->mem : 0;
+    size_t total = s->cfg.max_buffered_mem - s->cfg.max_buffered_mem / 4;
+    size_t troom = s->stats.mem_buffered < total ? total - s->stats.mem_buffered : 0;
+    if (status) *status = troom < room ? 503 : 413;
+    return troom < room ? troom : room;
+}
+
+char *ul_http_req_take_body(ul_http_req_t *req, size_t *len) {
+    ul_conn_t *c = req->conn_;
+    *len = 0;
+    if (!c->req_open || !c->body.len) return NULL;
+    char *p = c->body.p; /* NUL-terminated by dispatch */
+    *len = c->body.len;
+    c->body = (ul_buf_t){0};
+    req->body = "";
+    req->body_len = 0;
+    ul_conn_account(c);
+    return p;
+}
