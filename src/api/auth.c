@@ -1,6 +1,11 @@
 /* Who may call what, and the load hint on every response: the two hooks `uvllm serve`
  * installs in net (ul_http_config_t.before / resp_header).
  *
+ * ul_api_authorize runs as net's on_head hook: when a request's headers are complete,
+ * before a 100 Continue and before its body is read, so a client without the key cannot
+ * make the server hold a body (and trailers, which net never turns into headers, cannot
+ * carry the key).
+ *
  * With API keys (--api-key, --api-key-file, UVLLM_API_KEY) every path under /v1/ (also
  * unknown ones: 401 before 404, as OpenAI answers) and the tokenizer endpoints need
  * "Authorization: Bearer <key>"; /metrics needs --metrics-key's when set. Health stays
@@ -37,8 +42,10 @@ int ul_api_authorize(ul_http_req_t *req, void *data) {
         keys = &a->metrics_keys;
     if (!keys || ul_http_keys_check(keys, req)) return 0;
     a->unauthorized++;
+    char path[200];
     UL_LOG_DEBUG("conn=%llu req=%llu %s: %s API key", (unsigned long long)req->conn_id,
-                 (unsigned long long)req->req_id, req->path,
+                 (unsigned long long)req->req_id,
+                 ul_log_field(req->path, req->path_len, path, sizeof path),
                  ul_http_req_header(req, "authorization") ? "wrong" : "no");
     ul_http_respond_unauthorized(req);
     return 1;
