@@ -93,7 +93,9 @@ struct ul_api_job_s {
     uint64_t client;
     void (*run)(ul_api_job_t *j);
     void (*done)(ul_api_job_t *j, int status);
-    int state; /* 0 not queued, 1 waiting, 2 running */
+    size_t charge; /* bytes it may hold (body, parse tree, answer): charged to the memory
+                      budget from submit to done (ul_http_mem_charge) */
+    int state;     /* 0 not queued, 1 waiting, 2 running */
 };
 
 #define UL_API_MAX_ALIASES 8
@@ -220,8 +222,12 @@ int ul_api_ready_start(ul_api_t *a, uv_loop_t *loop, double interval_s);
  * scheduler's cancel. */
 void ul_api_ready_stop(ul_api_t *a);
 
-/* The http hooks (auth.c): before-routing authentication, and the X-Uvllm-Load line. */
+/* The http hooks (auth.c): authentication, and the X-Uvllm-Load line. ul_api_head is the
+ * on_head hook `uvllm serve` installs: ul_api_authorize, then a request whose announced body
+ * is large enough for a job (UL_API_JOB_BYTES) is refused with 429/503 before its body is
+ * read when it would not find a job slot (ul_api_job_precheck). */
 int ul_api_authorize(ul_http_req_t *req, void *data);
+int ul_api_head(ul_http_req_t *req, void *data);
 size_t ul_api_load_header(char *out, size_t cap, void *data);
 
 /* Server-Timing (timing.c). Non-streaming answers: "queue;dur=X, prefill;dur=Y,
@@ -243,11 +249,15 @@ void ul_api_share_del(ul_api_share_t *s, uint64_t client, int kind, int32_t n);
 int32_t ul_api_share_get(const ul_api_share_t *s, uint64_t client, int kind);
 void ul_api_share_free(ul_api_share_t *s);
 
-/* Jobs (job.c): queues j; 0, UL_EFULL (every slot taken: answer 503) or UL_EBUSY (the
- * client's share taken: 429). */
+/* Jobs (job.c): queues j; 0, UL_EFULL (every slot taken: answer 503), UL_EBUSY (the
+ * client's share taken: 429), or UL_ENOMEM / UL_E2BIG (j->charge does not fit the memory
+ * budget: 503 / 413). */
 int ul_api_job_submit(ul_api_t *a, ul_api_job_t *j);
 /* 1 on a pool thread while it runs a job's run(), else 0. */
 int ul_api_job_thread(void);
+/* Whether a request with a large body would find a job slot: 0, UL_EFULL or UL_EBUSY, as
+ * ul_api_job_submit would say now (before the body is read). */
+int ul_api_job_precheck(ul_api_t *a, const ul_http_req_t *req);
 /* Answers a refused submission (429 or 503 with Retry-After). */
 int ul_api_job_refuse(ul_api_t *a, ul_http_req_t *req, int rc);
 /* Bodies larger than this are handled as jobs; smaller ones inline (a hop to the pool and

@@ -843,6 +843,7 @@ static int handle(ul_api_t *a, ul_http_req_t *req, int apply) {
     /* the worker may start before submit returns: body and callbacks first */
     j->owned = ul_http_req_take_body(req, &j->body_len);
     j->body = j->owned ? j->owned : "";
+    j->job.charge = 5 * j->body_len; /* body, parse tree, prompt, its mask, token ids */
     ul_http_req_set_cbs(req, &(ul_http_req_cbs_t){.on_abort = on_abort}, j);
     int rc = ul_api_job_submit(a, &j->job);
     if (rc) {

@@ -413,6 +413,7 @@ int ul_api_completions(ul_http_req_t *req, void *data) {
     /* the worker may start before submit returns: body and callbacks first */
     c->owned = ul_http_req_take_body(req, &c->body_len);
     c->body = c->owned ? c->owned : "";
+    c->job.charge = 4 * c->body_len; /* body, parse tree, prompt texts and token ids */
     ul_http_req_set_cbs(req, &(ul_http_req_cbs_t){.on_abort = on_abort}, c);
     int rc = ul_api_job_submit(a, &c->job);
     if (rc) {

@@ -1,8 +1,10 @@
 /* Work proportional to what a client sent (tokenizing a long text, detokenizing many ids,
  * rendering a chat template over a large request, building their answers) runs off the
  * loop thread on libuv's thread pool, so one large request cannot stall every stream,
- * health probe and accept. Jobs queue here first: at most JOBS_RUNNING in the pool at once
- * (the pool also serves others, and the machine's cores belong to the backend first), at
+ * health probe and accept. Jobs queue here first: at most a quarter of the CPUs the process
+ * may use run at once, at least one (the pool also serves others, and the machine's cores
+ * belong to the backend and the loop first: on 2 cores a second tokenizer thread doubled
+ * the honest streams' inter-token p99 under a tokenize flood), at
  * most JOBS_WAITING waiting (more is a 503) and JOBS_PER_CLIENT per client waiting or
  * running (more is a 429), so one client's flood waits behind itself. A pool thread that
  * runs a job lowers its own priority (nice JOB_NICE) once: a job takes the CPU the backend
@@ -16,7 +18,6 @@
 #include "uvllm/err.h"
 #include "uvllm/log.h"
 
-#define JOBS_RUNNING 2
 #define JOBS_WAITING 64
 #define JOBS_PER_CLIENT 4
 #define JOB_NICE 10
@@ -42,6 +43,7 @@ static void start_next(ul_api_t *a);
 static void finish(ul_api_job_t *j, int status) {
     ul_api_t *a = j->api;
     j->state = 0;
+    if (a->server) ul_http_mem_release(a->server, j->charge);
     ul_api_share_del(&a->share, j->client, UL_API_SHARE_JOBS, 1);
     j->done(j, status);
 }
@@ -54,8 +56,14 @@ static void after_cb(uv_work_t *w, int status) {
     start_next(a);
 }
 
+static int jobs_running_max(void) {
+    static int n;
+    if (!n) n = uv_available_parallelism() >= 8 ? (int)uv_available_parallelism() / 4 : 1;
+    return n;
+}
+
 static void start_next(ul_api_t *a) {
-    while (a->jobs_running < JOBS_RUNNING && !ul_queue_empty(&a->jobs_waiting)) {
+    while (a->jobs_running < jobs_running_max() && !ul_queue_empty(&a->jobs_waiting)) {
         ul_queue_t *q = ul_queue_head(&a->jobs_waiting);
         ul_queue_remove(q);
         a->jobs_queued--;
@@ -75,6 +83,13 @@ static void start_next(ul_api_t *a) {
     }
 }
 
+int ul_api_job_precheck(ul_api_t *a, const ul_http_req_t *req) {
+    if (a->jobs_queued >= JOBS_WAITING) return UL_EFULL;
+    uint64_t client = ul_api_client_of(a, req);
+    if (ul_api_share_get(&a->share, client, UL_API_SHARE_JOBS) >= JOBS_PER_CLIENT) return UL_EBUSY;
+    return 0;
+}
+
 int ul_api_job_submit(ul_api_t *a, ul_api_job_t *j) {
     if (!a->jobs_init) {
         ul_queue_init(&a->jobs_waiting);
@@ -86,7 +101,13 @@ int ul_api_job_submit(ul_api_t *a, ul_api_job_t *j) {
         a->jobs_refused++;
         return UL_EFULL;
     }
+    int st = j->charge ? ul_http_mem_charge(*j->req, j->charge) : 0;
+    if (st) {
+        a->jobs_refused++;
+        return st == 413 ? UL_E2BIG : UL_ENOMEM;
+    }
     if (ul_api_share_add(&a->share, j->client, UL_API_SHARE_JOBS, 1, JOBS_PER_CLIENT)) {
+        if (j->charge) ul_http_mem_release(a->server, j->charge);
         a->jobs_refused++;
         return UL_EBUSY;
     }
@@ -99,14 +120,23 @@ int ul_api_job_submit(ul_api_t *a, ul_api_job_t *j) {
 }
 
 int ul_api_job_refuse(ul_api_t *a, ul_http_req_t *req, int rc) {
-    ul_api_bad_t bad = {.status = rc == UL_EBUSY ? 429 : 503,
-                        .type = rc == UL_EBUSY ? "rate_limit_error" : "server_error",
-                        .code = rc == UL_EBUSY ? "too_many_requests" : "server_busy"};
-    snprintf(bad.msg, sizeof bad.msg, "%s",
-             rc == UL_EBUSY   ? "too many large requests of this client are being processed; "
-                                "retry when one is answered"
-             : rc == UL_EFULL ? "too many large requests are being processed; retry later"
-                              : "out of memory");
-    ul_http_resp_header(req, "Retry-After", "1");
+    ul_api_bad_t bad = {.status = 503, .type = "server_error", .code = "server_busy"};
+    if (rc == UL_EBUSY) {
+        bad =
+            (ul_api_bad_t){.status = 429, .type = "rate_limit_error", .code = "too_many_requests"};
+        snprintf(bad.msg, sizeof bad.msg,
+                 "too many large requests of this client are being processed; retry when one "
+                 "is answered");
+    } else if (rc == UL_E2BIG) {
+        bad = (ul_api_bad_t){.status = 413, .code = "request_too_large"};
+        snprintf(bad.msg, sizeof bad.msg,
+                 "processing this request would take more memory than this server gives one "
+                 "connection; send less at once");
+    } else {
+        snprintf(bad.msg, sizeof bad.msg, "%s",
+                 rc == UL_EFULL ? "too many large requests are being processed; retry later"
+                                : "the server's memory for requests is full; retry later");
+    }
+    if (bad.status != 413) ul_http_resp_header(req, "Retry-After", "1");
     return ul_api_reject(a, req, &bad);
 }

@@ -318,7 +318,19 @@ static int handle(ul_api_t *a, ul_http_req_t *req, int detok) {
     /* the worker may start before submit returns: body and callbacks first */
     t->owned = ul_http_req_take_body(req, &t->body_len);
     t->body = t->owned ? t->owned : "";
-    t->max_out = ul_http_resp_room(req, &t->over_status); /* the body no longer counts */
+    /* what the job holds is charged to the budget: its copy of the body, the parse tree and
+     * the ids (3x the body), and the answer, at most what is left of the connection's room
+     * and at most 16x the body (a piece per few bytes, escaped) */
+    size_t room = ul_http_resp_room(req, &t->over_status), work = 3 * t->body_len;
+    t->max_out = room > work ? room - work : 0;
+    if (t->max_out > 16 * t->body_len + 4096) t->max_out = 16 * t->body_len + 4096;
+    t->job.charge = work + t->max_out;
+    if (t->max_out < t->body_len / 2) { /* no answer fits: refuse before any work */
+        out_of_room(t);
+        ul_api_reject(a, req, &t->bad);
+        tokjob_free(t);
+        return 0;
+    }
     ul_http_req_set_cbs(req, &(ul_http_req_cbs_t){.on_abort = on_abort}, t);
     int rc = ul_api_job_submit(a, &t->job);
     if (rc) {

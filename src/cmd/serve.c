@@ -901,7 +901,7 @@ static int setup(const serve_args_t *a, server_t *sv) {
     hc.max_buffered_mem = (size_t)a->max_buffered_mem; /* 0: net's default */
     hc.cors_origins = a->cors;
     hc.n_cors_origins = (size_t)a->n_cors;
-    hc.on_head = ul_api_authorize; /* credentials before any body byte is read */
+    hc.on_head = ul_api_head; /* credentials (and job slots) before any body byte is read */
     hc.resp_header = ul_api_load_header;
     hc.hook_data = &sv->api;
     if ((rc = ul_http_server_init(&sv->loop, &sv->http, &hc, &sv->router)) != 0) return rc;

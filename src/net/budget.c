@@ -13,9 +13,10 @@
 #include "uvllm/err.h"
 #include "uvllm/log.h"
 
-#define BULK (64 * 1024) /* an allocation this large is "bulk" */
-#define KEEP (64 * 1024) /* idle buffers above this are released */
-#define STALLED_MS 1000  /* no write progress this long: the client is not reading */
+#define BULK (64 * 1024)     /* an allocation this large is "bulk" */
+#define KEEP (64 * 1024)     /* idle buffers above this are released */
+#define STALLED_MS 1000      /* no write progress this long: the client is not reading */
+#define FREE_AWAY (1u << 20) /* buffers this large are freed on a pool thread */
 
 static size_t footprint(const ul_conn_t *c) {
     return sizeof *c + c->in.cap + c->hdr.cap + c->body.cap + c->resp_hdrs.cap + c->out.cap +
@@ -81,18 +82,81 @@ int ul_conn_mem_check(ul_conn_t *c, size_t n) {
     return 0;
 }
 
-static void release(ul_buf_t *b) {
-    if (b->len == 0 && b->cap > KEEP) ul_buf_free(b);
+/* ---- freeing large buffers off the loop ------------------------------------------------ */
+
+static void free_work(uv_work_t *w) {
+    ul_http_server_t *s = w->data;
+    for (size_t i = 0; i < s->n_freeing; i++) free(s->freeing[i]);
+}
+
+static void free_next(ul_http_server_t *s);
+
+static void free_done(uv_work_t *w, int status) {
+    ul_http_server_t *s = w->data;
+    s->n_freeing = 0;
+    s->free_busy = 0;
+    free_next(s);
+    ul_http_server_conn_gone(s); /* a shutdown may have waited for this */
+}
+
+static void free_next(ul_http_server_t *s) {
+    if (s->free_busy || !s->n_to_free) return;
+    void **t = s->freeing;
+    size_t cap = s->cap_freeing;
+    s->freeing = s->to_free, s->cap_freeing = s->cap_to_free, s->n_freeing = s->n_to_free;
+    s->to_free = t, s->cap_to_free = cap, s->n_to_free = 0;
+    s->free_work.data = s;
+    if (uv_queue_work(s->loop, &s->free_work, free_work, free_done) == 0) {
+        s->free_busy = 1;
+        return;
+    }
+    free_work(&s->free_work); /* cannot happen on a live loop; free them here then */
+    s->n_freeing = 0;
+}
+
+/* Unmapping megabytes (page freeing, TLB shootdowns across the process's threads) took the
+ * loop tens of milliseconds when many connections that had read large bodies closed in one
+ * iteration; such buffers are freed on a pool thread instead. */
+void ul_conn_buf_drop(ul_http_server_t *s, ul_buf_t *b) {
+    if (b->cap < FREE_AWAY || s->closing) {
+        ul_buf_free(b);
+        return;
+    }
+    if (s->n_to_free == s->cap_to_free) {
+        size_t cap = s->cap_to_free ? 2 * s->cap_to_free : 16;
+        void **q = realloc(s->to_free, cap * sizeof *q);
+        if (!q) {
+            ul_buf_free(b);
+            return;
+        }
+        s->to_free = q, s->cap_to_free = cap;
+    }
+    s->to_free[s->n_to_free++] = b->p;
+    *b = (ul_buf_t){0};
+    free_next(s);
+}
+
+void ul_http_server_free_now(ul_http_server_t *s) {
+    for (size_t i = 0; i < s->n_to_free; i++) free(s->to_free[i]);
+    free(s->to_free);
+    free(s->freeing);
+    s->to_free = s->freeing = NULL;
+    s->n_to_free = s->cap_to_free = s->n_freeing = s->cap_freeing = 0;
+}
+
+static void release(ul_http_server_t *s, ul_buf_t *b) {
+    if (b->len == 0 && b->cap > KEEP) ul_conn_buf_drop(s, b);
 }
 
 void ul_conn_shrink(ul_conn_t *c) {
     if (c->closing) return;
-    release(&c->body);
-    release(&c->hdr);
-    release(&c->resp_hdrs);
-    release(&c->in);
-    release(&c->out);
-    if (!c->writing) release(&c->wbuf); /* in flight: libuv still reads it */
+    ul_http_server_t *s = c->srv;
+    release(s, &c->body);
+    release(s, &c->hdr);
+    release(s, &c->resp_hdrs);
+    release(s, &c->in);
+    release(s, &c->out);
+    if (!c->writing) release(s, &c->wbuf); /* in flight: libuv still reads it */
     ul_conn_account(c);
 }
 
@@ -118,4 +182,15 @@ char *ul_http_req_take_body(ul_http_req_t *req, size_t *len) {
     req->body_len = 0;
     ul_conn_account(c);
     return p;
+}
+
+int ul_http_mem_charge(ul_http_req_t *req, size_t n) {
+    ul_conn_t *c = req->conn_;
+    int st = ul_conn_mem_check(c, n);
+    if (!st) c->srv->stats.mem_buffered += n;
+    return st;
+}
+
+void ul_http_mem_release(ul_http_server_t *s, size_t n) {
+    s->stats.mem_buffered = s->stats.mem_buffered > n ? s->stats.mem_buffered - n : 0;
 }

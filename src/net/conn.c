@@ -76,6 +76,8 @@ static int build_head(ul_conn_t *c) {
     r->n_headers = c->n_hoff;
     r->body = "";
     r->body_len = 0;
+    r->content_length =
+        (c->parser.flags & F_CONTENT_LENGTH) ? (int64_t)c->parser.content_length : -1;
     r->method = map_method(c->parser.method);
     r->method_name = llhttp_method_name((llhttp_method_t)c->parser.method);
     r->http_major = c->parser.http_major;
@@ -112,9 +114,34 @@ static int open_request(ul_conn_t *c) {
     return 0;
 }
 
+static const char *fail_message(int st) {
+    switch (st) {
+    case 413:
+        return "request body is too large";
+    case 431:
+        return "request line and headers are too large";
+    case 400:
+        return "malformed HTTP request";
+    case 503:
+        return "the server's memory for requests is full; retry later";
+    default:
+        return "internal error";
+    }
+}
+
 /* The head is complete and the parser paused before the body: credentials (on_head) are
  * checked, then the body's size against its limits, and only then does a client waiting
  * for 100 Continue get it. Returns 0 to go on reading the body. */
+/* A request refused at its head never has its body read; when that body is large, the
+ * connection does not read it to throw it away either (the reads cost the loop more than
+ * the client's answer is worth): it waits briefly for the client to take the answer and
+ * closes. */
+static void unread_body(ul_conn_t *c) {
+    if (!(c->parser.flags & F_CONTENT_LENGTH) || c->parser.content_length <= 65536) return;
+    c->discarded = UL_CONN_DISCARD_MAX + 1;
+    c->quick_linger = 1;
+}
+
 static int head_check(ul_conn_t *c) {
     ul_http_server_t *s = c->srv;
     llhttp_t *p = &c->parser;
@@ -126,14 +153,29 @@ static int head_check(ul_conn_t *c) {
         int keep = c->keep_alive;
         c->keep_alive = 0; /* an answer here leaves the body unread: the connection ends */
         if (open_request(c)) return -1;
-        if (s->cfg.on_head(&c->req, s->cfg.hook_data)) return -1; /* answered */
+        if (s->cfg.on_head(&c->req, s->cfg.hook_data)) { /* answered */
+            unread_body(c);
+            return -1;
+        }
         c->req_open = 0;
         c->resp_hdrs.len = 0;
         c->keep_alive = keep;
     }
     if ((p->flags & F_CONTENT_LENGTH) && p->content_length > s->cfg.max_body) {
+        unread_body(c);
         ul_conn_fail(c, 413, "request body is too large");
         return -1;
+    }
+    /* a large announced body that the memory budget cannot take is refused before any of
+     * it is read (reading it only to refuse it half-way costs the loop its reads) */
+    if ((p->flags & F_CONTENT_LENGTH) && p->content_length > 65536) {
+        size_t n = (size_t)p->content_length;
+        int st = ul_conn_mem_check(c, n > c->body.cap ? n - c->body.cap : 0);
+        if (st) {
+            unread_body(c);
+            ul_conn_fail(c, st, st == 413 ? "request body is too large" : fail_message(503));
+            return -1;
+        }
     }
     c->expect_continue = 0;
     size_t len = 0;
@@ -212,21 +254,6 @@ static int folded(ul_conn_t *c, const char *p, size_t n) {
     return 0;
 }
 
-static const char *fail_message(int st) {
-    switch (st) {
-    case 413:
-        return "request body is too large";
-    case 431:
-        return "request line and headers are too large";
-    case 400:
-        return "malformed HTTP request";
-    case 503:
-        return "the server's memory for requests is full; retry later";
-    default:
-        return "internal error";
-    }
-}
-
 /* Parsing stops while a request is open, the connection is ending, or (backpressure for
  * every response, not only streams) the answers already queued are over out_soft_limit:
  * a client that pipelines requests without reading the answers gets no more of them. */
@@ -249,6 +276,8 @@ static size_t parse(ul_conn_t *c, const char *p, size_t n) {
         int head = c->in_headers;
         if (head) {
             if (c->hdr_raw >= max_hdr) {
+                c->discarded = UL_CONN_DISCARD_MAX + 1; /* a flood: not worth reading on */
+                c->quick_linger = 1;
                 ul_conn_fail(c, 431, "request line and headers are too large");
                 break;
             }
@@ -263,6 +292,10 @@ static size_t parse(ul_conn_t *c, const char *p, size_t n) {
         }
         if (err != HPE_OK && err != HPE_PAUSED && err != HPE_PAUSED_UPGRADE) {
             int st = c->err_status ? c->err_status : 400;
+            if (st == 431 || st == 413) { /* a flood of fields or body: not worth reading on */
+                c->discarded = UL_CONN_DISCARD_MAX + 1;
+                c->quick_linger = 1;
+            }
             UL_LOG_DEBUG("conn=%" PRIu64 " parse error %s: %s", c->id, llhttp_errno_name(err),
                          llhttp_get_error_reason(&c->parser));
             ul_conn_fail(c, st, c->err_msg ? c->err_msg : fail_message(st));
@@ -349,6 +382,19 @@ static void parse_in(ul_conn_t *c) {
         read_stop(c);
 }
 
+/* A read that filled the whole buffer means more is waiting: libuv would keep reading this
+ * connection (up to 32 times) before it returns to any other, so a client pouring a large
+ * body or a flood in would delay every stream and probe by milliseconds per iteration.
+ * Each connection gets one buffer per loop iteration; the check callback resumes it. */
+static void read_fair(ul_conn_t *c, ssize_t nread) {
+    if ((size_t)nread < c->srv->rbuf_size || !c->reading || c->closing) return;
+    read_stop(c);
+    c->read_again = 1;
+    ul_conn_schedule(c);
+}
+
+static void on_read_data(ul_conn_t *c, ssize_t nread, const uv_buf_t *buf);
+
 static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
     ul_conn_t *c = (ul_conn_t *)st;
     if (nread == 0 || c->closing) return;
@@ -356,9 +402,21 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
         on_eof(c, nread);
         return;
     }
+    on_read_data(c, nread, buf);
+    if (!c->closing) read_fair(c, nread);
+}
+
+static void on_read_data(ul_conn_t *c, ssize_t nread, const uv_buf_t *buf) {
     c->srv->stats.bytes_in += (uint64_t)nread;
     c->last_in = uv_now(c->srv->loop);
-    if (c->lingering || c->close_after_write) return; /* discard */
+    if (c->lingering || c->close_after_write) { /* discard */
+        /* Enough to let a client that sends its whole body before reading get to our
+         * answer; past it, a client that keeps sending would only cost reads: stop reading
+         * and close at the linger deadline. */
+        c->discarded += (size_t)nread;
+        if (c->discarded > UL_CONN_DISCARD_MAX) read_stop(c);
+        return;
+    }
     if (c->in_headers && !c->got_bytes && !c->req_open) {
         c->got_bytes = 1;
         c->hdr_start = c->last_in;
@@ -392,6 +450,10 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
 
 void ul_conn_tick(ul_conn_t *c) {
     if (c->closing) return;
+    if (c->read_again) { /* read_fair: the next iteration may read it again */
+        c->read_again = 0;
+        if (c->in.len <= IN_CAP(c) && c->discarded <= UL_CONN_DISCARD_MAX) ul_conn_read_start(c);
+    }
     parse_in(c);
     if (c->closing) return;
     if (c->eof && !c->close_after_write && !c->lingering) {
@@ -441,12 +503,12 @@ static void on_close(uv_handle_t *h) {
     ul_queue_remove(&c->node);
     ul_queue_remove(&c->tick);
     s->stats.conns_open--;
-    ul_buf_free(&c->in);
-    ul_buf_free(&c->hdr);
-    ul_buf_free(&c->body);
-    ul_buf_free(&c->resp_hdrs);
-    ul_buf_free(&c->out);
-    ul_buf_free(&c->wbuf);
+    ul_conn_buf_drop(s, &c->in);
+    ul_conn_buf_drop(s, &c->hdr);
+    ul_conn_buf_drop(s, &c->body);
+    ul_conn_buf_drop(s, &c->resp_hdrs);
+    ul_conn_buf_drop(s, &c->out);
+    ul_conn_buf_drop(s, &c->wbuf);
     ul_arena_free(&c->arena);
     free(c->hoff);
     free(c->hdrs);

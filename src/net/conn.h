@@ -12,6 +12,10 @@
 #include "base/buf.h"
 #include "net/http.h"
 
+/* Input read and thrown away after an answer that ends the connection, at most (enough for
+ * a client that sends its whole body before it reads; past it the reads would only cost). */
+#define UL_CONN_DISCARD_MAX (256u << 10)
+
 /* A stored header while parsing: offsets into conn->hdr, which may move when it grows. */
 typedef struct ul_hoff_s {
     uint32_t name_off, name_len, val_off, val_len;
@@ -49,9 +53,10 @@ typedef struct ul_conn_s {
     int hdr_lf;           /* the last header byte fed was '\n' (a line starting with a space
                              or tab after it is obsolete line folding: refused) */
     size_t trailer_bytes; /* trailer fields of the current chunked body, counted not kept */
-    int in_body;          /* headers checked, the body is arriving (deadline and rate apply) */
-    uint64_t body_start;  /* uv_now when the body phase began */
-    uint64_t body_raw;    /* raw bytes consumed in the body phase */
+    unsigned trailer_fields;
+    int in_body;         /* headers checked, the body is arriving (deadline and rate apply) */
+    uint64_t body_start; /* uv_now when the body phase began */
+    uint64_t body_raw;   /* raw bytes consumed in the body phase */
 
     /* request under construction; hdr holds url, names and values, NUL-separated */
     ul_buf_t hdr;
@@ -95,12 +100,14 @@ typedef struct ul_conn_s {
     /* lifecycle */
     int in_parse;          /* inside the parse loop: flush at its end, no re-entry */
     int reading;           /* uv_read_start is active */
+    int read_again;        /* reading paused for the rest of this loop iteration (fairness) */
     int eof;               /* the client closed its side */
     int close_after_write; /* close once out and wbuf are empty */
     int lingering;         /* write side shut down; discarding input until EOF/timeout */
     int quick_linger;      /* refused at accept: linger briefly, its descriptor is needed */
     uint64_t linger_deadline;
-    int closing; /* uv_close called */
+    size_t discarded; /* input thrown away since the connection began ending */
+    int closing;      /* uv_close called */
     int abort_reason;
     const char *cut;       /* why an open request was cut, for the access log, or NULL */
     int cutting;           /* shutdown deadline: its last words are queued, close follows */
@@ -143,6 +150,10 @@ int ul_conn_mem_check(ul_conn_t *c, size_t n);
 /* Frees buffers a finished request grew large (a keep-alive connection must not keep a
  * big body's or answer's memory while idle). */
 void ul_conn_shrink(ul_conn_t *c);
+/* Frees b, a large one on a pool thread (b is empty afterwards). */
+void ul_conn_buf_drop(ul_http_server_t *s, ul_buf_t *b);
+/* Frees what waits to be freed, at once (the server's end). */
+void ul_http_server_free_now(ul_http_server_t *s);
 
 /* reqid.c */
 /* Sets c->rid from the message's X-Request-Id when valid, else makes one; from

@@ -6,8 +6,8 @@
  *     501, since a body we cannot decode must not be guessed at;
  *   - more than max_headers fields: 431 (each costs far more than its bytes);
  *   - trailer fields after a chunked body: never stored (a trailer must not pass for a
- *     request header, least of all Authorization), their bytes counted against
- *     max_header_bytes together with the head: 431;
+ *     request header, least of all Authorization), their bytes and their number counted
+ *     against max_header_bytes and max_headers together with the head's: 431;
  *   - obsolete line folding (conn.c scans the raw head, see hdr_lf).
  * on_headers_complete pauses the parser so the head is checked (credentials, 100-continue,
  * the memory budget) before any body byte is read; conn.c resumes it. */
@@ -49,6 +49,7 @@ static int on_message_begin(llhttp_t *p) {
     c->expect_continue = 0;
     c->rid_set = 0;
     c->trailer_bytes = 0;
+    c->trailer_fields = 0;
     c->body_raw = 0;
     if (!c->got_bytes) { /* header timeout counts from the first byte of the message */
         c->got_bytes = 1;
@@ -103,7 +104,10 @@ static int on_header_field(llhttp_t *p, const char *at, size_t len) {
 
 static int on_header_field_complete(llhttp_t *p) {
     ul_conn_t *c = conn_of(p);
-    if (!c->in_headers) return 0;
+    if (!c->in_headers) /* with the head's, against max_headers: each costs callbacks */
+        return ++c->trailer_fields + c->n_hoff > c->srv->cfg.max_headers
+                   ? fail(c, 431, "too many request header and trailer fields")
+                   : 0;
     if (store(c, "", 1)) return -1;
     c->hoff[c->n_hoff - 1].val_off = (uint32_t)c->hdr.len;
     c->hdr_in_value = 1;

@@ -38,6 +38,7 @@
 /* ---- configuration ---------------------------------------------------------------- */
 
 typedef struct ul_http_req_s ul_http_req_t;
+typedef struct ul_http_server_s ul_http_server_t;
 
 typedef struct ul_http_config_s {
     const char *host;            /* bind address, default "127.0.0.1"; IPv4 or IPv6 literal,
@@ -164,6 +165,8 @@ struct ul_http_req_s {
     size_t n_headers;
     const char *body; /* NUL-terminated (the NUL is not counted); "" when there is none */
     size_t body_len;
+    int64_t content_length; /* the head's Content-Length; -1 when chunked or absent (for
+                               on_head, which runs before the body is read) */
     int http_major, http_minor;
     uint64_t conn_id; /* server-unique connection id, for conn= in log lines */
     uint64_t req_id;  /* 1, 2, ... within the connection, for req= in log lines */
@@ -211,7 +214,10 @@ void ul_http_req_set_cbs(ul_http_req_t *req, const ul_http_req_cbs_t *cbs, void 
 int ul_http_resp_header(ul_http_req_t *req, const char *name, const char *value);
 
 /* Sends a complete response with Content-Length and FINISHES the request. body is copied
- * (into the connection's output buffer), so the caller may free it on return.
+ * (into the connection's output buffer), so the caller may free it on return. A body over
+ * 4 KiB that the memory budget cannot take (max_conn_mem, max_buffered_mem) is replaced by
+ * a 413 response_too_large (the connection's budget) or a 503 (the total), with
+ * Connection: close; the call still returns 0.
  * content_type NULL means "application/json". Returns 0, UL_ECLOSED when the connection
  * is already going away (the request still counts as finished: on_abort will not fire),
  * or UL_ESTATE if the request was already finished / is a stream. */
@@ -228,6 +234,13 @@ char *ul_http_req_take_body(ul_http_req_t *req, size_t *len);
  * as large answers see it). *status gets what to answer instead when an answer would not
  * fit: 413 when the connection's own budget is the limit, 503 when the total is. */
 size_t ul_http_resp_room(const ul_http_req_t *req, int *status);
+
+/* Charges n bytes an owner holds for a request outside net (a worker's copy of the body,
+ * its parse tree, the answer it builds) to the memory budget: 0, or 413 / 503 as for a body
+ * (nothing charged then). ul_http_mem_release gives them back, also after the request
+ * ended. */
+int ul_http_mem_charge(ul_http_req_t *req, size_t n);
+void ul_http_mem_release(ul_http_server_t *s, size_t n);
 
 /* ---- bearer-token authentication (auth.c) ----------------------------------------- */
 
@@ -278,8 +291,8 @@ int ul_sse_start(ul_http_req_t *req, ul_sse_t **out);
 /* Writes one event "data: {json}\n\n" (json must not contain a newline: UL_EINVAL).
  * Never blocks: the bytes are queued and written when the socket allows.
  * Returns 0, UL_ECLOSED (connection going away; on_abort follows), or UL_EFULL (pending
- * output passed out_hard_limit: the connection is being closed; on_abort(UL_EFULL)
- * follows). */
+ * output passed out_hard_limit, or the memory budget cannot take it: the connection is
+ * being closed; on_abort(UL_EFULL) follows). */
 int ul_sse_send(ul_sse_t *s, const char *json, size_t len);
 
 /* ul_sse_send without asking for a write: the event waits in the connection's buffer and
@@ -390,8 +403,12 @@ struct ul_http_server_s {
     size_t rbuf_size;
     char date[40]; /* cached "Date: ...\r\n" line, refreshed once per second */
     uint64_t date_sec;
-    uint64_t rid_seed[2];   /* random at init: made request ids differ across restarts */
-    uint64_t rid_next;      /* made request ids so far */
+    uint64_t rid_seed[2];      /* random at init: made request ids differ across restarts */
+    uint64_t rid_next;         /* made request ids so far */
+    uv_work_t free_work;       /* frees large buffers on a pool thread (budget.c) */
+    void **to_free, **freeing; /* waiting; being freed by free_work */
+    size_t n_to_free, cap_to_free, n_freeing, cap_freeing;
+    int free_busy;
     uint64_t limit_log_at;  /* uv_now of the last "connection limit" line (rate-limited) */
     uint64_t limit_refused; /* connections refused since that line */
 };

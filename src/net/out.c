@@ -47,6 +47,7 @@ static void start_linger(ul_conn_t *c) {
         return;
     }
     c->lingering = 1;
+    ul_conn_shrink(c); /* nothing more is sent or parsed: large buffers go now */
     uint64_t ms = c->srv->cfg.linger_ms;
     if (c->quick_linger && ms > 200) ms = 200;
     c->linger_deadline = uv_now(c->srv->loop) + ms;
@@ -57,7 +58,12 @@ static void start_linger(ul_conn_t *c) {
         return;
     }
     c->in.len = 0;
-    ul_conn_read_start(c); /* reading may have stopped at the input cap */
+    if (c->discarded <= UL_CONN_DISCARD_MAX)
+        ul_conn_read_start(c); /* reading may have stopped at the input cap */
+    else if (c->reading) {
+        uv_read_stop((uv_stream_t *)&c->tcp);
+        c->reading = 0;
+    }
 }
 
 /* Called when out is empty (wbuf may still be in flight). */

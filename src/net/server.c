@@ -2,6 +2,7 @@
  * timeouts and SSE pings (a per-second scan is cheaper than a timer per request), one
  * check handle that flushes coalesced output after each poll, and graceful shutdown. */
 #include <inttypes.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -177,6 +178,10 @@ int ul_http_server_init(uv_loop_t *loop, ul_http_server_t *s, const ul_http_conf
                         ul_router_t *router) {
     memset(s, 0, sizeof *s);
     ignore_sigpipe();
+    /* Client buffers of a MiB and more (bodies, answers) are mapped on their own, so freeing
+     * one returns it to the system: glibc would otherwise raise its threshold after the
+     * first such free and keep later ones in the heap, and RSS would stay at its peak. */
+    mallopt(M_MMAP_THRESHOLD, 1 << 20);
     if (cfg)
         s->cfg = *cfg;
     else
@@ -292,13 +297,14 @@ int ul_http_server_draining(const ul_http_server_t *s) { return s->draining; }
 static void on_handle_closed(uv_handle_t *h) {
     ul_http_server_t *s = h->data;
     if (--s->handles_open > 0) return;
+    ul_http_server_free_now(s);
     free(s->rbuf);
     s->rbuf = NULL;
     if (s->shutdown_cb) s->shutdown_cb(s);
 }
 
 static void maybe_done(ul_http_server_t *s) {
-    if (!s->draining || s->closing || !ul_queue_empty(&s->conns)) return;
+    if (!s->draining || s->closing || !ul_queue_empty(&s->conns) || s->free_busy) return;
     s->closing = 1;
     uv_close((uv_handle_t *)&s->sweep, on_handle_closed);
     uv_close((uv_handle_t *)&s->check, on_handle_closed);
