@@ -129,9 +129,6 @@ static const char *fail_message(int st) {
     }
 }
 
-/* The head is complete and the parser paused before the body: credentials (on_head) are
- * checked, then the body's size against its limits, and only then does a client waiting
- * for 100 Continue get it. Returns 0 to go on reading the body. */
 /* A request refused at its head never has its body read; when that body is large, the
  * connection does not read it to throw it away either (the reads cost the loop more than
  * the client's answer is worth): it waits briefly for the client to take the answer and
@@ -142,6 +139,9 @@ static void unread_body(ul_conn_t *c) {
     c->quick_linger = 1;
 }
 
+/* The head is complete and the parser paused before the body: credentials (on_head) are
+ * checked, then the body's size against its limits, and only then does a client waiting
+ * for 100 Continue get it. Returns 0 to go on reading the body. */
 static int head_check(ul_conn_t *c) {
     ul_http_server_t *s = c->srv;
     llhttp_t *p = &c->parser;
