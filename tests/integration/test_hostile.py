@@ -15,8 +15,8 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from uvllm_harness import (Reader, Server, build_request, run, shared, sse_events,  # noqa: E402
-                           test, wait_for)
+from uvllm_harness import (Reader, Server, build_request, run, shared, test,  # noqa: E402
+                           timed, wait_for)
 
 MODEL = os.path.join(shared(), "models", "aidreams260K.gguf")
 QWEN2 = os.path.join(shared(), "models", "qwen2-tiny-f16.gguf")
@@ -125,7 +125,7 @@ def health_latencies(srv, stop):
 TEXT = ("Once upon a time there was a little girl who loved the park. " * 80000)[:4 << 20]
 
 
-@test
+@timed
 def tokenize_runs_off_the_loop():
     with vocab_server("--max-body", str(16 << 20)) as s:
         stop, lat = threading.Event(), []
@@ -197,7 +197,7 @@ def unread_answers_are_not_all_built():
 # ---- 4. slow bodies -----------------------------------------------------------------------
 
 
-@test
+@timed
 def slow_body_is_cut_with_408():
     # the default --min-body-rate (1024 B/s) counts once --header-timeout has passed
     with Server("--header-timeout", "1") as s:
