@@ -290,7 +290,8 @@ ul_gen_t *ul_gen_new(ul_api_t *a, ul_http_req_t *req, const ul_api_params_t *p,
     g->ops = ops;
     g->kind = p->kind;
     g->p = *p;
-    g->p.grammar = NULL; /* referenced below, once g can be freed */
+    g->p.grammar = NULL;  /* referenced below, once g can be freed */
+    g->p.grammar_ref = 0; /* g's reference is its own; p's stays p's */
     g->created = (int64_t)time(NULL);
     /* without a seed each request samples differently, as OpenAI's do */
     if (!p->seed_given)

@@ -70,8 +70,8 @@ typedef struct ul_api_params_s {
                          server's grammar cache until ul_gen_new takes a reference (a
                          reference of p's own when grammar_ref); NULL: unconstrained */
     int grammar_ref; /* parsed on a job's thread: p holds a reference (ul_api_params_release) */
-    const char *grammar_trigger;  /* lazy grammar (strict tools): free text until this static
-                          text, then the grammar; NULL: the grammar from the start */
+    const char *grammar_trigger; /* lazy grammar (strict tools): free text until this static
+                         text, then the grammar; NULL: the grammar from the start */
     double timeout_s; /* "timeout" (or header X-Request-Timeout): seconds from arrival after
                          which the choices end with finish_reason "deadline"; 0 = none */
 } ul_api_params_t;

@@ -163,6 +163,53 @@ def tokenizer_answers_are_bounded():
         assert s.health()[0] == 200
 
 
+def big_chat(schema, n_pad=6000, **extra):
+    """A chat request over UL_API_JOB_BYTES (so it is prepared on a job's thread) asking for
+    structured output."""
+    return dict({"messages": [{"role": "user", "content": "answer"}],
+                 "x_padding": "x" * n_pad,  # ignored (the model's context is 128 tokens)
+                 "max_tokens": 24, "temperature": 0,
+                 "response_format": {"type": "json_schema",
+                                     "json_schema": {"name": "s", "schema": schema}}},
+                **extra)
+
+
+@test
+def structured_output_of_large_requests_is_compiled_on_jobs():
+    # the grammar cache is shared by jobs' threads and the loop: many schemas at once (more
+    # than its 16 slots), each request's grammar held until its generation takes it
+    with Server("--model", MODEL, "--threads", "1", backend="cpu") as s:
+        results = {}
+
+        def one(i):
+            sch = {"type": "object", "properties": {f"k{i % 20}": {"type": "boolean"}},
+                   "required": [f"k{i % 20}"], "additionalProperties": False}
+            r = post(s, "/v1/chat/completions", big_chat(sch), src=f"127.0.2.{i + 1}")
+            results[i] = (r.status, r.body)
+        for start in range(0, 40, 8):
+            ts = [threading.Thread(target=one, args=(i,)) for i in range(start, start + 8)]
+            [t.start() for t in ts]
+            [t.join() for t in ts]
+        ok = 0
+        for i, (status, body) in sorted(results.items()):
+            if status == 503:  # the job queue is bounded: a refusal is fine, a crash not
+                continue
+            assert status == 200, (i, status, body)
+            text = json.loads(body)["choices"][0]["message"]["content"]
+            # this request's schema, not another's from the cache (whitespace aside)
+            squeezed = re.sub(r"\s", "", text)
+            assert squeezed and any(w.startswith(squeezed) for w in (
+                '{"k%d":true}' % (i % 20), '{"k%d":false}' % (i % 20))), (i, text)
+            ok += 1
+        assert ok >= 10, results
+        # a grammar that does not compile, on a job: 400 naming the field
+        body = big_chat({"type": "object"})
+        del body["response_format"]
+        body["grammar"] = "root ::= ("
+        r = post(s, "/v1/chat/completions", body)
+        assert r.status == 400 and json.loads(r.body)["error"]["param"] == "grammar", r.body
+
+
 # ---- 3. answers nobody reads ------------------------------------------------------------
 
 
