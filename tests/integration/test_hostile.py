@@ -241,6 +241,44 @@ def unread_answers_are_not_all_built():
         assert 0 < answered < 150, answered
 
 
+def rss_mib(srv):
+    with open(f"/proc/{srv.proc.pid}/status") as f:
+        return next(int(ln.split()[1]) for ln in f if ln.startswith("VmRSS:")) / 1024
+
+
+@test
+def unread_large_answers_stay_within_the_budget():
+    # 10 clients (one address each) ask for ~15 MB non-streamed answers and read none: the
+    # probe saw 5 such clients make the server hold ~1 GB until the stall timeout; now the
+    # memory budget (64 MiB) bounds it (503 past it, stalled readers closed first)
+    one = build_request("POST", "/tokenize",
+                        json.dumps({"content": TEXT[:1 << 20], "with_pieces": True}))
+    with vocab_server("--max-body", str(24 << 20), "--max-buffered-mem", "64M") as s:
+        base = rss_mib(s)
+        socks = []
+        for i in range(10):
+            c = socket.socket()
+            c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            c.bind((f"127.0.3.{i + 1}", 0))
+            c.connect(("127.0.0.1", s.port))
+            c.sendall(one)
+            socks.append(c)
+        done = lambda: sum(1 for ln in list(s.log) if "POST /tokenize" in ln)  # noqa
+        peak, deadline = 0, time.monotonic() + 20
+        while time.monotonic() < deadline:
+            peak = max(peak, rss_mib(s))
+            if done() >= 10:
+                break
+            time.sleep(0.05)
+        time.sleep(0.5)
+        peak = max(peak, rss_mib(s))
+        for c in socks:
+            c.close()
+        print(f"  RSS {base:.0f} MiB at start, {peak:.0f} MiB at most; {done()} answered")
+        assert peak - base < 64 + 32, (base, peak)
+        assert s.health()[0] == 200
+
+
 # ---- 4. slow bodies -----------------------------------------------------------------------
 
 
