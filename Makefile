@@ -15,8 +15,8 @@ SOAK_ARGS    ?=
 IMAGE        ?= uvllm:latest
 DOCKER       ?= docker
 
-.PHONY: all deps build serve test test-unit test-timing-load test-asan test-tsan soak fuzz bench \
-	image test-deploy format-check clean
+.PHONY: all deps build serve test test-unit test-timing-load test-asan test-tsan test-hostile soak \
+	fuzz bench image test-deploy format-check clean
 all: build
 
 deps:
@@ -62,6 +62,13 @@ test-tsan: deps
 	@cmake -S . -B $(BUILD_TSAN) -DCMAKE_BUILD_TYPE=Debug -DUVLLM_TSAN=ON -DUVLLM_CUDA=OFF $(CMAKE_ARGS) >/dev/null
 	@cmake --build $(BUILD_TSAN) -j $(JOBS)
 	cd $(BUILD_TSAN) && ctest --output-on-failure -j $(JOBS)
+
+# 64 connections of each hostile kind (trailer floods, slow bodies, unread answers, huge
+# tokenize, slot hogs) for 60 s beside 16 honest streams: RSS within the memory budget,
+# /health p99, honest inter-token p99 against a run without attackers, every KV page free
+# (tests/hostile/run.sh; writes bench/RESULTS.md "hostile").
+test-hostile: build
+	bash tests/hostile/run.sh
 
 soak: build
 	UVLLM_BIN=$(BUILD)/uvllm python3 tests/soak/soak.py --model $(SOAK_MODEL) \

@@ -10,6 +10,7 @@
 
 #include "api/api.h"
 #include "api/gen.h"
+#include "base/utf8.h"
 #include "chat/chat.h"
 #include "uvllm/err.h"
 #include "uvllm/log.h"
@@ -47,6 +48,7 @@ void ul_api_free(ul_api_t *a) {
     ul_chat_tmpl_free(a->chat_tmpl_hermes);
     a->chat_tmpl = a->chat_tmpl_tool = a->chat_tmpl_hermes = NULL;
     ul_api_structured_free(a);
+    ul_api_share_free(&a->share);
 }
 
 static int draining(const ul_api_t *a) {
@@ -85,10 +87,16 @@ int ul_api_register(ul_api_t *a, ul_router_t *r) {
 
 int ul_api_error(ul_http_req_t *req, int status, const char *type, const char *param,
                  const char *code, const char *message) {
-    ul_buf_t body = {0};
+    ul_buf_t body = {0}; /* ul_buf_append_json_str: invalid UTF-8 from a request is U+FFFD */
     UL_ASSERT(ul_buf_error_body(&body, type, param, code, message) == 0);
-    UL_LOG_DEBUG("conn=%llu req=%llu error %d param=%s: %s", (unsigned long long)req->conn_id,
-                 (unsigned long long)req->req_id, status, param ? param : "-", message);
+    if (ul_log_get_level() <= UL_LOG_LEVEL_DEBUG) {
+        char pq[160], mq[600];
+        UL_LOG_DEBUG(
+            "conn=%llu req=%llu error %d param=%s: %s", (unsigned long long)req->conn_id,
+            (unsigned long long)req->req_id, status,
+            param ? ul_log_field(param, strlen(param), pq, sizeof pq) : "-",
+            ul_log_field(message ? message : "", message ? strlen(message) : 0, mq, sizeof mq));
+    }
     int rc = ul_http_respond(req, status, NULL, body.p, body.len);
     ul_buf_free(&body);
     return rc;
@@ -191,6 +199,28 @@ static void load_metrics(text_t *t, const ul_api_t *a) {
            (double)ss->step_errors);
     metric(t, "uvllm_http_unauthorized_total", "counter", "requests answered 401 (API key)",
            (double)a->unauthorized);
+    metric(t, "uvllm_seqs_per_client_refused_total", "counter",
+           "requests answered 429 (--max-seqs-per-client)", (double)a->seqs_refused);
+    metric(t, "uvllm_jobs_total", "counter", "large requests handled off the loop",
+           (double)a->jobs_total);
+    metric(t, "uvllm_jobs_refused_total", "counter", "large requests refused (queue full)",
+           (double)a->jobs_refused);
+    metric(t, "uvllm_jobs_waiting", "gauge", "large requests waiting for a worker",
+           (double)a->jobs_queued);
+}
+
+/* The memory budget for what clients make the server hold (serve --max-buffered-mem). */
+static void budget_metrics(text_t *t, const ul_http_stats_t *hs) {
+    metric(t, "uvllm_http_buffered_bytes", "gauge", "bytes held for clients (the budget's use)",
+           (double)hs->mem_buffered);
+    metric(t, "uvllm_http_buffered_limit_bytes", "gauge", "the budget (--max-buffered-mem)",
+           (double)hs->mem_limit);
+    metric(t, "uvllm_http_budget_refused_total", "counter",
+           "requests and answers refused for the memory budget", (double)hs->mem_refused);
+    metric(t, "uvllm_http_budget_evictions_total", "counter",
+           "connections closed to free memory (clients not reading)", (double)hs->mem_evicted);
+    metric(t, "uvllm_http_timeouts_total", "counter",
+           "requests answered 408 (headers, body deadline or rate)", (double)hs->timeouts);
 }
 
 /* Speculative decoding (--spec-ngram, --model-draft): proposals, acceptance per verification. */
@@ -253,6 +283,7 @@ int ul_api_metrics(ul_http_req_t *req, void *data) {
     metric(&t, "uvllm_kv_pages_total", "gauge", "KV pages", (double)a->sched->pool.n_pages);
     load_metrics(&t, a);
     spec_metrics(&t, ss);
+    budget_metrics(&t, hs);
     return ul_http_respond(req, 200, "text/plain; version=0.0.4; charset=utf-8", buf, t.len);
 }
 
@@ -296,7 +327,14 @@ int ul_api_models(ul_http_req_t *req, void *data) {
     char *body = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
     UL_ASSERT(body);
-    int rc = ul_http_respond(req, 200, NULL, body, strlen(body));
+    /* names come from the command line and the file system, which need not be UTF-8 */
+    size_t n = strlen(body);
+    ul_buf_t clean = {0};
+    if (ul_utf8_check(body, n) != n && !ul_buf_reserve(&clean, ul_utf8_sanitized_len(body, n)))
+        clean.len = ul_utf8_sanitize(body, n, clean.p);
+    int rc = clean.len ? ul_http_respond(req, 200, NULL, clean.p, clean.len)
+                       : ul_http_respond(req, 200, NULL, body, n);
+    ul_buf_free(&clean);
     cJSON_free(body);
     return rc;
 }

@@ -67,6 +67,37 @@ typedef struct ul_api_stats_s {
     uint64_t completions_overloaded; /* of rejected: 429 for --max-queue / --max-queue-wait-s */
 } ul_api_stats_t;
 
+/* Per-client counts (share.c): sequences in flight and worker jobs queued or running. */
+enum { UL_API_SHARE_SEQS = 0, UL_API_SHARE_JOBS = 1 };
+typedef struct ul_api_share_entry_s {
+    uint64_t key; /* hash of the client (0: empty slot) */
+    int32_t n[2];
+} ul_api_share_entry_t;
+typedef struct ul_api_share_s {
+    ul_api_share_entry_t *e; /* [cap], cap a power of two */
+    size_t cap, used;
+} ul_api_share_t;
+
+/* Work proportional to a client's input, off the loop (job.c). The owner fills req, run,
+ * done (and its own data around the struct) and submits; run() executes on a pool thread
+ * (it may read the api's immutable parts: codec, templates, texts; nothing else), done()
+ * on the loop with 0, or UL_ECANCELED when *req was NULL (the client left) before run()
+ * started, or UL_ENOMEM. The owner sets *req to NULL when the client leaves (its on_abort)
+ * and must keep j alive until done() runs. */
+typedef struct ul_api_job_s ul_api_job_t;
+struct ul_api_job_s {
+    uv_work_t work;
+    ul_queue_t node; /* in the api's waiting list */
+    struct ul_api_s *api;
+    ul_http_req_t **req; /* where the owner keeps its request; NULL once the client left */
+    uint64_t client;
+    void (*run)(ul_api_job_t *j);
+    void (*done)(ul_api_job_t *j, int status);
+    size_t charge; /* bytes it may hold (body, parse tree, answer): charged to the memory
+                      budget from submit to done (ul_http_mem_charge) */
+    int state;     /* 0 not queued, 1 waiting, 2 running */
+};
+
 #define UL_API_MAX_ALIASES 8
 #define UL_API_NAME_MAX 128
 
@@ -132,6 +163,16 @@ typedef struct ul_api_s {
                                        built on the first request that asks for it; owned */
     struct ul_api_gcache_s *gcache; /* compiled grammars by text (structured.c); owned */
     ul_pace_t pace;                 /* output pacing; writes every step until ul_api_pace_start */
+    /* Fair share (serve --max-seqs-per-client): a request whose choices would take its
+     * client (API key, else address) over this many sequences in flight is answered 429;
+     * 0: no limit. */
+    int32_t max_seqs_per_client;
+    uint64_t seqs_refused; /* requests answered 429 for it */
+    ul_api_share_t share;
+    /* Worker jobs (job.c) */
+    ul_queue_t jobs_waiting;
+    int jobs_init, jobs_running, jobs_queued;
+    uint64_t jobs_total, jobs_refused;
 } ul_api_t;
 
 /* Sets the codec's is_eog into the scheduler config before ul_sched_init when needed. */
@@ -181,8 +222,12 @@ int ul_api_ready_start(ul_api_t *a, uv_loop_t *loop, double interval_s);
  * scheduler's cancel. */
 void ul_api_ready_stop(ul_api_t *a);
 
-/* The http hooks (auth.c): before-routing authentication, and the X-Uvllm-Load line. */
+/* The http hooks (auth.c): authentication, and the X-Uvllm-Load line. ul_api_head is the
+ * on_head hook `uvllm serve` installs: ul_api_authorize, then a request whose announced body
+ * is large enough for a job (UL_API_JOB_BYTES) is refused with 429/503 before its body is
+ * read when it would not find a job slot (ul_api_job_precheck). */
 int ul_api_authorize(ul_http_req_t *req, void *data);
+int ul_api_head(ul_http_req_t *req, void *data);
 size_t ul_api_load_header(char *out, size_t cap, void *data);
 
 /* Server-Timing (timing.c). Non-streaming answers: "queue;dur=X, prefill;dur=Y,
@@ -194,6 +239,36 @@ void ul_api_timing_stream(ul_api_t *a, ul_http_req_t *req);
 
 /* 1 when the server is draining: answered 503 (and counted). */
 int ul_api_refuse_draining(ul_api_t *a, ul_http_req_t *req);
+/* Fair share (share.c). The client a request counts for: a hash of its bearer token when
+ * the server has API keys, else of its address. */
+uint64_t ul_api_client_of(const ul_api_t *a, const ul_http_req_t *req);
+/* Adds n to the client's count of kind (UL_API_SHARE_*); UL_EFULL when that would pass max
+ * (max 0: no limit), UL_ENOMEM. */
+int ul_api_share_add(ul_api_share_t *s, uint64_t client, int kind, int32_t n, int32_t max);
+void ul_api_share_del(ul_api_share_t *s, uint64_t client, int kind, int32_t n);
+int32_t ul_api_share_get(const ul_api_share_t *s, uint64_t client, int kind);
+void ul_api_share_free(ul_api_share_t *s);
+
+/* Jobs (job.c): queues j; 0, UL_EFULL (every slot taken: answer 503), UL_EBUSY (the
+ * client's share taken: 429), or UL_ENOMEM / UL_E2BIG (j->charge does not fit the memory
+ * budget: 503 / 413). */
+int ul_api_job_submit(ul_api_t *a, ul_api_job_t *j);
+/* 1 on a pool thread while it runs a job's run(), else 0. */
+int ul_api_job_thread(void);
+/* Whether a request with a large body would find a job slot: 0, UL_EFULL or UL_EBUSY, as
+ * ul_api_job_submit would say now (before the body is read). */
+int ul_api_job_precheck(ul_api_t *a, const ul_http_req_t *req);
+/* Answers a refused submission (429 or 503 with Retry-After). */
+int ul_api_job_refuse(ul_api_t *a, ul_http_req_t *req, int rc);
+/* Bodies larger than this are handled as jobs; smaller ones inline (a hop to the pool and
+ * back costs more than the work). */
+#define UL_API_JOB_BYTES 4096
+
+/* Checks a request body before it is parsed (body.c): invalid UTF-8 anywhere, or a \u0000
+ * escape in a string (cJSON would cut the string there: a filter in front would see text
+ * the model does not), is answered 400 naming the field. Returns 1 after answering. */
+int ul_api_body_refuse(ul_api_t *a, ul_http_req_t *req, const char *body, size_t len);
+
 /* Tokenizes with the codec into a malloc'ed array (*n ids), or NULL with *n = UL_E*. */
 int32_t *ul_api_tokenize_text(const ul_codec_t *codec, const char *text, size_t len,
                               const uint8_t *plain, int parse_special, int *n);

@@ -1,6 +1,11 @@
 /* Who may call what, and the load hint on every response: the two hooks `uvllm serve`
  * installs in net (ul_http_config_t.before / resp_header).
  *
+ * ul_api_authorize runs as net's on_head hook: when a request's headers are complete,
+ * before a 100 Continue and before its body is read, so a client without the key cannot
+ * make the server hold a body (and trailers, which net never turns into headers, cannot
+ * carry the key).
+ *
  * With API keys (--api-key, --api-key-file, UVLLM_API_KEY) every path under /v1/ (also
  * unknown ones: 401 before 404, as OpenAI answers) and the tokenizer endpoints need
  * "Authorization: Bearer <key>"; /metrics needs --metrics-key's when set. Health stays
@@ -11,6 +16,7 @@
 #include <string.h>
 
 #include "api/api.h"
+#include "uvllm/err.h"
 #include "uvllm/log.h"
 
 static int is_path(const ul_http_req_t *req, const char *p) {
@@ -37,10 +43,35 @@ int ul_api_authorize(ul_http_req_t *req, void *data) {
         keys = &a->metrics_keys;
     if (!keys || ul_http_keys_check(keys, req)) return 0;
     a->unauthorized++;
+    char path[200];
     UL_LOG_DEBUG("conn=%llu req=%llu %s: %s API key", (unsigned long long)req->conn_id,
-                 (unsigned long long)req->req_id, req->path,
+                 (unsigned long long)req->req_id,
+                 ul_log_field(req->path, req->path_len, path, sizeof path),
                  ul_http_req_header(req, "authorization") ? "wrong" : "no");
     ul_http_respond_unauthorized(req);
+    return 1;
+}
+
+/* The routes whose large bodies are handled as jobs (job.c). */
+static int job_path(const ul_http_req_t *req) {
+    return req->method == UL_HTTP_POST &&
+           (is_path(req, "/tokenize") || is_path(req, "/detokenize") ||
+            is_path(req, "/apply-template") || is_path(req, "/v1/completions") ||
+            is_path(req, "/v1/chat/completions"));
+}
+
+int ul_api_head(ul_http_req_t *req, void *data) {
+    ul_api_t *a = data;
+    if (ul_api_authorize(req, data)) return 1;
+    if (req->content_length <= UL_API_JOB_BYTES || !job_path(req)) return 0;
+    int rc = ul_api_job_precheck(a, req);
+    /* a job holds about 4x its body (job.c charges): refused now if that cannot fit */
+    int st = 0;
+    if (!rc && ul_http_resp_room(req, &st) / 4 < (size_t)req->content_length)
+        rc = st == 413 ? UL_E2BIG : UL_ENOMEM;
+    if (!rc) return 0;
+    a->jobs_refused++;
+    ul_api_job_refuse(a, req, rc); /* the body stays unread: the connection ends */
     return 1;
 }
 

@@ -28,7 +28,6 @@ typedef struct creq_s {
     int starts_in_reasoning, parse_tools, parallel_tools;
     int force;         /* tool calls constrained: FORCE_ALL, FORCE_NAMED, FORCE_STRICT */
     const char *named; /* FORCE_NAMED: the function (points into the body) */
-    uv_work_t work;
 } creq_t;
 
 /* Per choice. */
@@ -269,8 +268,10 @@ static int check_request(ul_api_t *a, cJSON *root, ul_arena_t *ar, creq_t *c, ul
 
 /* The template for this request: the tool_use variant with tools; when the template would
  * drop the tools (its source never reads them), ChatML's Hermes-style tools template for a
- * ChatML model (or one without a template), else NULL with bad set (never a silent drop). */
-static const ul_chat_tmpl_t *pick_template(ul_api_t *a, const cJSON *root, ul_api_bad_t *bad) {
+ * ChatML model (or one without a template), else NULL with bad set (never a silent drop).
+ * Only reads a (may run on a worker): ensure_syntax built the fallback on the loop. */
+static const ul_chat_tmpl_t *pick_template(const ul_api_t *a, const cJSON *root,
+                                           ul_api_bad_t *bad) {
     const cJSON *tools = cJSON_GetObjectItemCaseSensitive(root, "tools");
     if (a->chat_tmpl_tool && cJSON_GetArraySize(tools) > 0) return a->chat_tmpl_tool;
     const ul_chat_tmpl_t *t = a->chat_tmpl;
@@ -283,14 +284,9 @@ static const ul_chat_tmpl_t *pick_template(ul_api_t *a, const cJSON *root, ul_ap
                    "has a tools fallback)");
         return NULL;
     }
-    if (!a->chat_tmpl_hermes) {
-        char err[200];
-        const char *h = ul_chat_chatml_tools_template;
-        if (ul_chat_tmpl_new(h, strlen(h), &a->chat_tmpl_hermes, err, sizeof err)) {
-            ul_api_bad(bad, "tools", "the tools fallback template failed: %s", err);
-            return NULL;
-        }
-        ul_chat_syntax_detect(h, strlen(h), &a->chat_syn_hermes);
+    if (!a->chat_tmpl_hermes) { /* ensure_syntax could not build it */
+        ul_api_bad(bad, "tools", "the tools fallback template is not available");
+        return NULL;
     }
     return a->chat_tmpl_hermes;
 }
@@ -540,19 +536,6 @@ static const ul_gen_ops_t ops = {.text = on_text,
 
 /* ---- handlers ---------------------------------------------------------------------- */
 
-/* Parses and validates the body; renders it. On failure answers and returns non-zero. */
-static cJSON *parse_body(ul_api_t *a, ul_http_req_t *req) {
-    cJSON *root = cJSON_ParseWithLength(req->body, req->body_len);
-    /* 1.0 stays a float for the template (tojson of a tool schema), as in Python */
-    if (root) ul_chat_json_mark_floats(root, req->body, req->body_len);
-    if (!root) {
-        a->stats.completions_rejected++;
-        ul_api_error(req, 400, "invalid_request_error", NULL, "invalid_json",
-                     "the request body is not valid JSON");
-    }
-    return root;
-}
-
 /* The role chunk every streamed choice starts with. */
 static void send_roles(ul_gen_t *g) {
     for (int i = 0; i < g->n_choices && g->sse; i++) {
@@ -581,7 +564,6 @@ static int setup_choices(ul_gen_t *g, const creq_t *c) {
     return 0;
 }
 
-/* Everything before generation: the shared fields, the chat checks, the rendering. */
 /* Forced tool calls (tool_choice "required" or named) and strict tools under "auto": a
  * grammar of the template's tool-call syntax (chat/toolcall.h) whose arguments are the
  * tools' parameters schemas (engine/json_gbnf.h); lazy (from the syntax's opening text
@@ -660,6 +642,31 @@ static int force_tools(ul_api_t *a, const cJSON *root, creq_t *c, ul_api_params_
     return rc;
 }
 
+/* The output syntax of each template (tool-call format, thinking markers), found from its
+ * source once, and the ChatML tools fallback when the template cannot render tools: on the
+ * loop, since prepare() may run on a worker and only reads them. */
+static void ensure_syntax(ul_api_t *a) {
+    if (a->chat_syn_ready || !a->chat_tmpl) return;
+    const char *s = ul_chat_tmpl_src(a->chat_tmpl);
+    ul_chat_syntax_detect(s, strlen(s), &a->chat_syn);
+    if (a->chat_tmpl_tool) {
+        s = ul_chat_tmpl_src(a->chat_tmpl_tool);
+        ul_chat_syntax_detect(s, strlen(s), &a->chat_syn_tool);
+    }
+    s = ul_chat_tmpl_src(a->chat_tmpl);
+    if (!a->chat_tmpl_hermes && !strstr(s, "tools") && strstr(s, "<|im_start|>")) {
+        char err[200];
+        const char *h = ul_chat_chatml_tools_template;
+        if (ul_chat_tmpl_new(h, strlen(h), &a->chat_tmpl_hermes, err, sizeof err))
+            UL_LOG_WARN("the ChatML tools fallback template: %s", err);
+        else
+            ul_chat_syntax_detect(h, strlen(h), &a->chat_syn_hermes);
+    }
+    a->chat_syn_ready = 1;
+}
+
+/* Everything before generation: the shared fields, the chat checks, the rendering. Reads
+ * only a's immutable parts (ensure_syntax ran) and its locked grammar cache. */
 static int prepare(ul_api_t *a, cJSON *root, ul_arena_t *ar, ul_api_params_t *p, creq_t *c,
                    ul_buf_t *text, ul_buf_t *plain, ul_api_bad_t *bad) {
     const ul_chat_tmpl_t *t = NULL;
@@ -667,15 +674,6 @@ static int prepare(ul_api_t *a, cJSON *root, ul_arena_t *ar, ul_api_params_t *p,
     if (!rc) rc = check_request(a, root, ar, c, bad);
     if (!rc) rc = render(a, root, text, plain, &t, bad);
     if (rc) return rc;
-    if (!a->chat_syn_ready) {
-        const char *s = ul_chat_tmpl_src(a->chat_tmpl);
-        ul_chat_syntax_detect(s, strlen(s), &a->chat_syn);
-        if (a->chat_tmpl_tool) {
-            s = ul_chat_tmpl_src(a->chat_tmpl_tool);
-            ul_chat_syntax_detect(s, strlen(s), &a->chat_syn_tool);
-        }
-        a->chat_syn_ready = 1;
-    }
     c->syn = t == a->chat_tmpl          ? a->chat_syn
              : t == a->chat_tmpl_hermes ? a->chat_syn_hermes
                                         : a->chat_syn_tool;
@@ -685,9 +683,13 @@ static int prepare(ul_api_t *a, cJSON *root, ul_arena_t *ar, ul_api_params_t *p,
 
 int ul_api_chat_prepare_body(ul_api_t *a, const char *body, size_t len, ul_buf_t *text,
                              ul_buf_t *plain, ul_api_bad_t *bad) {
+    size_t at;
+    if (ul_api_body_check(body, len, bad->pbuf, sizeof bad->pbuf, &at))
+        return ul_api_bad(bad, NULL, "the request body is not valid UTF-8 or contains \\u0000");
     cJSON *root = cJSON_ParseWithLength(body, len);
     if (!root) return ul_api_bad(bad, NULL, "the request body is not valid JSON");
     ul_chat_json_mark_floats(root, body, len);
+    ensure_syntax(a);
     ul_arena_t ar;
     ul_arena_init(&ar, 1024);
     ul_api_params_t p;
@@ -699,66 +701,164 @@ int ul_api_chat_prepare_body(ul_api_t *a, const char *body, size_t len, ul_buf_t
     return rc;
 }
 
-int ul_api_chat_completions(ul_http_req_t *req, void *data) {
-    ul_api_t *a = data;
-    if (ul_api_refuse_draining(a, req)) return 0;
-    cJSON *root = parse_body(a, req);
-    if (!root) return 0;
+/* A chat or /apply-template request from its body to its prompt: a job (job.c) when the
+ * body is large, since parsing, checking, rendering and tokenizing all grow with it. */
+typedef struct cjob_s {
+    ul_api_job_t job; /* first */
+    ul_api_t *a;
+    ul_http_req_t *req; /* NULL once the client left */
+    int apply;          /* /apply-template: the answer is the rendered prompt */
+    char *owned;        /* the body, when taken from the request */
+    const char *body;
+    size_t body_len;
+    cJSON *root;
     ul_arena_t ar;
-    ul_arena_init(&ar, 1024);
     ul_api_params_t p;
-    creq_t c = {0};
-    ul_api_bad_t bad = {0};
-    ul_buf_t text = {0}, plain = {0};
-    if (prepare(a, root, &ar, &p, &c, &text, &plain, &bad)) {
-        ul_api_reject(a, req, &bad);
-        goto out;
+    creq_t c;
+    ul_buf_t text, plain, out;
+    ul_gen_prompt_t pr;
+    ul_api_bad_t bad;
+    int failed;
+} cjob_t;
+
+static int parse_json(cjob_t *j) {
+    size_t at;
+    int bc = ul_api_body_check(j->body, j->body_len, j->bad.pbuf, sizeof j->bad.pbuf, &at);
+    if (bc) {
+        j->bad.code = bc == 2 ? "nul_character" : "invalid_utf8";
+        return ul_api_bad(&j->bad, j->bad.pbuf[0] ? j->bad.pbuf : NULL,
+                          bc == 2 ? "the request contains \\u0000 (a NUL character), which "
+                                    "this server does not accept"
+                                  : "the request body is not valid UTF-8 (byte %zu)",
+                          at);
     }
-    ul_gen_t *g = ul_gen_new(a, req, &p, &ops, 1, "chatcmpl-");
-    if (!g || setup_choices(g, &c)) {
-        if (g) ul_gen_discard(g);
-        ul_api_error(req, 503, "server_error", NULL, NULL, "out of memory");
-        goto out;
+    j->root = cJSON_ParseWithLength(j->body, j->body_len);
+    if (!j->root) {
+        j->bad.code = "invalid_json";
+        return ul_api_bad(&j->bad, NULL, "the request body is not valid JSON");
     }
-    ul_gen_prompt_t pr = {0};
-    pr.ids =
-        ul_api_tokenize_text(&a->codec, text.p, text.len, (const uint8_t *)plain.p, 1, &pr.n_ids);
-    if (p.stream) ul_api_timing_stream(a, req);
-    if (ul_gen_start(g, &pr) == 0) send_roles(g);
-    free(pr.ids);
-out:
-    ul_buf_free(&text);
-    ul_buf_free(&plain);
-    ul_arena_free(&ar);
-    cJSON_Delete(root);
+    /* 1.0 stays a float for the template (tojson of a tool schema), as in Python */
+    ul_chat_json_mark_floats(j->root, j->body, j->body_len);
+    if (!cJSON_IsObject(j->root))
+        return ul_api_bad(&j->bad, NULL, "the body must be a JSON object");
     return 0;
 }
 
-/* POST /apply-template: the prompt a chat request renders to, as llama-server answers. */
-int ul_api_apply_template(ul_http_req_t *req, void *data) {
-    ul_api_t *a = data;
-    cJSON *root = parse_body(a, req);
-    if (!root) return 0;
-    ul_arena_t ar;
-    ul_arena_init(&ar, 1024);
-    creq_t c = {0};
-    ul_api_bad_t bad = {0};
-    ul_buf_t text = {0}, plain = {0}, out = {0};
-    int rc = cJSON_IsObject(root) ? check_request(a, root, &ar, &c, &bad)
-                                  : ul_api_bad(&bad, NULL, "the body must be a JSON object");
-    if (!rc) rc = render(a, root, &text, &plain, NULL, &bad);
-    if (rc) {
-        ul_api_reject(a, req, &bad);
-    } else {
-        ul_gen_add(&out, "{\"prompt\":", 10);
-        ul_gen_json_str(&out, text.p ? text.p : "", text.len);
-        ul_gen_add(&out, "}", 1);
-        ul_http_respond(req, 200, NULL, out.p, out.len);
+/* {"prompt": "..."}; the text may be large: built with checked appends. */
+static int answer_prompt(cjob_t *j) {
+    ul_buf_t *o = &j->out;
+    int rc = ul_buf_puts(o, "{\"prompt\":\"");
+    rc |= ul_buf_append_json_str(o, j->text.p ? j->text.p : "", j->text.len);
+    rc |= ul_buf_puts(o, "\"}");
+    if (!rc) return 0;
+    j->bad = (ul_api_bad_t){.status = 503, .type = "server_error"};
+    return ul_api_bad(&j->bad, NULL, "out of memory");
+}
+
+/* Off the loop for a job: parse, check, render, tokenize (or write /apply-template's
+ * answer). */
+static void run(ul_api_job_t *job) {
+    cjob_t *j = (cjob_t *)job;
+    ul_api_t *a = j->a;
+    int rc = parse_json(j);
+    if (!rc && j->apply) {
+        rc = check_request(a, j->root, &j->ar, &j->c, &j->bad);
+        if (!rc) rc = render(a, j->root, &j->text, &j->plain, NULL, &j->bad);
+        if (!rc) rc = answer_prompt(j);
+    } else if (!rc) {
+        rc = prepare(a, j->root, &j->ar, &j->p, &j->c, &j->text, &j->plain, &j->bad);
+        if (!rc)
+            j->pr.ids = ul_api_tokenize_text(&a->codec, j->text.p, j->text.len,
+                                             (const uint8_t *)j->plain.p, 1, &j->pr.n_ids);
     }
-    ul_buf_free(&text);
-    ul_buf_free(&plain);
-    ul_buf_free(&out);
-    ul_arena_free(&ar);
-    cJSON_Delete(root);
+    j->failed = rc != 0;
+}
+
+static void cjob_free(cjob_t *j) {
+    free(j->pr.ids);
+    ul_api_params_release(&j->p);
+    ul_buf_free(&j->text);
+    ul_buf_free(&j->plain);
+    ul_buf_free(&j->out);
+    ul_arena_free(&j->ar);
+    cJSON_Delete(j->root);
+    free(j->owned);
+    free(j);
+}
+
+static void start_chat(cjob_t *j) {
+    ul_api_t *a = j->a;
+    ul_http_req_t *req = j->req;
+    ul_gen_t *g = ul_gen_new(a, req, &j->p, &ops, 1, "chatcmpl-");
+    if (!g || setup_choices(g, &j->c)) {
+        if (g) ul_gen_discard(g);
+        ul_api_error(req, 503, "server_error", NULL, NULL, "out of memory");
+        return;
+    }
+    if (j->p.stream) ul_api_timing_stream(a, req);
+    if (ul_gen_start(g, &j->pr) == 0) send_roles(g);
+}
+
+/* On the loop: the refusal, /apply-template's answer, or the generation. */
+static void done(ul_api_job_t *job, int status) {
+    cjob_t *j = (cjob_t *)job;
+    if (j->req) {
+        ul_http_req_set_cbs(j->req, NULL, NULL);
+        if (status && !j->failed) {
+            j->bad = (ul_api_bad_t){.status = 503, .type = "server_error"};
+            ul_api_bad(&j->bad, NULL, "the request could not be processed");
+            j->failed = 1;
+        }
+        if (j->failed)
+            ul_api_reject(j->a, j->req, &j->bad);
+        else if (j->apply)
+            ul_http_respond(j->req, 200, NULL, j->out.p, j->out.len);
+        else
+            start_chat(j);
+    }
+    cjob_free(j);
+}
+
+static void on_abort(ul_http_req_t *req, void *data, int reason) {
+    cjob_t *j = data;
+    j->req = NULL;
+}
+
+static int handle(ul_api_t *a, ul_http_req_t *req, int apply) {
+    ensure_syntax(a);
+    cjob_t *j = calloc(1, sizeof *j);
+    if (!j) return ul_api_error(req, 503, "server_error", NULL, NULL, "out of memory");
+    j->a = a;
+    j->req = req;
+    j->apply = apply;
+    ul_arena_init(&j->ar, 1024);
+    j->job = (ul_api_job_t){.req = &j->req, .run = run, .done = done};
+    if (req->body_len <= UL_API_JOB_BYTES || !a->server) {
+        j->body = req->body;
+        j->body_len = req->body_len;
+        run(&j->job);
+        done(&j->job, 0);
+        return 0;
+    }
+    /* the worker may start before submit returns: body and callbacks first */
+    j->owned = ul_http_req_take_body(req, &j->body_len);
+    j->body = j->owned ? j->owned : "";
+    j->job.charge = 5 * j->body_len; /* body, parse tree, prompt, its mask, token ids */
+    ul_http_req_set_cbs(req, &(ul_http_req_cbs_t){.on_abort = on_abort}, j);
+    int rc = ul_api_job_submit(a, &j->job);
+    if (rc) {
+        ul_http_req_set_cbs(req, NULL, NULL);
+        ul_api_job_refuse(a, req, rc);
+        cjob_free(j);
+    }
     return 0;
 }
+
+int ul_api_chat_completions(ul_http_req_t *req, void *data) {
+    ul_api_t *a = data;
+    if (ul_api_refuse_draining(a, req)) return 0;
+    return handle(a, req, 0);
+}
+
+/* POST /apply-template: the prompt a chat request renders to, as llama-server answers. */
+int ul_api_apply_template(ul_http_req_t *req, void *data) { return handle(data, req, 1); }

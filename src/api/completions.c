@@ -16,20 +16,40 @@
 #include "uvllm/err.h"
 #include "uvllm/log.h"
 
-/* One prompt of the request before tokenization. */
+/* One prompt of the request. */
 typedef struct cprompt_s {
-    const char *text; /* string prompt (in the arena), or NULL */
+    const char *text; /* string prompt, or (echo) the text of a token-id prompt, or NULL */
     size_t len;
-    int32_t *ids; /* token-id prompt / tokenized text */
+    int32_t *ids; /* token-id prompt / tokenized text (malloc'ed) */
     int n_ids;
 } cprompt_t;
 
+/* The request from its body to its tokens: a job (job.c) when the body is large, since
+ * parsing, checking and tokenizing all grow with it; answered or handed to a ul_gen_t on
+ * the loop afterwards. */
 typedef struct creq_s {
-    cprompt_t *prompts;
+    ul_api_job_t job; /* first */
+    ul_api_t *a;
+    ul_http_req_t *req; /* NULL once the client left */
+    char *owned;        /* the body, when taken from the request */
+    const char *body;
+    size_t body_len;
+    cJSON *root;
+    ul_arena_t ar; /* the parsed request's strings and tables (params point here) */
+    ul_api_params_t p;
+    ul_api_bad_t bad;
+    int failed;
+    cprompt_t *prompts; /* [n], in ar */
     int n;
     int echo;
-    uv_work_t work; /* long prompts are tokenized on libuv's thread pool */
 } creq_t;
+
+/* What the endpoint keeps for a running request (g->ep, in g's arena). */
+typedef struct cgen_s {
+    cprompt_t *prompts; /* echo texts only */
+    int n;
+    int echo;
+} cgen_t;
 
 /* ---- output ------------------------------------------------------------------------ */
 
@@ -232,41 +252,41 @@ static int parse_own(const cJSON *root, ul_api_params_t *p, creq_t *c, ul_api_ba
     return 0;
 }
 
-/* Tokenizes the text prompts (ids of token-id prompts are already there). */
+/* Tokenizes the text prompts (ids of token-id prompts are already there); with echo, a
+ * token-id prompt's text is made here too (it grows with the prompt). */
 static void tokenize_all(ul_api_t *a, creq_t *c) {
     for (int i = 0; i < c->n; i++) {
         cprompt_t *p = &c->prompts[i];
-        if (p->text)
+        if (p->text) {
             p->ids =
                 ul_api_tokenize_text(&a->codec, p->text, p->len, NULL, a->parse_special, &p->n_ids);
+            continue;
+        }
+        if (!c->echo || !a->codec.token_piece) continue;
+        ul_buf_t t = {0};
+        for (int k = 0; k < p->n_ids; k++) {
+            char piece[256];
+            int n = a->codec.token_piece(&a->codec, p->ids[k], 1, 0, piece, sizeof piece);
+            if (n > 0 && ul_buf_append(&t, piece, (size_t)n)) break;
+        }
+        p->text = t.len ? ul_arena_strndup(&c->ar, t.p, t.len) : NULL;
+        p->len = p->text ? t.len : 0;
+        ul_buf_free(&t);
     }
 }
 
-/* Token-id prompts echo their detokenized text. */
-static void echo_prompts(ul_gen_t *g, const creq_t *c, const ul_gen_prompt_t *ids) {
-    ul_buf_t t = {0};
+/* The prompts' texts as the answer's first text (echo). */
+static void echo_prompts(ul_gen_t *g) {
+    const cgen_t *cg = g->ep;
     for (int i = 0; i < g->n_choices; i++) {
         ul_choice_t *ch = &g->choices[i];
-        const cprompt_t *p = &c->prompts[ch->prompt];
-        const ul_gen_prompt_t *pi = &ids[ch->prompt];
-        t.len = 0;
-        if (p->text) {
-            ul_gen_add(&t, p->text, p->len);
-        } else {
-            for (int k = 0; k < pi->n_ids; k++) {
-                char piece[256];
-                int n = ul_gen_token_text(g, pi->ids[k], piece, sizeof piece);
-                if (n > 0) ul_gen_add(&t, piece, (size_t)n);
-            }
-        }
-        if (t.len) on_text(ch, t.p, t.len);
+        const cprompt_t *p = &cg->prompts[ch->prompt];
+        if (p->len) on_text(ch, p->text, p->len);
     }
-    ul_buf_free(&t);
 }
 
-static void start(ul_gen_t *g) {
-    creq_t *c = g->ep;
-    int n = c->n, echo = c->echo;
+static void start(ul_gen_t *g, creq_t *c) {
+    int n = c->n;
     ul_gen_prompt_t pr[UL_API_MAX_CHOICES] = {{0}};
     for (int i = 0; i < n; i++) {
         pr[i] = (ul_gen_prompt_t){c->prompts[i].ids, c->prompts[i].n_ids};
@@ -274,93 +294,132 @@ static void start(ul_gen_t *g) {
     }
     if (g->p.stream) ul_api_timing_stream(g->api, g->req);
     /* On failure g is gone (answered and freed); the scheduler copied the ids. */
-    if (ul_gen_start(g, pr) == 0 && echo) echo_prompts(g, c, pr);
+    if (ul_gen_start(g, pr) == 0 && c->echo) echo_prompts(g);
     for (int i = 0; i < n; i++) free(pr[i].ids);
 }
 
-static void tokenize_work(uv_work_t *w) {
-    ul_gen_t *g = w->data;
-    tokenize_all(g->api, g->ep);
-}
-
-static void tokenized_cb(uv_work_t *w, int status) {
-    ul_gen_t *g = w->data;
-    creq_t *c = g->ep;
-    if (!g->req || status) { /* the client left meanwhile (or libuv cancelled: not expected) */
-        for (int i = 0; i < c->n; i++) free(c->prompts[i].ids);
-        if (g->req) ul_api_error(g->req, 503, "server_error", NULL, NULL, "tokenization cancelled");
-        ul_gen_discard(g);
+/* Parse, check and tokenize: off the loop for a job, so it touches only what it owns and
+ * the api's immutable parts. */
+static void prepare(ul_api_job_t *j) {
+    creq_t *c = (creq_t *)j;
+    ul_api_t *a = c->a;
+    size_t at;
+    int bc = ul_api_body_check(c->body, c->body_len, c->bad.pbuf, sizeof c->bad.pbuf, &at);
+    if (bc) {
+        c->failed = 1;
+        c->bad.param = c->bad.pbuf[0] ? c->bad.pbuf : NULL;
+        c->bad.code = bc == 2 ? "nul_character" : "invalid_utf8";
+        ul_api_bad(&c->bad, c->bad.param,
+                   bc == 2 ? "the request contains \\u0000 (a NUL character), which this "
+                             "server does not accept"
+                           : "the request body is not valid UTF-8 (byte %zu)",
+                   at);
         return;
     }
-    start(g);
+    c->root = cJSON_ParseWithLength(c->body, c->body_len);
+    if (!c->root) {
+        c->failed = 1;
+        c->bad.code = "invalid_json";
+        ul_api_bad(&c->bad, NULL, "the request body is not valid JSON");
+        return;
+    }
+    int rc = ul_api_params_parse(a, c->root, UL_GEN_COMPLETION, &c->ar, known, &c->p, &c->bad);
+    if (!rc) rc = parse_own(c->root, &c->p, c, &c->bad);
+    if (!rc) rc = parse_prompts(a, c->root, &c->ar, c, c->p.best_of, &c->bad);
+    if (rc) {
+        c->failed = 1;
+        return;
+    }
+    tokenize_all(a, c);
 }
 
-/* Prompts longer than this are tokenized off the loop thread, so one huge prompt does
- * not stall every other stream. */
-#define ASYNC_TOKENIZE_BYTES 4096
+static void creq_free(creq_t *c) {
+    for (int i = 0; i < c->n; i++) free(c->prompts[i].ids);
+    ul_api_params_release(&c->p);
+    cJSON_Delete(c->root);
+    ul_arena_free(&c->ar);
+    free(c->owned);
+    free(c);
+}
+
+/* The prompts' echo texts into g's arena: the body and the job go with this handler. */
+static int keep_echo(ul_gen_t *g, const creq_t *c) {
+    cgen_t *cg = ul_arena_alloc(&g->arena, sizeof *cg);
+    if (!cg) return UL_ENOMEM;
+    *cg = (cgen_t){.n = c->n, .echo = c->echo};
+    cg->prompts = ul_arena_alloc(&g->arena, (size_t)c->n * sizeof *cg->prompts);
+    if (!cg->prompts) return UL_ENOMEM;
+    memset(cg->prompts, 0, (size_t)c->n * sizeof *cg->prompts);
+    for (int i = 0; c->echo && i < c->n; i++) {
+        if (!c->prompts[i].len) continue;
+        cg->prompts[i].text = ul_arena_strndup(&g->arena, c->prompts[i].text, c->prompts[i].len);
+        if (!cg->prompts[i].text) return UL_ENOMEM;
+        cg->prompts[i].len = c->prompts[i].len;
+    }
+    g->ep = cg;
+    return 0;
+}
+
+/* On the loop: answers the refusal or starts the generation. */
+static void prepared(ul_api_job_t *j, int status) {
+    creq_t *c = (creq_t *)j;
+    ul_api_t *a = c->a;
+    ul_http_req_t *req = c->req;
+    if (!req) {
+        creq_free(c);
+        return;
+    }
+    ul_http_req_set_cbs(req, NULL, NULL);
+    if (status || c->failed) {
+        if (!c->failed) {
+            c->bad = (ul_api_bad_t){.status = 503, .type = "server_error"};
+            ul_api_bad(&c->bad, NULL, "the request could not be processed");
+        }
+        ul_api_reject(a, req, &c->bad);
+        creq_free(c);
+        return;
+    }
+    ul_gen_t *g = ul_gen_new(a, req, &c->p, &ops, c->n, "cmpl-");
+    if (!g || keep_echo(g, c)) {
+        if (g) ul_gen_discard(g);
+        ul_api_error(req, 503, "server_error", NULL, NULL, "out of memory");
+    } else {
+        start(g, c);
+    }
+    creq_free(c);
+}
+
+static void on_abort(ul_http_req_t *req, void *data, int reason) {
+    creq_t *c = data;
+    c->req = NULL;
+}
 
 int ul_api_completions(ul_http_req_t *req, void *data) {
     ul_api_t *a = data;
     if (ul_api_refuse_draining(a, req)) return 0;
-    cJSON *root = cJSON_ParseWithLength(req->body, req->body_len);
-    if (!root) {
-        a->stats.completions_rejected++;
-        return ul_api_error(req, 400, "invalid_request_error", NULL, "invalid_json",
-                            "the request body is not valid JSON");
+    creq_t *c = calloc(1, sizeof *c);
+    if (!c) return ul_api_error(req, 503, "server_error", NULL, NULL, "out of memory");
+    c->a = a;
+    c->req = req;
+    ul_arena_init(&c->ar, 1024);
+    c->job = (ul_api_job_t){.req = &c->req, .run = prepare, .done = prepared};
+    if (req->body_len <= UL_API_JOB_BYTES || !a->server) {
+        c->body = req->body;
+        c->body_len = req->body_len;
+        prepare(&c->job);
+        prepared(&c->job, 0);
+        return 0;
     }
-    ul_arena_t ar;
-    ul_arena_init(&ar, 1024);
-    ul_api_params_t p;
-    creq_t c = {0};
-    ul_api_bad_t bad = {0};
-    int rc = ul_api_params_parse(a, root, UL_GEN_COMPLETION, &ar, known, &p, &bad);
-    if (!rc) rc = parse_own(root, &p, &c, &bad);
-    if (!rc) rc = parse_prompts(a, root, &ar, &c, p.best_of, &bad);
-    ul_gen_t *g = NULL;
-    if (!rc && !(g = ul_gen_new(a, req, &p, &ops, c.n, "cmpl-"))) {
-        bad = (ul_api_bad_t){.status = 503, .type = "server_error"};
-        rc = ul_api_bad(&bad, NULL, "out of memory");
-    }
-    creq_t *gc = g ? ul_arena_alloc(&g->arena, sizeof *gc) : NULL;
-    if (g && !gc) {
-        ul_gen_discard(g);
-        g = NULL;
-        bad = (ul_api_bad_t){.status = 503, .type = "server_error"};
-        rc = ul_api_bad(&bad, NULL, "out of memory");
-    }
+    /* the worker may start before submit returns: body and callbacks first */
+    c->owned = ul_http_req_take_body(req, &c->body_len);
+    c->body = c->owned ? c->owned : "";
+    c->job.charge = 4 * c->body_len; /* body, parse tree, prompt texts and token ids */
+    ul_http_req_set_cbs(req, &(ul_http_req_cbs_t){.on_abort = on_abort}, c);
+    int rc = ul_api_job_submit(a, &c->job);
     if (rc) {
-        for (int i = 0; i < c.n; i++) free(c.prompts[i].ids);
-        ul_api_reject(a, req, &bad);
-        ul_arena_free(&ar);
-        cJSON_Delete(root);
-        return 0;
+        ul_http_req_set_cbs(req, NULL, NULL);
+        ul_api_job_refuse(a, req, rc);
+        creq_free(c);
     }
-    /* The prompts move into g's arena: the body and ar die with this handler. */
-    *gc = c;
-    gc->prompts = ul_arena_alloc(&g->arena, (size_t)c.n * sizeof *gc->prompts);
-    size_t text_bytes = 0;
-    for (int i = 0; gc->prompts && i < c.n; i++) {
-        gc->prompts[i] = c.prompts[i];
-        if (c.prompts[i].text) {
-            gc->prompts[i].text = ul_arena_strndup(&g->arena, c.prompts[i].text, c.prompts[i].len);
-            if (!gc->prompts[i].text) gc->prompts = NULL;
-            text_bytes += c.prompts[i].len;
-        }
-    }
-    ul_arena_free(&ar);
-    cJSON_Delete(root);
-    g->ep = gc;
-    if (!gc->prompts) {
-        for (int i = 0; i < c.n; i++) free(c.prompts[i].ids);
-        ul_api_error(req, 503, "server_error", NULL, NULL, "out of memory");
-        ul_gen_discard(g);
-        return 0;
-    }
-    if (text_bytes > ASYNC_TOKENIZE_BYTES && a->server) {
-        gc->work.data = g;
-        if (uv_queue_work(a->server->loop, &gc->work, tokenize_work, tokenized_cb) == 0) return 0;
-    }
-    tokenize_all(a, gc);
-    start(g);
     return 0;
 }

@@ -242,6 +242,7 @@ static void on_finish(ul_seq_t *q, ul_finish_t reason, int status) {
     ul_api_t *a = g->api;
     ch->ended = 1;
     a->stats.active_sequences--;
+    if (g->shared) ul_api_share_del(&a->share, g->client, UL_API_SHARE_SEQS, 1);
     if (g->req && !g->failed) {
         if (reason == UL_FINISH_STOP || reason == UL_FINISH_LENGTH ||
             reason == UL_FINISH_DEADLINE) {
@@ -294,8 +295,12 @@ ul_gen_t *ul_gen_new(ul_api_t *a, ul_http_req_t *req, const ul_api_params_t *p,
     g->ops = ops;
     g->kind = p->kind;
     g->p = *p;
-    g->p.grammar = NULL; /* referenced below, once g can be freed */
+    g->p.grammar = NULL;  /* referenced below, once g can be freed */
+    g->p.grammar_ref = 0; /* g's reference is its own; p's stays p's */
     g->created = (int64_t)time(NULL);
+    /* without a seed each request samples differently, as OpenAI's do */
+    if (!p->seed_given)
+        g->p.sampling.seed = ((uint64_t)g->created * 0x9e3779b97f4a7c15ULL) ^ ++a->next_cmpl;
     g->n_prompts = n_prompts;
     g->n_answer = n_prompts * p->n;
     snprintf(g->id, sizeof g->id, "%s%s", id_prefix, ul_http_req_id_str(req));
@@ -480,6 +485,30 @@ static int admit(ul_gen_t *g, const ul_gen_prompt_t *prompts) {
     return UL_EFULL;
 }
 
+/* Fair share (--max-seqs-per-client): 429 when the request's choices would take its client
+ * over its share of the sequences in flight. */
+static int share(ul_gen_t *g) {
+    ul_api_t *a = g->api;
+    g->client = ul_api_client_of(a, g->req);
+    int rc = ul_api_share_add(&a->share, g->client, UL_API_SHARE_SEQS, g->n_choices,
+                              a->max_seqs_per_client);
+    if (rc == 0) {
+        g->shared = 1;
+        return 0;
+    }
+    if (rc != UL_EFULL) return 0; /* no memory for the table: not a reason to refuse */
+    int32_t have = ul_api_share_get(&a->share, g->client, UL_API_SHARE_SEQS);
+    ul_http_resp_header(g->req, "Retry-After", "1");
+    ul_api_bad_t bad = {.status = 429, .type = "rate_limit_error", .code = "too_many_sequences"};
+    snprintf(bad.msg, sizeof bad.msg,
+             "this request's %d choice(s) would take this client over its %d sequences in "
+             "flight (%d running); retry when some finish",
+             g->n_choices, (int)a->max_seqs_per_client, (int)have);
+    a->seqs_refused++;
+    ul_api_reject(a, g->req, &bad);
+    return 1;
+}
+
 int ul_gen_start(ul_gen_t *g, const ul_gen_prompt_t *prompts) {
     ul_api_t *a = g->api;
     int32_t max_tokens[UL_API_MAX_CHOICES];
@@ -503,12 +532,20 @@ int ul_gen_start(ul_gen_t *g, const ul_gen_prompt_t *prompts) {
             return rc ? rc : UL_EINVAL;
         }
     }
+    if (share(g)) {
+        gen_free(g);
+        return UL_EFULL;
+    }
     int rc = 0, k;
     for (k = 0; k < g->n_prompts && !rc; k++) {
         rc = add_prompt(g, k, &prompts[k], max_tokens[k]);
         if (!rc) g->n_prompt_tokens += prompts[k].n_ids;
     }
     if (rc) {
+        /* the choices queued give their share back in on_finish, the others now */
+        if (g->shared)
+            ul_api_share_del(&a->share, g->client, UL_API_SHARE_SEQS, g->n_choices - g->n_live);
+        g->shared = g->n_live > 0 && g->shared;
         reject_add(g, rc, prompts[k - 1].n_ids);
         if (g->n_live == 0) {
             gen_free(g);
@@ -522,9 +559,13 @@ int ul_gen_start(ul_gen_t *g, const ul_gen_prompt_t *prompts) {
     }
     a->stats.completions_total++;
     a->stats.prompt_tokens += (uint64_t)g->n_prompt_tokens;
-    if (g->p.user)
+    if (g->p.user && ul_log_get_level() <= UL_LOG_LEVEL_DEBUG) {
+        char id[2 * sizeof g->id + 8], user[200];
         UL_LOG_DEBUG("conn=%llu req=%llu id=%s user=%s", (unsigned long long)g->req->conn_id,
-                     (unsigned long long)g->req->req_id, g->id, g->p.user);
+                     (unsigned long long)g->req->req_id,
+                     ul_log_field(g->id, strlen(g->id), id, sizeof id),
+                     ul_log_field(g->p.user, strlen(g->p.user), user, sizeof user));
+    }
     if (g->p.stream) {
         a->stats.active_streams++;
         rc = ul_sse_start(g->req, &g->sse);

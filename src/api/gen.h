@@ -32,7 +32,13 @@ typedef struct ul_api_bad_s {
     const char *param;
     const char *code;
     char msg[256];
+    char pbuf[128]; /* room for a param built on the fly (param may point here) */
 } ul_api_bad_t;
+
+/* The check behind ul_api_body_refuse: 0, or 1 (invalid UTF-8) / 2 (a \u0000 escape) with
+ * the field's path ("messages[0].content", "" at the top) in param and the offending
+ * byte's offset in *at. */
+int ul_api_body_check(const char *body, size_t len, char *param, size_t cap, size_t *at);
 
 /* Sets bad (param, printf message) and returns UL_EINVAL. */
 int ul_api_bad(ul_api_bad_t *bad, const char *param, const char *fmt, ...)
@@ -61,15 +67,18 @@ typedef struct ul_api_params_s {
     const char *user;
     int json_object;              /* the output is constrained to JSON (JSON mode or a schema) */
     struct ul_grammar_s *grammar; /* structured output (structured.c): borrowed from the
-                         server's grammar cache until ul_gen_new takes a reference; NULL:
-                         unconstrained */
-    const char *grammar_trigger;  /* lazy grammar (strict tools): free text until this static
-                          text, then the grammar; NULL: the grammar from the start */
+                         server's grammar cache until ul_gen_new takes a reference (a
+                         reference of p's own when grammar_ref); NULL: unconstrained */
+    int grammar_ref; /* parsed on a job's thread: p holds a reference (ul_api_params_release) */
+    const char *grammar_trigger; /* lazy grammar (strict tools): free text until this static
+                         text, then the grammar; NULL: the grammar from the start */
     double timeout_s; /* "timeout" (or header X-Request-Timeout): seconds from arrival after
                          which the choices end with finish_reason "deadline"; 0 = none */
 } ul_api_params_t;
 
 /* Reads the fields both endpoints share from root into p (strings point into root).
+ * Touches nothing of a but its immutable settings, so it may run on a worker thread; an
+ * unseeded request gets its seed in ul_gen_new.
  * known: NULL-terminated names the endpoint reads itself, so they are not reported as
  * unknown. Returns 0 or UL_EINVAL with bad set. */
 int ul_api_params_parse(ul_api_t *a, const cJSON *root, ul_gen_kind_t kind, ul_arena_t *arena,
@@ -80,10 +89,14 @@ int ul_api_params_parse(ul_api_t *a, const cJSON *root, ul_gen_kind_t kind, ul_a
 int ul_api_structured_parse(ul_api_t *a, const cJSON *root, ul_api_params_t *p, ul_api_bad_t *bad);
 /* The compiled grammar of GBNF text for a's vocabulary, from a's cache or compiled into it:
  * borrowed, valid until the cache evicts it (a later call; take a reference to keep it).
+ * On a job's thread (ul_api_job_thread) it comes with a reference for the caller, since
+ * the loop may evict it before the job's done() runs. Any thread (the cache is locked).
  * 0, UL_EINVAL (err set) or UL_ENOMEM. */
 int ul_api_grammar_get(ul_api_t *a, const char *src, size_t len, struct ul_grammar_s **out,
                        char *err, size_t err_len);
 void ul_api_structured_free(ul_api_t *a);
+/* Drops the reference p holds on its grammar when it was parsed on a job's thread. */
+void ul_api_params_release(ul_api_params_t *p);
 
 /* The chat endpoint up to generation, without HTTP (for the request-body fuzzer): parses,
  * validates and renders body into text and its plain mask. Returns 0 or UL_EINVAL/
@@ -147,6 +160,8 @@ struct ul_gen_s {
     const char *fail_msg;
     int held;
     uint64_t deadline_ns; /* uv_hrtime() when its choices end with "deadline", or 0 */
+    uint64_t client;      /* fair share: whose sequences these are (ul_api_client_of) */
+    int shared;           /* the choices are counted in the api's share table */
     ul_buf_t frame;       /* scratch for one chunk */
     void *ep;             /* the endpoint's per-request state */
 };

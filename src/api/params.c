@@ -289,14 +289,16 @@ static int listed(const char *const *names, const char *s) {
 
 static void log_unknown(const cJSON *root, ul_gen_kind_t kind, const char *const *known) {
     if (ul_log_get_level() > UL_LOG_LEVEL_DEBUG) return;
-    char names[256];
+    char names[256], q[96];
     size_t len = 0;
     const cJSON *it;
     cJSON_ArrayForEach(it, root) {
         if (listed(common, it->string) || listed(known, it->string) ||
             listed(kind == UL_GEN_CHAT ? chat_only : completion_only, it->string))
             continue;
-        int n = snprintf(names + len, sizeof names - len, "%s%s", len ? "," : "", it->string);
+        /* the names are the client's: each quoted when it is not plain */
+        int n = snprintf(names + len, sizeof names - len, "%s%s", len ? "," : "",
+                         ul_log_field(it->string, strlen(it->string), q, sizeof q));
         if (n < 0 || (size_t)n >= sizeof names - len) break;
         len += (size_t)n;
     }
@@ -307,6 +309,7 @@ int ul_api_params_parse(ul_api_t *a, const cJSON *root, ul_gen_kind_t kind, ul_a
                         const char *const *known, ul_api_params_t *p, ul_api_bad_t *bad) {
     memset(p, 0, sizeof *p);
     p->kind = kind;
+    p->grammar_ref = ul_api_job_thread(); /* ul_api_grammar_get's references */
     ul_sampling_default(&p->sampling);
     if (!cJSON_IsObject(root)) return ul_api_bad(bad, NULL, "the body must be a JSON object");
     const cJSON *m = field(root, "model");
@@ -336,9 +339,8 @@ int ul_api_params_parse(ul_api_t *a, const cJSON *root, ul_gen_kind_t kind, ul_a
                           "ends when the grammar is complete)");
     p->sampling.logit_bias = p->bias;
     p->sampling.n_logit_bias = p->n_bias;
-    /* Without a seed each request samples differently, as OpenAI's do. */
-    if (!p->seed_given)
-        p->sampling.seed = ((uint64_t)time(NULL) * 0x9e3779b97f4a7c15ULL) ^ ++a->next_cmpl;
+    /* Without a seed each request samples differently, as OpenAI's do: ul_gen_new draws
+     * one (on the loop; this may run on a worker). */
     log_unknown(root, kind, known);
     return 0;
 }

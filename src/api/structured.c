@@ -12,6 +12,7 @@
  * At most one of them. Compiled grammars are cached per server by their GBNF text (the
  * SDKs send the same schema request after request), so the per-state token caches the
  * grammar fills on the backend threads (engine/grammar.h) serve later requests too. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,36 +64,72 @@ static uint64_t fnv(const char *s, size_t n) {
     return h;
 }
 
-int ul_api_grammar_get(ul_api_t *a, const char *src, size_t len, ul_grammar_t **out, char *err,
-                       size_t err_len) {
+void ul_api_params_release(ul_api_params_t *p) {
+    if (p->grammar_ref && p->grammar) ul_grammar_unref(p->grammar);
+    p->grammar = NULL;
+    p->grammar_ref = 0;
+}
+
+/* Requests parsed on jobs' threads (job.c) and on the loop share the cache. */
+static pthread_mutex_t cache_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* The cached grammar of src, or NULL; the cache (and gvocab) made on first use. Locked. */
+static int lookup(ul_api_t *a, const char *src, size_t len, uint64_t h, ul_grammar_t **out) {
     if (!a->gvocab &&
         !(a->gvocab = ul_gvocab_new(a->codec.n_vocab, &a->codec, codec_piece, codec_eog)))
         return UL_ENOMEM;
     if (!a->gcache && !(a->gcache = calloc(1, sizeof *a->gcache))) return UL_ENOMEM;
     struct ul_api_gcache_s *c = a->gcache;
-    uint64_t h = fnv(src, len);
-    gslot_t *lru = &c->slot[0];
+    *out = NULL;
     for (int i = 0; i < CACHE_SLOTS; i++) {
         gslot_t *s = &c->slot[i];
         if (s->g && s->hash == h && s->len == len && !memcmp(s->text, src, len)) {
             s->used = ++c->clock;
             *out = s->g;
-            return 0;
+            break;
         }
-        if (s->used < lru->used) lru = s;
     }
-    ul_grammar_t *g = NULL;
-    int rc = ul_grammar_compile(a->gvocab, src, len, &g, err, err_len);
-    if (rc) return rc;
+    return 0;
+}
+
+/* g into the least recently used slot (its text copied). Locked. */
+static int insert(struct ul_api_gcache_s *c, const char *src, size_t len, uint64_t h,
+                  ul_grammar_t *g) {
     char *copy = malloc(len + 1);
-    if (!copy) {
-        ul_grammar_unref(g);
-        return UL_ENOMEM;
-    }
+    if (!copy) return UL_ENOMEM;
     memcpy(copy, src, len);
+    gslot_t *lru = &c->slot[0];
+    for (int i = 1; i < CACHE_SLOTS; i++)
+        if (c->slot[i].used < lru->used) lru = &c->slot[i];
     free(lru->text);
     ul_grammar_unref(lru->g); /* generations using it hold their own reference */
     *lru = (gslot_t){.text = copy, .len = len, .hash = h, .used = ++c->clock, .g = g};
+    return 0;
+}
+
+/* The lookup and the insertion hold the lock; the compilation (which grows with the
+ * client's schema) does not, so the loop never waits for a job's compilation. Two
+ * threads compiling the same text both insert it: harmless. */
+int ul_api_grammar_get(ul_api_t *a, const char *src, size_t len, ul_grammar_t **out, char *err,
+                       size_t err_len) {
+    uint64_t h = fnv(src, len);
+    int own = ul_api_job_thread(); /* the caller gets a reference of its own */
+    pthread_mutex_lock(&cache_mu);
+    int rc = lookup(a, src, len, h, out);
+    if (!rc && *out && own) ul_grammar_ref(*out);
+    const ul_gvocab_t *v = a->gvocab;
+    pthread_mutex_unlock(&cache_mu);
+    if (rc || *out) return rc;
+    ul_grammar_t *g = NULL;
+    if ((rc = ul_grammar_compile(v, src, len, &g, err, err_len))) return rc;
+    pthread_mutex_lock(&cache_mu);
+    rc = insert(a->gcache, src, len, h, g);
+    if (!rc && own) ul_grammar_ref(g);
+    pthread_mutex_unlock(&cache_mu);
+    if (rc) {
+        ul_grammar_unref(g);
+        return rc;
+    }
     *out = g;
     return 0;
 }

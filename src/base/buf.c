@@ -3,24 +3,39 @@
 #include <stdlib.h>
 
 #include "base/buf.h"
+#include "base/utf8.h"
 #include "uvllm/err.h"
+
+size_t ul_buf_grown_cap(const ul_buf_t *b, size_t extra) {
+    if (extra > SIZE_MAX - b->len) return SIZE_MAX;
+    size_t need = b->len + extra;
+    if (need <= b->cap) return b->cap;
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap < need) {
+        if (cap > SIZE_MAX / 2) return need;
+        cap *= 2;
+    }
+    return cap;
+}
 
 int ul_buf_reserve(ul_buf_t *b, size_t extra) {
     if (extra > SIZE_MAX - b->len) return UL_ENOMEM;
-    size_t need = b->len + extra;
-    if (need <= b->cap) return 0;
-    size_t cap = b->cap ? b->cap : 256;
-    while (cap < need) {
-        if (cap > SIZE_MAX / 2) {
-            cap = need;
-            break;
-        }
-        cap *= 2;
-    }
+    if (b->len + extra <= b->cap) return 0;
+    size_t cap = ul_buf_grown_cap(b, extra);
     char *p = realloc(b->p, cap);
     if (!p) return UL_ENOMEM;
     b->p = p;
     b->cap = cap;
+    return 0;
+}
+
+int ul_buf_reserve_exact(ul_buf_t *b, size_t extra) {
+    if (extra > SIZE_MAX - b->len) return UL_ENOMEM;
+    if (b->len + extra <= b->cap) return 0;
+    char *p = realloc(b->p, b->len + extra);
+    if (!p) return UL_ENOMEM;
+    b->p = p;
+    b->cap = b->len + extra;
     return 0;
 }
 
@@ -56,14 +71,25 @@ int ul_buf_append_hex(ul_buf_t *b, uint64_t v) {
 
 int ul_buf_append_json_str(ul_buf_t *b, const char *s, size_t n) {
     static const char hex[] = "0123456789abcdef";
-    /* worst case every byte becomes \u00XX */
+    /* worst case every byte becomes \u00XX (an invalid byte's U+FFFD takes 3) */
     if (n > (SIZE_MAX - b->len) / 6) return UL_ENOMEM;
     int rc = ul_buf_reserve(b, n * 6);
     if (rc) return rc;
     char *o = b->p + b->len;
     for (size_t i = 0; i < n; i++) {
         unsigned char ch = (unsigned char)s[i];
-        if (ch == '"' || ch == '\\') {
+        if (ch >= 0x80) { /* JSON text is UTF-8: a byte outside a valid sequence is U+FFFD */
+            size_t l = ul_utf8_seq(s + i, n - i);
+            if (l) {
+                memcpy(o, s + i, l);
+                o += l;
+                i += l - 1;
+            } else { /* one U+FFFD per maximal invalid subpart, as decoders do */
+                memcpy(o, "\xef\xbf\xbd", 3);
+                o += 3;
+                i += ul_utf8_bad_len(s + i, n - i) - 1;
+            }
+        } else if (ch == '"' || ch == '\\') {
             *o++ = '\\';
             *o++ = (char)ch;
         } else if (ch == '\n') {

@@ -18,10 +18,16 @@ typedef struct ul_buf_s {
 /* Ensures room for extra more bytes; UL_ENOMEM on overflow or malloc failure. */
 int ul_buf_reserve(ul_buf_t *b, size_t extra);
 int ul_buf_append(ul_buf_t *b, const void *p, size_t n);
+/* Like ul_buf_reserve, but a buffer that must grow gets exactly what is asked (one large
+ * answer into an empty buffer: doubling would hold up to twice its size). */
+int ul_buf_reserve_exact(ul_buf_t *b, size_t extra);
+/* The capacity b would have after ul_buf_reserve(b, extra) (b->cap when it fits). */
+size_t ul_buf_grown_cap(const ul_buf_t *b, size_t extra);
 /* Appends the decimal / lowercase-hex form of v. */
 int ul_buf_append_u64(ul_buf_t *b, uint64_t v);
 int ul_buf_append_hex(ul_buf_t *b, uint64_t v);
-/* Appends s as the inside of a JSON string (quotes not included). */
+/* Appends s as the inside of a JSON string (quotes not included). Bytes that are not valid
+ * UTF-8 become U+FFFD, so the result is always valid JSON text. */
 int ul_buf_append_json_str(ul_buf_t *b, const char *s, size_t n);
 /* Appends an OpenAI-style error body, {"error":{"message","type","param","code"}}, the one
  * builder of it: the HTTP layer's 4xx, the api's validation errors and a stream's error

@@ -5,9 +5,11 @@
 
 #include <ctype.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
+#include "base/memlimit.h"
 #include "uvllm/err.h"
 
 /* "", "B", or K/M/G/T followed by nothing, "B" or "iB" (any case). */
@@ -53,16 +55,10 @@ int ul_size_parse(const char *s, int64_t *out) {
     return 0;
 }
 
-int ul_size_meminfo_available(const char *text, int64_t *out) {
-    const char *p = text ? strstr(text, "MemAvailable:") : NULL;
-    if (!p || (p != text && p[-1] != '\n')) return UL_ENOENT;
-    unsigned long long kib;
-    char unit[8] = "";
-    if (sscanf(p + 13, " %llu %7s", &kib, unit) < 1 || (unit[0] && strcmp(unit, "kB")))
-        return UL_ENOENT;
-    if (kib > (unsigned long long)(INT64_MAX / 1024)) return UL_ENOENT;
-    *out = (int64_t)kib * 1024;
-    return 0;
+int64_t ul_size_mem_limit(void) {
+    ul_mem_info_t m;
+    ul_mem_info_read("/", &m);
+    return m.limit;
 }
 
 const char *ul_size_format(int64_t bytes, char *buf, size_t cap) {

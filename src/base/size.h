@@ -12,9 +12,10 @@
  * Returns 0 or UL_EINVAL (malformed) / UL_E2BIG (over INT64_MAX). */
 int ul_size_parse(const char *s, int64_t *out);
 
-/* The MemAvailable value of a /proc/meminfo text, in bytes. Returns 0 or UL_ENOENT when
- * the line is missing or malformed. */
-int ul_size_meminfo_available(const char *text, int64_t *out);
+/* The memory this process may use: MemTotal, or the lowest cgroup limit on the process's
+ * cgroup path when it is lower (containers; base/memlimit.h); -1 when neither can be read.
+ * Reads files: call at start-up, off the loop. */
+int64_t ul_size_mem_limit(void);
 
 /* "512.0 MiB" style for log lines; returns buf. */
 const char *ul_size_format(int64_t bytes, char *buf, size_t cap);

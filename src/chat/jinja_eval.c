@@ -163,7 +163,11 @@ static int slice_positions(jstate *st, int64_t n, const jv *sv, int64_t **pos, i
     int64_t c = 0;
     *pos = jj_alloc(st, (size_t)(n > 0 ? n : 1) * sizeof(int64_t));
     if (!*pos) return jj_fail(st, UL_E2BIG, "LimitError: out of memory");
-    for (int64_t x = b; step > 0 ? x < e : x > e; x += step) (*pos)[c++] = x;
+    /* x + step may leave int64 ([1::9223372036854775807]): the slice ends there */
+    for (int64_t x = b; (step > 0 ? x < e : x > e) && c < n;) {
+        (*pos)[c++] = x;
+        if (__builtin_add_overflow(x, step, &x)) break;
+    }
     *count = c;
     return 0;
 }

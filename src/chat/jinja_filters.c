@@ -332,11 +332,13 @@ static int f_truncate(jstate *st, jv v, const jfargs *a, jv *out) {
     TRY(to_str(st, v, &s));
     int64_t n = (int64_t)utf8_count(s.u.s->p, s.u.s->len);
     int64_t L = len.t == JV_INT ? len.u.i : 255, lw = leeway.t == JV_INT ? leeway.u.i : 5;
-    if (n <= L + lw) {
+    int64_t most, keep;
+    if (__builtin_add_overflow(L, lw, &most)) most = L > 0 ? INT64_MAX : INT64_MIN;
+    if (n <= most) {
         *out = s;
         return 0;
     }
-    int64_t keep = L - (int64_t)utf8_count(end.u.s->p, end.u.s->len);
+    if (__builtin_sub_overflow(L, (int64_t)utf8_count(end.u.s->p, end.u.s->len), &keep)) keep = 0;
     if (keep < 0) keep = 0;
     size_t cut = utf8_offset(s.u.s->p, s.u.s->len, (size_t)keep);
     if (!jv_truthy(kill)) {
@@ -391,8 +393,10 @@ static int f_striptags(jstate *st, jv v, jv *out) {
 }
 
 static int f_abs(jstate *st, jv v, jv *out) {
+    if (v.t == JV_INT && v.u.i == INT64_MIN) /* Python's is 2**63: no int64 holds it */
+        return jj_fail(st, UL_EFORMAT, "OverflowError: integer result too large");
     if (v.t == JV_INT)
-        *out = v.u.i == INT64_MIN ? v : jv_int(v.u.i < 0 ? -v.u.i : v.u.i);
+        *out = jv_int(v.u.i < 0 ? -v.u.i : v.u.i);
     else if (v.t == JV_BOOL)
         *out = jv_int(v.u.b);
     else if (v.t == JV_FLOAT)

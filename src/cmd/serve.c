@@ -33,7 +33,10 @@ typedef struct serve_args_s {
     const char *model, *backend, *host, *log_level, *chat_template, *null_reply;
     int port, threads, max_batch_tokens, max_conns, max_seqs, null_ctx, kv_type;
     int ctx_size, max_tokens_default, truncate_max_tokens, parse_special;
-    int64_t null_delay_us, max_body, kv_mem, null_token_us, null_prefill_us;
+    int64_t null_delay_us, max_body, kv_mem, null_token_us, null_prefill_us, max_buffered_mem;
+    int64_t min_body_rate;
+    double request_timeout;
+    int max_seqs_per_client; /* -1: a quarter of --max-seqs */
     double shutdown_grace, header_timeout, idle_timeout, stall_timeout;
     double itl_target_ms, max_queue_wait_s;
     int max_queue, no_prefix_cache;
@@ -72,6 +75,8 @@ static void usage(FILE *f) {
                "                   [--metrics-key KEY] [--pipeline 1|2]\n"
                "                   [--model-draft PATH] [--spec-ngram N] [--draft-max K]\n"
                "                   [--draft-min K]\n"
+               "                   [--max-buffered-mem SIZE] [--request-timeout SEC]\n"
+               "                   [--min-body-rate BYTES] [--max-seqs-per-client N]\n"
                "\n"
                "  --model PATH           GGUF model (implies --backend cpu)\n"
                "  --backend cpu|null     null: no model, deterministic pseudo-tokens (default\n"
@@ -159,6 +164,13 @@ static void usage(FILE *f) {
                "  --stall-timeout-s SEC  a client that takes none of its waiting output for SEC\n"
                "                         is dropped: its paused stream is cancelled and its KV\n"
                "                         pages return (default 60)\n"
+               "  --max-buffered-mem SIZE memory for what clients make the server hold, all\n"
+               "                         connections together; past it 503 (default 1/8 of\n"
+               "                         MemTotal or the cgroup limit, 64M..4G)\n"
+               "  --request-timeout SEC  headers and body within SEC, else 408 (default 120)\n"
+               "  --min-body-rate BYTES  bodies slower than BYTES/s get 408 (default 1024)\n"
+               "  --max-seqs-per-client N sequences in flight per API key (else address); more\n"
+               "                         is 429 (default --max-seqs / 4; 0: no limit)\n"
                "  --log-level L          (default info)\n");
 }
 
@@ -229,6 +241,10 @@ enum {
     O_SPEC_NGRAM,
     O_DRAFT_MAX,
     O_DRAFT_MIN,
+    O_MAX_BUFFERED,
+    O_REQUEST_TIMEOUT,
+    O_MIN_BODY_RATE,
+    O_SEQS_PER_CLIENT,
     O_TRUNCATE, /* flags without a value from here on */
     O_NO_PARSE_SPECIAL,
     O_NO_PREFIX_CACHE,
@@ -276,6 +292,10 @@ static const char *const g_opts[O_COUNT] = {"--model",
                                             "--spec-ngram",
                                             "--draft-max",
                                             "--draft-min",
+                                            "--max-buffered-mem",
+                                            "--request-timeout",
+                                            "--min-body-rate",
+                                            "--max-seqs-per-client",
                                             "--truncate-max-tokens",
                                             "--no-parse-special",
                                             "--no-prefix-cache"};
@@ -387,6 +407,14 @@ static int apply_opt(serve_args_t *a, int k, const char *v) {
         return parse_int(v, 1, UL_MAX_DRAFT, &a->draft_max);
     case O_DRAFT_MIN:
         return parse_int(v, 1, UL_MAX_DRAFT, &a->draft_min);
+    case O_MAX_BUFFERED:
+        return ul_size_parse(v, &a->max_buffered_mem) || a->max_buffered_mem < (1 << 20);
+    case O_REQUEST_TIMEOUT:
+        return parse_sec(v, 86400, &a->request_timeout) || a->request_timeout <= 0;
+    case O_MIN_BODY_RATE:
+        return parse_i64(v, 0, (int64_t)1 << 40, &a->min_body_rate);
+    case O_SEQS_PER_CLIENT:
+        return parse_int(v, 0, 1 << 20, &a->max_seqs_per_client);
     }
     return 1;
 }
@@ -407,6 +435,9 @@ static int parse_args(int argc, char **argv, serve_args_t *a) {
                         .parse_special = 1,
                         .canary_interval_s = 5,
                         .null_fail_after = -1,
+                        .request_timeout = 120,
+                        .min_body_rate = 1024,
+                        .max_seqs_per_client = -1,
                         .log_level = "info"};
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -818,6 +849,8 @@ static int setup_api(const serve_args_t *a, server_t *sv) {
     api->parse_special = a->parse_special;
     api->max_queue = a->max_queue;
     api->max_queue_wait_s = a->max_queue_wait_s;
+    api->max_seqs_per_client =
+        a->max_seqs_per_client >= 0 ? a->max_seqs_per_client : a->max_seqs / 4;
     for (int i = 0; i < a->n_aliases; i++) {
         int rc = ul_api_add_alias(api, a->aliases[i]);
         if (rc) {
@@ -923,13 +956,21 @@ static int setup(const serve_args_t *a, server_t *sv) {
     hc.header_timeout_ms = (uint64_t)(a->header_timeout * 1000);
     hc.idle_timeout_ms = (uint64_t)(a->idle_timeout * 1000);
     hc.stall_timeout_ms = (uint64_t)(a->stall_timeout * 1000);
+    hc.request_timeout_ms = (uint64_t)(a->request_timeout * 1000);
+    hc.min_body_rate = (size_t)a->min_body_rate;
+    hc.max_buffered_mem = (size_t)a->max_buffered_mem; /* 0: net's default */
     hc.cors_origins = a->cors;
     hc.n_cors_origins = (size_t)a->n_cors;
-    hc.before = ul_api_authorize;
+    hc.on_head = ul_api_head; /* credentials (and job slots) before any body byte is read */
     hc.resp_header = ul_api_load_header;
     hc.hook_data = &sv->api;
     if ((rc = ul_http_server_init(&sv->loop, &sv->http, &hc, &sv->router)) != 0) return rc;
     sv->http_up = 1;
+    char m1[32], m2[32];
+    UL_LOG_INFO("memory for clients: %s (%s), %s per connection",
+                ul_size_format((int64_t)sv->http.cfg.max_buffered_mem, m1, sizeof m1),
+                a->max_buffered_mem ? "--max-buffered-mem" : "default",
+                ul_size_format((int64_t)sv->http.cfg.max_conn_mem, m2, sizeof m2));
     sv->http.data = sv;
     sv->api.server = &sv->http;
     rc = ul_http_server_listen(&sv->http);
@@ -974,6 +1015,7 @@ int ul_cmd_serve(int argc, char **argv) {
     ul_log_parse_level(a.log_level, &lvl);
     ul_log_set_level(lvl);
     signal(SIGPIPE, SIG_IGN); /* a client that vanishes must cost an EPIPE, not the process */
+    ul_http_raise_nofile();   /* every connection is a descriptor */
     server_t *sv = calloc(1, sizeof *sv);
     if (!sv || uv_loop_init(&sv->loop) != 0) {
         fprintf(stderr, "uvllm serve: cannot initialise the event loop\n");

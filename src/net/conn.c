@@ -9,6 +9,7 @@
  * most max_header_bytes in total, so an oversized head is detected exactly. */
 #include <inttypes.h>
 #include <stdlib.h>
+#include <strings.h>
 
 #include "net/conn.h"
 #include "uvllm/err.h"
@@ -16,178 +17,6 @@
 
 /* Pipelined input buffered while a request is open; over it we stop reading. */
 #define IN_CAP(c) ((c)->srv->cfg.max_header_bytes * 2 + 4096)
-
-static ul_conn_t *conn_of(llhttp_t *p) { return p->data; }
-
-/* ---- header storage --------------------------------------------------------------- */
-
-static int store(ul_conn_t *c, const char *at, size_t len) {
-    if (ul_buf_append(&c->hdr, at, len)) {
-        c->err_status = 500;
-        return -1;
-    }
-    return 0;
-}
-
-static int on_message_begin(llhttp_t *p) {
-    ul_conn_t *c = conn_of(p);
-    c->hdr.len = 0;
-    c->body.len = 0;
-    c->n_hoff = 0;
-    c->url_len = 0;
-    c->hdr_in_value = 0;
-    c->hdr_val_open = 0;
-    c->expect_continue = 0;
-    c->rid_set = 0;
-    if (!c->got_bytes) { /* header timeout counts from the first byte of the message */
-        c->got_bytes = 1;
-        c->hdr_start = uv_now(c->srv->loop);
-    }
-    return 0;
-}
-
-static int on_url(llhttp_t *p, const char *at, size_t len) {
-    ul_conn_t *c = conn_of(p);
-    if (store(c, at, len)) return -1;
-    c->url_len += (uint32_t)len;
-    return 0;
-}
-
-static int on_url_complete(llhttp_t *p) { return store(conn_of(p), "", 1); }
-
-/* Terminates a value whose on_header_value_complete never came (defensive: an empty
- * value must still read as "" and not run into the next header's name). */
-static int close_value(ul_conn_t *c) {
-    if (!c->hdr_val_open) return 0;
-    c->hdr_val_open = 0;
-    return store(c, "", 1);
-}
-
-static int on_header_field(llhttp_t *p, const char *at, size_t len) {
-    ul_conn_t *c = conn_of(p);
-    if (close_value(c)) return -1;
-    if (c->hdr_in_value || c->n_hoff == 0 ||
-        c->hoff[c->n_hoff - 1].val_off != 0) { /* a new header starts */
-        if (c->n_hoff == c->cap_hoff) {
-            size_t cap = c->cap_hoff ? c->cap_hoff * 2 : 32;
-            ul_hoff_t *h = realloc(c->hoff, cap * sizeof *h);
-            if (!h) {
-                c->err_status = 500;
-                return -1;
-            }
-            c->hoff = h;
-            c->cap_hoff = cap;
-        }
-        ul_hoff_t *h = &c->hoff[c->n_hoff++];
-        h->name_off = (uint32_t)c->hdr.len;
-        h->name_len = h->val_off = h->val_len = 0;
-        c->hdr_in_value = 0;
-    }
-    if (store(c, at, len)) return -1;
-    c->hoff[c->n_hoff - 1].name_len += (uint32_t)len;
-    return 0;
-}
-
-static int on_header_field_complete(llhttp_t *p) {
-    ul_conn_t *c = conn_of(p);
-    if (store(c, "", 1)) return -1;
-    c->hoff[c->n_hoff - 1].val_off = (uint32_t)c->hdr.len;
-    c->hdr_in_value = 1;
-    c->hdr_val_open = 1;
-    return 0;
-}
-
-static int on_header_value(llhttp_t *p, const char *at, size_t len) {
-    ul_conn_t *c = conn_of(p);
-    if (store(c, at, len)) return -1;
-    c->hoff[c->n_hoff - 1].val_len += (uint32_t)len;
-    return 0;
-}
-
-static int on_header_value_complete(llhttp_t *p) {
-    ul_conn_t *c = conn_of(p);
-    ul_hoff_t *h = &c->hoff[c->n_hoff - 1];
-    /* A header with an empty value never calls on_header_value: val_off is still set by
-     * on_header_field_complete, so the stored value is simply "". */
-    while (h->val_len && (c->hdr.p[h->val_off + h->val_len - 1] == ' ' ||
-                          c->hdr.p[h->val_off + h->val_len - 1] == '\t'))
-        h->val_len--;
-    c->hdr.len = h->val_off + h->val_len;
-    c->hdr_val_open = 0;
-    return store(c, "", 1);
-}
-
-static int on_headers_complete(llhttp_t *p) {
-    ul_conn_t *c = conn_of(p);
-    c->in_headers = 0;
-    if (close_value(c)) return -1;
-    ul_conn_request_id(c); /* before any answer, so a 413 carries it too */
-    ul_http_server_t *s = c->srv;
-    if ((p->flags & F_CONTENT_LENGTH) && p->content_length > s->cfg.max_body) {
-        c->err_status = 413;
-        return -1;
-    }
-    /* 100-continue: the client waits for it before sending the body; we only answer it
-     * once the body is known to fit (413 above otherwise). */
-    if (p->http_major == 1 && p->http_minor >= 1) {
-        for (size_t i = 0; i < c->n_hoff; i++) {
-            const ul_hoff_t *h = &c->hoff[i];
-            if (h->name_len == 6 && strncasecmp(c->hdr.p + h->name_off, "expect", 6) == 0 &&
-                h->val_len == 12 && strncasecmp(c->hdr.p + h->val_off, "100-continue", 12) == 0)
-                c->expect_continue = 1;
-        }
-        if (c->expect_continue && ((p->flags & F_CHUNKED) || p->content_length > 0)) {
-            if (ul_conn_out(c, "HTTP/1.1 100 Continue\r\n\r\n", 25)) {
-                c->err_status = 500;
-                return -1;
-            }
-        }
-    }
-    return 0;
-}
-
-static int on_body(llhttp_t *p, const char *at, size_t len) {
-    ul_conn_t *c = conn_of(p);
-    if (c->body.len + len > c->srv->cfg.max_body) {
-        c->err_status = 413;
-        return -1;
-    }
-    if (ul_buf_append(&c->body, at, len)) {
-        c->err_status = 413; /* could not hold it: as good as too large */
-        return -1;
-    }
-    return 0;
-}
-
-static int on_message_complete(llhttp_t *p) {
-    (void)p;
-    return HPE_PAUSED; /* dispatch outside the parser; see parse() */
-}
-
-static const llhttp_settings_t g_settings = {
-    .on_message_begin = on_message_begin,
-    .on_url = on_url,
-    .on_url_complete = on_url_complete,
-    .on_header_field = on_header_field,
-    .on_header_field_complete = on_header_field_complete,
-    .on_header_value = on_header_value,
-    .on_header_value_complete = on_header_value_complete,
-    .on_headers_complete = on_headers_complete,
-    .on_body = on_body,
-    .on_message_complete = on_message_complete,
-};
-
-const char *ul_conn_header(const ul_conn_t *c, const char *name, size_t *len) {
-    size_t n = strlen(name);
-    for (size_t i = 0; i < c->n_hoff; i++) {
-        const ul_hoff_t *h = &c->hoff[i];
-        if (h->name_len == n && h->val_off && strncasecmp(c->hdr.p + h->name_off, name, n) == 0) {
-            *len = h->val_len;
-            return c->hdr.p + h->val_off;
-        }
-    }
-    return NULL;
-}
 
 /* ---- dispatch ----------------------------------------------------------------------- */
 
@@ -212,7 +41,9 @@ static ul_http_method_t map_method(uint8_t m) {
     }
 }
 
-static int build_request(ul_conn_t *c) {
+/* The request as the head gives it (method, path, query, headers, ids); the body is added
+ * at dispatch. The header storage no longer moves: trailers are not stored. */
+static int build_head(ul_conn_t *c) {
     ul_http_req_t *r = &c->req;
     if (c->n_hoff > c->cap_hdrs) {
         ul_http_header_t *h = realloc(c->hdrs, c->n_hoff * sizeof *h);
@@ -220,8 +51,6 @@ static int build_request(ul_conn_t *c) {
         c->hdrs = h;
         c->cap_hdrs = c->n_hoff;
     }
-    if (ul_buf_reserve(&c->body, 1)) return UL_ENOMEM;
-    c->body.p[c->body.len] = '\0';
     if (!c->hdr.p) return UL_EFORMAT; /* llhttp requires a URL: cannot happen */
     char *url = c->hdr.p;             /* "path?query\0" */
     char *q = memchr(url, '?', c->url_len);
@@ -245,8 +74,10 @@ static int build_request(ul_conn_t *c) {
     }
     r->headers = c->hdrs;
     r->n_headers = c->n_hoff;
-    r->body = c->body.p;
-    r->body_len = c->body.len;
+    r->body = "";
+    r->body_len = 0;
+    r->content_length =
+        (c->parser.flags & F_CONTENT_LENGTH) ? (int64_t)c->parser.content_length : -1;
     r->method = map_method(c->parser.method);
     r->method_name = llhttp_method_name((llhttp_method_t)c->parser.method);
     r->http_major = c->parser.http_major;
@@ -254,43 +85,135 @@ static int build_request(ul_conn_t *c) {
     r->conn_id = c->id;
     r->req_id = ++c->n_req;
     r->request_id = c->rid;
-    r->t_start_ns = c->t_start;
+    r->peer = c->peer;
     r->arena = &c->arena;
     r->user = NULL;
     r->conn_ = c;
     return 0;
 }
 
-static void dispatch(ul_conn_t *c, int upgrade) {
-    ul_http_server_t *s = c->srv;
-    c->t_start = uv_hrtime();
-    c->in_headers = 1; /* the next message starts from here */
-    c->hdr_raw = 0;
-    c->got_bytes = 0;
-    if (build_request(c)) {
-        ul_conn_fail(c, 500, "out of memory");
-        return;
-    }
-    ul_http_req_t *r = &c->req;
+/* Opens the current message as a request: response state reset, standard headers. */
+static int open_request(ul_conn_t *c) {
     memset(&c->cbs, 0, sizeof c->cbs);
     c->cbs_data = NULL;
     c->resp = UL_RESP_NONE;
     c->status = 0;
     c->resp_bytes = 0;
     c->chunked = 0;
-    c->head_only = r->method == UL_HTTP_HEAD;
-    /* No upgrades: after answering such a request the connection ends, so the parser is
-     * never resumed past it. */
-    upgrade |= c->parser.upgrade;
-    c->keep_alive =
-        llhttp_should_keep_alive(&c->parser) && !s->draining && !s->no_keepalive && !upgrade;
+    c->cut = NULL;
+    c->head_only = c->req.method == UL_HTTP_HEAD;
+    c->t_start = uv_hrtime();
+    c->req.t_start_ns = c->t_start;
     c->req_open = 1;
     if (ul_conn_std_headers(c, &c->resp_hdrs)) {
         ul_conn_close(c, UL_ENOMEM);
         c->status = 500;
         ul_conn_req_finish(c);
+        return -1;
+    }
+    return 0;
+}
+
+static const char *fail_message(int st) {
+    switch (st) {
+    case 413:
+        return "request body is too large";
+    case 431:
+        return "request line and headers are too large";
+    case 400:
+        return "malformed HTTP request";
+    case 503:
+        return "the server's memory for requests is full; retry later";
+    default:
+        return "internal error";
+    }
+}
+
+/* A request refused at its head never has its body read; when that body is large, the
+ * connection does not read it to throw it away either (the reads cost the loop more than
+ * the client's answer is worth): it waits briefly for the client to take the answer and
+ * closes. */
+static void unread_body(ul_conn_t *c) {
+    if (!(c->parser.flags & F_CONTENT_LENGTH) || c->parser.content_length <= 65536) return;
+    c->discarded = UL_CONN_DISCARD_MAX + 1;
+    c->quick_linger = 1;
+}
+
+/* The head is complete and the parser paused before the body: credentials (on_head) are
+ * checked, then the body's size against its limits, and only then does a client waiting
+ * for 100 Continue get it. Returns 0 to go on reading the body. */
+static int head_check(ul_conn_t *c) {
+    ul_http_server_t *s = c->srv;
+    llhttp_t *p = &c->parser;
+    if (build_head(c)) {
+        ul_conn_fail(c, 500, "out of memory");
+        return -1;
+    }
+    if (s->cfg.on_head && c->req.method != UL_HTTP_OPTIONS) {
+        int keep = c->keep_alive;
+        c->keep_alive = 0; /* an answer here leaves the body unread: the connection ends */
+        if (open_request(c)) return -1;
+        if (s->cfg.on_head(&c->req, s->cfg.hook_data)) { /* answered */
+            unread_body(c);
+            return -1;
+        }
+        c->req_open = 0;
+        c->resp_hdrs.len = 0;
+        c->keep_alive = keep;
+    }
+    if ((p->flags & F_CONTENT_LENGTH) && p->content_length > s->cfg.max_body) {
+        unread_body(c);
+        ul_conn_fail(c, 413, "request body is too large");
+        return -1;
+    }
+    /* a large announced body that the memory budget cannot take is refused before any of
+     * it is read (reading it only to refuse it half-way costs the loop its reads) */
+    if ((p->flags & F_CONTENT_LENGTH) && p->content_length > 65536) {
+        size_t n = (size_t)p->content_length;
+        int st = ul_conn_mem_check(c, n > c->body.cap ? n - c->body.cap : 0);
+        if (st) {
+            unread_body(c);
+            ul_conn_fail(c, st, st == 413 ? "request body is too large" : fail_message(503));
+            return -1;
+        }
+    }
+    c->expect_continue = 0;
+    size_t len = 0;
+    const char *ex = ul_conn_header(c, "expect", &len);
+    if (ex && len == 12 && !strncasecmp(ex, "100-continue", 12) && p->http_major == 1 &&
+        p->http_minor >= 1 && ((p->flags & F_CHUNKED) || p->content_length > 0)) {
+        c->expect_continue = 1;
+        if (ul_conn_out(c, "HTTP/1.1 100 Continue\r\n\r\n", 25)) {
+            ul_conn_fail(c, 500, "out of memory");
+            return -1;
+        }
+    }
+    c->in_body = 1;
+    c->body_start = uv_now(s->loop);
+    return 0;
+}
+
+static void dispatch(ul_conn_t *c, int upgrade) {
+    ul_http_server_t *s = c->srv;
+    c->in_headers = 1; /* the next message starts from here */
+    c->in_body = 0;
+    c->hdr_raw = 0;
+    c->hdr_lf = 0;
+    c->got_bytes = 0;
+    if (ul_buf_reserve(&c->body, 1)) {
+        ul_conn_fail(c, 500, "out of memory");
         return;
     }
+    c->body.p[c->body.len] = '\0';
+    ul_http_req_t *r = &c->req;
+    r->body = c->body.p;
+    r->body_len = c->body.len;
+    /* No upgrades: after answering such a request the connection ends, so the parser is
+     * never resumed past it. */
+    upgrade |= c->parser.upgrade;
+    c->keep_alive =
+        llhttp_should_keep_alive(&c->parser) && !s->draining && !s->no_keepalive && !upgrade;
+    if (open_request(c)) return;
     if (ul_conn_cors_preflight(c)) return;
     if (s->cfg.before && s->cfg.before(r, s->cfg.hook_data)) return;
 
@@ -320,16 +243,41 @@ static void dispatch(ul_conn_t *c, int upgrade) {
     }
 }
 
-/* Feeds p[0..n) to the parser until it is consumed, a request stays open or the
- * connection is ending; returns the bytes consumed. */
+/* Obsolete line folding (a header line starting with a space or tab) is refused: llhttp
+ * joins such a line to the previous value even in strict mode, so a proxy in front and this
+ * server could read "Content-Length:\r\n 5" differently. Scans the raw head bytes fed. */
+static int folded(ul_conn_t *c, const char *p, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        if (c->hdr_lf && (p[i] == ' ' || p[i] == '\t')) return 1;
+        c->hdr_lf = p[i] == '\n';
+    }
+    return 0;
+}
+
+/* Parsing stops while a request is open, the connection is ending, or (backpressure for
+ * every response, not only streams) the answers already queued are over out_soft_limit:
+ * a client that pipelines requests without reading the answers gets no more of them. */
+static int may_parse(const ul_conn_t *c) {
+    return !c->req_open && !c->closing && !c->close_after_write && !c->lingering &&
+           ul_conn_pending(c) <= c->srv->cfg.out_soft_limit;
+}
+
+/* Feeds p[0..n) to the parser until it is consumed or parsing must stop (may_parse);
+ * returns the bytes consumed. */
 static size_t parse(ul_conn_t *c, const char *p, size_t n) {
     size_t off = 0;
     size_t max_hdr = c->srv->cfg.max_header_bytes;
+    int again = 0; /* after the head: run the parser once more even with no byte left, so a
+                      request without a body completes now */
     c->in_parse = 1;
-    while (off < n && !c->req_open && !c->closing && !c->close_after_write && !c->lingering) {
+    while ((off < n || again) && may_parse(c)) {
+        again = 0;
         size_t chunk = n - off;
-        if (c->in_headers) {
+        int head = c->in_headers;
+        if (head) {
             if (c->hdr_raw >= max_hdr) {
+                c->discarded = UL_CONN_DISCARD_MAX + 1; /* a flood: not worth reading on */
+                c->quick_linger = 1;
                 ul_conn_fail(c, 431, "request line and headers are too large");
                 break;
             }
@@ -337,22 +285,36 @@ static size_t parse(ul_conn_t *c, const char *p, size_t n) {
         }
         const char *at = p + off;
         llhttp_errno_t err = llhttp_execute(&c->parser, at, chunk);
-        if (err == HPE_OK) {
-            if (c->in_headers) c->hdr_raw += chunk;
-            off += chunk;
-        } else if (err == HPE_PAUSED || err == HPE_PAUSED_UPGRADE) {
-            off += (size_t)(llhttp_get_error_pos(&c->parser) - at);
-            dispatch(c, err == HPE_PAUSED_UPGRADE);
-        } else {
-            int st = c->err_status ? c->err_status : 400;
-            UL_LOG_DEBUG("conn=%" PRIu64 " parse error %s: %s", c->id, llhttp_errno_name(err),
-                         llhttp_get_error_reason(&c->parser));
-            ul_conn_fail(c, st,
-                         st == 413   ? "request body is too large"
-                         : st == 400 ? "malformed HTTP request"
-                                     : "internal error");
+        size_t k = err == HPE_OK ? chunk : (size_t)(llhttp_get_error_pos(&c->parser) - at);
+        if (head && folded(c, at, k)) {
+            ul_conn_fail(c, 400, "obsolete line folding in the request headers");
             break;
         }
+        if (err != HPE_OK && err != HPE_PAUSED && err != HPE_PAUSED_UPGRADE) {
+            int st = c->err_status ? c->err_status : 400;
+            if (st == 431 || st == 413) { /* a flood of fields or body: not worth reading on */
+                c->discarded = UL_CONN_DISCARD_MAX + 1;
+                c->quick_linger = 1;
+            }
+            UL_LOG_DEBUG("conn=%" PRIu64 " parse error %s: %s", c->id, llhttp_errno_name(err),
+                         llhttp_get_error_reason(&c->parser));
+            ul_conn_fail(c, st, c->err_msg ? c->err_msg : fail_message(st));
+            break;
+        }
+        off += k;
+        if (head)
+            c->hdr_raw += k;
+        else if (c->in_body)
+            c->body_raw += k;
+        if (err == HPE_OK) continue;
+        if (c->head_paused) { /* on_headers_complete: the body is not read yet */
+            c->head_paused = 0;
+            if (head_check(c)) break;
+            llhttp_resume(&c->parser);
+            again = 1;
+            continue;
+        }
+        dispatch(c, err == HPE_PAUSED_UPGRADE);
     }
     c->in_parse = 0;
     return off;
@@ -413,8 +375,25 @@ static void parse_in(ul_conn_t *c) {
         c->in.len = 0;
     else
         ul_buf_consume(&c->in, used);
-    if (c->in.len <= IN_CAP(c) && !c->close_after_write) ul_conn_read_start(c);
+    /* backpressure reaches the socket: a client whose input piles up is not read */
+    if (c->in.len <= IN_CAP(c) && !c->close_after_write)
+        ul_conn_read_start(c);
+    else if (c->in.len > IN_CAP(c))
+        read_stop(c);
 }
+
+/* A read that filled the whole buffer means more is waiting: libuv would keep reading this
+ * connection (up to 32 times) before it returns to any other, so a client pouring a large
+ * body or a flood in would delay every stream and probe by milliseconds per iteration.
+ * Each connection gets one buffer per loop iteration; the check callback resumes it. */
+static void read_fair(ul_conn_t *c, ssize_t nread) {
+    if ((size_t)nread < c->srv->rbuf_size || !c->reading || c->closing) return;
+    read_stop(c);
+    c->read_again = 1;
+    ul_conn_schedule(c);
+}
+
+static void on_read_data(ul_conn_t *c, ssize_t nread, const uv_buf_t *buf);
 
 static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
     ul_conn_t *c = (ul_conn_t *)st;
@@ -423,9 +402,21 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
         on_eof(c, nread);
         return;
     }
+    on_read_data(c, nread, buf);
+    if (!c->closing) read_fair(c, nread);
+}
+
+static void on_read_data(ul_conn_t *c, ssize_t nread, const uv_buf_t *buf) {
     c->srv->stats.bytes_in += (uint64_t)nread;
     c->last_in = uv_now(c->srv->loop);
-    if (c->lingering || c->close_after_write) return; /* discard */
+    if (c->lingering || c->close_after_write) { /* discard */
+        /* Enough to let a client that sends its whole body before reading get to our
+         * answer; past it, a client that keeps sending would only cost reads: stop reading
+         * and close at the linger deadline. */
+        c->discarded += (size_t)nread;
+        if (c->discarded > UL_CONN_DISCARD_MAX) read_stop(c);
+        return;
+    }
     if (c->in_headers && !c->got_bytes && !c->req_open) {
         c->got_bytes = 1;
         c->hdr_start = c->last_in;
@@ -438,10 +429,12 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
         }
         if (c->req_open) {
             if (c->in.len > IN_CAP(c)) read_stop(c);
+            ul_conn_account(c);
             return;
         }
         parse_in(c);
         if (!c->closing) ul_conn_flush(c);
+        if (!c->closing) ul_conn_account(c);
         return;
     }
     size_t used = parse(c, buf->base, (size_t)nread);
@@ -452,10 +445,15 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
         }
     }
     ul_conn_flush(c);
+    if (!c->closing) ul_conn_account(c);
 }
 
 void ul_conn_tick(ul_conn_t *c) {
     if (c->closing) return;
+    if (c->read_again) { /* read_fair: the next iteration may read it again */
+        c->read_again = 0;
+        if (c->in.len <= IN_CAP(c) && c->discarded <= UL_CONN_DISCARD_MAX) ul_conn_read_start(c);
+    }
     parse_in(c);
     if (c->closing) return;
     if (c->eof && !c->close_after_write && !c->lingering) {
@@ -470,6 +468,25 @@ void ul_conn_tick(ul_conn_t *c) {
 
 /* ---- lifecycle ---------------------------------------------------------------------- */
 
+/* Why an open request ended with its connection, for the access log: "client" (it left:
+ * logged 499, nginx's "client closed request"), "stall" (stopped reading), "full" (output
+ * over the hard limit), "memory" (closed to free memory) or "shutdown"/"error". */
+static const char *cut_reason(const ul_conn_t *c) {
+    if (c->cut) return c->cut;
+    switch (c->abort_reason) {
+    case UL_ECLOSED:
+        return "client";
+    case UL_ETIMEDOUT:
+        return "stall";
+    case UL_EFULL:
+        return "full";
+    case UL_ENOMEM:
+        return "error";
+    default: /* a read or write error: the client reset the connection */
+        return "client";
+    }
+}
+
 static void on_close(uv_handle_t *h) {
     ul_conn_t *c = (ul_conn_t *)h;
     ul_http_server_t *s = c->srv;
@@ -477,19 +494,21 @@ static void on_close(uv_handle_t *h) {
         ul_http_req_cbs_t cbs = c->cbs;
         if (c->resp == UL_RESP_STREAM) s->stats.streams_active--;
         c->req_open = 0;
-        if (!c->status) c->status = 499; /* nginx's "client closed request" */
+        c->cut = cut_reason(c);
+        if (!c->status || !strcmp(c->cut, "client")) c->status = 499;
         ul_http_access_log(c);
         if (cbs.on_abort) cbs.on_abort(&c->req, c->cbs_data, c->abort_reason);
     }
+    ul_conn_unaccount(c);
     ul_queue_remove(&c->node);
     ul_queue_remove(&c->tick);
     s->stats.conns_open--;
-    ul_buf_free(&c->in);
-    ul_buf_free(&c->hdr);
-    ul_buf_free(&c->body);
-    ul_buf_free(&c->resp_hdrs);
-    ul_buf_free(&c->out);
-    ul_buf_free(&c->wbuf);
+    ul_conn_buf_drop(s, &c->in);
+    ul_conn_buf_drop(s, &c->hdr);
+    ul_conn_buf_drop(s, &c->body);
+    ul_conn_buf_drop(s, &c->resp_hdrs);
+    ul_conn_buf_drop(s, &c->out);
+    ul_conn_buf_drop(s, &c->wbuf);
     ul_arena_free(&c->arena);
     free(c->hoff);
     free(c->hdrs);
@@ -501,11 +520,40 @@ void ul_conn_close(ul_conn_t *c, int reason) {
     if (c->closing) return;
     c->closing = 1;
     c->abort_reason = reason;
+    ul_conn_unaccount(c);
     ul_queue_remove(&c->tick);
     uv_close((uv_handle_t *)&c->tcp, on_close);
 }
 
 static void free_handle(uv_handle_t *h) { free(h); }
+
+static void peer_name(ul_conn_t *c) {
+    struct sockaddr_storage ss;
+    int len = sizeof ss;
+    c->peer[0] = '\0';
+    if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len)) return;
+    if (ss.ss_family == AF_INET6)
+        uv_ip6_name((struct sockaddr_in6 *)&ss, c->peer, sizeof c->peer);
+    else if (ss.ss_family == AF_INET)
+        uv_ip4_name((struct sockaddr_in *)&ss, c->peer, sizeof c->peer);
+}
+
+/* Over max_conns: a 503 and a warning at most every 10 s with the count refused since. */
+static void refuse_conn(ul_http_server_t *s, ul_conn_t *c) {
+    uint64_t now = uv_now(s->loop);
+    s->stats.conns_rejected++;
+    s->limit_refused++;
+    if (!s->limit_log_at || now - s->limit_log_at >= 10000) {
+        UL_LOG_WARN("connection limit reached (--max-conns %u): %" PRIu64
+                    " connection(s) refused with 503 since the last such line",
+                    s->cfg.max_conns, s->limit_refused);
+        s->limit_log_at = now;
+        s->limit_refused = 0;
+    }
+    c->quick_linger = 1; /* at the limit descriptors are scarce */
+    ul_conn_fail(c, 503, "too many open connections");
+    ul_conn_flush(c);
+}
 
 void ul_conn_accept(ul_http_server_t *s) {
     ul_conn_t *c = calloc(1, sizeof *c);
@@ -525,7 +573,7 @@ void ul_conn_accept(ul_http_server_t *s) {
     }
     c->srv = s;
     c->id = ++s->next_conn_id;
-    llhttp_init(&c->parser, HTTP_REQUEST, &g_settings);
+    llhttp_init(&c->parser, HTTP_REQUEST, ul_conn_parser_settings());
     c->parser.data = c;
     ul_arena_init(&c->arena, 4096);
     ul_queue_init(&c->tick);
@@ -533,16 +581,14 @@ void ul_conn_accept(ul_http_server_t *s) {
     c->in_headers = 1;
     c->keep_alive = 1;
     c->hdr_start = c->last_in = c->last_out = uv_now(s->loop);
+    peer_name(c);
     s->stats.conns_open++;
     s->stats.conns_total++;
+    ul_conn_account(c);
     uv_tcp_nodelay(&c->tcp, 1);
     ul_conn_read_start(c);
     if (c->closing) return;
-    if (s->stats.conns_open > s->cfg.max_conns) {
-        s->stats.conns_rejected++;
-        ul_conn_fail(c, 503, "too many open connections");
-        ul_conn_flush(c);
-    }
+    if (s->stats.conns_open > s->cfg.max_conns) refuse_conn(s, c);
 }
 
 void ul_conn_req_finish(ul_conn_t *c) {
@@ -556,7 +602,10 @@ void ul_conn_req_finish(ul_conn_t *c) {
     c->req.path = c->req.method_name = NULL;
     memset(&c->cbs, 0, sizeof c->cbs);
     c->err_status = 0;
+    c->err_msg = NULL;
+    c->cut = NULL;
     if (c->closing) return;
+    ul_conn_shrink(c);
     if (!c->keep_alive || c->srv->draining) {
         c->close_after_write = 1;
         c->in.len = 0;
@@ -577,7 +626,8 @@ void ul_conn_fail(ul_conn_t *c, int status, const char *message) {
         int status;
         const char *code;
     } codes[] = {{400, "bad_request"},       {408, "request_timeout"}, {413, "request_too_large"},
-                 {431, "headers_too_large"}, {500, "internal_error"},  {503, "server_overloaded"}};
+                 {431, "headers_too_large"}, {500, "internal_error"},  {501, "not_implemented"},
+                 {503, "server_overloaded"}};
     const char *code = NULL;
     for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++)
         if (codes[i].status == status) code = codes[i].code;
@@ -605,12 +655,17 @@ void ul_conn_fail(ul_conn_t *c, int status, const char *message) {
         ul_conn_close(c, UL_ENOMEM);
         return;
     }
+    if (status == 408) c->srv->stats.timeouts++;
     c->status = status;
     c->resp_bytes = c->out.len - before;
     c->t_start = uv_hrtime();
-    c->req.req_id = c->n_req + 1;
-    c->req.method_name = c->req.path = NULL;
+    if (c->n_req == 0 || c->req.req_id != c->n_req || !c->req.path) {
+        /* nothing of this message was built: no method or path to log */
+        c->req.req_id = c->n_req + 1;
+        c->req.method_name = c->req.path = NULL;
+    }
     c->req.request_id = c->rid_set ? c->rid : NULL;
+    c->cut = NULL;
     ul_http_access_log(c);
     c->keep_alive = 0;
     c->close_after_write = 1;
@@ -618,11 +673,22 @@ void ul_conn_fail(ul_conn_t *c, int status, const char *message) {
     ul_conn_want_flush(c);
 }
 
+/* A body that takes longer than request_timeout_ms from the request's first byte, or that
+ * averages under min_body_rate once header_timeout_ms has passed since its head: 408. */
+static int body_too_slow(const ul_conn_t *c, uint64_t now) {
+    const ul_http_config_t *cfg = &c->srv->cfg;
+    if (now - c->hdr_start >= cfg->request_timeout_ms) return 1;
+    uint64_t t = now - c->body_start, grace = cfg->header_timeout_ms;
+    return cfg->min_body_rate && t > grace &&
+           c->body_raw * 1000 < (uint64_t)cfg->min_body_rate * (t - grace);
+}
+
 void ul_conn_sweep(ul_conn_t *c, uint64_t now) {
     const ul_http_config_t *cfg = &c->srv->cfg;
     if (c->closing) return;
-    if (c->lingering) {
-        if (now >= c->linger_deadline) ul_conn_close(c, UL_ECLOSED);
+    if (c->lingering || c->cutting) {
+        uint64_t at = c->lingering ? c->linger_deadline : c->cut_deadline;
+        if (now >= at) ul_conn_close(c, UL_ECLOSED);
         return;
     }
     /* A client that stopped reading: nothing left the buffer for stall_timeout (a paused
@@ -640,6 +706,10 @@ void ul_conn_sweep(ul_conn_t *c, uint64_t now) {
     if (c->close_after_write) return;
     if (c->in_headers && !c->got_bytes && c->n_req > 0) {
         if (now - c->last_in >= cfg->idle_timeout_ms) ul_conn_close(c, UL_ETIMEDOUT);
+        return;
+    }
+    if (c->in_body && body_too_slow(c, now)) {
+        ul_conn_fail(c, 408, "the request body arrived too slowly");
         return;
     }
     uint64_t since = c->in_headers ? c->hdr_start : c->last_in;

@@ -12,6 +12,10 @@
 #include "base/buf.h"
 #include "net/http.h"
 
+/* Input read and thrown away after an answer that ends the connection, at most (enough for
+ * a client that sends its whole body before it reads; past it the reads would only cost). */
+#define UL_CONN_DISCARD_MAX (256u << 10)
+
 /* A stored header while parsing: offsets into conn->hdr, which may move when it grows. */
 typedef struct ul_hoff_s {
     uint32_t name_off, name_len, val_off, val_len;
@@ -38,12 +42,21 @@ typedef struct ul_conn_s {
 
     /* input: bytes read but not parsed yet (only while a request is open) */
     ul_buf_t in;
-    size_t hdr_raw;     /* raw bytes consumed in the current request's header phase */
-    uint64_t hdr_start; /* uv_now when the current request's first byte arrived */
-    uint64_t last_in;   /* uv_now of the last read */
-    int in_headers;     /* parser is before on_headers_complete of the current message */
-    int got_bytes;      /* the current message has started (any byte consumed) */
-    int err_status;     /* limit hit inside a parser callback: 413 / 431 / 400 */
+    size_t hdr_raw;       /* raw bytes consumed in the current request's header phase */
+    uint64_t hdr_start;   /* uv_now when the current request's first byte arrived */
+    uint64_t last_in;     /* uv_now of the last read */
+    int in_headers;       /* parser is before on_headers_complete of the current message */
+    int got_bytes;        /* the current message has started (any byte consumed) */
+    int err_status;       /* limit hit inside a parser callback: 413 / 431 / 400 / 501 / 503 */
+    const char *err_msg;  /* its message, or NULL for the status's usual one */
+    int head_paused;      /* on_headers_complete paused the parser: the head is checked next */
+    int hdr_lf;           /* the last header byte fed was '\n' (a line starting with a space
+                             or tab after it is obsolete line folding: refused) */
+    size_t trailer_bytes; /* trailer fields of the current chunked body, counted not kept */
+    unsigned trailer_fields;
+    int in_body;         /* headers checked, the body is arriving (deadline and rate apply) */
+    uint64_t body_start; /* uv_now when the body phase began */
+    uint64_t body_raw;   /* raw bytes consumed in the body phase */
 
     /* request under construction; hdr holds url, names and values, NUL-separated */
     ul_buf_t hdr;
@@ -87,12 +100,20 @@ typedef struct ul_conn_s {
     /* lifecycle */
     int in_parse;          /* inside the parse loop: flush at its end, no re-entry */
     int reading;           /* uv_read_start is active */
+    int read_again;        /* reading paused for the rest of this loop iteration (fairness) */
     int eof;               /* the client closed its side */
     int close_after_write; /* close once out and wbuf are empty */
     int lingering;         /* write side shut down; discarding input until EOF/timeout */
+    int quick_linger;      /* refused at accept: linger briefly, its descriptor is needed */
     uint64_t linger_deadline;
-    int closing; /* uv_close called */
+    size_t discarded; /* input thrown away since the connection began ending */
+    int closing;      /* uv_close called */
     int abort_reason;
+    const char *cut;       /* why an open request was cut, for the access log, or NULL */
+    int cutting;           /* shutdown deadline: its last words are queued, close follows */
+    uint64_t cut_deadline; /* uv_now by which a cutting connection closes regardless */
+    size_t mem;            /* bytes accounted to the memory budget (budget.c) */
+    char peer[48];         /* the client's address, "" if unknown */
 } ul_conn_t;
 
 /* conn.c */
@@ -114,6 +135,25 @@ void ul_conn_fail(ul_conn_t *c, int status, const char *message);
  * message's headers are stored (from on_headers_complete until the request finishes);
  * NULL if absent. *len gets the value's length. */
 const char *ul_conn_header(const ul_conn_t *c, const char *name, size_t *len);
+
+/* head.c: the llhttp callbacks storing the request line and headers */
+const llhttp_settings_t *ul_conn_parser_settings(void);
+
+/* budget.c: the memory budget (ul_http_config_t.max_buffered_mem) */
+/* Recomputes c's footprint and the server's total; after c's buffers grew or shrank. */
+void ul_conn_account(ul_conn_t *c);
+/* Drops c's share of the total at once (c is closing; its memory goes with it). */
+void ul_conn_unaccount(ul_conn_t *c);
+/* 0 when n more bytes may be buffered for c; else the status to refuse with (413: c's own
+ * budget, 503: the total, after closing stalled readers failed to make room). */
+int ul_conn_mem_check(ul_conn_t *c, size_t n);
+/* Frees buffers a finished request grew large (a keep-alive connection must not keep a
+ * big body's or answer's memory while idle). */
+void ul_conn_shrink(ul_conn_t *c);
+/* Frees b, a large one on a pool thread (b is empty afterwards). */
+void ul_conn_buf_drop(ul_http_server_t *s, ul_buf_t *b);
+/* Frees what waits to be freed, at once (the server's end). */
+void ul_http_server_free_now(ul_http_server_t *s);
 
 /* reqid.c */
 /* Sets c->rid from the message's X-Request-Id when valid, else makes one; from
@@ -182,6 +222,9 @@ int ul_sse_frame(ul_buf_t *b, int chunked, const char *prefix, const char *data,
 
 /* server.c */
 void ul_http_server_conn_gone(ul_http_server_t *s);
+/* The shutdown deadline reached c with a request still open: queues its last words (an SSE
+ * error event, or a 503 when nothing was answered yet) and closes once they are written. */
+void ul_conn_cut(ul_conn_t *c);
 const char *ul_http_server_date(ul_http_server_t *s);
 
 #endif

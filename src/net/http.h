@@ -38,31 +38,54 @@
 /* ---- configuration ---------------------------------------------------------------- */
 
 typedef struct ul_http_req_s ul_http_req_t;
+typedef struct ul_http_server_s ul_http_server_t;
 
 typedef struct ul_http_config_s {
-    const char *host;           /* bind address, default "127.0.0.1"; IPv4 or IPv6 literal,
-                                   or "localhost" (= 127.0.0.1) */
-    int port;                   /* default 8080; 0 picks a free port (see ul_http_server_port) */
-    int backlog;                /* listen backlog, default 1024 */
-    size_t max_header_bytes;    /* request line + headers, default 16 KiB; over it: 431 + close */
-    size_t max_body;            /* request body, default 8 MiB; over it: 413 + close */
-    unsigned max_conns;         /* open connections, default 4096; over it: 503 + close */
-    uint64_t header_timeout_ms; /* a request's headers must arrive within this, default 10000;
-                                   over it: 408 + close (slowloris) */
-    uint64_t idle_timeout_ms;   /* idle keep-alive connection, default 75000; then closed */
-    uint64_t stall_timeout_ms;  /* output waiting that the client takes none of for this
-                                   long (it stopped reading, e.g. a paused stream): closed,
-                                   the owner gets on_abort(UL_ETIMEDOUT); default 60000 */
-    uint64_t sse_ping_ms;       /* ": ping" comment after this much SSE silence, default 15000;
-                                   0 disables */
-    size_t out_soft_limit;      /* pending output bytes per connection over which a stream is
-                                   "backpressured", default 256 KiB */
-    size_t out_hard_limit;      /* pending output bytes over which the connection is closed
-                                   and the owner gets on_abort(UL_EFULL), default 4 MiB */
-    uint64_t linger_ms;         /* after an error response + close, how long unread client
-                                   input is drained so the client can read the answer,
-                                   default 2000 */
-    int access_log;             /* one UL_LOG_INFO line per request, default 1 */
+    const char *host;            /* bind address, default "127.0.0.1"; IPv4 or IPv6 literal,
+                                    or "localhost" (= 127.0.0.1) */
+    int port;                    /* default 8080; 0 picks a free port (see ul_http_server_port) */
+    int backlog;                 /* listen backlog, default 1024 */
+    size_t max_header_bytes;     /* request line + headers, default 16 KiB; a chunked body's
+                                    trailer fields count too; over it: 431 + close */
+    unsigned max_headers;        /* header fields of a request, default 256; over it: 431 */
+    size_t max_body;             /* request body, default 8 MiB; over it: 413 + close */
+    unsigned max_conns;          /* open connections, default 4096; over it: 503 + close */
+    uint64_t header_timeout_ms;  /* a request's headers must arrive within this, default 10000;
+                                    over it: 408 + close (slowloris) */
+    uint64_t request_timeout_ms; /* a whole request (headers and body) must arrive within this
+                                    from its first byte, default 120000; over it: 408 */
+    size_t min_body_rate;        /* bytes/s a body must average once header_timeout_ms has
+                                    passed since its headers, default 1024 (0: off); a body
+                                    trickled slower (one byte every few seconds pins its
+                                    buffer) is answered 408 */
+    uint64_t idle_timeout_ms;    /* idle keep-alive connection, default 75000; then closed */
+    uint64_t stall_timeout_ms;   /* output waiting that the client takes none of for this
+                                    long (it stopped reading, e.g. a paused stream): closed,
+                                    the owner gets on_abort(UL_ETIMEDOUT); default 60000 */
+    uint64_t sse_ping_ms;        /* ": ping" comment after this much SSE silence, default 15000;
+                                    0 disables */
+    size_t out_soft_limit;       /* pending output bytes per connection over which a stream is
+                                    "backpressured", default 256 KiB */
+    size_t out_hard_limit;       /* pending output bytes over which the connection is closed
+                                    and the owner gets on_abort(UL_EFULL), default 4 MiB */
+    /* Memory budget for what clients make the server hold: request heads and bodies,
+     * pipelined input and queued output (streamed or not) of every connection.
+     * max_buffered_mem: all connections together; 0 picks a default at init, an eighth of
+     * the memory the process may use (ul_size_mem_limit: MemTotal or the cgroup limit),
+     * within 64 MiB..4 GiB. max_conn_mem: one connection; 0 picks max(max_body +
+     * out_hard_limit + 2 x max_header_bytes, max_buffered_mem / 32), within the total.
+     * A body over its connection's budget is a 413, over the total a 503; so is an answer
+     * (ul_http_respond answers 503 instead). Requests and answers of more than 64 KiB may
+     * fill only three quarters of the total, so small requests (health checks, streaming
+     * clients) still find room when large ones have taken theirs. Before refusing for the
+     * total, connections whose output made no progress for a second (clients that stopped
+     * reading) are closed, largest first. Connection: close follows every refusal. */
+    size_t max_buffered_mem;
+    size_t max_conn_mem;
+    uint64_t linger_ms; /* after an error response + close, how long unread client
+                           input is drained so the client can read the answer,
+                           default 2000 */
+    int access_log;     /* one UL_LOG_INFO line per request, default 1 */
     /* CORS, default off (NULL/0): OPTIONS is routed like any other method and no CORS
      * header is sent. On: OPTIONS on any path is a preflight answered 204 by net, and every
      * response to a request whose Origin is allowed carries Access-Control-Allow-Origin and
@@ -80,6 +103,13 @@ typedef struct ul_http_config_s {
      * heads, preflights and net's own errors) at the moment it is written; returns the
      * bytes written (0: none). */
     int (*before)(ul_http_req_t *req, void *data);
+    /* on_head: like before, but when the request's headers are complete: before a 100
+     * Continue is sent and before any byte of the body is read (req->body is ""). A
+     * request it finishes (an authentication check answering 401) never has its body read:
+     * the connection closes after the answer. Trailer fields of a chunked body never reach
+     * a handler (they are counted against max_header_bytes and dropped), so credentials
+     * are only ever read from the head. */
+    int (*on_head)(ul_http_req_t *req, void *data);
     size_t (*resp_header)(char *out, size_t cap, void *data);
     void *hook_data;
 } ul_http_config_t;
@@ -135,6 +165,8 @@ struct ul_http_req_s {
     size_t n_headers;
     const char *body; /* NUL-terminated (the NUL is not counted); "" when there is none */
     size_t body_len;
+    int64_t content_length; /* the head's Content-Length; -1 when chunked or absent (for
+                               on_head, which runs before the body is read) */
     int http_major, http_minor;
     uint64_t conn_id; /* server-unique connection id, for conn= in log lines */
     uint64_t req_id;  /* 1, 2, ... within the connection, for req= in log lines */
@@ -143,6 +175,7 @@ struct ul_http_req_s {
      * NUL-terminated; echoed as X-Request-Id on every response (net adds the header) and
      * written as request_id= in the access-log line. Same lifetime as the request. */
     const char *request_id;
+    const char *peer;    /* the client's address ("127.0.0.1", "::1"); "" when unknown */
     uint64_t t_start_ns; /* uv_hrtime() when the request was complete and dispatched */
     ul_arena_t *arena;   /* scratch for the owner; reset when the request ends */
     void *user;          /* owner's, writable; net never reads it */
@@ -181,12 +214,33 @@ void ul_http_req_set_cbs(ul_http_req_t *req, const ul_http_req_cbs_t *cbs, void 
 int ul_http_resp_header(ul_http_req_t *req, const char *name, const char *value);
 
 /* Sends a complete response with Content-Length and FINISHES the request. body is copied
- * (into the connection's output buffer), so the caller may free it on return.
+ * (into the connection's output buffer), so the caller may free it on return. A body over
+ * 4 KiB that the memory budget cannot take (max_conn_mem, max_buffered_mem) is replaced by
+ * a 413 response_too_large (the connection's budget) or a 503 (the total), with
+ * Connection: close; the call still returns 0.
  * content_type NULL means "application/json". Returns 0, UL_ECLOSED when the connection
  * is already going away (the request still counts as finished: on_abort will not fire),
  * or UL_ESTATE if the request was already finished / is a stream. */
 int ul_http_respond(ul_http_req_t *req, int status, const char *content_type, const char *body,
                     size_t len);
+
+/* The request body's memory becomes the caller's: a malloc'ed, NUL-terminated block of
+ * *len bytes (free() it; NULL and *len 0 when there is no body). req->body reads "" from
+ * then on. For work that outlives the request (a worker thread reading the body while the
+ * client may leave). */
+char *ul_http_req_take_body(ul_http_req_t *req, size_t *len);
+
+/* Bytes an answer to req may have now under the memory budget (max_conn_mem, and the total
+ * as large answers see it). *status gets what to answer instead when an answer would not
+ * fit: 413 when the connection's own budget is the limit, 503 when the total is. */
+size_t ul_http_resp_room(const ul_http_req_t *req, int *status);
+
+/* Charges n bytes an owner holds for a request outside net (a worker's copy of the body,
+ * its parse tree, the answer it builds) to the memory budget: 0, or 413 / 503 as for a body
+ * (nothing charged then). ul_http_mem_release gives them back, also after the request
+ * ended. */
+int ul_http_mem_charge(ul_http_req_t *req, size_t n);
+void ul_http_mem_release(ul_http_server_t *s, size_t n);
 
 /* ---- bearer-token authentication (auth.c) ----------------------------------------- */
 
@@ -237,8 +291,8 @@ int ul_sse_start(ul_http_req_t *req, ul_sse_t **out);
 /* Writes one event "data: {json}\n\n" (json must not contain a newline: UL_EINVAL).
  * Never blocks: the bytes are queued and written when the socket allows.
  * Returns 0, UL_ECLOSED (connection going away; on_abort follows), or UL_EFULL (pending
- * output passed out_hard_limit: the connection is being closed; on_abort(UL_EFULL)
- * follows). */
+ * output passed out_hard_limit, or the memory budget cannot take it: the connection is
+ * being closed; on_abort(UL_EFULL) follows). */
 int ul_sse_send(ul_sse_t *s, const char *json, size_t len);
 
 /* ul_sse_send without asking for a write: the event waits in the connection's buffer and
@@ -314,6 +368,11 @@ typedef struct ul_http_stats_s {
     uint64_t streams_active; /* SSE streams currently open (gauge) */
     uint64_t bytes_in;       /* bytes read from clients */
     uint64_t bytes_out;      /* bytes written to clients */
+    uint64_t mem_buffered;   /* gauge: bytes the connections hold (the budget's use) */
+    uint64_t mem_limit;      /* the total budget in force (max_buffered_mem) */
+    uint64_t mem_refused;    /* requests and answers refused for the memory budget */
+    uint64_t mem_evicted;    /* connections closed to free memory (stalled readers) */
+    uint64_t timeouts;       /* requests answered 408 (headers, body deadline or rate) */
 } ul_http_stats_t;
 
 typedef struct ul_http_server_s ul_http_server_t;
@@ -344,8 +403,14 @@ struct ul_http_server_s {
     size_t rbuf_size;
     char date[40]; /* cached "Date: ...\r\n" line, refreshed once per second */
     uint64_t date_sec;
-    uint64_t rid_seed[2]; /* random at init: made request ids differ across restarts */
-    uint64_t rid_next;    /* made request ids so far */
+    uint64_t rid_seed[2];      /* random at init: made request ids differ across restarts */
+    uint64_t rid_next;         /* made request ids so far */
+    uv_work_t free_work;       /* frees large buffers on a pool thread (budget.c) */
+    void **to_free, **freeing; /* waiting; being freed by free_work */
+    size_t n_to_free, cap_to_free, n_freeing, cap_freeing;
+    int free_busy;
+    uint64_t limit_log_at;  /* uv_now of the last "connection limit" line (rate-limited) */
+    uint64_t limit_refused; /* connections refused since that line */
 };
 
 /* Initialises the server (no socket yet). cfg NULL means defaults; router must outlive
@@ -357,17 +422,26 @@ int ul_http_server_init(uv_loop_t *loop, ul_http_server_t *s, const ul_http_conf
                         ul_router_t *router);
 
 /* Binds cfg.host:cfg.port and listens; logs "listening on http://HOST:PORT" (the real
- * port when cfg.port was 0) with UL_LOG_INFO. Returns 0 or a libuv error
+ * port when cfg.port was 0) with UL_LOG_INFO. max_conns is first lowered to what the
+ * process's descriptor limit (RLIMIT_NOFILE) leaves room for, with a warning, so a client
+ * over the limit is answered 503 instead of being reset by the kernel. Returns 0 or a libuv error
  * (UV_EADDRINUSE, UV_EINVAL for a bad host, ...). */
 int ul_http_server_listen(ul_http_server_t *s);
+
+/* Raises the process's soft descriptor limit (RLIMIT_NOFILE) to its hard limit, logged;
+ * for a program about to serve many connections. Call at start-up. */
+void ul_http_raise_nofile(void);
 
 /* The bound port (after a successful listen), else 0. */
 int ul_http_server_port(const ul_http_server_t *s);
 
 /* Graceful shutdown: closes the listener, sets draining, closes idle keep-alive
  * connections now, lets open requests/streams finish (their responses carry
- * Connection: close), and after grace_ms force-closes whatever is left (owners get
- * on_abort(UL_ECLOSED)). cb runs once every connection and every server handle is
+ * Connection: close), and after grace_ms cuts whatever is left: a stream gets an SSE error
+ * event (code "shutting_down") and ends without the terminating chunk (a client must not
+ * take it for a complete answer), a request not answered yet gets a 503; each connection
+ * closes once that is written (within linger_ms at most), the access log says cut=shutdown,
+ * and owners get on_abort(UL_ECLOSED). cb runs once every connection and every server handle is
  * closed; then the server memory may be freed and uv_loop_close will succeed.
  * grace_ms 0 force-closes at once. Calling it again only shortens the grace period. */
 void ul_http_server_shutdown(ul_http_server_t *s, uint64_t grace_ms, ul_http_server_cb cb);

@@ -47,7 +47,10 @@ static void start_linger(ul_conn_t *c) {
         return;
     }
     c->lingering = 1;
-    c->linger_deadline = uv_now(c->srv->loop) + c->srv->cfg.linger_ms;
+    ul_conn_shrink(c); /* nothing more is sent or parsed: large buffers go now */
+    uint64_t ms = c->srv->cfg.linger_ms;
+    if (c->quick_linger && ms > 200) ms = 200;
+    c->linger_deadline = uv_now(c->srv->loop) + ms;
     c->sreq.data = c;
     int rc = uv_shutdown(&c->sreq, (uv_stream_t *)&c->tcp, on_shutdown);
     if (rc) {
@@ -55,13 +58,31 @@ static void start_linger(ul_conn_t *c) {
         return;
     }
     c->in.len = 0;
-    ul_conn_read_start(c); /* reading may have stopped at the input cap */
+    if (c->discarded <= UL_CONN_DISCARD_MAX)
+        ul_conn_read_start(c); /* reading may have stopped at the input cap */
+    else if (c->reading) {
+        uv_read_stop((uv_stream_t *)&c->tcp);
+        c->reading = 0;
+    }
 }
 
+/* Called when out is empty (wbuf may still be in flight). */
 static void drained(ul_conn_t *c) {
     ul_conn_update_pressure(c);
     if (c->closing) return;
-    if (c->close_after_write && !c->lingering && !c->req_open) start_linger(c);
+    if (c->cutting) { /* shutdown: the last words are out, no lingering */
+        if (!c->writing) ul_conn_close(c, UL_ECLOSED);
+        return;
+    }
+    if (c->close_after_write && !c->lingering && !c->req_open) {
+        start_linger(c);
+        return;
+    }
+    if (!c->req_open && !c->writing) {
+        ul_conn_shrink(c);
+        /* parsing stopped for backpressure (conn.c may_parse) resumes */
+        if (c->in.len && !c->close_after_write && !c->lingering) ul_conn_schedule(c);
+    }
 }
 
 static void on_write(uv_write_t *req, int status) {
@@ -80,6 +101,7 @@ static void on_write(uv_write_t *req, int status) {
     c->srv->stats.bytes_out += n;
     c->last_out = uv_now(c->srv->loop);
     ul_conn_flush(c);
+    if (!c->closing) ul_conn_account(c);
 }
 
 void ul_conn_flush(ul_conn_t *c) {

@@ -132,11 +132,17 @@ void ul_http_access_log(ul_conn_t *c) {
     s->stats.requests_total++;
     if (!s->cfg.access_log) return;
     double ms = (double)(uv_hrtime() - c->t_start) / 1e6;
+    /* the path and the request id are the client's: quoted when they hold anything but
+     * URL-safe characters, so they can neither forge fields nor lines */
+    char path[400], rid[2 * UL_HTTP_REQUEST_ID_MAX + 16];
+    const char *p = c->req.path;
     UL_LOG_INFO("conn=%" PRIu64 " req=%" PRIu64 " %s %s status=%d bytes=%" PRIu64
-                " dur_ms=%.3f request_id=%s",
+                " dur_ms=%.3f request_id=%s%s%s",
                 c->id, c->req.req_id, c->req.method_name ? c->req.method_name : "-",
-                c->req.path ? c->req.path : "-", c->status, c->resp_bytes, ms,
-                c->rid_set ? c->rid : "-");
+                p ? ul_log_field(p, c->req.path_len, path, sizeof path) : "-", c->status,
+                c->resp_bytes, ms,
+                c->rid_set ? ul_log_field(c->rid, strlen(c->rid), rid, sizeof rid) : "-",
+                c->cut ? " cut=" : "", c->cut ? c->cut : "");
 }
 
 void ul_conn_hook_headers(const ul_conn_t *c, ul_buf_t *b) {
@@ -182,18 +188,45 @@ int ul_http_resp_header(ul_http_req_t *req, const char *name, const char *value)
     return rc ? UL_ENOMEM : 0;
 }
 
-/* Finishes the request without writing when the connection is already going away. */
+/* Finishes the request without writing when the connection is already going away (a
+ * connection being cut keeps the status it was cut with). */
 static int finish_closed(ul_conn_t *c, int status) {
-    c->status = status;
+    if (!c->cutting) c->status = status;
     ul_conn_req_finish(c);
     return UL_ECLOSED;
+}
+
+/* The answer does not fit the memory budget: a small error in its place, then close. */
+static int respond_over_budget(ul_conn_t *c, int st) {
+    c->keep_alive = 0;
+    c->resp_hdrs.len = 0;
+    ul_conn_std_headers(c, &c->resp_hdrs);
+    if (st == 503) ul_buf_puts(&c->resp_hdrs, "Retry-After: 1\r\n");
+    ul_buf_t b = {0};
+    int rc = ul_http_error_body(
+        &b, st == 503 ? "server_error" : "invalid_request_error",
+        st == 503 ? "server_overloaded" : "response_too_large",
+        st == 503 ? "the server's memory for answers is full; retry later"
+                  : "the answer is larger than this server sends on one connection; ask for less");
+    rc = rc ? rc : ul_http_respond(&c->req, st, NULL, b.p, b.len);
+    ul_buf_free(&b);
+    return rc;
 }
 
 int ul_http_respond(ul_http_req_t *req, int status, const char *content_type, const char *body,
                     size_t len) {
     ul_conn_t *c = req->conn_;
     if (!c->req_open || c->resp != UL_RESP_NONE) return UL_ESTATE;
-    if (c->closing) return finish_closed(c, status);
+    if (c->closing || c->cutting) return finish_closed(c, status);
+    if (len > 4096) { /* an error body is always let through */
+        size_t need = c->out.len + len + c->resp_hdrs.len + 1024; /* the head fits in 1 KiB */
+        int st = need > c->out.cap ? ul_conn_mem_check(c, need - c->out.cap) : 0;
+        if (st) return respond_over_budget(c, st);
+        if (ul_buf_reserve_exact(&c->out, need - c->out.len)) {
+            ul_conn_close(c, UL_ENOMEM);
+            return finish_closed(c, status);
+        }
+    }
     ul_conn_hook_headers(c, &c->resp_hdrs);
     ul_http_head_t h = {
         .status = status,
@@ -216,6 +249,7 @@ int ul_http_respond(ul_http_req_t *req, int status, const char *content_type, co
     }
     c->status = status;
     c->resp_bytes += c->out.len - before;
+    ul_conn_account(c);
     ul_conn_req_finish(c);
     return 0;
 }

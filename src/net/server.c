@@ -2,11 +2,15 @@
  * timeouts and SSE pings (a per-second scan is cheaper than a timer per request), one
  * check handle that flushes coalesced output after each poll, and graceful shutdown. */
 #include <inttypes.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include <sys/resource.h>
+
+#include "base/size.h"
 #include "net/conn.h"
 #include "uvllm/err.h"
 #include "uvllm/log.h"
@@ -19,9 +23,12 @@ void ul_http_config_default(ul_http_config_t *cfg) {
     cfg->port = 8080;
     cfg->backlog = 1024;
     cfg->max_header_bytes = 16 * 1024;
+    cfg->max_headers = 256;
     cfg->max_body = 8 * 1024 * 1024;
     cfg->max_conns = 4096;
     cfg->header_timeout_ms = 10000;
+    cfg->request_timeout_ms = 120000;
+    cfg->min_body_rate = 1024;
     cfg->idle_timeout_ms = 75000;
     cfg->stall_timeout_ms = 60000;
     cfg->sse_ping_ms = 15000;
@@ -37,6 +44,8 @@ static int check_config(const ul_http_config_t *c) {
     if (c->max_header_bytes < 64 || c->max_header_bytes > (1u << 30)) return UL_EINVAL;
     if (c->max_body > ((size_t)1 << 40) || c->max_conns == 0) return UL_EINVAL;
     if (!c->header_timeout_ms || !c->idle_timeout_ms || !c->stall_timeout_ms) return UL_EINVAL;
+    if (!c->request_timeout_ms || !c->max_headers) return UL_EINVAL;
+    if (c->max_buffered_mem && c->max_conn_mem > c->max_buffered_mem) return UL_EINVAL;
     if (!c->out_soft_limit || c->out_hard_limit < c->out_soft_limit) return UL_EINVAL;
     if (c->n_cors_origins && !c->cors_origins) return UL_EINVAL;
     for (size_t i = 0; i < c->n_cors_origins; i++)
@@ -49,6 +58,7 @@ static int check_config(const ul_http_config_t *c) {
 static uint64_t sweep_interval(const ul_http_config_t *c) {
     uint64_t t = c->header_timeout_ms;
     if (c->idle_timeout_ms < t) t = c->idle_timeout_ms;
+    if (c->request_timeout_ms < t) t = c->request_timeout_ms;
     if (c->stall_timeout_ms < t) t = c->stall_timeout_ms;
     if (c->sse_ping_ms && c->sse_ping_ms < t) t = c->sse_ping_ms;
     if (c->linger_ms && c->linger_ms < t) t = c->linger_ms;
@@ -77,8 +87,56 @@ static void close_conns(ul_http_server_t *s, int all) {
     UL_QUEUE_FOREACH(q, &s->conns) {
         ul_conn_t *c = UL_QUEUE_DATA(q, ul_conn_t, node);
         /* closing only marks: memory goes in the close callback, the list stays intact */
-        if (all || conn_idle(c)) ul_conn_close(c, UL_ECLOSED);
+        if (all && c->req_open)
+            ul_conn_cut(c);
+        else if (all || conn_idle(c))
+            ul_conn_close(c, UL_ECLOSED);
     }
+}
+
+/* The last words of a request the shutdown deadline cuts: an SSE error event (no [DONE],
+ * no terminating chunk: the stream must read as incomplete), or a 503 when nothing was
+ * answered yet. Written as far as the socket takes them, then the connection closes. */
+static int last_words(ul_conn_t *c) {
+    static const char ev[] = "{\"error\":{\"message\":\"the server is shutting down\","
+                             "\"type\":\"server_error\",\"param\":null,"
+                             "\"code\":\"shutting_down\"}}";
+    if (c->resp == UL_RESP_STREAM)
+        return ul_sse_frame(&c->out, c->chunked, "data: ", ev, sizeof ev - 1);
+    if (c->resp != UL_RESP_NONE) return 0;
+    ul_buf_t body = {0}, extra = {0};
+    int rc =
+        ul_http_error_body(&body, "server_error", "shutting_down", "the server is shutting down");
+    rc |= ul_buf_puts(&extra, "Retry-After: 5\r\n");
+    rc |= ul_conn_std_headers(c, &extra);
+    ul_http_head_t h = {.status = 503,
+                        .content_type = "application/json",
+                        .content_length = (int64_t)body.len,
+                        .extra = extra.p,
+                        .extra_len = extra.len,
+                        .date = ul_http_server_date(c->srv)};
+    size_t before = c->out.len;
+    rc |= ul_http_head_write(&c->out, &h);
+    if (!rc && !c->head_only) rc = ul_buf_append(&c->out, body.p, body.len);
+    ul_buf_free(&body);
+    ul_buf_free(&extra);
+    c->status = 503;
+    c->resp_bytes += c->out.len - before;
+    return rc;
+}
+
+void ul_conn_cut(ul_conn_t *c) {
+    if (c->closing || c->cutting) return;
+    c->cut = "shutdown";
+    c->keep_alive = 0;
+    if (last_words(c)) {
+        ul_conn_close(c, UL_ECLOSED);
+        return;
+    }
+    c->cutting = 1;
+    c->cut_deadline =
+        uv_now(c->srv->loop) + (c->srv->cfg.linger_ms < 1000 ? c->srv->cfg.linger_ms : 1000);
+    ul_conn_flush(c);
 }
 
 static void on_sweep(uv_timer_t *t) {
@@ -100,16 +158,38 @@ static void ignore_sigpipe(void) {
     }
 }
 
+/* The memory budget's defaults (http.h, max_buffered_mem and max_conn_mem). */
+static void budget_defaults(ul_http_config_t *c) {
+    if (!c->max_buffered_mem) {
+        int64_t mem = ul_size_mem_limit();
+        uint64_t v = mem > 0 ? (uint64_t)mem / 8 : (uint64_t)1 << 30;
+        if (v < (64u << 20)) v = 64u << 20;
+        if (v > ((uint64_t)4 << 30)) v = (uint64_t)4 << 30;
+        c->max_buffered_mem = (size_t)v;
+    }
+    if (!c->max_conn_mem) {
+        size_t v = c->max_body + c->out_hard_limit + 2 * c->max_header_bytes;
+        if (c->max_buffered_mem / 32 > v) v = c->max_buffered_mem / 32;
+        c->max_conn_mem = v < c->max_buffered_mem ? v : c->max_buffered_mem;
+    }
+}
+
 int ul_http_server_init(uv_loop_t *loop, ul_http_server_t *s, const ul_http_config_t *cfg,
                         ul_router_t *router) {
     memset(s, 0, sizeof *s);
     ignore_sigpipe();
+    /* Client buffers of a MiB and more (bodies, answers) are mapped on their own, so freeing
+     * one returns it to the system: glibc would otherwise raise its threshold after the
+     * first such free and keep later ones in the heap, and RSS would stay at its peak. */
+    mallopt(M_MMAP_THRESHOLD, 1 << 20);
     if (cfg)
         s->cfg = *cfg;
     else
         ul_http_config_default(&s->cfg);
     int rc = check_config(&s->cfg);
     if (rc) return rc;
+    budget_defaults(&s->cfg);
+    s->stats.mem_limit = s->cfg.max_buffered_mem;
     strcpy(s->host, s->cfg.host);
     s->cfg.host = s->host;
     s->loop = loop;
@@ -131,16 +211,49 @@ int ul_http_server_init(uv_loop_t *loop, ul_http_server_t *s, const ul_http_conf
 
 static void on_connection(uv_stream_t *l, int status) {
     ul_http_server_t *s = l->data;
-    if (status < 0) {
-        UL_LOG_WARN("accept failed: %s", uv_strerror(status));
+    if (status < 0) { /* EMFILE and the like: at most one line every 10 s */
+        uint64_t now = uv_now(s->loop);
+        s->limit_refused++;
+        if (!s->limit_log_at || now - s->limit_log_at >= 10000) {
+            UL_LOG_WARN("accept failed: %s (%" PRIu64 " refused since the last such line)",
+                        uv_strerror(status), s->limit_refused);
+            s->limit_log_at = now;
+            s->limit_refused = 0;
+        }
         return;
     }
     if (s->draining) return;
     ul_conn_accept(s);
 }
 
+/* Descriptors the process needs besides connections: the listener, libuv's own, the model
+ * file, worker threads' and logging; a connection over the limit would be reset by the
+ * kernel (libuv's EMFILE path) with nobody told. */
+#define FD_RESERVE 64
+
+void ul_http_raise_nofile(void) {
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur >= rl.rlim_max) return;
+    rlim_t was = rl.rlim_cur;
+    rl.rlim_cur = rl.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &rl) == 0)
+        UL_LOG_INFO("descriptor limit (RLIMIT_NOFILE) raised from %llu to %llu",
+                    (unsigned long long)was, (unsigned long long)rl.rlim_max);
+}
+
+static void clamp_conns(ul_http_server_t *s) {
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur == RLIM_INFINITY) return;
+    rlim_t room = rl.rlim_cur > 2 * FD_RESERVE ? rl.rlim_cur - FD_RESERVE : rl.rlim_cur / 2;
+    if (s->cfg.max_conns <= room) return;
+    UL_LOG_WARN("max-conns %u lowered to %u: the descriptor limit (RLIMIT_NOFILE) is %llu",
+                s->cfg.max_conns, (unsigned)room, (unsigned long long)rl.rlim_cur);
+    s->cfg.max_conns = (unsigned)room;
+}
+
 int ul_http_server_listen(ul_http_server_t *s) {
     if (s->listening || s->draining) return UL_ESTATE;
+    clamp_conns(s);
     struct sockaddr_storage ss;
     /* Literal addresses only (no resolver on the loop thread); "localhost" is common
      * enough in configs to be understood as the IPv4 loopback. */
@@ -184,13 +297,14 @@ int ul_http_server_draining(const ul_http_server_t *s) { return s->draining; }
 static void on_handle_closed(uv_handle_t *h) {
     ul_http_server_t *s = h->data;
     if (--s->handles_open > 0) return;
+    ul_http_server_free_now(s);
     free(s->rbuf);
     s->rbuf = NULL;
     if (s->shutdown_cb) s->shutdown_cb(s);
 }
 
 static void maybe_done(ul_http_server_t *s) {
-    if (!s->draining || s->closing || !ul_queue_empty(&s->conns)) return;
+    if (!s->draining || s->closing || !ul_queue_empty(&s->conns) || s->free_busy) return;
     s->closing = 1;
     uv_close((uv_handle_t *)&s->sweep, on_handle_closed);
     uv_close((uv_handle_t *)&s->check, on_handle_closed);

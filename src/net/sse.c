@@ -29,7 +29,7 @@ int ul_sse_start(ul_http_req_t *req, ul_sse_t **out) {
     if (!c->req_open || c->resp != UL_RESP_NONE) return UL_ESTATE;
     c->sse.conn = c;
     if (out) *out = &c->sse;
-    if (c->closing) return UL_ECLOSED;
+    if (c->closing || c->cutting) return UL_ECLOSED;
     int http10 = req->http_major == 1 && req->http_minor == 0;
     c->chunked = !http10;
     /* A 1.0 client learns the end of the stream only from the connection closing. */
@@ -65,7 +65,7 @@ int ul_sse_start(ul_http_req_t *req, ul_sse_t **out) {
 static int stream_check(ul_conn_t *c) {
     if (!c) return UL_EINVAL;
     if (!c->req_open || c->resp != UL_RESP_STREAM) return UL_ESTATE;
-    if (c->closing) return UL_ECLOSED;
+    if (c->closing || c->cutting) return UL_ECLOSED;
     return 0;
 }
 
@@ -73,7 +73,9 @@ static int stream_check(ul_conn_t *c) {
  * that backpressure could start with nothing in flight to ever end it. */
 static int emit(ul_conn_t *c, const char *prefix, const char *data, size_t len, int hold) {
     size_t add = strlen(prefix) + len + 32;
-    if (ul_conn_pending(c) + add > c->srv->cfg.out_hard_limit) {
+    size_t grow = ul_buf_grown_cap(&c->out, add) - c->out.cap;
+    if (ul_conn_pending(c) + add > c->srv->cfg.out_hard_limit ||
+        (grow && ul_conn_mem_check(c, grow))) {
         ul_conn_close(c, UL_EFULL);
         return UL_EFULL;
     }
@@ -85,6 +87,7 @@ static int emit(ul_conn_t *c, const char *prefix, const char *data, size_t len, 
     }
     c->resp_bytes += c->out.len - before;
     c->last_out = uv_now(c->srv->loop);
+    if (grow) ul_conn_account(c);
     ul_conn_mark_pressure(c);
     if (!hold || ul_conn_pending(c) > c->srv->cfg.out_soft_limit / 4) ul_conn_want_flush(c);
     return 0;

@@ -13,7 +13,13 @@
  * would notice is checked: the server closed the connection within the cap (no hang), its answer
  * (if any) starts with an HTTP/1.x status line, the open-connection count is back to 0, and no
  * sequence is left in the scheduler (a leaked sequence holds KV pages forever); every 128 inputs a
- * fresh GET /health must answer 200. ASan/UBSan/LeakSanitizer catch the rest. */
+ * fresh GET /health must answer 200. ASan/UBSan/LeakSanitizer catch the rest.
+ *
+ * The parser is llhttp built strict (CMakeLists.txt); start-up checks that it is (a body
+ * with junk after its chunk data and a folded header line must be answered 400), so the
+ * harness never fuzzes a lenient parser by accident. The head check (on_head: the API key
+ * hook, with a /metrics key so its 401 path is reached), a small memory budget and short
+ * request deadlines are on, so those paths are fuzzed too. */
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -63,6 +69,31 @@ static uint64_t now_ms(void) {
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+static long exchange(const uint8_t *data, size_t size, size_t split, int keep_open, char *head,
+                     size_t cap);
+static void settle(void);
+
+/* Inputs a lenient parser accepts: the strict one answers 400. */
+static void strict_check(void) {
+    static const char *const lenient[] = {
+        "POST /v1/completions HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+        "2\r\n{}JUNK\r\n0\r\n\r\n",
+        "GET /health HTTP/1.1\r\nX-A: a\r\n b\r\n\r\n",
+        "GET /health HTTP/1.1\r\nX Bad: 1\r\n\r\n",
+    };
+    for (size_t i = 0; i < sizeof lenient / sizeof lenient[0]; i++) {
+        char head[32] = "";
+        long n =
+            exchange((const uint8_t *)lenient[i], strlen(lenient[i]), 0, 1, head, sizeof head - 1);
+        if (n < 12 || memcmp(head, "HTTP/1.1 400", 12)) {
+            fprintf(stderr, "fuzz_http: the HTTP parser is not strict: input %zu got '%.31s'\n", i,
+                    head);
+            __builtin_trap();
+        }
+        settle();
+    }
+}
+
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     ul_log_set_level(UL_LOG_LEVEL_OFF);
     signal(SIGPIPE, SIG_IGN); /* the client may go away while the server writes */
@@ -78,6 +109,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     ul_api_init(&g.api, &g.sched, &codec, "null");
     ul_router_init(&g.router);
     if (ul_api_register(&g.api, &g.router)) die("api register failed");
+    if (ul_http_keys_add(&g.api.metrics_keys, "fuzz-key", 8)) die("key failed");
     ul_http_config_t hc;
     ul_http_config_default(&hc);
     hc.host = "127.0.0.1";
@@ -86,6 +118,11 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     hc.header_timeout_ms = 20;
     hc.idle_timeout_ms = 20;
     hc.linger_ms = 20;
+    hc.request_timeout_ms = 60;
+    hc.max_buffered_mem = 16 << 20; /* mutated bodies and answers reach the budget's paths */
+    hc.max_conn_mem = 1 << 20;
+    hc.on_head = ul_api_head;
+    hc.hook_data = &g.api;
     hc.access_log = 0;
     /* CORS on, so preflights and the Origin/X-Request-Id paths are fuzzed too */
     static const char *const cors[] = {"https://ui.example"};
@@ -96,6 +133,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     if (ul_http_server_listen(&g.http)) die("listen failed");
     g.port = ul_http_server_port(&g.http);
     if (g.port <= 0) die("no port");
+    strict_check();
     return 0;
 }
 

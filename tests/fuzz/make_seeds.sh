@@ -64,6 +64,14 @@ printf 'POST /v1/completions HTTP/1.1\r\nContent-Length: 2\r\nContent-Length: 3\
 { printf 'GET /health HTTP/1.1\r\nHost: x\r\nX-Big: '; head -c 20000 /dev/zero | tr '\0' a; printf '\r\n\r\n'; } | seed oversize-header 00
 printf 'GET /health HTTP/1.1\r\nHost: x\r\n' | seed incomplete-header 00
 printf 'GARBAGE\r\n\r\n' | seed garbage 00
+# hostile clients (issue 23): trailers, folding, codings, a NUL and invalid UTF-8, credentials
+printf 'POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\nAuthorization: Bearer k\r\nX-T: 1\r\n\r\n' ${#body} "$body" | seed post-trailers 21
+printf 'POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length:\r\n %d\r\n\r\n%s' ${#body} "$body" | seed post-folded-cl 00
+printf 'POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n' | seed post-te-gzip 00
+nbody='{"prompt":"a\u0000b","stop":["\u0000"],"user":"x\ny"}'
+printf 'POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s' ${#nbody} "$nbody" | seed post-nul 00
+printf 'POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 17\r\n\r\n{"prompt":"a\xff\xe4b"}' | seed post-bad-utf8 00
+printf 'GET /metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer fuzz-key\r\nExpect: 100-continue\r\n\r\n' | seed get-metrics-key 00
 echo "make_seeds.sh: $(ls "$out/http" | wc -l) HTTP seeds in $out/http" >&2
 
 mkdir -p "$out/jinja"

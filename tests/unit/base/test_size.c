@@ -55,17 +55,12 @@ Test(size, parse_refusals) {
     cr_assert_eq(parse("8388607T"), 8388607ll << 40);
 }
 
-Test(size, meminfo_available) {
-    int64_t v = 0;
-    const char *t = "MemTotal:       24684324 kB\nMemFree:        23804412 kB\n"
-                    "MemAvailable:   24268500 kB\nBuffers:           29620 kB\n";
-    cr_assert_eq(ul_size_meminfo_available(t, &v), 0);
-    cr_assert_eq(v, 24268500ll * 1024);
-    cr_assert_eq(ul_size_meminfo_available("MemTotal: 5 kB\n", &v), UL_ENOENT);
-    cr_assert_eq(ul_size_meminfo_available("MemAvailable: x kB\n", &v), UL_ENOENT);
-    cr_assert_eq(ul_size_meminfo_available("XMemAvailable: 5 kB\n", &v), UL_ENOENT);
-    cr_assert_eq(ul_size_meminfo_available(NULL, &v), UL_ENOENT);
+Test(size, format) {
     char buf[32];
     cr_assert_str_eq(ul_size_format(512ll << 20, buf, sizeof buf), "512.0 MiB");
     cr_assert_str_eq(ul_size_format(1000, buf, sizeof buf), "1000 B");
+}
+
+Test(size, mem_limit_is_the_machines_or_lower) {
+    cr_assert_gt(ul_size_mem_limit(), 0, "this machine has a MemTotal");
 }

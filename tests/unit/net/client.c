@@ -343,6 +343,16 @@ static int h_silent(ul_http_req_t *req, void *data) {
 
 static int h_fail(ul_http_req_t *req, void *data) { return UL_EINVAL; }
 
+/* GET /big?N: an answer of N bytes ('b' repeated). */
+static int h_big(ul_http_req_t *req, void *data) {
+    size_t n = strtoul(req->query, NULL, 10);
+    char *b = malloc(n ? n : 1);
+    memset(b, 'b', n);
+    int rc = ul_http_respond(req, 200, "text/plain", b, n);
+    free(b);
+    return rc == UL_ECLOSED ? 0 : rc;
+}
+
 /* ---- harness ---------------------------------------------------------------------------- */
 
 void harness_config(harness_t *h) {
@@ -393,6 +403,7 @@ int harness_run(harness_t *h, client_fn fn) {
     ul_router_add(&h->router, UL_HTTP_GET, "/fail", h_fail, h);
     ul_router_add(&h->router, UL_HTTP_GET, "/silent", h_silent, h);
     ul_router_add(&h->router, UL_HTTP_POST, "/only-post", h_echo, h);
+    ul_router_add(&h->router, UL_HTTP_GET, "/big", h_big, h);
     if (ul_http_server_init(&h->loop, &h->srv, &h->cfg, &h->router)) return -101;
     h->srv.data = h;
     if (ul_http_server_listen(&h->srv)) return -102;
