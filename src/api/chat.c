@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/gen.h"
+#include "api/chat_gen.h"
 #include "chat/chat.h"
 #include "chat/toolcall.h"
 #include "engine/grammar.h"
@@ -20,24 +20,8 @@
 #include "uvllm/err.h"
 #include "uvllm/log.h"
 
-enum { FORCE_NONE, FORCE_ALL, FORCE_NAMED, FORCE_STRICT };
-
-/* Per request. */
-typedef struct creq_s {
-    ul_chat_syntax_t syn;
-    int starts_in_reasoning, parse_tools, parallel_tools;
-    int force;         /* tool calls constrained: FORCE_ALL, FORCE_NAMED, FORCE_STRICT */
-    const char *named; /* FORCE_NAMED: the function (points into the body) */
-    uv_work_t work;
-} creq_t;
-
-/* Per choice. */
-typedef struct cch_s {
-    ul_chat_parser_t parser;
-    ul_buf_t reasoning, calls; /* non-stream: reasoning text; tool calls as JSON */
-    int n_calls;
-    int skip_args; /* streaming: the call being streamed is dropped (parallel_tool_calls) */
-} cch_t;
+/* The request side of every chat endpoint (chat_gen.h). */
+typedef ul_chat_req_t creq_t;
 
 /* ---- validation -------------------------------------------------------------------- */
 
@@ -183,17 +167,17 @@ static int check_tool_choice(const cJSON *root, int n_tools, creq_t *c, ul_api_b
     const cJSON *tc = cJSON_GetObjectItemCaseSensitive(root, "tool_choice");
     int *parse = &c->parse_tools;
     *parse = n_tools > 0;
-    c->force = n_tools > 0 && any_strict(root) ? FORCE_STRICT : FORCE_NONE;
+    c->force = n_tools > 0 && any_strict(root) ? UL_CHAT_FORCE_STRICT : UL_CHAT_FORCE_NONE;
     if (!tc || cJSON_IsNull(tc)) return 0;
     if (cJSON_IsString(tc)) {
         const char *s = tc->valuestring;
         if (!strcmp(s, "none")) {
-            c->force = FORCE_NONE;
+            c->force = UL_CHAT_FORCE_NONE;
             return *parse = 0;
         }
         if (!strcmp(s, "auto")) return 0;
         if (!strcmp(s, "required")) {
-            c->force = FORCE_ALL;
+            c->force = UL_CHAT_FORCE_ALL;
             return n_tools ? 0 : ul_api_bad(bad, "tool_choice", "'required' needs 'tools'");
         }
         return ul_api_bad(bad, "tool_choice",
@@ -206,7 +190,7 @@ static int check_tool_choice(const cJSON *root, int n_tools, creq_t *c, ul_api_b
                           "'tool_choice' must be none, auto, required or a named function");
     if (!tool_named(root, name->valuestring))
         return ul_api_bad(bad, "tool_choice", "'tool_choice' names a function not in 'tools'");
-    c->force = FORCE_NAMED;
+    c->force = UL_CHAT_FORCE_NAMED;
     c->named = name->valuestring;
     return 0;
 }
@@ -336,271 +320,27 @@ static int render(ul_api_t *a, cJSON *root, ul_buf_t *text, ul_buf_t *plain,
     return 0;
 }
 
-/* ---- output ------------------------------------------------------------------------ */
-
-static void chunk_head(ul_choice_t *ch) {
-    ul_gen_t *g = ch->g;
-    g->frame.len = 0;
-    ul_gen_json_head(g, &g->frame, "chat.completion.chunk");
-    ul_gen_printf(&g->frame, "{\"index\":%d,\"delta\":{", ch->index);
-}
-
-/* Closes a chunk: pending logprobs ride on it. */
-static void chunk_tail(ul_choice_t *ch, const char *finish_reason) {
-    ul_gen_t *g = ch->g;
-    ul_buf_t *f = &g->frame;
-    ul_gen_add(f, "},\"logprobs\":", 13);
-    if (g->p.logprobs == 1 && ch->n_lp) {
-        ul_gen_add(f, "{\"content\":[", 12);
-        ul_gen_add(f, ch->lp.p, ch->lp.len);
-        ul_gen_add(f, "]}", 2);
-        ch->lp.len = 0;
-        ch->n_lp = 0;
-    } else {
-        ul_gen_add(f, "null", 4);
-    }
-    if (finish_reason)
-        ul_gen_printf(f, ",\"finish_reason\":\"%s\"}]", finish_reason);
-    else
-        ul_gen_add(f, ",\"finish_reason\":null}]", 23);
-    if (g->p.include_usage) ul_gen_add(f, ",\"usage\":null", 13);
-    ul_gen_add(f, "}", 1);
-    ul_gen_send(g, finish_reason ? NULL : ch);
-}
-
-static void send_delta(ul_choice_t *ch, const char *key, const char *s, size_t n) {
-    chunk_head(ch);
-    ul_gen_printf(&ch->g->frame, "\"%s\":", key);
-    ul_gen_json_str(&ch->g->frame, s, n);
-    chunk_tail(ch, NULL);
-}
-
-static void tool_call_json(ul_buf_t *b, const ul_chat_ev_t *ev, int with_index) {
-    if (with_index)
-        ul_gen_printf(b, "{\"index\":%d,", ev->index);
-    else
-        ul_gen_add(b, "{", 1);
-    ul_gen_add(b, "\"id\":", 5);
-    ul_gen_json_str(b, ev->id, strlen(ev->id));
-    ul_gen_add(b, ",\"type\":\"function\",\"function\":{\"name\":", 38);
-    ul_gen_json_str(b, ev->name, strlen(ev->name));
-    ul_gen_add(b, ",\"arguments\":", 13);
-    ul_gen_json_str(b, ev->arguments, strlen(ev->arguments));
-    ul_gen_add(b, "}}", 2);
-}
-
-static void on_event(void *ud, const ul_chat_ev_t *ev) {
-    ul_choice_t *ch = ud;
-    cch_t *cc = ch->ep;
-    creq_t *c = ch->g->ep;
-    int stream = ch->g->p.stream;
-    switch (ev->kind) {
-    case UL_CHAT_EV_CONTENT:
-        if (stream)
-            send_delta(ch, "content", ev->text, ev->len);
-        else
-            ul_gen_add(&ch->out, ev->text, ev->len);
-        break;
-    case UL_CHAT_EV_REASONING:
-        if (stream)
-            send_delta(ch, "reasoning_content", ev->text, ev->len);
-        else
-            ul_gen_add(&cc->reasoning, ev->text, ev->len);
-        break;
-    case UL_CHAT_EV_TOOL_START: /* streaming only: OpenAI's first delta of a call */
-        if (cc->n_calls && !c->parallel_tools) {
-            cc->skip_args = 1;
-            break;
-        }
-        cc->skip_args = 0;
-        chunk_head(ch);
-        ul_gen_printf(&ch->g->frame, "\"tool_calls\":[{\"index\":%d,\"id\":", ev->index);
-        ul_gen_json_str(&ch->g->frame, ev->id, strlen(ev->id));
-        ul_gen_add(&ch->g->frame, ",\"type\":\"function\",\"function\":{\"name\":", 38);
-        ul_gen_json_str(&ch->g->frame, ev->name, strlen(ev->name));
-        ul_gen_add(&ch->g->frame, ",\"arguments\":\"\"}}]", 18);
-        chunk_tail(ch, NULL);
-        cc->n_calls++;
-        break;
-    case UL_CHAT_EV_TOOL_ARGS:
-        if (cc->skip_args) break;
-        chunk_head(ch);
-        ul_gen_printf(&ch->g->frame,
-                      "\"tool_calls\":[{\"index\":%d,\"function\":{\"arguments\":", ev->index);
-        ul_gen_json_str(&ch->g->frame, ev->text, ev->len);
-        ul_gen_add(&ch->g->frame, "}}]", 3);
-        chunk_tail(ch, NULL);
-        break;
-    case UL_CHAT_EV_TOOL_CALL:
-        if (cc->n_calls && !c->parallel_tools) break; /* parallel_tool_calls: false */
-        if (stream) {
-            chunk_head(ch);
-            ul_gen_add(&ch->g->frame, "\"tool_calls\":[", 14);
-            tool_call_json(&ch->g->frame, ev, 1);
-            ul_gen_add(&ch->g->frame, "]", 1);
-            chunk_tail(ch, NULL);
-        } else {
-            if (cc->n_calls) ul_gen_add(&cc->calls, ",", 1);
-            tool_call_json(&cc->calls, ev, 0);
-        }
-        cc->n_calls++;
-        break;
-    }
-}
-
-static void on_text(ul_choice_t *ch, const char *s, size_t n) {
-    cch_t *cc = ch->ep;
-    UL_ASSERT(ul_chat_parser_push(&cc->parser, s, n, on_event, ch) == 0);
-}
-
-static void on_end(ul_choice_t *ch, const char *finish_reason) {
-    cch_t *cc = ch->ep;
-    UL_ASSERT(ul_chat_parser_finish(&cc->parser, on_event, ch) == 0);
-    if (cc->n_calls && !strcmp(finish_reason, "stop")) ch->finish_reason = "tool_calls";
-    if (!ch->g->p.stream) return;
-    chunk_head(ch);
-    chunk_tail(ch, ch->finish_reason);
-}
-
-/* {"token","logprob","bytes":[...],"top_logprobs":[{"token","logprob","bytes"}]} */
-static void lp_entry(ul_buf_t *b, const char *t, int n, float lp) {
-    ul_gen_add(b, "{\"token\":", 9);
-    ul_gen_json_str(b, t, (size_t)n);
-    ul_gen_printf(b, ",\"logprob\":%.9g,\"bytes\":[", lp);
-    for (int i = 0; i < n; i++) ul_gen_printf(b, "%s%d", i ? "," : "", (unsigned char)t[i]);
-    ul_gen_add(b, "]", 1);
-}
-
-static void on_logprob(ul_choice_t *ch, int32_t tok, const ul_token_lp_t *lp) {
-    ul_gen_t *g = ch->g;
-    char t[256];
-    int n = ul_gen_token_text(g, tok, t, sizeof t);
-    if (ch->n_lp) ul_gen_add(&ch->lp, ",", 1);
-    lp_entry(&ch->lp, t, n > 0 ? n : 0, lp->logprob);
-    ul_gen_add(&ch->lp, ",\"top_logprobs\":[", 17);
-    for (int i = 0; i < lp->n_top && i < g->p.top_logprobs; i++) {
-        char tt[256];
-        int m = ul_gen_token_text(g, lp->top_ids[i], tt, sizeof tt);
-        if (i) ul_gen_add(&ch->lp, ",", 1);
-        lp_entry(&ch->lp, tt, m > 0 ? m : 0, lp->top_logprobs[i]);
-        ul_gen_add(&ch->lp, "}", 1);
-    }
-    ul_gen_add(&ch->lp, "]}", 2);
-    ch->n_lp++;
-}
-
-static void on_answer(ul_gen_t *g) {
-    ul_buf_t b = {0};
-    ul_gen_json_head(g, &b, "chat.completion");
-    for (int i = 0; i < g->n_choices; i++) {
-        ul_choice_t *ch = &g->choices[i];
-        cch_t *cc = ch->ep;
-        if (i) ul_gen_add(&b, ",", 1);
-        ul_gen_printf(&b, "{\"index\":%d,\"message\":{\"role\":\"assistant\",\"content\":", i);
-        if (!ch->out.len && cc->n_calls)
-            ul_gen_add(&b, "null", 4);
-        else
-            ul_gen_json_str(&b, ch->out.p ? ch->out.p : "", ch->out.len);
-        if (cc->reasoning.len) {
-            ul_gen_add(&b, ",\"reasoning_content\":", 21);
-            ul_gen_json_str(&b, cc->reasoning.p, cc->reasoning.len);
-        }
-        if (cc->n_calls) {
-            ul_gen_add(&b, ",\"tool_calls\":[", 15);
-            ul_gen_add(&b, cc->calls.p, cc->calls.len);
-            ul_gen_add(&b, "]", 1);
-        }
-        ul_gen_add(&b, "},\"logprobs\":", 13);
-        if (g->p.logprobs == 1) {
-            ul_gen_add(&b, "{\"content\":[", 12);
-            ul_gen_add(&b, ch->lp.p, ch->lp.len);
-            ul_gen_add(&b, "]}", 2);
-        } else {
-            ul_gen_add(&b, "null", 4);
-        }
-        ul_gen_printf(&b, ",\"finish_reason\":\"%s\"}", ch->finish_reason);
-    }
-    ul_api_timing_answer(g);
-    ul_gen_respond(g, &b);
-}
-
-static void free_choice(ul_choice_t *ch) {
-    cch_t *cc = ch->ep;
-    if (!cc) return;
-    ul_chat_parser_free(&cc->parser);
-    ul_buf_free(&cc->reasoning);
-    ul_buf_free(&cc->calls);
-}
-
-static const ul_gen_ops_t ops = {.text = on_text,
-                                 .end = on_end,
-                                 .answer = on_answer,
-                                 .logprob = on_logprob,
-                                 .free_choice = free_choice};
-
 /* ---- handlers ---------------------------------------------------------------------- */
 
-/* Parses and validates the body; renders it. On failure answers and returns non-zero. */
-static cJSON *parse_body(ul_api_t *a, ul_http_req_t *req) {
-    cJSON *root = cJSON_ParseWithLength(req->body, req->body_len);
-    /* 1.0 stays a float for the template (tojson of a tool schema), as in Python */
-    if (root) ul_chat_json_mark_floats(root, req->body, req->body_len);
-    if (!root) {
-        a->stats.completions_rejected++;
-        ul_api_error(req, 400, "invalid_request_error", NULL, "invalid_json",
-                     "the request body is not valid JSON");
-    }
-    return root;
-}
-
-/* The role chunk every streamed choice starts with. */
-static void send_roles(ul_gen_t *g) {
-    for (int i = 0; i < g->n_choices && g->sse; i++) {
-        ul_choice_t *ch = &g->choices[i];
-        chunk_head(ch);
-        ul_gen_add(&g->frame, "\"role\":\"assistant\",\"content\":\"\"", 31);
-        chunk_tail(ch, NULL);
-    }
-}
-
-static int setup_choices(ul_gen_t *g, const creq_t *c) {
-    creq_t *gc = ul_arena_alloc(&g->arena, sizeof *gc);
-    if (!gc) return UL_ENOMEM;
-    *gc = *c;
-    g->ep = gc;
-    for (int i = 0; i < g->n_choices; i++) {
-        ul_choice_t *ch = &g->choices[i];
-        cch_t *cc = ul_arena_alloc(&g->arena, sizeof *cc);
-        if (!cc) return UL_ENOMEM;
-        memset(cc, 0, sizeof *cc);
-        ul_chat_parser_init(&cc->parser, &gc->syn, gc->starts_in_reasoning, gc->parse_tools,
-                            ch->seq.sampling.seed ^ (uint64_t)(uintptr_t)g);
-        ul_chat_parser_stream_calls(&cc->parser, g->p.stream);
-        ch->ep = cc;
-    }
-    return 0;
-}
-
-/* Everything before generation: the shared fields, the chat checks, the rendering. */
 /* Forced tool calls (tool_choice "required" or named) and strict tools under "auto": a
  * grammar of the template's tool-call syntax (chat/toolcall.h) whose arguments are the
  * tools' parameters schemas (engine/json_gbnf.h); lazy (from the syntax's opening text
  * on) for strict tools, whose calls the model may or may not make. */
 static int force_tools(ul_api_t *a, const cJSON *root, creq_t *c, ul_api_params_t *p,
                        ul_api_bad_t *bad) {
-    if (c->force == FORCE_NONE) return 0;
+    if (c->force == UL_CHAT_FORCE_NONE) return 0;
     if (p->grammar) {
-        if (c->force == FORCE_STRICT) return 0; /* the structured output field wins */
+        if (c->force == UL_CHAT_FORCE_STRICT) return 0; /* the structured output field wins */
         return ul_api_bad(bad, "tool_choice",
                           "a forced 'tool_choice' cannot be combined with 'response_format' or "
                           "another structured output field");
     }
     if (!a->codec.vocab || !a->codec.token_piece) {
-        if (c->force == FORCE_STRICT) return 0;
+        if (c->force == UL_CHAT_FORCE_STRICT) return 0;
         return ul_api_bad(
             bad, "tool_choice",
             "'tool_choice' %s needs a model vocabulary (this server runs without one)",
-            c->force == FORCE_ALL ? "required" : "naming a function");
+            c->force == UL_CHAT_FORCE_ALL ? "required" : "naming a function");
     }
     const cJSON *tools = cJSON_GetObjectItemCaseSensitive(root, "tools");
     int fmt = c->syn.tool_fmt ? c->syn.tool_fmt : UL_CHAT_TOOLS_HERMES;
@@ -609,7 +349,7 @@ static int force_tools(ul_api_t *a, const cJSON *root, creq_t *c, ul_api_params_
     ul_buf_t g = {0};
     int rc = ul_buf_puts(&g, "root ::= tool-calls\n") ? UL_ENOMEM : 0;
     if (!rc)
-        rc = ul_chat_tool_gbnf(fmt, tools, c->force == FORCE_NAMED ? c->named : NULL,
+        rc = ul_chat_tool_gbnf(fmt, tools, c->force == UL_CHAT_FORCE_NAMED ? c->named : NULL,
                                c->parallel_tools, &g, &trigger, err, sizeof err);
     ul_json_gbnf_t *jb = rc ? NULL : ul_json_gbnf_new(err, sizeof err);
     if (!rc && !jb) rc = UL_ENOMEM;
@@ -621,7 +361,7 @@ static int force_tools(ul_api_t *a, const cJSON *root, creq_t *c, ul_api_params_
         if (rc) break;
         const cJSON *fn = cJSON_GetObjectItemCaseSensitive(t, "function");
         const cJSON *params = cJSON_GetObjectItemCaseSensitive(fn, "parameters");
-        int exact = c->force != FORCE_STRICT ||
+        int exact = c->force != UL_CHAT_FORCE_STRICT ||
                     cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(fn, "strict"));
         const cJSON *sch = exact && cJSON_IsObject(params) ? params : any_obj;
         char name[48];
@@ -642,15 +382,15 @@ static int force_tools(ul_api_t *a, const cJSON *root, creq_t *c, ul_api_params_
     if (!rc) rc = ul_json_gbnf_finish(jb, &g), jb = NULL;
     ul_json_gbnf_free(jb);
     if (rc == UL_EINVAL || rc == UL_ENOTSUP) {
-        if (c->force == FORCE_STRICT && rc == UL_ENOTSUP)
+        if (c->force == UL_CHAT_FORCE_STRICT && rc == UL_ENOTSUP)
             rc = 0; /* auto: left free */
         else
-            rc = ul_api_bad(bad, c->force == FORCE_STRICT ? "tools" : "tool_choice",
+            rc = ul_api_bad(bad, c->force == UL_CHAT_FORCE_STRICT ? "tools" : "tool_choice",
                             "cannot constrain the tool calls: %s", err);
     } else if (!rc) {
         rc = ul_api_grammar_get(a, g.p, g.len, &p->grammar, err, sizeof err);
         if (rc == UL_EINVAL) rc = ul_api_bad(bad, "tools", "the tool-call grammar: %s", err);
-        if (!rc && c->force == FORCE_STRICT) p->grammar_trigger = trigger;
+        if (!rc && c->force == UL_CHAT_FORCE_STRICT) p->grammar_trigger = trigger;
     }
     if (rc == UL_ENOMEM) {
         bad->status = 503, bad->type = "server_error";
@@ -660,6 +400,7 @@ static int force_tools(ul_api_t *a, const cJSON *root, creq_t *c, ul_api_params_
     return rc;
 }
 
+/* Everything before generation: the shared fields, the chat checks, the rendering. */
 static int prepare(ul_api_t *a, cJSON *root, ul_arena_t *ar, ul_api_params_t *p, creq_t *c,
                    ul_buf_t *text, ul_buf_t *plain, ul_api_bad_t *bad) {
     const ul_chat_tmpl_t *t = NULL;
@@ -699,66 +440,95 @@ int ul_api_chat_prepare_body(ul_api_t *a, const char *body, size_t len, ul_buf_t
     return rc;
 }
 
-int ul_api_chat_completions(ul_http_req_t *req, void *data) {
-    ul_api_t *a = data;
-    if (ul_api_refuse_draining(a, req)) return 0;
+/* ---- serving ----------------------------------------------------------------------- */
+
+static cJSON *parse_body(ul_api_t *a, ul_http_req_t *req) {
+    cJSON *root = cJSON_ParseWithLength(req->body, req->body_len);
+    /* 1.0 stays a float for the template (tojson of a tool schema), as in Python */
+    if (root) ul_chat_json_mark_floats(root, req->body, req->body_len);
+    if (!root) {
+        a->stats.completions_rejected++;
+        ul_api_error(req, 400, "invalid_request_error", NULL, "invalid_json",
+                     "the request body is not valid JSON");
+    }
+    return root;
+}
+
+static void start(ul_api_t *a, ul_http_req_t *req, const ul_api_params_t *p, const creq_t *c,
+                  const ul_gen_prompt_t *pr, const ul_buf_t *echo) {
+    ul_gen_t *g = ul_gen_new(a, req, p, &ul_chat_gen_ops, 1, c->enc->id_prefix);
+    if (!g || ul_chat_gen_setup(g, c, echo->p, echo->len)) {
+        if (g) ul_gen_discard(g);
+        ul_api_error(req, 503, "server_error", NULL, NULL, "out of memory");
+        return;
+    }
+    if (p->stream) ul_api_timing_stream(a, req);
+    if (ul_gen_start(g, pr) == 0 && p->stream) c->enc->start(g);
+}
+
+/* {"prompt": text} or {"input_tokens": n} */
+static void answer_text(ul_http_req_t *req, const ul_buf_t *text, int32_t n_tokens) {
+    ul_buf_t out = {0};
+    if (text) {
+        ul_gen_add(&out, "{\"prompt\":", 10);
+        ul_gen_json_str(&out, text->p ? text->p : "", text->len);
+        ul_gen_add(&out, "}", 1);
+    } else {
+        ul_gen_printf(&out, "{\"input_tokens\":%d}", (int)n_tokens);
+    }
+    ul_http_respond(req, 200, NULL, out.p, out.len);
+    ul_buf_free(&out);
+}
+
+int ul_chat_serve(ul_api_t *a, ul_http_req_t *req, const ul_chat_ep_t *ep, ul_chat_mode_t mode) {
+    if (mode == UL_CHAT_GENERATE && ul_api_refuse_draining(a, req)) return 0;
     cJSON *root = parse_body(a, req);
     if (!root) return 0;
     ul_arena_t ar;
     ul_arena_init(&ar, 1024);
     ul_api_params_t p;
-    creq_t c = {0};
+    creq_t c = {.enc = ep->enc};
     ul_api_bad_t bad = {0};
-    ul_buf_t text = {0}, plain = {0};
-    if (prepare(a, root, &ar, &p, &c, &text, &plain, &bad)) {
-        ul_api_reject(a, req, &bad);
-        goto out;
-    }
-    ul_gen_t *g = ul_gen_new(a, req, &p, &ops, 1, "chatcmpl-");
-    if (!g || setup_choices(g, &c)) {
-        if (g) ul_gen_discard(g);
-        ul_api_error(req, 503, "server_error", NULL, NULL, "out of memory");
-        goto out;
-    }
+    ul_buf_t text = {0}, plain = {0}, echo = {0};
     ul_gen_prompt_t pr = {0};
-    pr.ids =
-        ul_api_tokenize_text(&a->codec, text.p, text.len, (const uint8_t *)plain.p, 1, &pr.n_ids);
-    if (p.stream) ul_api_timing_stream(a, req);
-    if (ul_gen_start(g, &pr) == 0) send_roles(g);
+    int rc = cJSON_IsObject(root) ? 0 : ul_api_bad(&bad, NULL, "the body must be a JSON object");
+    if (!rc && ep->translate) rc = ep->translate(a, root, &echo, &bad);
+    if (!rc && mode == UL_CHAT_APPLY) {
+        rc = check_request(a, root, &ar, &c, &bad);
+        if (!rc) rc = render(a, root, &text, &plain, NULL, &bad);
+    } else if (!rc) {
+        rc = prepare(a, root, &ar, &p, &c, &text, &plain, &bad);
+    }
+    if (!rc && mode != UL_CHAT_APPLY) {
+        pr.ids = ul_api_tokenize_text(&a->codec, text.p, text.len, (const uint8_t *)plain.p, 1,
+                                      &pr.n_ids);
+        if (!pr.ids && mode == UL_CHAT_COUNT) { /* generating, ul_gen_start answers it */
+            bad = (ul_api_bad_t){.status = 503, .type = "server_error"};
+            rc = ul_api_bad(&bad, NULL, "the prompt could not be tokenized");
+        }
+    }
+    if (rc)
+        ul_api_reject(a, req, &bad);
+    else if (mode == UL_CHAT_APPLY)
+        answer_text(req, &text, 0);
+    else if (mode == UL_CHAT_COUNT)
+        answer_text(req, NULL, pr.n_ids);
+    else
+        start(a, req, &p, &c, &pr, &echo);
     free(pr.ids);
-out:
     ul_buf_free(&text);
     ul_buf_free(&plain);
+    ul_buf_free(&echo);
     ul_arena_free(&ar);
     cJSON_Delete(root);
     return 0;
 }
 
+int ul_api_chat_completions(ul_http_req_t *req, void *data) {
+    return ul_chat_serve(data, req, &ul_chat_ep_chat, UL_CHAT_GENERATE);
+}
+
 /* POST /apply-template: the prompt a chat request renders to, as llama-server answers. */
 int ul_api_apply_template(ul_http_req_t *req, void *data) {
-    ul_api_t *a = data;
-    cJSON *root = parse_body(a, req);
-    if (!root) return 0;
-    ul_arena_t ar;
-    ul_arena_init(&ar, 1024);
-    creq_t c = {0};
-    ul_api_bad_t bad = {0};
-    ul_buf_t text = {0}, plain = {0}, out = {0};
-    int rc = cJSON_IsObject(root) ? check_request(a, root, &ar, &c, &bad)
-                                  : ul_api_bad(&bad, NULL, "the body must be a JSON object");
-    if (!rc) rc = render(a, root, &text, &plain, NULL, &bad);
-    if (rc) {
-        ul_api_reject(a, req, &bad);
-    } else {
-        ul_gen_add(&out, "{\"prompt\":", 10);
-        ul_gen_json_str(&out, text.p ? text.p : "", text.len);
-        ul_gen_add(&out, "}", 1);
-        ul_http_respond(req, 200, NULL, out.p, out.len);
-    }
-    ul_buf_free(&text);
-    ul_buf_free(&plain);
-    ul_buf_free(&out);
-    ul_arena_free(&ar);
-    cJSON_Delete(root);
-    return 0;
+    return ul_chat_serve(data, req, &ul_chat_ep_chat, UL_CHAT_APPLY);
 }

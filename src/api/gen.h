@@ -106,6 +106,14 @@ typedef struct ul_gen_ops_s {
     void (*logprob)(ul_choice_t *ch, int32_t token, const ul_token_lp_t *lp);
     /* Optional: frees the endpoint's part of a choice. */
     void (*free_choice)(ul_choice_t *ch);
+    /* Optional, streaming: every choice ended well; sends the last events and ends the
+     * stream (ul_sse_end), returning 1, or returns 0 for the default: the include_usage
+     * chunk, then [DONE]. */
+    int (*stream_end)(ul_gen_t *g);
+    /* Optional, streaming: the generation failed after the head was sent; sends the error
+     * event in the endpoint's shape and returns 1 (the stream is ended after it), or
+     * returns 0 for the default: an OpenAI error body as a data event. */
+    int (*stream_error)(ul_gen_t *g, int status, const char *type, const char *msg);
 } ul_gen_ops_t;
 
 struct ul_choice_s {
@@ -119,6 +127,7 @@ struct ul_choice_s {
     double sum_logprob;
     ul_detok_t detok;
     ul_stop_t stop;
+    const char *stop_str;        /* the stop string that ended it (borrowed from g->p), or NULL */
     size_t text_off;             /* bytes of text so far (for completions' text_offset) */
     ul_buf_t out;                /* the endpoint's: non-stream text / chat content */
     ul_buf_t lp;                 /* log-probability entries as JSON, since the last chunk */
@@ -171,6 +180,8 @@ void ul_gen_discard(ul_gen_t *g);
 
 /* Sends a chunk the endpoint built in g->frame (held when output pacing allows). */
 int ul_gen_send(ul_gen_t *g, ul_choice_t *ch);
+/* The same as a named SSE event ("event: NAME"); ch NULL: never held. */
+int ul_gen_send_event(ul_gen_t *g, ul_choice_t *ch, const char *event);
 /* Appends the common head {"id":..,"object":OBJ,"created":..,"model":..,"choices":[ to b. */
 void ul_gen_json_head(ul_gen_t *g, ul_buf_t *b, const char *object);
 /* Not streaming: closes the choices array of b (begun with ul_gen_json_head), adds usage,
