@@ -480,6 +480,14 @@ static void answer_text(ul_http_req_t *req, const ul_buf_t *text, int32_t n_toke
     ul_buf_free(&out);
 }
 
+/* What a Responses or Messages body became: the chat request the rest of the path sees. */
+static void log_translated(const ul_http_req_t *req, const cJSON *root) {
+    char *s = cJSON_PrintUnformatted(root);
+    UL_LOG_DEBUG("conn=%llu req=%llu as chat: %.2000s", (unsigned long long)req->conn_id,
+                 (unsigned long long)req->req_id, s ? s : "(out of memory)");
+    cJSON_free(s);
+}
+
 int ul_chat_serve(ul_api_t *a, ul_http_req_t *req, const ul_chat_ep_t *ep, ul_chat_mode_t mode) {
     if (mode == UL_CHAT_GENERATE && ul_api_refuse_draining(a, req)) return 0;
     cJSON *root = parse_body(a, req);
@@ -493,6 +501,7 @@ int ul_chat_serve(ul_api_t *a, ul_http_req_t *req, const ul_chat_ep_t *ep, ul_ch
     ul_gen_prompt_t pr = {0};
     int rc = cJSON_IsObject(root) ? 0 : ul_api_bad(&bad, NULL, "the body must be a JSON object");
     if (!rc && ep->translate) rc = ep->translate(a, root, &echo, &bad);
+    if (!rc && ep->translate && ul_log_get_level() <= UL_LOG_LEVEL_DEBUG) log_translated(req, root);
     if (!rc && mode == UL_CHAT_APPLY) {
         rc = check_request(a, root, &ar, &c, &bad);
         if (!rc) rc = render(a, root, &text, &plain, NULL, &bad);

@@ -32,6 +32,7 @@ typedef struct ul_api_bad_s {
     const char *param;
     const char *code;
     char msg[256];
+    char pbuf[128]; /* room for a param built on the fly (param may point here) */
 } ul_api_bad_t;
 
 /* Sets bad (param, printf message) and returns UL_EINVAL. */
