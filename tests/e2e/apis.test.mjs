@@ -1,16 +1,18 @@
 // OpenAI's Responses API and Anthropic's Messages API through the official SDKs, as agents and
 // apps call them: openai responses.create (plain, streamed, a forced function tool, a
 // json_schema text.format, reasoning items), @anthropic-ai/sdk messages.create and
-// messages.stream (text, a forced tool_use, thinking), countTokens, Anthropic's error shape
-// and x-api-key, the Vercel AI SDK's default openai(model) provider and LangChain's
-// useResponsesApi. Every stream is checked against the plain answer to the same request: the
-// object the SDK (or, for Responses, whose SDK takes response.completed whole, a replica of
-// its accumulator) assembles from the events equals the non-streamed one.
+// messages.stream (text, a forced tool_use, thinking), countTokens and Anthropic's error
+// shape (this SDK sends its key as a Bearer token; test_apis.py checks x-api-key), the Vercel
+// AI SDK's default openai(model) provider and LangChain's useResponsesApi. Every stream is
+// checked against the plain answer to the same request: the object the SDK (or, for
+// Responses, whose SDK takes response.completed whole, a replica of its accumulator)
+// assembles from the events equals the non-streamed one.
 //
-// Servers: aidreams260K on the CPU (trained; sampled with a seed, its output is deterministic; ChatML) with an API
-// key; qwen2-tiny-f16 on the CPU (random weights: what it writes under a forced tool or a
-// schema is the constraint's work, a logit bias towards closing tokens lets it finish); the
-// null backend answering with a scripted thinking reply through Qwen3's template.
+// Servers: aidreams260K on the CPU (trained; sampled with a seed, its output is deterministic;
+// ChatML) with an API key; qwen2-tiny-f16 on the CPU (random weights: what it writes under a
+// forced tool or a schema is the constraint's work, a logit bias towards closing tokens lets
+// it finish); the null backend answering with a scripted thinking reply through Qwen3's
+// template.
 import { spawn } from "node:child_process";
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
@@ -295,7 +297,7 @@ test("responses: what a stateless server cannot do is a 400 naming the field", a
 
 const text = (m) => m.content.filter((b) => b.type === "text").map((b) => b.text).join("");
 
-test("anthropic messages.create: text, as chat answers it; x-api-key", async () => {
+test("anthropic messages.create: text, as chat answers it (the SDK's key accepted)", async () => {
   const m = await A.anthropic.messages.create({
     model: "m", max_tokens: 12, temperature: 0.8, seed: 7, system: "Tell a story.", messages: [{ role: "user", content: "A cat" }],
   });
