@@ -424,17 +424,27 @@ static int prepare(ul_api_t *a, cJSON *root, ul_arena_t *ar, ul_api_params_t *p,
     return force_tools(a, root, c, p, bad);
 }
 
-int ul_api_chat_prepare_body(ul_api_t *a, const char *body, size_t len, ul_buf_t *text,
-                             ul_buf_t *plain, ul_api_bad_t *bad) {
+int ul_api_chat_prepare_body(ul_api_t *a, ul_api_body_t endpoint, const char *body, size_t len,
+                             ul_buf_t *text, ul_buf_t *plain, ul_api_bad_t *bad) {
+    static const ul_chat_ep_t *const eps[] = {
+        [UL_API_BODY_CHAT] = &ul_chat_ep_chat,
+        [UL_API_BODY_RESPONSES] = &ul_chat_ep_responses,
+        [UL_API_BODY_MESSAGES] = &ul_chat_ep_messages,
+    };
+    const ul_chat_ep_t *ep = eps[endpoint];
     cJSON *root = cJSON_ParseWithLength(body, len);
     if (!root) return ul_api_bad(bad, NULL, "the request body is not valid JSON");
     ul_chat_json_mark_floats(root, body, len);
     ul_arena_t ar;
     ul_arena_init(&ar, 1024);
     ul_api_params_t p;
-    creq_t c = {0};
-    int rc = prepare(a, root, &ar, &p, &c, text, plain, bad);
-    if (bad->param) bad->param = NULL; /* points into ar */
+    creq_t c = {.enc = ep->enc};
+    ul_buf_t echo = {0};
+    int rc = cJSON_IsObject(root) ? 0 : ul_api_bad(bad, NULL, "the body must be a JSON object");
+    if (!rc && ep->translate) rc = ep->translate(a, root, &echo, bad);
+    if (!rc) rc = prepare(a, root, &ar, &p, &c, text, plain, bad);
+    if (bad->param) bad->param = NULL; /* may point into ar */
+    ul_buf_free(&echo);
     ul_arena_free(&ar);
     cJSON_Delete(root);
     return rc;

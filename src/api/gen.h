@@ -86,11 +86,13 @@ int ul_api_grammar_get(ul_api_t *a, const char *src, size_t len, struct ul_gramm
                        char *err, size_t err_len);
 void ul_api_structured_free(ul_api_t *a);
 
-/* The chat endpoint up to generation, without HTTP (for the request-body fuzzer): parses,
- * validates and renders body into text and its plain mask. Returns 0 or UL_EINVAL/
- * UL_ENOMEM with bad's message set (bad->param is not kept). */
-int ul_api_chat_prepare_body(ul_api_t *a, const char *body, size_t len, ul_buf_t *text,
-                             ul_buf_t *plain, ul_api_bad_t *bad);
+typedef enum { UL_API_BODY_CHAT, UL_API_BODY_RESPONSES, UL_API_BODY_MESSAGES } ul_api_body_t;
+
+/* A chat endpoint up to generation, without HTTP (for the request-body fuzzer): parses,
+ * translates (Responses, Messages), validates and renders body into text and its plain
+ * mask. Returns 0 or UL_EINVAL/UL_ENOMEM with bad's message set (bad->param is not kept). */
+int ul_api_chat_prepare_body(ul_api_t *a, ul_api_body_t endpoint, const char *body, size_t len,
+                             ul_buf_t *text, ul_buf_t *plain, ul_api_bad_t *bad);
 
 typedef struct ul_gen_s ul_gen_t;
 typedef struct ul_choice_s ul_choice_t;
