@@ -1,4 +1,6 @@
-/* POST /v1/chat/completions and POST /apply-template.
+/* POST /v1/chat/completions and POST /apply-template, and the request side every chat
+ * endpoint shares (ul_chat_serve, chat_gen.h: /v1/responses and /v1/messages arrive here
+ * translated into a chat request).
  *
  * A chat request is validated as OpenAI does (each violation a 400 whose error.param names
  * the field), rendered with the model's own chat template (src/chat: a Jinja interpreter

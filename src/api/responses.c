@@ -55,8 +55,10 @@ static int refuse(const cJSON *root, ul_api_bad_t *bad) {
                                      "max_tool_calls"};
     for (size_t i = 0; i < sizeof no / sizeof *no; i++)
         if (ul_tr_get(root, no[i]))
-            return ul_tr_bad(bad, no[i], "'%s' is not supported: this server keeps no state",
-                             no[i]);
+            return ul_tr_bad(bad, no[i], "'%s' is not supported%s", no[i],
+                             i < 3 ? ": this server keeps no state (send the whole "
+                                     "conversation as input)"
+                                   : "");
     if ((it = ul_tr_get(root, "background")) && !cJSON_IsFalse(it))
         return ul_tr_bad(bad, "background", "'background' is not supported");
     if ((it = ul_tr_get(root, "truncation")) &&
