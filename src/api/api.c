@@ -73,6 +73,11 @@ int ul_api_register(ul_api_t *a, ul_router_t *r) {
     if (!rc)
         rc = ul_router_add(r, UL_HTTP_POST, "/v1/chat/completions", ul_api_chat_completions, a);
     if (!rc) rc = ul_router_add(r, UL_HTTP_POST, "/apply-template", ul_api_apply_template, a);
+    if (!rc) rc = ul_router_add(r, UL_HTTP_POST, "/v1/responses", ul_api_responses, a);
+    if (!rc) rc = ul_router_add(r, UL_HTTP_POST, "/v1/messages", ul_api_messages, a);
+    if (!rc)
+        rc = ul_router_add(r, UL_HTTP_POST, "/v1/messages/count_tokens",
+                           ul_api_messages_count_tokens, a);
     if (!rc) rc = ul_router_add(r, UL_HTTP_POST, "/tokenize", ul_api_tokenize, a);
     if (!rc) rc = ul_router_add(r, UL_HTTP_POST, "/detokenize", ul_api_detokenize, a);
     /* GET /v1/models/{id}: the router matches exact paths, so one route per name */
@@ -85,10 +90,53 @@ int ul_api_register(ul_api_t *a, ul_router_t *r) {
     return rc;
 }
 
+const char *ul_api_anthropic_type(int status) {
+    switch (status) {
+    case 400:
+        return "invalid_request_error";
+    case 401:
+        return "authentication_error";
+    case 403:
+        return "permission_error";
+    case 404:
+        return "not_found_error";
+    case 413:
+        return "request_too_large";
+    case 429:
+        return "rate_limit_error";
+    case 503:
+        return "overloaded_error";
+    default:
+        return status < 500 ? "invalid_request_error" : "api_error";
+    }
+}
+
+/* Anthropic's SDK reads {"type":"error","error":{"type","message"}}; it has no param, so
+ * the message starts with it, as Anthropic writes its own ("messages.0.content: ..."). */
+static int anthropic_body(ul_buf_t *b, int status, const char *param, const char *message) {
+    int rc = ul_buf_puts(b, "{\"type\":\"error\",\"error\":{\"type\":\"");
+    rc |= ul_buf_puts(b, ul_api_anthropic_type(status));
+    rc |= ul_buf_puts(b, "\",\"message\":\"");
+    if (param) rc |= ul_buf_append_json_str(b, param, strlen(param));
+    if (param) rc |= ul_buf_puts(b, ": ");
+    rc |= ul_buf_append_json_str(b, message, strlen(message));
+    return rc | ul_buf_puts(b, "\"}}");
+}
+
+static int is_anthropic_path(const ul_http_req_t *req) {
+    static const char p[] = "/v1/messages";
+    size_t n = sizeof p - 1;
+    return req->path_len >= n && !memcmp(req->path, p, n) &&
+           (req->path_len == n || req->path[n] == '/');
+}
+
 int ul_api_error(ul_http_req_t *req, int status, const char *type, const char *param,
                  const char *code, const char *message) {
     ul_buf_t body = {0}; /* ul_buf_append_json_str: invalid UTF-8 from a request is U+FFFD */
-    UL_ASSERT(ul_buf_error_body(&body, type, param, code, message) == 0);
+    if (is_anthropic_path(req))
+        UL_ASSERT(anthropic_body(&body, status, param, message ? message : "") == 0);
+    else
+        UL_ASSERT(ul_buf_error_body(&body, type, param, code, message) == 0);
     if (ul_log_get_level() <= UL_LOG_LEVEL_DEBUG) {
         char pq[160], mq[600];
         UL_LOG_DEBUG(

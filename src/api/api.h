@@ -197,6 +197,9 @@ int ul_api_model_known(const ul_api_t *a, const char *name);
  * param and code may be NULL (JSON null). */
 int ul_api_error(ul_http_req_t *req, int status, const char *type, const char *param,
                  const char *code, const char *message);
+/* Anthropic's error type for an HTTP status ("invalid_request_error", "overloaded_error").
+ * Errors answered on /v1/messages and below have Anthropic's shape (api.c). */
+const char *ul_api_anthropic_type(int status);
 
 /* Handlers (api.c, completions.c). */
 int ul_api_health(ul_http_req_t *req, void *data);
@@ -208,6 +211,9 @@ int ul_api_tokenize(ul_http_req_t *req, void *data);   /* tokenize.c */
 int ul_api_detokenize(ul_http_req_t *req, void *data); /* tokenize.c */
 int ul_api_chat_completions(ul_http_req_t *req, void *data);
 int ul_api_apply_template(ul_http_req_t *req, void *data);
+int ul_api_responses(ul_http_req_t *req, void *data);             /* responses.c */
+int ul_api_messages(ul_http_req_t *req, void *data);              /* messages.c */
+int ul_api_messages_count_tokens(ul_http_req_t *req, void *data); /* messages.c */
 
 /* Readiness (ready.c). GET /health/live: 200 {"status":"live"} while the process runs.
  * GET /health/ready: 200 {"status":"ready"} or 503 {"status":"loading"|"draining"|

@@ -8,9 +8,9 @@
  *
  * With API keys (--api-key, --api-key-file, UVLLM_API_KEY) every path under /v1/ (also
  * unknown ones: 401 before 404, as OpenAI answers) and the tokenizer endpoints need
- * "Authorization: Bearer <key>"; /metrics needs --metrics-key's when set. Health stays
- * open for probes and load balancers, and so is OPTIONS: CORS preflights are answered by
- * net before this runs (a browser sends them without credentials), and without CORS an
+ * "Authorization: Bearer <key>" (or Anthropic's "x-api-key: <key>"); /metrics needs --metrics-key's
+ * when set. Health stays open for probes and load balancers, and so is OPTIONS: CORS preflights are
+ * answered by net before this runs (a browser sends them without credentials), and without CORS an
  * OPTIONS gets the router's 404/405 either way. */
 #include <stdio.h>
 #include <string.h>
@@ -31,6 +31,12 @@ static int needs_api_key(const ul_http_req_t *req) {
            is_path(req, "/apply-template");
 }
 
+/* Anthropic's SDK sends its key as "x-api-key: <key>": the same keys, the same check. */
+static int x_api_key(const ul_http_keys_t *keys, const ul_http_req_t *req) {
+    const ul_http_header_t *h = ul_http_req_header(req, "x-api-key");
+    return h && h->value_len > 0 && ul_http_keys_match(keys, h->value, h->value_len);
+}
+
 int ul_api_authorize(ul_http_req_t *req, void *data) {
     ul_api_t *a = data;
     const ul_http_keys_t *keys = NULL;
@@ -41,14 +47,21 @@ int ul_api_authorize(ul_http_req_t *req, void *data) {
         keys = &a->api_keys;
     else if (a->metrics_keys.n && is_path(req, "/metrics"))
         keys = &a->metrics_keys;
-    if (!keys || ul_http_keys_check(keys, req)) return 0;
+    if (!keys || ul_http_keys_check(keys, req) || x_api_key(keys, req)) return 0;
     a->unauthorized++;
     char path[200];
     UL_LOG_DEBUG("conn=%llu req=%llu %s: %s API key", (unsigned long long)req->conn_id,
                  (unsigned long long)req->req_id,
                  ul_log_field(req->path, req->path_len, path, sizeof path),
                  ul_http_req_header(req, "authorization") ? "wrong" : "no");
-    ul_http_respond_unauthorized(req);
+    if (req->path_len >= 12 && !memcmp(req->path, "/v1/messages", 12)) {
+        /* in Anthropic's error shape there (ul_api_error) */
+        ul_http_resp_header(req, "WWW-Authenticate", "Bearer");
+        ul_api_error(req, 401, "invalid_request_error", NULL, "invalid_api_key",
+                     "Incorrect API key provided");
+    } else {
+        ul_http_respond_unauthorized(req);
+    }
     return 1;
 }
 

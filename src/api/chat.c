@@ -1,4 +1,6 @@
-/* POST /v1/chat/completions and POST /apply-template.
+/* POST /v1/chat/completions and POST /apply-template, and the request side every chat
+ * endpoint shares (ul_chat_serve, chat_gen.h: /v1/responses and /v1/messages arrive here
+ * translated into a chat request).
  *
  * A chat request is validated as OpenAI does (each violation a 400 whose error.param names
  * the field), rendered with the model's own chat template (src/chat: a Jinja interpreter
@@ -12,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/gen.h"
+#include "api/chat_gen.h"
 #include "chat/chat.h"
 #include "chat/toolcall.h"
 #include "engine/grammar.h"
@@ -20,23 +22,8 @@
 #include "uvllm/err.h"
 #include "uvllm/log.h"
 
-enum { FORCE_NONE, FORCE_ALL, FORCE_NAMED, FORCE_STRICT };
-
-/* Per request. */
-typedef struct creq_s {
-    ul_chat_syntax_t syn;
-    int starts_in_reasoning, parse_tools, parallel_tools;
-    int force;         /* tool calls constrained: FORCE_ALL, FORCE_NAMED, FORCE_STRICT */
-    const char *named; /* FORCE_NAMED: the function (points into the body) */
-} creq_t;
-
-/* Per choice. */
-typedef struct cch_s {
-    ul_chat_parser_t parser;
-    ul_buf_t reasoning, calls; /* non-stream: reasoning text; tool calls as JSON */
-    int n_calls;
-    int skip_args; /* streaming: the call being streamed is dropped (parallel_tool_calls) */
-} cch_t;
+/* The request side of every chat endpoint (chat_gen.h). */
+typedef ul_chat_req_t creq_t;
 
 /* ---- validation -------------------------------------------------------------------- */
 
@@ -182,17 +169,17 @@ static int check_tool_choice(const cJSON *root, int n_tools, creq_t *c, ul_api_b
     const cJSON *tc = cJSON_GetObjectItemCaseSensitive(root, "tool_choice");
     int *parse = &c->parse_tools;
     *parse = n_tools > 0;
-    c->force = n_tools > 0 && any_strict(root) ? FORCE_STRICT : FORCE_NONE;
+    c->force = n_tools > 0 && any_strict(root) ? UL_CHAT_FORCE_STRICT : UL_CHAT_FORCE_NONE;
     if (!tc || cJSON_IsNull(tc)) return 0;
     if (cJSON_IsString(tc)) {
         const char *s = tc->valuestring;
         if (!strcmp(s, "none")) {
-            c->force = FORCE_NONE;
+            c->force = UL_CHAT_FORCE_NONE;
             return *parse = 0;
         }
         if (!strcmp(s, "auto")) return 0;
         if (!strcmp(s, "required")) {
-            c->force = FORCE_ALL;
+            c->force = UL_CHAT_FORCE_ALL;
             return n_tools ? 0 : ul_api_bad(bad, "tool_choice", "'required' needs 'tools'");
         }
         return ul_api_bad(bad, "tool_choice",
@@ -205,7 +192,7 @@ static int check_tool_choice(const cJSON *root, int n_tools, creq_t *c, ul_api_b
                           "'tool_choice' must be none, auto, required or a named function");
     if (!tool_named(root, name->valuestring))
         return ul_api_bad(bad, "tool_choice", "'tool_choice' names a function not in 'tools'");
-    c->force = FORCE_NAMED;
+    c->force = UL_CHAT_FORCE_NAMED;
     c->named = name->valuestring;
     return 0;
 }
@@ -332,237 +319,7 @@ static int render(ul_api_t *a, cJSON *root, ul_buf_t *text, ul_buf_t *plain,
     return 0;
 }
 
-/* ---- output ------------------------------------------------------------------------ */
-
-static void chunk_head(ul_choice_t *ch) {
-    ul_gen_t *g = ch->g;
-    g->frame.len = 0;
-    ul_gen_json_head(g, &g->frame, "chat.completion.chunk");
-    ul_gen_printf(&g->frame, "{\"index\":%d,\"delta\":{", ch->index);
-}
-
-/* Closes a chunk: pending logprobs ride on it. */
-static void chunk_tail(ul_choice_t *ch, const char *finish_reason) {
-    ul_gen_t *g = ch->g;
-    ul_buf_t *f = &g->frame;
-    ul_gen_add(f, "},\"logprobs\":", 13);
-    if (g->p.logprobs == 1 && ch->n_lp) {
-        ul_gen_add(f, "{\"content\":[", 12);
-        ul_gen_add(f, ch->lp.p, ch->lp.len);
-        ul_gen_add(f, "]}", 2);
-        ch->lp.len = 0;
-        ch->n_lp = 0;
-    } else {
-        ul_gen_add(f, "null", 4);
-    }
-    if (finish_reason)
-        ul_gen_printf(f, ",\"finish_reason\":\"%s\"}]", finish_reason);
-    else
-        ul_gen_add(f, ",\"finish_reason\":null}]", 23);
-    if (g->p.include_usage) ul_gen_add(f, ",\"usage\":null", 13);
-    ul_gen_add(f, "}", 1);
-    ul_gen_send(g, finish_reason ? NULL : ch);
-}
-
-static void send_delta(ul_choice_t *ch, const char *key, const char *s, size_t n) {
-    chunk_head(ch);
-    ul_gen_printf(&ch->g->frame, "\"%s\":", key);
-    ul_gen_json_str(&ch->g->frame, s, n);
-    chunk_tail(ch, NULL);
-}
-
-static void tool_call_json(ul_buf_t *b, const ul_chat_ev_t *ev, int with_index) {
-    if (with_index)
-        ul_gen_printf(b, "{\"index\":%d,", ev->index);
-    else
-        ul_gen_add(b, "{", 1);
-    ul_gen_add(b, "\"id\":", 5);
-    ul_gen_json_str(b, ev->id, strlen(ev->id));
-    ul_gen_add(b, ",\"type\":\"function\",\"function\":{\"name\":", 38);
-    ul_gen_json_str(b, ev->name, strlen(ev->name));
-    ul_gen_add(b, ",\"arguments\":", 13);
-    ul_gen_json_str(b, ev->arguments, strlen(ev->arguments));
-    ul_gen_add(b, "}}", 2);
-}
-
-static void on_event(void *ud, const ul_chat_ev_t *ev) {
-    ul_choice_t *ch = ud;
-    cch_t *cc = ch->ep;
-    creq_t *c = ch->g->ep;
-    int stream = ch->g->p.stream;
-    switch (ev->kind) {
-    case UL_CHAT_EV_CONTENT:
-        if (stream)
-            send_delta(ch, "content", ev->text, ev->len);
-        else
-            ul_gen_add(&ch->out, ev->text, ev->len);
-        break;
-    case UL_CHAT_EV_REASONING:
-        if (stream)
-            send_delta(ch, "reasoning_content", ev->text, ev->len);
-        else
-            ul_gen_add(&cc->reasoning, ev->text, ev->len);
-        break;
-    case UL_CHAT_EV_TOOL_START: /* streaming only: OpenAI's first delta of a call */
-        if (cc->n_calls && !c->parallel_tools) {
-            cc->skip_args = 1;
-            break;
-        }
-        cc->skip_args = 0;
-        chunk_head(ch);
-        ul_gen_printf(&ch->g->frame, "\"tool_calls\":[{\"index\":%d,\"id\":", ev->index);
-        ul_gen_json_str(&ch->g->frame, ev->id, strlen(ev->id));
-        ul_gen_add(&ch->g->frame, ",\"type\":\"function\",\"function\":{\"name\":", 38);
-        ul_gen_json_str(&ch->g->frame, ev->name, strlen(ev->name));
-        ul_gen_add(&ch->g->frame, ",\"arguments\":\"\"}}]", 18);
-        chunk_tail(ch, NULL);
-        cc->n_calls++;
-        break;
-    case UL_CHAT_EV_TOOL_ARGS:
-        if (cc->skip_args) break;
-        chunk_head(ch);
-        ul_gen_printf(&ch->g->frame,
-                      "\"tool_calls\":[{\"index\":%d,\"function\":{\"arguments\":", ev->index);
-        ul_gen_json_str(&ch->g->frame, ev->text, ev->len);
-        ul_gen_add(&ch->g->frame, "}}]", 3);
-        chunk_tail(ch, NULL);
-        break;
-    case UL_CHAT_EV_TOOL_CALL:
-        if (cc->n_calls && !c->parallel_tools) break; /* parallel_tool_calls: false */
-        if (stream) {
-            chunk_head(ch);
-            ul_gen_add(&ch->g->frame, "\"tool_calls\":[", 14);
-            tool_call_json(&ch->g->frame, ev, 1);
-            ul_gen_add(&ch->g->frame, "]", 1);
-            chunk_tail(ch, NULL);
-        } else {
-            if (cc->n_calls) ul_gen_add(&cc->calls, ",", 1);
-            tool_call_json(&cc->calls, ev, 0);
-        }
-        cc->n_calls++;
-        break;
-    }
-}
-
-static void on_text(ul_choice_t *ch, const char *s, size_t n) {
-    cch_t *cc = ch->ep;
-    UL_ASSERT(ul_chat_parser_push(&cc->parser, s, n, on_event, ch) == 0);
-}
-
-static void on_end(ul_choice_t *ch, const char *finish_reason) {
-    cch_t *cc = ch->ep;
-    UL_ASSERT(ul_chat_parser_finish(&cc->parser, on_event, ch) == 0);
-    if (cc->n_calls && !strcmp(finish_reason, "stop")) ch->finish_reason = "tool_calls";
-    if (!ch->g->p.stream) return;
-    chunk_head(ch);
-    chunk_tail(ch, ch->finish_reason);
-}
-
-/* {"token","logprob","bytes":[...],"top_logprobs":[{"token","logprob","bytes"}]} */
-static void lp_entry(ul_buf_t *b, const char *t, int n, float lp) {
-    ul_gen_add(b, "{\"token\":", 9);
-    ul_gen_json_str(b, t, (size_t)n);
-    ul_gen_printf(b, ",\"logprob\":%.9g,\"bytes\":[", lp);
-    for (int i = 0; i < n; i++) ul_gen_printf(b, "%s%d", i ? "," : "", (unsigned char)t[i]);
-    ul_gen_add(b, "]", 1);
-}
-
-static void on_logprob(ul_choice_t *ch, int32_t tok, const ul_token_lp_t *lp) {
-    ul_gen_t *g = ch->g;
-    char t[256];
-    int n = ul_gen_token_text(g, tok, t, sizeof t);
-    if (ch->n_lp) ul_gen_add(&ch->lp, ",", 1);
-    lp_entry(&ch->lp, t, n > 0 ? n : 0, lp->logprob);
-    ul_gen_add(&ch->lp, ",\"top_logprobs\":[", 17);
-    for (int i = 0; i < lp->n_top && i < g->p.top_logprobs; i++) {
-        char tt[256];
-        int m = ul_gen_token_text(g, lp->top_ids[i], tt, sizeof tt);
-        if (i) ul_gen_add(&ch->lp, ",", 1);
-        lp_entry(&ch->lp, tt, m > 0 ? m : 0, lp->top_logprobs[i]);
-        ul_gen_add(&ch->lp, "}", 1);
-    }
-    ul_gen_add(&ch->lp, "]}", 2);
-    ch->n_lp++;
-}
-
-static void on_answer(ul_gen_t *g) {
-    ul_buf_t b = {0};
-    ul_gen_json_head(g, &b, "chat.completion");
-    for (int i = 0; i < g->n_choices; i++) {
-        ul_choice_t *ch = &g->choices[i];
-        cch_t *cc = ch->ep;
-        if (i) ul_gen_add(&b, ",", 1);
-        ul_gen_printf(&b, "{\"index\":%d,\"message\":{\"role\":\"assistant\",\"content\":", i);
-        if (!ch->out.len && cc->n_calls)
-            ul_gen_add(&b, "null", 4);
-        else
-            ul_gen_json_str(&b, ch->out.p ? ch->out.p : "", ch->out.len);
-        if (cc->reasoning.len) {
-            ul_gen_add(&b, ",\"reasoning_content\":", 21);
-            ul_gen_json_str(&b, cc->reasoning.p, cc->reasoning.len);
-        }
-        if (cc->n_calls) {
-            ul_gen_add(&b, ",\"tool_calls\":[", 15);
-            ul_gen_add(&b, cc->calls.p, cc->calls.len);
-            ul_gen_add(&b, "]", 1);
-        }
-        ul_gen_add(&b, "},\"logprobs\":", 13);
-        if (g->p.logprobs == 1) {
-            ul_gen_add(&b, "{\"content\":[", 12);
-            ul_gen_add(&b, ch->lp.p, ch->lp.len);
-            ul_gen_add(&b, "]}", 2);
-        } else {
-            ul_gen_add(&b, "null", 4);
-        }
-        ul_gen_printf(&b, ",\"finish_reason\":\"%s\"}", ch->finish_reason);
-    }
-    ul_api_timing_answer(g);
-    ul_gen_respond(g, &b);
-}
-
-static void free_choice(ul_choice_t *ch) {
-    cch_t *cc = ch->ep;
-    if (!cc) return;
-    ul_chat_parser_free(&cc->parser);
-    ul_buf_free(&cc->reasoning);
-    ul_buf_free(&cc->calls);
-}
-
-static const ul_gen_ops_t ops = {.text = on_text,
-                                 .end = on_end,
-                                 .answer = on_answer,
-                                 .logprob = on_logprob,
-                                 .free_choice = free_choice};
-
 /* ---- handlers ---------------------------------------------------------------------- */
-
-/* The role chunk every streamed choice starts with. */
-static void send_roles(ul_gen_t *g) {
-    for (int i = 0; i < g->n_choices && g->sse; i++) {
-        ul_choice_t *ch = &g->choices[i];
-        chunk_head(ch);
-        ul_gen_add(&g->frame, "\"role\":\"assistant\",\"content\":\"\"", 31);
-        chunk_tail(ch, NULL);
-    }
-}
-
-static int setup_choices(ul_gen_t *g, const creq_t *c) {
-    creq_t *gc = ul_arena_alloc(&g->arena, sizeof *gc);
-    if (!gc) return UL_ENOMEM;
-    *gc = *c;
-    g->ep = gc;
-    for (int i = 0; i < g->n_choices; i++) {
-        ul_choice_t *ch = &g->choices[i];
-        cch_t *cc = ul_arena_alloc(&g->arena, sizeof *cc);
-        if (!cc) return UL_ENOMEM;
-        memset(cc, 0, sizeof *cc);
-        ul_chat_parser_init(&cc->parser, &gc->syn, gc->starts_in_reasoning, gc->parse_tools,
-                            ch->seq.sampling.seed ^ (uint64_t)(uintptr_t)g);
-        ul_chat_parser_stream_calls(&cc->parser, g->p.stream);
-        ch->ep = cc;
-    }
-    return 0;
-}
 
 /* Forced tool calls (tool_choice "required" or named) and strict tools under "auto": a
  * grammar of the template's tool-call syntax (chat/toolcall.h) whose arguments are the
@@ -570,19 +327,19 @@ static int setup_choices(ul_gen_t *g, const creq_t *c) {
  * on) for strict tools, whose calls the model may or may not make. */
 static int force_tools(ul_api_t *a, const cJSON *root, creq_t *c, ul_api_params_t *p,
                        ul_api_bad_t *bad) {
-    if (c->force == FORCE_NONE) return 0;
+    if (c->force == UL_CHAT_FORCE_NONE) return 0;
     if (p->grammar) {
-        if (c->force == FORCE_STRICT) return 0; /* the structured output field wins */
+        if (c->force == UL_CHAT_FORCE_STRICT) return 0; /* the structured output field wins */
         return ul_api_bad(bad, "tool_choice",
                           "a forced 'tool_choice' cannot be combined with 'response_format' or "
                           "another structured output field");
     }
     if (!a->codec.vocab || !a->codec.token_piece) {
-        if (c->force == FORCE_STRICT) return 0;
+        if (c->force == UL_CHAT_FORCE_STRICT) return 0;
         return ul_api_bad(
             bad, "tool_choice",
             "'tool_choice' %s needs a model vocabulary (this server runs without one)",
-            c->force == FORCE_ALL ? "required" : "naming a function");
+            c->force == UL_CHAT_FORCE_ALL ? "required" : "naming a function");
     }
     const cJSON *tools = cJSON_GetObjectItemCaseSensitive(root, "tools");
     int fmt = c->syn.tool_fmt ? c->syn.tool_fmt : UL_CHAT_TOOLS_HERMES;
@@ -591,7 +348,7 @@ static int force_tools(ul_api_t *a, const cJSON *root, creq_t *c, ul_api_params_
     ul_buf_t g = {0};
     int rc = ul_buf_puts(&g, "root ::= tool-calls\n") ? UL_ENOMEM : 0;
     if (!rc)
-        rc = ul_chat_tool_gbnf(fmt, tools, c->force == FORCE_NAMED ? c->named : NULL,
+        rc = ul_chat_tool_gbnf(fmt, tools, c->force == UL_CHAT_FORCE_NAMED ? c->named : NULL,
                                c->parallel_tools, &g, &trigger, err, sizeof err);
     ul_json_gbnf_t *jb = rc ? NULL : ul_json_gbnf_new(err, sizeof err);
     if (!rc && !jb) rc = UL_ENOMEM;
@@ -603,7 +360,7 @@ static int force_tools(ul_api_t *a, const cJSON *root, creq_t *c, ul_api_params_
         if (rc) break;
         const cJSON *fn = cJSON_GetObjectItemCaseSensitive(t, "function");
         const cJSON *params = cJSON_GetObjectItemCaseSensitive(fn, "parameters");
-        int exact = c->force != FORCE_STRICT ||
+        int exact = c->force != UL_CHAT_FORCE_STRICT ||
                     cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(fn, "strict"));
         const cJSON *sch = exact && cJSON_IsObject(params) ? params : any_obj;
         char name[48];
@@ -624,15 +381,15 @@ static int force_tools(ul_api_t *a, const cJSON *root, creq_t *c, ul_api_params_
     if (!rc) rc = ul_json_gbnf_finish(jb, &g), jb = NULL;
     ul_json_gbnf_free(jb);
     if (rc == UL_EINVAL || rc == UL_ENOTSUP) {
-        if (c->force == FORCE_STRICT && rc == UL_ENOTSUP)
+        if (c->force == UL_CHAT_FORCE_STRICT && rc == UL_ENOTSUP)
             rc = 0; /* auto: left free */
         else
-            rc = ul_api_bad(bad, c->force == FORCE_STRICT ? "tools" : "tool_choice",
+            rc = ul_api_bad(bad, c->force == UL_CHAT_FORCE_STRICT ? "tools" : "tool_choice",
                             "cannot constrain the tool calls: %s", err);
     } else if (!rc) {
         rc = ul_api_grammar_get(a, g.p, g.len, &p->grammar, err, sizeof err);
         if (rc == UL_EINVAL) rc = ul_api_bad(bad, "tools", "the tool-call grammar: %s", err);
-        if (!rc && c->force == FORCE_STRICT) p->grammar_trigger = trigger;
+        if (!rc && c->force == UL_CHAT_FORCE_STRICT) p->grammar_trigger = trigger;
     }
     if (rc == UL_ENOMEM) {
         bad->status = 503, bad->type = "server_error";
@@ -681,8 +438,14 @@ static int prepare(ul_api_t *a, cJSON *root, ul_arena_t *ar, ul_api_params_t *p,
     return force_tools(a, root, c, p, bad);
 }
 
-int ul_api_chat_prepare_body(ul_api_t *a, const char *body, size_t len, ul_buf_t *text,
-                             ul_buf_t *plain, ul_api_bad_t *bad) {
+int ul_api_chat_prepare_body(ul_api_t *a, ul_api_body_t endpoint, const char *body, size_t len,
+                             ul_buf_t *text, ul_buf_t *plain, ul_api_bad_t *bad) {
+    static const ul_chat_ep_t *const eps[] = {
+        [UL_API_BODY_CHAT] = &ul_chat_ep_chat,
+        [UL_API_BODY_RESPONSES] = &ul_chat_ep_responses,
+        [UL_API_BODY_MESSAGES] = &ul_chat_ep_messages,
+    };
+    const ul_chat_ep_t *ep = eps[endpoint];
     size_t at;
     if (ul_api_body_check(body, len, bad->pbuf, sizeof bad->pbuf, &at))
         return ul_api_bad(bad, NULL, "the request body is not valid UTF-8 or contains \\u0000");
@@ -693,32 +456,40 @@ int ul_api_chat_prepare_body(ul_api_t *a, const char *body, size_t len, ul_buf_t
     ul_arena_t ar;
     ul_arena_init(&ar, 1024);
     ul_api_params_t p;
-    creq_t c = {0};
-    int rc = prepare(a, root, &ar, &p, &c, text, plain, bad);
-    if (bad->param) bad->param = NULL; /* points into ar */
+    creq_t c = {.enc = ep->enc};
+    ul_buf_t echo = {0};
+    int rc = cJSON_IsObject(root) ? 0 : ul_api_bad(bad, NULL, "the body must be a JSON object");
+    if (!rc && ep->translate) rc = ep->translate(a, root, &echo, bad);
+    if (!rc) rc = prepare(a, root, &ar, &p, &c, text, plain, bad);
+    if (bad->param) bad->param = NULL; /* may point into ar */
+    ul_buf_free(&echo);
     ul_arena_free(&ar);
     cJSON_Delete(root);
     return rc;
 }
 
-/* A chat or /apply-template request from its body to its prompt: a job (job.c) when the
- * body is large, since parsing, checking, rendering and tokenizing all grow with it. */
+/* ---- serving ----------------------------------------------------------------------- */
+
+/* A chat-shaped request (chat, Responses, Messages; generate, /apply-template or
+ * count_tokens) from its body to its prompt: a job (job.c) when the body is large, since
+ * parsing, translating, checking, rendering and tokenizing all grow with it. */
 typedef struct cjob_s {
     ul_api_job_t job; /* first */
     ul_api_t *a;
     ul_http_req_t *req; /* NULL once the client left */
-    int apply;          /* /apply-template: the answer is the rendered prompt */
-    char *owned;        /* the body, when taken from the request */
+    const ul_chat_ep_t *ep;
+    ul_chat_mode_t mode;
+    char *owned; /* the body, when taken from the request */
     const char *body;
     size_t body_len;
     cJSON *root;
     ul_arena_t ar;
     ul_api_params_t p;
     creq_t c;
-    ul_buf_t text, plain, out;
+    ul_buf_t text, plain, echo, out;
     ul_gen_prompt_t pr;
     ul_api_bad_t bad;
-    int failed;
+    int failed, translated;
 } cjob_t;
 
 static int parse_json(cjob_t *j) {
@@ -744,33 +515,49 @@ static int parse_json(cjob_t *j) {
     return 0;
 }
 
-/* {"prompt": "..."}; the text may be large: built with checked appends. */
-static int answer_prompt(cjob_t *j) {
+/* {"prompt": text} or {"input_tokens": n}; the text may be large: checked appends. */
+static int answer_text(cjob_t *j) {
     ul_buf_t *o = &j->out;
-    int rc = ul_buf_puts(o, "{\"prompt\":\"");
-    rc |= ul_buf_append_json_str(o, j->text.p ? j->text.p : "", j->text.len);
-    rc |= ul_buf_puts(o, "\"}");
+    int rc;
+    if (j->mode == UL_CHAT_APPLY) {
+        rc = ul_buf_puts(o, "{\"prompt\":\"");
+        rc |= ul_buf_append_json_str(o, j->text.p ? j->text.p : "", j->text.len);
+        rc |= ul_buf_puts(o, "\"}");
+    } else {
+        char n[48];
+        snprintf(n, sizeof n, "{\"input_tokens\":%d}", (int)j->pr.n_ids);
+        rc = ul_buf_puts(o, n);
+    }
     if (!rc) return 0;
     j->bad = (ul_api_bad_t){.status = 503, .type = "server_error"};
     return ul_api_bad(&j->bad, NULL, "out of memory");
 }
 
-/* Off the loop for a job: parse, check, render, tokenize (or write /apply-template's
- * answer). */
+/* Off the loop for a job: parse, translate, check, render, tokenize (or write the answer
+ * of /apply-template and count_tokens). */
 static void run(ul_api_job_t *job) {
     cjob_t *j = (cjob_t *)job;
     ul_api_t *a = j->a;
     int rc = parse_json(j);
-    if (!rc && j->apply) {
+    if (!rc && j->ep->translate) {
+        rc = j->ep->translate(a, j->root, &j->echo, &j->bad);
+        j->translated = !rc;
+    }
+    if (!rc && j->mode == UL_CHAT_APPLY) {
         rc = check_request(a, j->root, &j->ar, &j->c, &j->bad);
         if (!rc) rc = render(a, j->root, &j->text, &j->plain, NULL, &j->bad);
-        if (!rc) rc = answer_prompt(j);
     } else if (!rc) {
         rc = prepare(a, j->root, &j->ar, &j->p, &j->c, &j->text, &j->plain, &j->bad);
-        if (!rc)
-            j->pr.ids = ul_api_tokenize_text(&a->codec, j->text.p, j->text.len,
-                                             (const uint8_t *)j->plain.p, 1, &j->pr.n_ids);
     }
+    if (!rc && j->mode != UL_CHAT_APPLY) {
+        j->pr.ids = ul_api_tokenize_text(&a->codec, j->text.p, j->text.len,
+                                         (const uint8_t *)j->plain.p, 1, &j->pr.n_ids);
+        if (!j->pr.ids && j->mode == UL_CHAT_COUNT) { /* generating, ul_gen_start answers it */
+            j->bad = (ul_api_bad_t){.status = 503, .type = "server_error"};
+            rc = ul_api_bad(&j->bad, NULL, "the prompt could not be tokenized");
+        }
+    }
+    if (!rc && j->mode != UL_CHAT_GENERATE) rc = answer_text(j);
     j->failed = rc != 0;
 }
 
@@ -779,6 +566,7 @@ static void cjob_free(cjob_t *j) {
     ul_api_params_release(&j->p);
     ul_buf_free(&j->text);
     ul_buf_free(&j->plain);
+    ul_buf_free(&j->echo);
     ul_buf_free(&j->out);
     ul_arena_free(&j->ar);
     cJSON_Delete(j->root);
@@ -786,20 +574,29 @@ static void cjob_free(cjob_t *j) {
     free(j);
 }
 
-static void start_chat(cjob_t *j) {
+static void start(cjob_t *j) {
     ul_api_t *a = j->a;
     ul_http_req_t *req = j->req;
-    ul_gen_t *g = ul_gen_new(a, req, &j->p, &ops, 1, "chatcmpl-");
-    if (!g || setup_choices(g, &j->c)) {
+    const creq_t *c = &j->c;
+    ul_gen_t *g = ul_gen_new(a, req, &j->p, &ul_chat_gen_ops, 1, c->enc->id_prefix);
+    if (!g || ul_chat_gen_setup(g, c, j->echo.p, j->echo.len)) {
         if (g) ul_gen_discard(g);
         ul_api_error(req, 503, "server_error", NULL, NULL, "out of memory");
         return;
     }
     if (j->p.stream) ul_api_timing_stream(a, req);
-    if (ul_gen_start(g, &j->pr) == 0) send_roles(g);
+    if (ul_gen_start(g, &j->pr) == 0 && j->p.stream) c->enc->start(g);
 }
 
-/* On the loop: the refusal, /apply-template's answer, or the generation. */
+/* What a Responses or Messages body became: the chat request the rest of the path sees. */
+static void log_translated(const ul_http_req_t *req, const cJSON *root) {
+    char *s = cJSON_PrintUnformatted(root);
+    UL_LOG_DEBUG("conn=%llu req=%llu as chat: %.2000s", (unsigned long long)req->conn_id,
+                 (unsigned long long)req->req_id, s ? s : "(out of memory)");
+    cJSON_free(s);
+}
+
+/* On the loop: the refusal, the text answer, or the generation. */
 static void done(ul_api_job_t *job, int status) {
     cjob_t *j = (cjob_t *)job;
     if (j->req) {
@@ -809,28 +606,34 @@ static void done(ul_api_job_t *job, int status) {
             ul_api_bad(&j->bad, NULL, "the request could not be processed");
             j->failed = 1;
         }
+        if (j->translated && ul_log_get_level() <= UL_LOG_LEVEL_DEBUG)
+            log_translated(j->req, j->root);
         if (j->failed)
             ul_api_reject(j->a, j->req, &j->bad);
-        else if (j->apply)
+        else if (j->mode != UL_CHAT_GENERATE)
             ul_http_respond(j->req, 200, NULL, j->out.p, j->out.len);
         else
-            start_chat(j);
+            start(j);
     }
     cjob_free(j);
 }
 
 static void on_abort(ul_http_req_t *req, void *data, int reason) {
+    (void)req, (void)reason;
     cjob_t *j = data;
     j->req = NULL;
 }
 
-static int handle(ul_api_t *a, ul_http_req_t *req, int apply) {
+int ul_chat_serve(ul_api_t *a, ul_http_req_t *req, const ul_chat_ep_t *ep, ul_chat_mode_t mode) {
+    if (mode == UL_CHAT_GENERATE && ul_api_refuse_draining(a, req)) return 0;
     ensure_syntax(a);
     cjob_t *j = calloc(1, sizeof *j);
     if (!j) return ul_api_error(req, 503, "server_error", NULL, NULL, "out of memory");
     j->a = a;
     j->req = req;
-    j->apply = apply;
+    j->ep = ep;
+    j->mode = mode;
+    j->c.enc = ep->enc;
     ul_arena_init(&j->ar, 1024);
     j->job = (ul_api_job_t){.req = &j->req, .run = run, .done = done};
     if (req->body_len <= UL_API_JOB_BYTES || !a->server) {
@@ -855,10 +658,10 @@ static int handle(ul_api_t *a, ul_http_req_t *req, int apply) {
 }
 
 int ul_api_chat_completions(ul_http_req_t *req, void *data) {
-    ul_api_t *a = data;
-    if (ul_api_refuse_draining(a, req)) return 0;
-    return handle(a, req, 0);
+    return ul_chat_serve(data, req, &ul_chat_ep_chat, UL_CHAT_GENERATE);
 }
 
 /* POST /apply-template: the prompt a chat request renders to, as llama-server answers. */
-int ul_api_apply_template(ul_http_req_t *req, void *data) { return handle(data, req, 1); }
+int ul_api_apply_template(ul_http_req_t *req, void *data) {
+    return ul_chat_serve(data, req, &ul_chat_ep_chat, UL_CHAT_APPLY);
+}

@@ -108,13 +108,14 @@ static int may_hold(const ul_api_t *a, const ul_seq_t *q) {
     return ul_pace_may_hold(&a->pace, q, a->sched->stats.steps);
 }
 
-int ul_gen_send(ul_gen_t *g, ul_choice_t *ch) {
+int ul_gen_send(ul_gen_t *g, ul_choice_t *ch) { return ul_gen_send_event(g, ch, NULL); }
+
+int ul_gen_send_event(ul_gen_t *g, ul_choice_t *ch, const char *event) {
     if (!g->sse) return UL_ECLOSED;
     /* Output pacing (pace.h): a lone choice may let its chunk wait for a later write. */
     int hold = g->n_choices == 1 && ch && may_hold(g->api, &ch->seq);
     g->held = hold;
-    int rc = hold ? ul_sse_send_held(g->sse, g->frame.p, g->frame.len)
-                  : ul_sse_send(g->sse, g->frame.p, g->frame.len);
+    int rc = ul_sse_send_event(g->sse, event, g->frame.p, g->frame.len, hold);
     if (rc == 0 && ul_sse_backpressured(g->sse))
         for (int i = 0; i < g->n_choices; i++)
             if (g->choices[i].added && !g->choices[i].ended)
@@ -138,6 +139,7 @@ static int emit(ul_choice_t *ch, const char *text, size_t len) {
     size_t out_len;
     int rc = ul_stop_push(&ch->stop, text, len, &out, &out_len);
     UL_ASSERT(rc >= 0);
+    if (rc == 1) ch->stop_str = ch->stop.strs[ch->stop.matched];
     deliver(ch, out, out_len);
     return rc;
 }
@@ -191,6 +193,10 @@ static void answer_error(ul_gen_t *g, int status, const char *type, const char *
         return;
     }
     /* Headers are out already: an error event, then end without [DONE]. */
+    if (g->ops->stream_error && g->ops->stream_error(g, status, type, msg)) {
+        ul_sse_end(g->sse);
+        return;
+    }
     ul_buf_t *f = &g->frame;
     f->len = 0;
     UL_ASSERT(ul_buf_error_body(f, type, NULL, NULL, msg) == 0);
@@ -218,6 +224,8 @@ static void finish_all(ul_gen_t *g) {
         a->stats.completions_cancelled++;
     } else if (g->failed) {
         answer_error(g, g->fail_status, "server_error", g->fail_msg);
+    } else if (g->sse && g->ops->stream_end && g->ops->stream_end(g)) {
+        /* the endpoint ended its stream */
     } else if (g->sse) {
         if (g->p.include_usage) {
             ul_buf_t *f = &g->frame;

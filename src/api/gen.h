@@ -98,11 +98,13 @@ void ul_api_structured_free(ul_api_t *a);
 /* Drops the reference p holds on its grammar when it was parsed on a job's thread. */
 void ul_api_params_release(ul_api_params_t *p);
 
-/* The chat endpoint up to generation, without HTTP (for the request-body fuzzer): parses,
- * validates and renders body into text and its plain mask. Returns 0 or UL_EINVAL/
- * UL_ENOMEM with bad's message set (bad->param is not kept). */
-int ul_api_chat_prepare_body(ul_api_t *a, const char *body, size_t len, ul_buf_t *text,
-                             ul_buf_t *plain, ul_api_bad_t *bad);
+typedef enum { UL_API_BODY_CHAT, UL_API_BODY_RESPONSES, UL_API_BODY_MESSAGES } ul_api_body_t;
+
+/* A chat endpoint up to generation, without HTTP (for the request-body fuzzer): parses,
+ * translates (Responses, Messages), validates and renders body into text and its plain
+ * mask. Returns 0 or UL_EINVAL/UL_ENOMEM with bad's message set (bad->param is not kept). */
+int ul_api_chat_prepare_body(ul_api_t *a, ul_api_body_t endpoint, const char *body, size_t len,
+                             ul_buf_t *text, ul_buf_t *plain, ul_api_bad_t *bad);
 
 typedef struct ul_gen_s ul_gen_t;
 typedef struct ul_choice_s ul_choice_t;
@@ -119,6 +121,14 @@ typedef struct ul_gen_ops_s {
     void (*logprob)(ul_choice_t *ch, int32_t token, const ul_token_lp_t *lp);
     /* Optional: frees the endpoint's part of a choice. */
     void (*free_choice)(ul_choice_t *ch);
+    /* Optional, streaming: every choice ended well; sends the last events and ends the
+     * stream (ul_sse_end), returning 1, or returns 0 for the default: the include_usage
+     * chunk, then [DONE]. */
+    int (*stream_end)(ul_gen_t *g);
+    /* Optional, streaming: the generation failed after the head was sent; sends the error
+     * event in the endpoint's shape and returns 1 (the stream is ended after it), or
+     * returns 0 for the default: an OpenAI error body as a data event. */
+    int (*stream_error)(ul_gen_t *g, int status, const char *type, const char *msg);
 } ul_gen_ops_t;
 
 struct ul_choice_s {
@@ -132,6 +142,7 @@ struct ul_choice_s {
     double sum_logprob;
     ul_detok_t detok;
     ul_stop_t stop;
+    const char *stop_str;        /* the stop string that ended it (borrowed from g->p), or NULL */
     size_t text_off;             /* bytes of text so far (for completions' text_offset) */
     ul_buf_t out;                /* the endpoint's: non-stream text / chat content */
     ul_buf_t lp;                 /* log-probability entries as JSON, since the last chunk */
@@ -186,6 +197,8 @@ void ul_gen_discard(ul_gen_t *g);
 
 /* Sends a chunk the endpoint built in g->frame (held when output pacing allows). */
 int ul_gen_send(ul_gen_t *g, ul_choice_t *ch);
+/* The same as a named SSE event ("event: NAME"); ch NULL: never held. */
+int ul_gen_send_event(ul_gen_t *g, ul_choice_t *ch, const char *event);
 /* Appends the common head {"id":..,"object":OBJ,"created":..,"model":..,"choices":[ to b. */
 void ul_gen_json_head(ul_gen_t *g, ul_buf_t *b, const char *object);
 /* Not streaming: closes the choices array of b (begun with ul_gen_json_head), adds usage,

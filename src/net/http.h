@@ -302,6 +302,11 @@ int ul_sse_send(ul_sse_t *s, const char *json, size_t len);
  * out_soft_limit is waiting, it writes anyway. Same returns as ul_sse_send. */
 int ul_sse_send_held(ul_sse_t *s, const char *json, size_t len);
 
+/* ul_sse_send / ul_sse_send_held of a named event: "event: NAME\ndata: {json}\n\n", as
+ * Anthropic's and OpenAI's Responses streams carry them (NAME: [A-Za-z0-9_.-]{1,64}, else
+ * UL_EINVAL). NULL event: a plain data event. */
+int ul_sse_send_event(ul_sse_t *s, const char *event, const char *json, size_t len, int held);
+
 /* Writes what ul_sse_send_held left waiting (at the end of this loop iteration). */
 int ul_sse_flush(ul_sse_t *s);
 

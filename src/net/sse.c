@@ -2,6 +2,7 @@
  * ("data: ...\n\n", one HTTP chunk each on HTTP/1.1, raw and close-delimited on 1.0), and
  * the bounded output policy: over the soft limit the stream reports backpressure, over
  * the hard limit the connection is closed and the owner hears on_abort(UL_EFULL). */
+#include <stdio.h>
 #include <string.h>
 
 #include "net/conn.h"
@@ -93,18 +94,34 @@ static int emit(ul_conn_t *c, const char *prefix, const char *data, size_t len, 
     return 0;
 }
 
-static int send_event(ul_sse_t *s, const char *json, size_t len, int hold) {
+/* An event name is a short token: it is written into the frame as is. */
+static int event_name_ok(const char *ev) {
+    size_t n = strlen(ev);
+    if (n < 1 || n > 64) return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-", ev[i]))
+            return 0;
+    return 1;
+}
+
+int ul_sse_send_event(ul_sse_t *s, const char *event, const char *json, size_t len, int hold) {
     ul_conn_t *c = s ? s->conn : NULL;
     int rc = stream_check(c);
     if (rc) return rc;
     if (memchr(json, '\n', len) || memchr(json, '\r', len)) return UL_EINVAL;
-    return emit(c, "data: ", json, len, hold);
+    if (!event) return emit(c, "data: ", json, len, hold);
+    if (!event_name_ok(event)) return UL_EINVAL;
+    char prefix[96];
+    snprintf(prefix, sizeof prefix, "event: %s\ndata: ", event);
+    return emit(c, prefix, json, len, hold);
 }
 
-int ul_sse_send(ul_sse_t *s, const char *json, size_t len) { return send_event(s, json, len, 0); }
+int ul_sse_send(ul_sse_t *s, const char *json, size_t len) {
+    return ul_sse_send_event(s, NULL, json, len, 0);
+}
 
 int ul_sse_send_held(ul_sse_t *s, const char *json, size_t len) {
-    return send_event(s, json, len, 1);
+    return ul_sse_send_event(s, NULL, json, len, 1);
 }
 
 int ul_sse_flush(ul_sse_t *s) {

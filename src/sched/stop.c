@@ -9,6 +9,7 @@
 
 void ul_stop_init(ul_stop_t *s, const char *const *strs, int n) {
     memset(s, 0, sizeof *s);
+    s->matched = -1;
     for (int i = 0; i < n && i < UL_STOP_MAX; i++) {
         s->strs[s->n] = strs[i];
         s->lens[s->n] = strlen(strs[i]);
@@ -56,7 +57,7 @@ int ul_stop_push(ul_stop_t *s, const char *text, size_t len, const char **emit, 
     for (int i = 0; i < s->n; i++) {
         s->buf[s->len] = 0;
         const char *m = memmem(s->buf, s->len, s->strs[i], s->lens[i]);
-        if (m && (size_t)(m - s->buf) < first) first = (size_t)(m - s->buf);
+        if (m && (size_t)(m - s->buf) < first) first = (size_t)(m - s->buf), s->matched = i;
     }
     if (first < s->len) {
         *emit_len = first;

@@ -16,6 +16,7 @@ typedef struct ul_stop_s {
     int n;
     char *buf; /* held-back text, then (after a push) the text to emit */
     size_t len, cap, n_emit;
+    int matched; /* the index in strs of the stop string that matched, or -1 */
 } ul_stop_t;
 
 /* strs[i] must be non-empty; n <= UL_STOP_MAX. */
@@ -23,7 +24,7 @@ void ul_stop_init(ul_stop_t *s, const char *const *strs, int n);
 void ul_stop_free(ul_stop_t *s);
 /* Feeds text. Sets *emit and *emit_len to the text that is now decided (valid until the next
  * call). Returns 1 when a stop string matched (emit is everything before it; the stream
- * ends), 0 otherwise, or UL_ENOMEM. */
+ * ends; s->matched says which), 0 otherwise, or UL_ENOMEM. */
 int ul_stop_push(ul_stop_t *s, const char *text, size_t len, const char **emit, size_t *emit_len);
 /* End of stream without a match: everything held back is emitted. */
 void ul_stop_flush(ul_stop_t *s, const char **emit, size_t *emit_len);

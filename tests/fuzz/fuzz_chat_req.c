@@ -1,9 +1,11 @@
 /* libFuzzer harness for chat request bodies: any bytes as the body of POST
- * /v1/chat/completions go through the shared field checks, the chat validation and the
- * template rendering (api/chat.c's path up to generation, without HTTP). Every input must
- * be answered with a rendered prompt whose plain mask has its length, or a refusal with a
- * message: never a crash, a leak, a hang or a sanitizer report. The first byte picks the
- * template: ChatML, or one of the shared real templates when ../shared is there. */
+ * /v1/chat/completions, /v1/responses or /v1/messages go through the endpoint's translator,
+ * the shared field checks, the chat validation and the template rendering (api/chat.c's
+ * path up to generation, without HTTP). Every input must be answered with a rendered prompt
+ * whose plain mask has its length, or a refusal with a message: never a crash, a leak, a
+ * hang or a sanitizer report. The first byte picks the template (its low 4 bits: ChatML, or
+ * one of the shared real templates when ../shared is there) and the endpoint (its high 4
+ * bits: 0 chat, 1 responses, 2 messages, modulo 3). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,11 +66,13 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1) return 0;
-    api.chat_tmpl = tmpl[data[0] % n_tmpl];
+    api.chat_tmpl = tmpl[(data[0] & 15) % n_tmpl];
     api.chat_syn_ready = 0;
     ul_buf_t text = {0}, plain = {0};
     ul_api_bad_t bad = {0};
-    int rc = ul_api_chat_prepare_body(&api, (const char *)data + 1, size - 1, &text, &plain, &bad);
+    ul_api_body_t ep = (ul_api_body_t)((data[0] >> 4) % 3);
+    int rc =
+        ul_api_chat_prepare_body(&api, ep, (const char *)data + 1, size - 1, &text, &plain, &bad);
     if (rc == 0 && text.len != plain.len) __builtin_trap();
     if (rc != 0 && !bad.msg[0]) __builtin_trap();
     ul_buf_free(&text);

@@ -105,4 +105,8 @@ echo '{"messages":[{"role":"user","content":"Weather?"},{"role":"assistant","con
 echo '{"messages":[{"role":"user","content":"x"}],"chat_template_kwargs":{"enable_thinking":false},"stop":["a"],"logit_bias":{"5":-100}}' | creq 04 kwargs
 echo '{"messages":[{"role":"user","content":"a"},{"role":"user","content":"b"}]}' | creq 05 raises
 echo '{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]}' | creq 03 image
+# first byte 0x1N: /v1/responses bodies; 0x2N: /v1/messages bodies
+echo '{"input":"Hi","instructions":"Be brief.","max_output_tokens":8,"text":{"format":{"type":"json_object"}}}' | creq 10 resp_plain
+echo '{"input":[{"role":"user","content":[{"type":"input_text","text":"W?"}]},{"type":"reasoning","summary":[{"type":"summary_text","text":"hm"}]},{"type":"function_call","call_id":"c1","name":"f","arguments":"{}"},{"type":"function_call_output","call_id":"c1","output":"ok"}],"tools":[{"type":"function","name":"f","parameters":{"type":"object"}}],"tool_choice":"auto","reasoning":{"effort":"low"}}' | creq 13 resp_items
+echo '{"max_tokens":8,"system":[{"type":"text","text":"S"}],"messages":[{"role":"user","content":"Hi"},{"role":"assistant","content":[{"type":"thinking","thinking":"t"},{"type":"text","text":"a"},{"type":"tool_use","id":"t1","name":"f","input":{"x":1}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":[{"type":"text","text":"r"}],"is_error":true},{"type":"text","text":"go"}]}],"tools":[{"name":"f","input_schema":{"type":"object"}}],"tool_choice":{"type":"auto"},"thinking":{"type":"enabled","budget_tokens":1024},"stop_sequences":["x"]}' | creq 23 msg_blocks
 echo "make_seeds.sh: $(ls "$out/chat_req" | wc -l) chat request seeds in $out/chat_req" >&2

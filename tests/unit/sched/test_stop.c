@@ -76,5 +76,17 @@ Test(stop, earliest_match_wins) {
     char out[64];
     cr_assert_eq(feed(&s, p, 1, out), 1);
     cr_assert_str_eq(out, "say ");
+    cr_assert_eq(s.matched, 1, "the earliest match names its string (Anthropic's stop_sequence)");
+    ul_stop_free(&s);
+}
+
+Test(stop, no_match_names_none) {
+    const char *stops[] = {"zz"};
+    ul_stop_t s;
+    ul_stop_init(&s, stops, 1);
+    const char *p[] = {"abc"};
+    char out[64];
+    cr_assert_eq(feed(&s, p, 1, out), 0);
+    cr_assert_eq(s.matched, -1);
     ul_stop_free(&s);
 }
