@@ -18,12 +18,4 @@ int ul_cmd_synth(int argc, char **argv);
 int ul_cmd_quantize(int argc, char **argv);
 int ul_cmd_chat_template(int argc, char **argv);
 
-/* draft.c, --model-draft: loads the draft model at path (*draft_model, the caller's to free
- * after the backend), checks its vocabulary against target's, and replaces *backend (the
- * target's CPU backend, created with tc) by the speculative backend over both. On failure
- * *backend is unchanged and err says why (UL_EINVAL: another vocabulary). */
-int ul_cmd_draft_backend(const ul_model_t *target, const char *path, const ul_cpu_config_t *tc,
-                         ul_backend_t **backend, ul_model_t **draft_model, char *err,
-                         size_t errlen);
-
 #endif

@@ -17,6 +17,7 @@
 #include "engine/sampling.h"
 #include "model/model.h"
 #include "sched/sched.h"
+#include "server/draft.h"
 #include "uvllm/backend.h"
 #include "uvllm/err.h"
 #include "uvllm/log.h"
@@ -354,7 +355,7 @@ static int make_backend(const gen_args_t *a, ul_model_t *m, const gseq_t *qs, in
     if (rc || !a->model_draft) return rc;
     char err[320];
     ul_model_t *dm = NULL;
-    rc = ul_cmd_draft_backend(m, a->model_draft, &cfg, be, &dm, err, sizeof err);
+    rc = ul_server_draft_backend(m, a->model_draft, &cfg, be, &dm, err, sizeof err);
     if (rc) {
         fprintf(stderr, "uvllm generate: --model-draft: %s\n", err);
         ul_backend_destroy(*be);

@@ -3,9 +3,10 @@
  * keep-alive), through the router, to the OpenAI API handlers (JSON validation,
  * /v1/completions streaming and not) served by the scheduler on the null backend.
  *
- * The server is wired with the same module calls as `uvllm serve` (src/cmd/serve.c):
- * null backend -> ul_sched -> ul_api -> ul_router -> ul_http_server, on a libuv loop run
- * from the fuzzer's thread. Timeouts are tens of milliseconds so an incomplete request
+ * The server is built by ul_server_init, as `uvllm serve` builds it (src/server: null
+ * backend -> scheduler -> api with its chat template, ChatML -> router -> HTTP, readiness
+ * canary included), on a libuv loop run from the fuzzer's thread. Timeouts are tens of
+ * milliseconds so an incomplete request
  * ends fast. Per input a client socket connects, writes the input (split in two writes at
  * a point taken from the input, to exercise partial reads), shuts down its write side, and
  * reads until EOF (or, when the input's first byte says so, keeps it open until the
@@ -33,8 +34,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "api/api.h"
-#include "uvllm/backend.h"
+#include "server/server.h"
 #include "uvllm/log.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -48,12 +48,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv);
 
 static struct {
     uv_loop_t loop;
-    ul_backend_t *backend;
-    ul_sched_t sched;
-    ul_driver_t driver;
-    ul_api_t api;
-    ul_router_t router;
-    ul_http_server_t http;
+    ul_server_t sv;
     int port;
     uint64_t n_inputs;
 } g;
@@ -98,40 +93,26 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     ul_log_set_level(UL_LOG_LEVEL_OFF);
     signal(SIGPIPE, SIG_IGN); /* the client may go away while the server writes */
     if (uv_loop_init(&g.loop)) die("uv_loop_init failed");
+    ul_server_config_t cfg;
+    ul_server_config_default(&cfg);
     /* A short context bounds what a fuzzed max_tokens can make the null backend generate. */
-    ul_null_config_t nc = {.delay_us = 0, .n_ctx = 256};
-    if (ul_null_backend_create(&nc, &g.backend)) die("null backend failed");
-    ul_sched_config_t scfg = {.max_batch_tokens = 512, .max_seqs = 64};
-    if (ul_sched_init(&g.sched, g.backend, &scfg)) die("sched init failed");
-    if (ul_driver_init(&g.loop, &g.driver, &g.sched)) die("sched start failed");
-    ul_codec_t codec;
-    ul_codec_init_null(&codec, g.backend->n_vocab, g.backend->eos_id);
-    ul_api_init(&g.api, &g.sched, &codec, "null");
-    ul_router_init(&g.router);
-    if (ul_api_register(&g.api, &g.router)) die("api register failed");
-    if (ul_http_keys_add(&g.api.metrics_keys, "fuzz-key", 8)) die("key failed");
-    ul_http_config_t hc;
-    ul_http_config_default(&hc);
-    hc.host = "127.0.0.1";
-    hc.port = 0;
-    hc.max_body = 64 << 10; /* small, so mutated Content-Lengths reach the 413 path */
-    hc.header_timeout_ms = 20;
-    hc.idle_timeout_ms = 20;
-    hc.linger_ms = 20;
-    hc.request_timeout_ms = 60;
-    hc.max_buffered_mem = 16 << 20; /* mutated bodies and answers reach the budget's paths */
-    hc.max_conn_mem = 1 << 20;
-    hc.on_head = ul_api_head;
-    hc.hook_data = &g.api;
-    hc.access_log = 0;
+    cfg.null_ctx = 256;
+    cfg.max_seqs = 64;
+    cfg.port = 0;
+    cfg.max_body = 64 << 10; /* small, so mutated Content-Lengths reach the 413 path */
+    cfg.header_timeout = cfg.idle_timeout = 0.020;
+    cfg.linger_ms = 20;
+    cfg.no_access_log = 1;
     /* CORS on, so preflights and the Origin/X-Request-Id paths are fuzzed too */
-    static const char *const cors[] = {"https://ui.example"};
-    hc.cors_origins = cors;
-    hc.n_cors_origins = 1;
-    if (ul_http_server_init(&g.loop, &g.http, &hc, &g.router)) die("http init failed");
-    g.api.server = &g.http;
-    if (ul_http_server_listen(&g.http)) die("listen failed");
-    g.port = ul_http_server_port(&g.http);
+    cfg.cors.v[cfg.cors.n++] = "https://ui.example";
+    cfg.metrics_key = "fuzz-key"; /* the head check's 401 path */
+    cfg.request_timeout = 0.060;
+    cfg.max_buffered_mem = 16 << 20; /* mutated bodies and answers reach the budget's paths */
+    cfg.max_conn_mem = 1 << 20;
+    static char err[512];
+    if (ul_server_config_check(&cfg, err, sizeof err)) die(err);
+    if (ul_server_init(&g.loop, &g.sv, &cfg)) die(g.sv.err);
+    g.port = ul_server_port(&g.sv);
     if (g.port <= 0) die("no port");
     strict_check();
     return 0;
@@ -211,12 +192,13 @@ static long exchange(const uint8_t *data, size_t size, size_t split, int keep_op
 /* After the client saw EOF the server may still be closing its handle: let it finish. */
 static void settle(void) {
     uint64_t t0 = now_ms();
-    while (g.http.stats.conns_open || ul_sched_n_active(&g.sched)) {
+    while (g.sv.http.stats.conns_open || ul_sched_n_active(&g.sv.sched)) {
         if (now_ms() - t0 > CAP_MS) {
             fprintf(
                 stderr,
                 "fuzz_http: after the client left: %llu connections open, %d sequences active\n",
-                (unsigned long long)g.http.stats.conns_open, (int)ul_sched_n_active(&g.sched));
+                (unsigned long long)g.sv.http.stats.conns_open,
+                (int)ul_sched_n_active(&g.sv.sched));
             __builtin_trap();
         }
         pump(-1, 0);

@@ -5,9 +5,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cmd/cmd.h"
 #include "cpu/kv.h"
 #include "model/model.h"
+#include "server/draft.h"
 #include "uvllm/err.h"
 
 /* The same ids with the same texts: proposals are token ids, so a draft whose ids mean
@@ -24,9 +24,9 @@ static int same_vocab(const ul_vocab_t *a, const ul_vocab_t *b) {
     return 1;
 }
 
-int ul_cmd_draft_backend(const ul_model_t *target, const char *path, const ul_cpu_config_t *tc,
-                         ul_backend_t **backend, ul_model_t **draft_model, char *err,
-                         size_t errlen) {
+int ul_server_draft_backend(const ul_model_t *target, const char *path, const ul_cpu_config_t *tc,
+                            ul_backend_t **backend, ul_model_t **draft_model, char *err,
+                            size_t errlen) {
     char why[256] = "";
     int rc = ul_model_load(path, 0, draft_model, why, sizeof why);
     if (rc) {
