@@ -140,7 +140,9 @@ Test(server, bad_value_fails_the_start_cleanly) {
     cr_assert_neq(ul_server_init(&loop, &sv, &cfg), 0);
     cr_assert(sv.bad_config);
     cr_assert(strstr(sv.err, "--chat-template"), "%s", sv.err);
-    uv_run(&loop, UV_RUN_DEFAULT);
+    /* bounded: a handle left open would make UV_RUN_DEFAULT hang, not fail */
+    for (int i = 0; i < 2000 && uv_run(&loop, UV_RUN_NOWAIT); i++) usleep(1000);
+    cr_assert_eq(uv_loop_alive(&loop), 0, "every handle init opened is closed");
     ul_server_free(&sv);
     cr_assert_eq(uv_loop_close(&loop), 0);
 }
