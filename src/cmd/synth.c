@@ -146,6 +146,18 @@ enum { ARCH_LLAMA, ARCH_QWEN2, ARCH_QWEN3, ARCH_GEMMA3, ARCH_PHI3, ARCH_QWEN3MOE
 static const char *const g_archs[] = {"llama", "qwen2", "qwen3", "gemma3", "phi3", "qwen3moe"};
 #define MAX_PER_LAYER 18
 
+/* Appends layer l's tensors of w (those with a name) to d[n..] as "blk.L.NAME". */
+static int add_layer(wdesc_t *d, int n, char (*names)[48], int l, const wdesc_t *w, size_t nw) {
+    for (size_t k = 0; k < nw; k++) {
+        if (!w[k].name) continue;
+        snprintf(names[n], 48, "blk.%d.%s", l, w[k].name);
+        d[n] = w[k];
+        d[n].name = names[n];
+        n++;
+    }
+    return n;
+}
+
 /* The tensor list in llama.cpp's order (llama; qwen2's biases and qwen3's q/k norms
  * follow the layer's llama tensors). Returns the count written to d. */
 /* gemma3 (llama.cpp's tensor order, tied output) and phi3 (fused qkv and gate|up, the
@@ -176,13 +188,7 @@ static int synth_tensors_gp(const shape_t *s, int arch, int64_t n_vocab, wdesc_t
             {"ffn_up.weight", e, g ? ff : 2 * ff, 0, 0, 0},
             {"ffn_down.weight", ff, e, 0, 0, 0},
             {g ? "post_ffw_norm.weight" : NULL, e, 0, 2, 0, 0}};
-        for (size_t k = 0; k < sizeof w / sizeof w[0]; k++) {
-            if (!w[k].name) continue;
-            snprintf(names[n], 48, "blk.%d.%s", l, w[k].name);
-            d[n] = w[k];
-            d[n].name = names[n];
-            n++;
-        }
+        n = add_layer(d, n, names, l, w, sizeof w / sizeof w[0]);
     }
     d[n++] = (wdesc_t){"output_norm.weight", e, 0, 2, 0, 0};
     if (!g) d[n++] = (wdesc_t){"output.weight", e, n_vocab, 0, 0, 0};
@@ -217,13 +223,7 @@ static int synth_tensors(const shape_t *s, int arch, int64_t n_vocab, wdesc_t *d
                              {moe ? "ffn_gate_exps.weight" : NULL, e, fe, 0, ne, 0},
                              {moe ? "ffn_up_exps.weight" : NULL, e, fe, 0, ne, 0},
                              {moe ? "ffn_down_exps.weight" : NULL, fe, e, 0, ne, 0}};
-        for (size_t k = 0; k < sizeof w / sizeof w[0]; k++) {
-            if (!w[k].name) continue;
-            snprintf(names[n], 48, "blk.%d.%s", l, w[k].name);
-            d[n] = w[k];
-            d[n].name = names[n];
-            n++;
-        }
+        n = add_layer(d, n, names, l, w, sizeof w / sizeof w[0]);
     }
     d[n++] = (wdesc_t){"output_norm.weight", e, 0, 0, 0, 0};
     d[n++] = (wdesc_t){"output.weight", e, n_vocab, 0, 0, 0};

@@ -73,16 +73,21 @@ static int64_t kv_budget(ul_server_t *sv, int32_t n_ctx, int64_t page_bytes) {
     return want;
 }
 
+/* --model, whole or (vocab_only, for --null-reply) its vocabulary. */
+static int load_model(ul_server_t *sv, int vocab_only) {
+    char err[256] = "";
+    int rc = ul_model_load(sv->cfg.model, vocab_only, &sv->model, err, sizeof err);
+    if (rc)
+        snprintf(sv->err, sizeof sv->err, "cannot load model '%s': %s", sv->cfg.model,
+                 err[0] ? err : ul_strerror(rc));
+    return rc;
+}
+
 /* --null-reply: the model's vocabulary only, and TEXT as token ids. */
 static int null_reply(ul_server_t *sv, ul_null_config_t *nc, int32_t **ids) {
     const ul_server_config_t *c = &sv->cfg;
-    char err[256] = "";
-    int rc = ul_model_load(c->model, 1, &sv->model, err, sizeof err);
-    if (rc) {
-        snprintf(sv->err, sizeof sv->err, "cannot load '%s': %s", c->model,
-                 err[0] ? err : ul_strerror(rc));
-        return rc;
-    }
+    int rc = load_model(sv, 1);
+    if (rc) return rc;
     const ul_vocab_t *v = sv->model->vocab;
     size_t len = strlen(c->null_reply);
     *ids = malloc((len + 8) * sizeof **ids);
@@ -189,13 +194,8 @@ static int make_cpu(ul_server_t *sv, int32_t n_ctx) {
 int ul_server_make_backend(ul_server_t *sv) {
     const ul_server_config_t *c = &sv->cfg;
     if (!strcmp(c->backend, "null")) return make_null(sv);
-    char err[256] = "";
-    int rc = ul_model_load(c->model, 0, &sv->model, err, sizeof err);
-    if (rc) {
-        snprintf(sv->err, sizeof sv->err, "cannot load model '%s': %s", c->model,
-                 err[0] ? err : ul_strerror(rc));
-        return rc;
-    }
+    int rc = load_model(sv, 0);
+    if (rc) return rc;
     const ul_hparams_t *hp = &sv->model->hp;
     if (c->ctx_size > hp->n_ctx_train) {
         snprintf(sv->err, sizeof sv->err,

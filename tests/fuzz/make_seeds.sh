@@ -57,6 +57,12 @@ printf 'POST /tokenize HTTP/1.1\r\nHost: x\r\nX-Request-Id: seed-1\r\nContent-Le
 dbody='{"tokens":[1,2,31999]}'
 printf 'POST /detokenize HTTP/1.1\r\nHost: x\r\nOrigin: https://ui.example\r\nContent-Length: %d\r\n\r\n%s' ${#dbody} "$dbody" | seed post-detokenize 00
 printf 'OPTIONS /v1/completions HTTP/1.1\r\nHost: x\r\nOrigin: https://ui.example\r\nAccess-Control-Request-Method: POST\r\nAccess-Control-Request-Headers: content-type\r\n\r\n' | seed options-preflight 00
+# chat: the server renders messages with its chat template (ChatML on the null backend)
+cbody='{"messages":[{"role":"system","content":"be brief"},{"role":"user","content":"hi"}],"max_tokens":3}'
+printf 'POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s' ${#cbody} "$cbody" | seed post-chat 01
+tcbody='{"messages":[{"role":"user","content":"weather?"}],"stream":true,"max_tokens":4,"tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}}]}'
+printf 'POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s' ${#tcbody} "$tcbody" | seed post-chat-tools-stream 21
+printf 'POST /apply-template HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s' ${#cbody} "$cbody" | seed post-apply-template 00
 printf 'GET /health HTTP/1.1\r\nHost: x\r\n\r\nPOST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%sGET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n' ${#body} "$body" | seed pipelined 31
 printf 'POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%sPOST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s' ${#sbody} "$sbody" ${#body} "$body" | seed pipelined-stream ff
 printf 'POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n' | seed smuggle-cl-te 00
