@@ -275,7 +275,10 @@ def unread_large_answers_stay_within_the_budget():
         for c in socks:
             c.close()
         print(f"  RSS {base:.0f} MiB at start, {peak:.0f} MiB at most; {done()} answered")
-        assert peak - base < 64 + 32, (base, peak)
+        # RSS bounds only where RSS is the program's: the sanitizers add shadow memory and a
+        # quarantine of freed blocks (hundreds of MiB) that no budget can account for
+        if not os.environ.get("UVLLM_SANITIZER_BUILD"):
+            assert peak - base < 64 + 32, (base, peak)
         assert s.health()[0] == 200
 
 

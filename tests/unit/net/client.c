@@ -368,6 +368,11 @@ static void on_server_closed(ul_http_server_t *s) {
 
 static void on_bridge(ul_bridge_t *b, ul_queue_t *item) {
     harness_t *h = b->data;
+    if (item == &h->stats_item) {
+        h->stats_copy = h->srv.stats;
+        atomic_store(&h->stats_ready, 1); /* release: the copy above is visible with it */
+        return;
+    }
     if (item == &h->shutdown_item) {
         ul_http_server_shutdown(&h->srv, h->shutdown_grace_ms, on_server_closed);
         atomic_store(&h->draining, 1);
@@ -380,6 +385,15 @@ static void on_bridge(ul_bridge_t *b, ul_queue_t *item) {
 void harness_shutdown(harness_t *h) {
     ul_bridge_post(&h->bridge, &h->shutdown_item);
     for (int i = 0; i < 500 && !atomic_load(&h->draining); i++) usleep(1000);
+}
+
+int harness_stats(harness_t *h, ul_http_stats_t *out) {
+    atomic_store(&h->stats_ready, 0);
+    ul_bridge_post(&h->bridge, &h->stats_item);
+    for (int i = 0; i < 5000 && !atomic_load(&h->stats_ready); i++) usleep(1000);
+    if (!atomic_load(&h->stats_ready)) return -1;
+    *out = h->stats_copy;
+    return 0;
 }
 
 static void *client_main(void *arg) {

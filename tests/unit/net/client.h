@@ -69,12 +69,19 @@ struct harness_s {
     atomic_int async_pending;
     atomic_int stream_events; /* events the backpressure producer managed to queue */
     atomic_int efull;
+    ul_queue_t stats_item; /* harness_stats: the loop copies srv.stats into stats_copy */
+    ul_http_stats_t stats_copy;
+    atomic_int stats_ready;
     void *user;
 };
 
 /* From the client thread: starts ul_http_server_shutdown(shutdown_grace_ms) now, while
  * the script goes on; waits until the loop has done it. */
 void harness_shutdown(harness_t *h);
+
+/* From the client thread: the server's counters as the loop sees them now (copied on the
+ * loop, so the read is not a data race). Returns 0, or -1 if the loop did not answer in 5 s. */
+int harness_stats(harness_t *h, ul_http_stats_t *out);
 
 /* Default config for tests: port 0, access log on. */
 void harness_config(harness_t *h);
