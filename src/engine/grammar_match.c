@@ -298,7 +298,7 @@ static int mask_build(ul_gmatch_t *m, uint32_t *bits) {
 
 static int same_state(const cfgset_t *a, const cfgset_t *b) {
     return a->n == b->n && a->len == b->len && a->accept == b->accept &&
-           !memcmp(a->p, b->p, (size_t)a->len * sizeof *a->p);
+           (!a->len || !memcmp(a->p, b->p, (size_t)a->len * sizeof *a->p)); /* p: NULL when empty */
 }
 
 void ul_gmatch_fill_mask(ul_gmatch_t *m, uint32_t *bits) {
