@@ -6,14 +6,22 @@
 #include <string.h>
 
 #include "cpu/kernels_impl.h"
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+
+/* F16C from CPUID leaf 1 (ECX bit 29): clang's __builtin_cpu_supports has no "f16c" */
+static int has_f16c(void) {
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29));
+}
+#endif
 
 /* bits 0-7: the best ISA; bit 8: avx512f alone (enough for the sampler's reductions) */
 static int detect(void) {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_cpu_init();
     int f512 = __builtin_cpu_supports("avx512f") ? 1 << 8 : 0;
-    int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-               __builtin_cpu_supports("f16c");
+    int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c();
     int avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                  __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
                  __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bf16");
