@@ -104,19 +104,21 @@ struct ul_grammar_s {
 /* A set of stacks: records [depth, frame 0 (bottom), ..., frame depth-1 (top)] of int32
  * state ids, back to back. accept: some stack could pop to empty (the sentence can end,
  * or, for a walk from a single state, the state's rule can end). */
+typedef struct cfgscr_s cfgscr_t; /* closure scratch of the set (grammar_match.c) */
 typedef struct {
     int32_t *p;
     uint32_t len, cap;
     uint32_t n;
     uint8_t accept;
+    cfgscr_t *x; /* owned; NULL until the set is first the target of a closure */
 } cfgset_t;
 
 void ul_cfg_clear(cfgset_t *s);
 void ul_cfg_free(cfgset_t *s);
 int ul_cfg_copy(cfgset_t *dst, const cfgset_t *src);
-/* Adds the stacks reachable from fr[0..d) (top fr[d-1]) without consuming a byte: calls
- * entered, finished rules popped. fr must have room for UL_GRAMMAR_MAX_STACK frames and is
- * restored on return. 0 or UL_ENOMEM. */
+/* out = the stacks reachable from fr[0..d) (top fr[d-1]) without consuming a byte: calls
+ * entered, finished rules popped (out is cleared first; fr is not changed). 0 or
+ * UL_ENOMEM. */
 int ul_cfg_closure(const ul_grammar_t *g, cfgset_t *out, int32_t *fr, int d);
 /* out = the stacks of in after byte b (cleared first). 0 or UL_ENOMEM. */
 int ul_cfg_step(const ul_grammar_t *g, const cfgset_t *in, uint8_t b, cfgset_t *out);

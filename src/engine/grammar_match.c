@@ -10,8 +10,40 @@
 #include "uvllm/err.h"
 
 #define MAX_CFGS 1024        /* stacks one parse state may hold (ambiguity bound) */
-#define CLOSURE_BUDGET 65536 /* closure steps of one byte */
+#define CLOSURE_BUDGET 65536 /* stacks one closure may visit */
+#define SCR_KEEP 4096        /* a closure scratch grown past this is freed after use */
 #define MASK_CACHE 4         /* masks a matcher keeps, by parse state */
+
+/* The closure walks stacks as nodes: node i is the stack par[i] with state st[i] pushed on
+ * it, interned by (par, st), so one stack is one node and "seen" is one byte. An epsilon
+ * cycle (a rule that may be empty, repeated) visits each stack once, and the walk is a
+ * work list, not recursion: a grammar cannot make it deep or long. */
+typedef struct {
+    uint32_t stamp; /* the closure that filled the slot; older stamps are empty */
+    int32_t par, st, node;
+} slot_t;
+
+struct cfgscr_s {
+    int32_t *par, *st, *dep;
+    uint8_t *seen;
+    uint32_t n, cap;
+    slot_t *tab;
+    uint32_t tab_cap, stamp;
+    int32_t *work;
+    uint32_t n_work, cap_work;
+    int budget;
+};
+
+static void scr_free(cfgscr_t *x) {
+    if (!x) return;
+    free(x->par);
+    free(x->st);
+    free(x->dep);
+    free(x->seen);
+    free(x->tab);
+    free(x->work);
+    free(x);
+}
 
 void ul_cfg_clear(cfgset_t *s) {
     s->len = s->n = 0;
@@ -20,6 +52,7 @@ void ul_cfg_clear(cfgset_t *s) {
 
 void ul_cfg_free(cfgset_t *s) {
     free(s->p);
+    scr_free(s->x);
     memset(s, 0, sizeof *s);
 }
 
@@ -43,61 +76,163 @@ int ul_cfg_copy(cfgset_t *dst, const cfgset_t *src) {
     return 0;
 }
 
-/* Adds stack fr[0..d) unless present. */
-static int add_cfg(cfgset_t *out, const int32_t *fr, int d) {
-    for (uint32_t i = 0; i < out->len; i += (uint32_t)out->p[i] + 1)
-        if (out->p[i] == d && out->p[i + d] == fr[d - 1] &&
-            !memcmp(out->p + i + 1, fr, (size_t)d * sizeof *fr))
-            return 0;
+/* Starts a closure into out (cleared): no nodes, a fresh stamp. */
+static cfgscr_t *scr_begin(cfgset_t *out) {
+    ul_cfg_clear(out);
+    if (!out->x && !(out->x = calloc(1, sizeof *out->x))) return NULL;
+    cfgscr_t *x = out->x;
+    x->n = x->n_work = 0;
+    x->budget = CLOSURE_BUDGET;
+    if (++x->stamp == 0) { /* wrapped: forget every slot once */
+        if (x->tab) memset(x->tab, 0, (size_t)x->tab_cap * sizeof *x->tab);
+        x->stamp = 1;
+    }
+    return x;
+}
+
+static void scr_end(cfgset_t *out) {
+    if (out->x && out->x->cap > SCR_KEEP) {
+        scr_free(out->x);
+        out->x = NULL;
+    }
+}
+
+static uint32_t slot_of(const cfgscr_t *x, int32_t par, int32_t st) {
+    uint32_t h = (uint32_t)par * 0x9E3779B1u ^ (uint32_t)st * 0x85EBCA77u;
+    h ^= h >> 15;
+    return h & (x->tab_cap - 1);
+}
+
+static int scr_grow(cfgscr_t *x) {
+    uint32_t nc = x->cap ? x->cap * 2 : 64;
+    int32_t *a = realloc(x->par, nc * sizeof *a);
+    if (a) x->par = a;
+    int32_t *b = a ? realloc(x->st, nc * sizeof *b) : NULL;
+    if (b) x->st = b;
+    int32_t *c = b ? realloc(x->dep, nc * sizeof *c) : NULL;
+    if (c) x->dep = c;
+    uint8_t *e = c ? realloc(x->seen, nc) : NULL;
+    if (!e) return UL_ENOMEM;
+    x->seen = e;
+    x->cap = nc;
+    /* the table at most half full: rehash this closure's slots into twice the nodes */
+    slot_t *t = calloc((size_t)nc * 2, sizeof *t), *old = x->tab;
+    if (!t) return UL_ENOMEM;
+    uint32_t old_cap = x->tab_cap;
+    x->tab = t;
+    x->tab_cap = nc * 2;
+    for (uint32_t i = 0; i < old_cap; i++) {
+        if (old[i].stamp != x->stamp) continue;
+        uint32_t k = slot_of(x, old[i].par, old[i].st);
+        while (t[k].stamp == x->stamp) k = (k + 1) & (x->tab_cap - 1);
+        t[k] = old[i];
+    }
+    free(old);
+    return 0;
+}
+
+/* The node of stack par + st, made if new; -1 on ENOMEM. */
+static int32_t intern(cfgscr_t *x, int32_t par, int32_t st) {
+    if (x->n == x->cap && scr_grow(x)) return -1;
+    uint32_t k = slot_of(x, par, st);
+    for (; x->tab[k].stamp == x->stamp; k = (k + 1) & (x->tab_cap - 1))
+        if (x->tab[k].par == par && x->tab[k].st == st) return x->tab[k].node;
+    int32_t i = (int32_t)x->n++;
+    x->tab[k] = (slot_t){x->stamp, par, st, i};
+    x->par[i] = par;
+    x->st[i] = st;
+    x->dep[i] = par < 0 ? 1 : x->dep[par] + 1;
+    x->seen[i] = 0;
+    return i;
+}
+
+static int push_work(cfgscr_t *x, int32_t node) {
+    if (node < 0) return UL_ENOMEM;
+    if (x->n_work == x->cap_work) {
+        uint32_t nc = x->cap_work * 2 + 64;
+        int32_t *w = realloc(x->work, nc * sizeof *w);
+        if (!w) return UL_ENOMEM;
+        x->work = w;
+        x->cap_work = nc;
+    }
+    x->work[x->n_work++] = node;
+    return 0;
+}
+
+/* Adds the stack of node i (not yet in out: every node is visited once). */
+static int add_cfg(cfgset_t *out, const cfgscr_t *x, int32_t i) {
     if (out->n >= MAX_CFGS) return 0; /* pathological ambiguity: keep the first ones */
+    int d = x->dep[i];
     if (reserve(out, (uint32_t)d + 1)) return UL_ENOMEM;
-    out->p[out->len] = d;
-    memcpy(out->p + out->len + 1, fr, (size_t)d * sizeof *fr);
+    int32_t *fr = out->p + out->len;
+    fr[0] = d;
+    for (int j = d; j >= 1; j--, i = x->par[i]) fr[j] = x->st[i];
     out->len += (uint32_t)d + 1;
     out->n++;
     return 0;
 }
 
-static int closure(const ul_grammar_t *g, cfgset_t *out, int32_t *fr, int d, int *budget) {
-    if (--*budget < 0) return 0;
-    int32_t s = fr[d - 1];
-    int rc = 0;
-    if (g->flags[s] & S_BYTES) rc = add_cfg(out, fr, d);
-    for (int32_t k = g->call_off[s]; k < g->call_off[s + 1] && !rc; k++) {
-        if (d >= UL_GRAMMAR_MAX_STACK) break;
-        if (g->call_to[k] < 0) continue; /* pruned: the callee cannot finish */
-        fr[d - 1] = g->call_ret[k];
-        fr[d] = g->call_to[k];
-        rc = closure(g, out, fr, d + 1, budget);
-        fr[d - 1] = s;
+/* Visits the work list: a stack whose top takes bytes joins out; its top's calls are
+ * entered; a finished top rule is popped (or, at the bottom, the sentence may end). */
+static int closure(const ul_grammar_t *g, cfgset_t *out) {
+    cfgscr_t *x = out->x;
+    while (x->n_work) {
+        int32_t i = x->work[--x->n_work];
+        if (x->seen[i]) continue;
+        x->seen[i] = 1;
+        if (--x->budget < 0) { /* pathological: keep what was found */
+            x->n_work = 0;
+            break;
+        }
+        int32_t s = x->st[i];
+        if ((g->flags[s] & S_BYTES) && add_cfg(out, x, i)) return UL_ENOMEM;
+        if (g->flags[s] & S_FINAL) {
+            if (x->dep[i] == 1)
+                out->accept = 1;
+            else if (push_work(x, x->par[i]))
+                return UL_ENOMEM;
+        }
+        if (x->dep[i] >= UL_GRAMMAR_MAX_STACK) continue;
+        /* last pushed, first visited: calls in the grammar's order */
+        for (int32_t k = g->call_off[s + 1] - 1; k >= g->call_off[s]; k--) {
+            if (g->call_to[k] < 0) continue; /* pruned: the callee cannot finish */
+            int32_t r = intern(x, x->par[i], g->call_ret[k]);
+            if (r < 0 || push_work(x, intern(x, r, g->call_to[k]))) return UL_ENOMEM;
+        }
     }
-    if (!rc && (g->flags[s] & S_FINAL)) {
-        if (d == 1)
-            out->accept = 1;
-        else
-            rc = closure(g, out, fr, d - 1, budget);
-    }
-    return rc;
+    return 0;
+}
+
+/* Pushes stack fr[0..d) as a node and closes over it. */
+static int close_stack(const ul_grammar_t *g, cfgset_t *out, const int32_t *fr, int d) {
+    int32_t node = -1;
+    for (int j = 0; j < d; j++)
+        if ((node = intern(out->x, node, fr[j])) < 0) return UL_ENOMEM;
+    if (push_work(out->x, node)) return UL_ENOMEM;
+    return closure(g, out);
 }
 
 int ul_cfg_closure(const ul_grammar_t *g, cfgset_t *out, int32_t *fr, int d) {
-    int budget = CLOSURE_BUDGET;
-    return closure(g, out, fr, d, &budget);
+    if (!scr_begin(out)) return UL_ENOMEM;
+    int rc = close_stack(g, out, fr, d);
+    scr_end(out);
+    return rc;
 }
 
 int ul_cfg_step(const ul_grammar_t *g, const cfgset_t *in, uint8_t b, cfgset_t *out) {
     int32_t fr[UL_GRAMMAR_MAX_STACK + 1];
-    ul_cfg_clear(out);
-    int budget = CLOSURE_BUDGET;
-    for (uint32_t i = 0; i < in->len; i += (uint32_t)in->p[i] + 1) {
+    if (!scr_begin(out)) return UL_ENOMEM;
+    int rc = 0;
+    for (uint32_t i = 0; i < in->len && !rc; i += (uint32_t)in->p[i] + 1) {
         int d = in->p[i];
         int32_t t = ul_g_next(g, in->p[i + d], b);
         if (t < 0) continue;
         memcpy(fr, in->p + i + 1, (size_t)d * sizeof *fr);
         fr[d - 1] = t;
-        if (closure(g, out, fr, d, &budget)) return UL_ENOMEM;
+        rc = close_stack(g, out, fr, d);
     }
-    return 0;
+    scr_end(out);
+    return rc;
 }
 
 /* ---- the matcher ------------------------------------------------------------------------ */

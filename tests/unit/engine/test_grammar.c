@@ -1,6 +1,8 @@
 /* The grammar engine: GBNF parsing and its errors, matching (classes over UTF-8, repetition,
  * recursion, rule calls), and the mask against token-by-token matching along random
  * generations, over a small vocabulary whose tokens cross rule boundaries. */
+#include <pthread.h>
+
 #include "grammar_testutil.h"
 
 static const char *const toks[] = {
@@ -162,4 +164,42 @@ Test(grammar, mask_cache_hits_on_repeated_states) {
     ul_gmatch_free(m);
     ul_grammar_unref(g);
     ul_gvocab_free(v);
+}
+
+/* A rule that may be empty, repeated, is an epsilon cycle: the closure must visit each stack
+ * once and not recurse (the fuzzer's find: it overflowed the stack, then took seconds per
+ * byte). Run on a 256 KiB stack, as small as a worker thread's could be. */
+static const char *EMPTY_LOOPS = "root ::= x+ \".\" | \"(\" root \"(\"\n"
+                                 "x ::= [^()\\n]{0,3} | \"e\"+ y*\n"
+                                 "y ::= (\"a\"?)* | root\n";
+
+static void *empty_loops(void *arg) {
+    (void)arg;
+    ul_gvocab_t *v = tv_new(&TV);
+    ul_grammar_t *g = gr(v, EMPTY_LOOPS);
+    cr_assert(sentence(g, "ab."));
+    cr_assert(sentence(g, "((ab.(("));
+    cr_assert(sentence(g, "eea(e.(a."));
+    cr_assert(!sentence(g, "(ab.(("));
+    cr_assert(prefix(g, "((((((((((((((((((((((((((((((ab"));
+    ul_gmatch_t *m = ul_gmatch_new(g);
+    cr_assert(m);
+    for (int i = 0; i < 12; i++) { /* x+ over "a"s: the mask agrees with matching */
+        cr_assert_gt(check_mask(m, TV.n), 0);
+        cr_assert_eq(ul_gmatch_accept(m, 15), 0);
+    }
+    ul_gmatch_free(m);
+    ul_grammar_unref(g);
+    ul_gvocab_free(v);
+    return NULL;
+}
+
+Test(grammar, empty_rules_repeated_on_a_small_stack) {
+    pthread_attr_t at;
+    pthread_t th;
+    cr_assert_eq(pthread_attr_init(&at), 0);
+    cr_assert_eq(pthread_attr_setstacksize(&at, 256 * 1024), 0);
+    cr_assert_eq(pthread_create(&th, &at, empty_loops, NULL), 0);
+    cr_assert_eq(pthread_join(th, NULL), 0);
+    pthread_attr_destroy(&at);
 }
