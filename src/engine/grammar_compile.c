@@ -19,6 +19,12 @@
 #define INLINE_MAX 256  /* NFA states a rule may have to be inlined */
 #define MAX_NFA 2000000 /* NFA states of one grammar */
 #define MAX_DFA 200000  /* DFA states of one grammar */
+/* NFA edges the subset construction may visit for one grammar: a base plus so many per NFA
+ * edge. Bounds compile time against a rule whose DFA explodes, e.g. ([^a]{20} | "a")+, whose
+ * subsets track every count at once (~10,000 visits per edge; 20 ms of one core). The 60
+ * schemas of tests/e2e/corpus visit at most 39 per edge, ("a" | [a-z]{1,60} ",")+ 2,600. */
+#define SUBSET_WORK_BASE 2000000
+#define SUBSET_WORK_PER_EDGE 500
 
 typedef struct {
     int32_t from, to;
@@ -424,6 +430,7 @@ typedef struct {
     int32_t end;
     int32_t *v;
     size_t cap;
+    int64_t work, max_work; /* edges visited so far, and the bound */
 } subset_t;
 
 /* Target of DFA state x on class c (-1: none), or on calls of rule (c = -1). */
@@ -432,6 +439,7 @@ static int target(subset_t *t, int32_t x, int c, int32_t rule, int32_t *tid, int
     nfa_t *f = t->f;
     for (int32_t i = t->d->set_off[x]; i < t->d->set_off[x + 1]; i++) {
         int32_t s = t->d->set[i];
+        t->work += f->off[s + 1] - f->off[s];
         for (int32_t k = f->off[s]; k < f->off[s + 1]; k++) {
             const nedge_t *e = &f->e[k];
             int hit = c >= 0 ? (!e->eps && e->rule < 0 && e->lo <= t->rep[c] && t->rep[c] <= e->hi)
@@ -461,6 +469,7 @@ static void classes_of(subset_t *t, int32_t x, uint8_t *has) {
     memset(has, 0, (size_t)t->n_cls);
     for (int32_t i = t->d->set_off[x]; i < t->d->set_off[x + 1]; i++) {
         int32_t s = t->d->set[i];
+        t->work += t->f->off[s + 1] - t->f->off[s];
         for (int32_t k = t->f->off[s]; k < t->f->off[s + 1]; k++) {
             const nedge_t *e = &t->f->e[k];
             if (e->eps || e->rule >= 0) continue;
@@ -483,7 +492,7 @@ static int determinize(subset_t *t, int32_t start, int32_t *n_out) {
         return UL_ENOMEM;
     uint8_t has[256];
     for (size_t x = 0; x < t->d->n; x++) {
-        if (t->d->n > MAX_DFA) return UL_E2BIG;
+        if (t->d->n > MAX_DFA || t->work > t->max_work) return UL_E2BIG;
         if ((x + 1) * (size_t)t->n_cls > t->out->c_trans) {
             size_t nc = (x + 1) * (size_t)t->n_cls * 2;
             int32_t *nt = realloc(t->out->trans, nc * sizeof *nt);
@@ -752,7 +761,12 @@ static int compile_ast(const ast_t *ast, ul_grammar_t *g, char *err, size_t err_
         for (size_t i = 0; !rc && i < b.n_e; i++) f.off[b.e[i].from + 1]++;
         for (int32_t s = 0; !rc && s < b.n_states; s++) f.off[s + 1] += f.off[s];
     }
-    t = (subset_t){.f = &f, .d = &d, .n_cls = g->n_cls, .rep = rep, .cls = g->cls};
+    t = (subset_t){.f = &f,
+                   .d = &d,
+                   .n_cls = g->n_cls,
+                   .rep = rep,
+                   .cls = g->cls,
+                   .max_work = SUBSET_WORK_BASE + SUBSET_WORK_PER_EDGE * (int64_t)b.n_e};
     int32_t total = 0;
     for (int32_t r = 0; r < n_rules && !rc; r++) {
         if (b.inl[r]) continue;
@@ -762,7 +776,10 @@ static int compile_ast(const ast_t *ast, ul_grammar_t *g, char *err, size_t err_
         t.end = b.end[r];
         rc = determinize(&t, b.start[r], &ro[r].n);
         if (rc == UL_E2BIG || (!rc && (total += ro[r].n) > MAX_DFA)) {
-            snprintf(err, err_len, "the grammar is too large (over %d states)", MAX_DFA);
+            snprintf(err, err_len,
+                     "the grammar is too large or too ambiguous to compile (rule '%.60s' "
+                     "needs over %d states or %lld steps)",
+                     ast->rules[r].name, MAX_DFA, (long long)t.max_work);
             rc = UL_EINVAL;
         }
         if (!rc && !(ro[r].final = malloc((size_t)ro[r].n))) rc = UL_ENOMEM;

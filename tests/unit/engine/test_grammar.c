@@ -75,6 +75,9 @@ Test(grammar, errors_name_the_problem) {
         {"root ::= \"a\"{3,1}\n", "out of order"},
         {"root ::= \"a\"\nroot ::= \"b\"\n", "defined twice"},
         {"root ::= \"\\q\"\n", "unknown escape"},
+        /* a DFA that tracks every count of the repetition at once (the fuzzer's find:
+         * seconds of compile time on the loop thread) */
+        {"root ::= x+\nx ::= [^()\\n]{33} | \"a\"\n", "too ambiguous"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         ul_grammar_t *g = NULL;
@@ -84,6 +87,15 @@ Test(grammar, errors_name_the_problem) {
         cr_assert(strstr(err, bad[i].words), "'%s' for %s", err, bad[i].src);
         cr_assert_null(g);
     }
+}
+
+Test(grammar, ambiguous_but_bounded_repetitions_compile) {
+    ul_grammar_t *g = gr(NULL, "root ::= (\"a\" | [a-z]{1,60} \",\")+\n");
+    cr_assert(sentence(g, "aab,a"));
+    ul_grammar_unref(g);
+    g = gr(NULL, "root ::= x+\nx ::= [^\\n]{10} | \"a\"\n");
+    cr_assert(sentence(g, "aaaaaaaaaaa"));
+    ul_grammar_unref(g);
 }
 
 Test(grammar, right_recursion_and_deep_nesting) {
