@@ -66,7 +66,16 @@
  * scheduler owns as it owns the target's) to fill them in. It may propose fewer (the draft's
  * confidence under p_min, a filter refusing one): it then lowers n_draft and the entry's
  * n_tokens, moving later entries' tokens down (tok_offset and step->n_tokens follow); the
- * scheduler reads the step's layout back at completion. */
+ * scheduler reads the step's layout back at completion.
+ *
+ * Embeddings (ul_step_seq_t.out_embd, issue 26): an entry may ask for its hidden state
+ * instead of a token. It holds its whole sequence (pos0 0, sample 0, no spec, never
+ * chained), so pooling needs no state across steps and a bidirectional encoder sees every
+ * token. The backend writes into out_embd the final hidden state (after the output norm)
+ * pooled as the entry's pooling says: the mean of its rows, its first row (cls) or its last
+ * row; not normalised (the caller normalises). Its K/V may be written to its pages like any
+ * entry's, but nobody reads them after the step. Backends that cannot (backend->n_embd 0:
+ * the CUDA backend) refuse such a step with UL_ENOTSUP. */
 #ifndef UVLLM_BACKEND_H
 #define UVLLM_BACKEND_H
 
@@ -78,6 +87,10 @@
 typedef struct ul_backend_s ul_backend_t;
 typedef struct ul_bridge_s ul_bridge_t;
 typedef struct ul_model_s ul_model_t;
+
+/* Pooling of an embedding entry: llama.cpp's llama_pooling_type values, as a GGUF's
+ * <arch>.pooling_type stores them (none: a vector per token, which no endpoint serves). */
+enum { UL_POOL_NONE = 0, UL_POOL_MEAN = 1, UL_POOL_CLS = 2, UL_POOL_LAST = 3 };
 
 /* One entry of a request's logit bias (OpenAI semantics): bias is added to the logit of
  * token id before the token is chosen; -100 effectively bans it, +100 effectively forces it. */
@@ -192,6 +205,10 @@ typedef struct ul_step_seq_s {
     /* NULL, or [n_vocab]: the backend writes the distribution out_token was drawn from (a
      * draft model's q; one-hot at the token when greedy). */
     float *out_probs;
+    /* Embedding entry (issue 26; "Embeddings" above): NULL, or [n_embd] where the backend
+     * writes the entry's pooled hidden state (pooling: UL_POOL_*) instead of sampling. */
+    float *out_embd;
+    int32_t pooling;
     /* outputs, valid when sample was 1 */
     int32_t out_token;
     float out_logprob;
@@ -244,6 +261,9 @@ struct ul_backend_s {
      * draft_n_ctx tokens (all 0 without one). */
     int32_t spec;
     int32_t draft_n_pages, draft_page_size, draft_n_ctx;
+    /* Embeddings (above): n_embd > 0 when the backend computes embedding entries (vectors
+     * of n_embd floats); 0 when it refuses them. */
+    int32_t n_embd;
 };
 
 /* The step budget a scheduler may use: want (0 = the backend's own limit, or 512 when it
@@ -294,6 +314,9 @@ typedef struct ul_null_config_s {
 } ul_null_config_t;
 
 int ul_null_backend_create(const ul_null_config_t *cfg, ul_backend_t **out);
+/* The null backend's embedding vectors: UL_NULL_EMBD floats, each token's a hash of its id,
+ * pooled as asked. */
+#define UL_NULL_EMBD 8
 
 /* The CPU backend (src/cpu): forward pass of a `llama` model on a worker thread pool.
  * KV pages are allocated once from kv_bytes; 0 means room for n_ctx tokens x 4 sequences,

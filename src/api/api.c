@@ -78,6 +78,8 @@ int ul_api_register(ul_api_t *a, ul_router_t *r) {
     if (!rc)
         rc = ul_router_add(r, UL_HTTP_POST, "/v1/messages/count_tokens",
                            ul_api_messages_count_tokens, a);
+    if (!rc) rc = ul_router_add(r, UL_HTTP_POST, "/v1/embeddings", ul_api_embeddings, a);
+    if (!rc) rc = ul_router_add(r, UL_HTTP_POST, "/embedding", ul_api_embedding, a);
     if (!rc) rc = ul_router_add(r, UL_HTTP_POST, "/tokenize", ul_api_tokenize, a);
     if (!rc) rc = ul_router_add(r, UL_HTTP_POST, "/detokenize", ul_api_detokenize, a);
     /* GET /v1/models/{id}: the router matches exact paths, so one route per name */

@@ -6,6 +6,7 @@
  *   POST /v1/completions  stream (SSE text_completion chunks + [DONE]) or one JSON object
  *   POST /tokenize        {"content",...} -> {"tokens":[...]} (llama-server's shape)
  *   POST /detokenize      {"tokens":[...]} -> {"content":"..."}
+ *   POST /v1/embeddings   OpenAI's embeddings (embed.c); POST /embedding llama-server's
  * Loop thread only. Request bodies are validated; every bad field is a 400 with an
  * OpenAI error body naming the param.
  *
@@ -140,6 +141,8 @@ typedef struct ul_api_s {
                                 what fits instead of answered 400 (--truncate-max-tokens) */
     int parse_special;       /* 1 (default): special token texts in prompts become their ids, as
                                 llama-server does; 0: plain text (--no-parse-special) */
+    int32_t pooling;         /* embeddings (embed.c): UL_POOL_* (--pooling, else the model's
+                                pooling_type); UL_POOL_NONE refuses them */
     char *chat_template_override; /* --chat-template FILE's text, NUL-terminated, or NULL;
                                      malloc'ed, owned by a, freed by ul_api_free */
     const char *model_path;       /* the model file as given on the command line, or NULL; must
@@ -214,6 +217,8 @@ int ul_api_apply_template(ul_http_req_t *req, void *data);
 int ul_api_responses(ul_http_req_t *req, void *data);             /* responses.c */
 int ul_api_messages(ul_http_req_t *req, void *data);              /* messages.c */
 int ul_api_messages_count_tokens(ul_http_req_t *req, void *data); /* messages.c */
+int ul_api_embeddings(ul_http_req_t *req, void *data);            /* embed.c: /v1/embeddings */
+int ul_api_embedding(ul_http_req_t *req, void *data);             /* embed.c: /embedding */
 
 /* Readiness (ready.c). GET /health/live: 200 {"status":"live"} while the process runs.
  * GET /health/ready: 200 {"status":"ready"} or 503 {"status":"loading"|"draining"|

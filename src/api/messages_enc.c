@@ -11,6 +11,7 @@
  * tool_use; a generation cut by its deadline is pause_turn (the client may continue it).
  * usage as Anthropic counts it: input_tokens are the prompt tokens not served from the
  * prefix cache, cache_read_input_tokens those that were. */
+#include <stdio.h>
 #include <string.h>
 
 #include "api/chat_gen.h"
@@ -62,8 +63,12 @@ static void block(ul_buf_t *b, const ul_cblk_t *k, int done) {
         ul_gen_json_str(b, text_of(k), n);
         put(b, ",\"signature\":\"\"");
     } else {
+        /* Anthropic's ids read toolu_...: the chat core's call_ prefix swapped for it */
+        char id[96];
+        int idn =
+            snprintf(id, sizeof id, "toolu_%.80s", k->id + (strncmp(k->id, "call_", 5) ? 0 : 5));
         put(b, "{\"type\":\"tool_use\",\"id\":");
-        ul_gen_json_str(b, k->id, strlen(k->id));
+        ul_gen_json_str(b, id, (size_t)idn);
         put(b, ",\"name\":");
         ul_gen_json_str(b, k->name, strlen(k->name));
         put(b, ",\"input\":");

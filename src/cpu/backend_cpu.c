@@ -102,8 +102,9 @@ static int create(const ul_model_t *m, const ul_cpu_config_t *cfg, ul_backend_t 
         .n_pages = b->fwd->kv.n_pages,
         .eos_id = m->vocab ? ul_vocab_eos(m->vocab) : -1,
         .max_step_tokens = b->fwd->max_tokens,
-        .max_in_flight = 2, /* the worker resolves chained steps on the host */
-        .spec = 1,          /* output() verifies proposals (engine/spec.h) */
+        .max_in_flight = 2,     /* the worker resolves chained steps on the host */
+        .spec = 1,              /* output() verifies proposals (engine/spec.h) */
+        .n_embd = m->hp.n_embd, /* forward.c pools embedding entries */
     };
     static const ul_worker_ops_t ops = {
         .step = worker_step, .idle = worker_idle, .idle_after_ns = PARK_AFTER_NS};

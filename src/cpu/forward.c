@@ -363,6 +363,10 @@ static int prepare(ul_fwd_t *f, ul_step_t *st, int all) {
                         s->spec->n_draft >= s->n_tokens || s->spec->n_draft >= f->logit_rows ||
                         s->spec->n_draft > UL_MAX_DRAFT))
             return UL_EINVAL;
+        if (s->out_embd && (s->pos0 || s->sample || s->spec || s->chain ||
+                            (s->pooling != UL_POOL_MEAN && s->pooling != UL_POOL_CLS &&
+                             s->pooling != UL_POOL_LAST)))
+            return UL_EINVAL; /* an embedding entry holds its whole sequence (backend.h) */
         for (int32_t i = 0; i < need; i++)
             if (s->pages[i] < 0 || s->pages[i] >= f->kv.n_pages) return UL_EINVAL;
         for (int32_t i = 0; i < s->n_tokens; i++) {
@@ -398,6 +402,8 @@ static int prepare(ul_fwd_t *f, ul_step_t *st, int all) {
             }
         }
     }
+    f->n_embd_seqs = 0;
+    for (int32_t si = 0; si < st->n_seqs; si++) f->n_embd_seqs += st->seqs[si].out_embd != NULL;
     plan_attention(f, st);
     for (int il = 0; il < f->hp.n_layer; il++) atomic_store(&f->attn_next[il], 0);
     return 0;
@@ -543,6 +549,30 @@ static void layer(ul_fwd_t *f, int il, int32_t t0, int32_t t1, int ith, int nth)
     /* no barrier: the next layer's norm reads only this thread's own rows */
 }
 
+/* Embedding entries (backend.h): the output norm of the rows their pooling reads (into
+ * their own xb rows, which nothing else reads now), pooled into out_embd; entries spread
+ * over the threads. A barrier follows: output() reuses xb. */
+static void pool_embd(ul_fwd_t *f, int ith, int nth) {
+    const ul_hparams_t *hp = &f->hp;
+    const int32_t E = hp->n_embd;
+    const float *on = f->m->output_norm->data;
+    for (int32_t si = ith; si < f->step->n_seqs; si += nth) {
+        ul_step_seq_t *s = &f->step->seqs[si];
+        if (!s->out_embd) continue;
+        int32_t r0 = s->tok_offset, r1 = s->tok_offset + s->n_tokens;
+        if (s->pooling == UL_POOL_CLS) r1 = r0 + 1;
+        if (s->pooling == UL_POOL_LAST) r0 = r1 - 1;
+        memset(s->out_embd, 0, (size_t)E * sizeof *s->out_embd);
+        for (int32_t t = r0; t < r1; t++) {
+            float *y = f->xb + (size_t)t * E;
+            rmsnorm(f, y, f->x + (size_t)t * E, on, E, hp->rms_eps);
+            add_rows(s->out_embd, y, (size_t)E);
+        }
+        const float inv = 1.0f / (float)(r1 - r0);
+        for (int32_t i = 0; i < E; i++) s->out_embd[i] *= inv;
+    }
+}
+
 /* Final norm of the output rows, logits in chunks, sampling spread over the threads. */
 static void output(ul_fwd_t *f, int ith, int nth) {
     const ul_hparams_t *hp = &f->hp;
@@ -611,6 +641,10 @@ static void step_job(void *ctx, int ith, int nth) {
     }
     for (int il = 0; il < hp->n_layer; il++) layer(f, il, t0, t1, ith, nth);
     ul_pool_barrier(f->pool);
+    if (f->n_embd_seqs > 0) {
+        pool_embd(f, ith, nth);
+        ul_pool_barrier(f->pool);
+    }
     if (f->n_out > 0) output(f, ith, nth);
 }
 

@@ -112,6 +112,7 @@ typedef struct ul_fwd_s {
     ul_step_t *step;
     float *logits_all;
     int32_t n_out;
+    int32_t n_embd_seqs; /* its embedding entries (backend.h), pooled after the layers */
 } ul_fwd_t;
 
 /* Uses the model's mmap'ed weights, copying those the ISA multiplies faster in a packed

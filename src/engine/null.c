@@ -200,6 +200,39 @@ static void verify(null_backend_t *nb, const ul_step_t *step, ul_step_seq_t *s) 
     s->rng[1] = v.rng[1];
 }
 
+/* An embedding entry (backend.h, "Embeddings"): each token's vector is a hash of its id
+ * (per element, in [-1, 1)), pooled as the entry asks; so equal inputs give equal vectors,
+ * different ones different vectors, and the serving layer can be tested exactly. */
+static float pseudo_elem(int32_t tok, int32_t i) {
+    uint64_t h = ul_mix64((uint64_t)(uint32_t)tok * UL_GOLDEN64 + (uint64_t)i);
+    return (float)(h >> 40) / (float)(1u << 23) - 1.0f;
+}
+
+static void embed_one(const null_backend_t *nb, const ul_step_t *step, ul_step_seq_t *s) {
+    const int32_t E = nb->base.n_embd, *tok = step->tokens + s->tok_offset, n = s->n_tokens;
+    for (int32_t i = 0; i < E; i++) {
+        float v = 0;
+        if (s->pooling == UL_POOL_CLS) {
+            v = pseudo_elem(tok[0], i);
+        } else if (s->pooling == UL_POOL_LAST) {
+            v = pseudo_elem(tok[n - 1], i);
+        } else {
+            for (int32_t t = 0; t < n; t++) v += pseudo_elem(tok[t], i);
+            v /= (float)n;
+        }
+        s->out_embd[i] = v;
+    }
+}
+
+static int check_embed(const ul_step_seq_t *s) {
+    if (!s->out_embd) return 0;
+    return s->pos0 || s->sample || s->spec || s->chain ||
+                   (s->pooling != UL_POOL_MEAN && s->pooling != UL_POOL_CLS &&
+                    s->pooling != UL_POOL_LAST)
+               ? UL_EINVAL
+               : 0;
+}
+
 static int check_spec(const ul_step_seq_t *s) {
     const ul_step_spec_t *sp = s->spec;
     if (!sp) return 0;
@@ -216,6 +249,8 @@ static void fill_step(null_backend_t *nb, ul_step_t *step) {
         step->status = check_seq(nb, step, &step->seqs[i]);
     for (int32_t i = 0; i < step->n_seqs && !step->status; i++)
         step->status = check_spec(&step->seqs[i]);
+    for (int32_t i = 0; i < step->n_seqs && !step->status; i++)
+        step->status = check_embed(&step->seqs[i]);
     for (int32_t i = 0; i < step->n_seqs && !step->status; i++) {
         ul_step_seq_t *s = &step->seqs[i];
         for (int32_t k = 0; k < s->n_tokens; k++) {
@@ -223,7 +258,9 @@ static void fill_step(null_backend_t *nb, ul_step_t *step) {
             nb->kv_owner[slot] = s->seq_id + 1;
             nb->kv_token[slot] = step->tokens[s->tok_offset + k];
         }
-        if (s->spec)
+        if (s->out_embd)
+            embed_one(nb, step, s);
+        else if (s->spec)
             verify(nb, step, s);
         else if (s->sample)
             sample_one(nb, step, s);
@@ -326,7 +363,8 @@ int ul_null_backend_create(const ul_null_config_t *cfg, ul_backend_t **out) {
                               .n_pages = c.n_pages,
                               .eos_id = c.eos_every > 0 || c.n_reply ? c.eos_id : -1,
                               .max_in_flight = 2, /* the worker resolves chains */
-                              .spec = 1};
+                              .spec = 1,
+                              .n_embd = UL_NULL_EMBD};
     nb->delay_us = c.delay_us;
     nb->token_us = c.token_us;
     nb->prefill_us = c.prefill_us;

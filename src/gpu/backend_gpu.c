@@ -316,7 +316,7 @@ static int prepare(gpu_t *g, slot_t *sl, ul_step_t *st) {
             return UL_EINVAL;
         /* speculative entries (backend.h): not verified on the device (base.spec is 0, so
          * the scheduler never builds them for this backend) */
-        if (s->spec || s->out_probs) return UL_ENOTSUP;
+        if (s->spec || s->out_probs || s->out_embd) return UL_ENOTSUP; /* backend.h */
         int32_t need = (s->pos0 + s->n_tokens + ps - 1) / ps;
         if (s->n_pages < need || np + need > g->max_pages) return UL_EINVAL;
         poff[si] = np;

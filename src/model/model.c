@@ -182,7 +182,8 @@ static int read_hparams(ld_t *l) {
         return rc;
     if (hp->n_rot % 2) return ul_model_ld_fail(l, "rope.dimension_count %d is odd", hp->n_rot);
     if ((rc = hp_float(l, "rope.freq_base", 10000.0f, 1e12f, &hp->rope_freq_base)) ||
-        (rc = hp_float(l, "attention.layer_norm_rms_epsilon", 1e-5f, 1.0f, &hp->rms_eps)))
+        (rc = hp_float(l, "attention.layer_norm_rms_epsilon", 1e-5f, 1.0f, &hp->rms_eps)) ||
+        (rc = hp_int(l, "pooling_type", 0, 0, 4, &hp->pooling)))
         return rc;
     if (!strcmp(hp->arch, "qwen3moe") && (rc = read_moe_hparams(l))) return rc;
     if ((rc = read_rope_scaling(l))) return rc;

@@ -35,6 +35,9 @@ typedef struct ul_hparams_s {
     /* mixture of experts (qwen3moe), 0 for dense models: expert_count, expert_used_count,
      * expert_feed_forward_length (default n_ff / n_expert_used, as llama.cpp) */
     int32_t n_expert, n_expert_used, n_ff_exp;
+    /* <arch>.pooling_type, llama.cpp's values (backend.h UL_POOL_*: 0 none, 1 mean, 2 cls,
+     * 3 last, 4 rank); 0 when absent, as llama.cpp treats a decoder */
+    int32_t pooling;
 } ul_hparams_t;
 
 typedef struct ul_layer_s {

@@ -65,7 +65,8 @@ int ul_conn_cors_preflight(ul_conn_t *c) {
     size_t len = 0;
     const char *want = ul_conn_header(c, "access-control-request-headers", &len);
     if (!want || !token_list(want, len)) {
-        want = "Authorization, Content-Type, X-Request-Id";
+        /* x-api-key and anthropic-version: Anthropic's SDK in a browser (/v1/messages) */
+        want = "Authorization, Content-Type, X-Request-Id, X-Api-Key, Anthropic-Version";
         len = strlen(want);
     }
     int rc = ul_buf_puts(&c->resp_hdrs, "Access-Control-Allow-Methods: GET, POST, OPTIONS\r\n");

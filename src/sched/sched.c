@@ -117,6 +117,8 @@ int ul_sched_add_shared(ul_sched_t *s, ul_seq_t *q, const int32_t *prompt, int32
     if (s->closing || (!q->probe && ul_sched_n_active(s) - s->n_probes >= s->cfg.max_seqs))
         return UL_EFULL;
     if (n_prompt >= b->n_ctx) return UL_E2BIG;
+    if (q->embd && (share_with || b->n_embd <= 0)) return share_with ? UL_EINVAL : UL_ENOTSUP;
+    if (q->embd && n_prompt > s->cfg.max_batch_tokens) return UL_E2BIG; /* one step, whole */
     int64_t cap = (int64_t)n_prompt + q->max_tokens;
     if (cap > b->n_ctx) cap = b->n_ctx;
     if (ul_kv_pages_for(&s->pool, n_prompt) > s->pool.n_pages) return UL_E2BIG;
@@ -274,7 +276,9 @@ static void add_to_step(ul_sched_t *s, ul_seq_t *q, int32_t n, int32_t k) {
     ss->pos0 = pos0;
     ss->pages = q->pages;
     ss->n_pages = q->n_pages;
-    ss->sample = pos0 + n - k == ul_seq_n_total(q); /* proposals follow its last token */
+    ss->sample = !q->embd && pos0 + n - k == ul_seq_n_total(q); /* proposals follow it */
+    ss->out_embd = q->embd;
+    ss->pooling = q->pooling;
     ss->sampling = q->sampling;
     ss->rng[0] = q->rng[0];
     ss->rng[1] = q->rng[1];
@@ -398,6 +402,23 @@ static int32_t admit_chunk(ul_sched_t *s, ul_seq_t *q, int32_t budget) {
     return c;
 }
 
+/* An embedding sequence (sched.h) into the step with its whole prompt, when the step's
+ * budget and the free pages hold it; 0 when they do not (it waits). The latency target
+ * does not cut it: an embedding cannot be computed in pieces. */
+static int admit_whole(ul_sched_t *s, ul_seq_t *q) {
+    const int32_t n = q->n_prompt;
+    if (s->cfg.max_batch_tokens - s->step->n_tokens < n) return 0;
+    if (ul_kv_pages_for(&s->pool, n) > s->pool.n_free) return 0;
+    int rc = ul_sched_grow_pages(s, q, n);
+    UL_ASSERT(rc == 0);
+    unlink_seq(s, q);
+    ul_queue_insert_tail(&s->running, &q->node);
+    q->state = UL_SEQ_RUNNING;
+    s->n_running++;
+    add_to_step(s, q, n, 0);
+    return 1;
+}
+
 /* Pass 2: prefill chunks, oldest first, for running (partially prefilled) and waiting
  * sequences alike. Stops at the first one that cannot get a page: first come, first
  * served, so a long prompt is not starved by short ones slipping past it. */
@@ -421,6 +442,11 @@ static void add_prefills(ul_sched_t *s) {
         /* Pages just taken from a preempted sequence are for the decoders: admitting
          * waiting work into them now would only be preempted again next step. */
         if (q->state == UL_SEQ_WAITING && s->preempted_for_decode) break;
+        if (q->embd) { /* whole or not at all, and never from the prefix cache */
+            if (!admit_whole(s, q)) break;
+            prefilled += q->n_prompt;
+            continue;
+        }
         if (ul_share_admit(s, q) != 0) break;
         int32_t budget = ul_budget_prefill(s, q, prefilled, n);
         if (budget <= 0) break; /* the latency target is spent */
@@ -581,6 +607,11 @@ void ul_sched_step_absorb(ul_sched_t *s) {
         }
         q->n_computed += ss->n_tokens;
         s->stats.tokens_computed += (uint64_t)ss->n_tokens;
+        if (ss->out_embd) { /* written: done, its pages back at once */
+            ul_sched_set_ending(s, q, UL_FINISH_STOP, 0);
+            ul_sched_owe(s, q, -1, NULL);
+            continue;
+        }
         ul_share_publish(s, q);
         if (!ss->sample) continue;
         q->rng[0] = ss->rng[0];

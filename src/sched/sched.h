@@ -127,6 +127,13 @@ struct ul_seq_s {
                            * delivered are dropped) */
     int probe;            /* 1: a health probe (the api's readiness canary), not load: not
                            * counted against max_seqs, in latency histograms or tokens */
+    /* Embedding (issue 26): NULL, or [backend->n_embd] floats that receive the prompt's pooled
+     * hidden state (backend.h "Embeddings", pooling UL_POOL_*). Such a sequence is prefilled
+     * in one step, whole (its prompt may not exceed the step budget), samples nothing, keeps
+     * no pages after that step and publishes none to the prefix cache; on_finish follows with
+     * UL_FINISH_STOP once embd is written (on_token never runs). Must stay valid until then. */
+    float *embd;
+    int32_t pooling;
     /* scheduler's, read-only for the caller */
     uint64_t id;
     ul_seq_state_t state;
@@ -323,7 +330,9 @@ void ul_sched_free(ul_sched_t *s);
 
 /* Copies the prompt and queues the sequence. Errors (the sequence is not queued and no
  * callback will run): UL_EINVAL empty prompt or bad max_tokens; UL_E2BIG prompt does not
- * fit the context length or the KV pool; UL_EFULL max_seqs reached or closing; UL_ENOMEM. */
+ * fit the context length or the KV pool (an embedding: or the step budget); UL_EFULL
+ * max_seqs reached or closing; UL_ENOTSUP an embedding on a backend without them;
+ * UL_ENOMEM. */
 int ul_sched_add(ul_sched_t *s, ul_seq_t *seq, const int32_t *prompt, int32_t n_prompt);
 /* ul_sched_add for one of several choices of the same prompt (a request's n > 1): seq
  * shares the KV of share_with's prompt instead of computing it again. share_with was added

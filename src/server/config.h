@@ -61,6 +61,7 @@ typedef struct ul_server_config_s {
     int max_tokens_default, truncate_max_tokens, no_parse_special;
     ul_server_list_t aliases;
     const char *chat_template; /* a file */
+    const char *pooling;       /* none|mean|cls|last, or NULL: the model's */
     double canary_interval_s;  /* 0 (embedders only): no readiness canaries */
     ul_server_list_t api_keys;
     const char *api_key_file, *metrics_key;

@@ -110,6 +110,15 @@ const char *ul_server_model_id(const ul_server_t *sv) {
     return sv->model && sv->cfg.model ? base_name(sv->cfg.model) : "null";
 }
 
+/* Embeddings' pooling (UL_POOL_*): --pooling, else the model's pooling_type, else (null
+ * backend) mean. */
+static int32_t pooling_of(const ul_server_t *sv) {
+    static const char *const names[] = {"none", "mean", "cls", "last"};
+    for (int32_t i = 0; sv->cfg.pooling && i < 4; i++)
+        if (!strcmp(sv->cfg.pooling, names[i])) return i;
+    return sv->backend && sv->backend->model ? sv->backend->model->hp.pooling : UL_POOL_MEAN;
+}
+
 int ul_server_setup_api(ul_server_t *sv) {
     const ul_server_config_t *c = &sv->cfg;
     ul_api_t *api = &sv->api;
@@ -117,6 +126,7 @@ int ul_server_setup_api(ul_server_t *sv) {
     api->default_max_tokens = c->max_tokens_default;
     api->truncate_max_tokens = c->truncate_max_tokens;
     api->parse_special = !c->no_parse_special;
+    api->pooling = pooling_of(sv);
     api->max_queue = c->max_queue;
     api->max_queue_wait_s = c->max_queue_wait_s;
     api->max_seqs_per_client =

@@ -339,6 +339,7 @@ test("anthropic: a forced tool_use, streamed and not", async () => {
   const uses = plain.content.filter((b) => b.type === "tool_use");
   assert.equal(uses.length, 1, JSON.stringify(plain.content));
   assert.equal(uses[0].name, "get_weather");
+  assert.match(uses[0].id, /^toolu_[A-Za-z0-9]{24}$/, "Anthropic's id shape");
   assert.ok(fitsWeather(uses[0].input), JSON.stringify(uses[0].input));
   const stream = B.anthropic.messages.stream(body);
   let json = "";
@@ -346,6 +347,7 @@ test("anthropic: a forced tool_use, streamed and not", async () => {
   const final = await stream.finalMessage();
   assert.deepEqual(norm(final), norm(plain));
   assert.deepEqual(JSON.parse(json), uses[0].input);
+  assert.match(final.content.find((b) => b.type === "tool_use").id, /^toolu_/);
 });
 
 test("anthropic: thinking blocks, streamed and not", async () => {

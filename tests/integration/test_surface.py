@@ -234,7 +234,7 @@ def cors_preflight_and_headers():
         r = s.request("OPTIONS", "/anything", headers={"Origin": "http://localhost:3000"})
         assert r.status == 204
         assert r.header("access-control-allow-headers") == \
-            "Authorization, Content-Type, X-Request-Id"
+            "Authorization, Content-Type, X-Request-Id, X-Api-Key, Anthropic-Version"
         r = s.complete(prompt="a", max_tokens=2)
         assert r.header("access-control-allow-origin") is None, "no Origin, no CORS"
         r = post(s, "/v1/completions", {"prompt": "a", "max_tokens": 2, "stream": True},

@@ -158,7 +158,7 @@ static int cors_client(harness_t *h, char *msg, size_t cap) {
               r.status == 204,
           "preflight 2");
     CHECK(cl_header(&r, "Access-Control-Allow-Headers", v, sizeof v) == 0 &&
-              !strcmp(v, "Authorization, Content-Type, X-Request-Id"),
+              !strcmp(v, "Authorization, Content-Type, X-Request-Id, X-Api-Key, Anthropic-Version"),
           "default headers %s", v);
     cl_resp_free(&r);
     cl_close(&c);

@@ -1,0 +1,150 @@
+// Embeddings through the official openai SDK (issue 26): embeddings.create with float and
+// base64 vectors (and the SDK's default, which asks for base64 and decodes it), inputs as a
+// string, strings and token ids, usage.prompt_tokens, the 400s naming dimensions and an
+// over-long input, llama-server's /embedding shape, and the refusal of a model without
+// pooling. Server: the shared qwen3-tiny-f16 (a decoder, random weights) with --pooling last,
+// as Qwen3-Embedding is served; a second one without --pooling (qwen3's GGUF says none).
+import { spawn } from "node:child_process";
+import { after, before, test } from "node:test";
+import assert from "node:assert/strict";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import OpenAI from "openai";
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const src = process.env.UVLLM_SOURCE_DIR ?? path.join(here, "..", "..");
+const shared = process.env.UVLLM_SHARED ?? path.join(src, "..", "shared");
+const bin = process.env.UVLLM_BIN ?? path.join(src, "build", "uvllm");
+const MODEL = path.join(shared, "models", "qwen3-tiny-f16.gguf");
+
+const procs = [];
+let A, N; // { base, openai }
+
+function start(args) {
+  const proc = spawn(bin, ["serve", "--port", "0", "--model-alias", "m", ...args], { stdio: ["ignore", "ignore", "pipe"] });
+  procs.push(proc);
+  return new Promise((resolve, reject) => {
+    let log = "";
+    const timer = setTimeout(() => reject(new Error(`no 'listening on' in 20 s:\n${log}`)), 20000);
+    proc.stderr.on("data", (d) => {
+      log += d;
+      const m = log.match(/listening on http:\/\/[^:\s]+:(\d+)/);
+      if (m) {
+        clearTimeout(timer);
+        resolve(Number(m[1]));
+      }
+    });
+    proc.on("exit", (code) => reject(new Error(`server exited ${code}:\n${log}`)));
+  });
+}
+
+function clients(port) {
+  const base = `http://127.0.0.1:${port}`;
+  return { base, openai: new OpenAI({ baseURL: `${base}/v1`, apiKey: "unused", maxRetries: 0 }) };
+}
+
+before(async () => {
+  const [a, n] = await Promise.all([
+    start(["--model", MODEL, "--threads", "1", "--pooling", "last", "--ctx-size", "256"]),
+    start(["--model", MODEL, "--threads", "1"]),
+  ]);
+  A = clients(a);
+  N = clients(n);
+});
+
+after(() => procs.forEach((p) => p.kill("SIGTERM")));
+
+const norm2 = (v) => Math.sqrt(v.reduce((s, x) => s + x * x, 0));
+const cos = (a, b) => a.reduce((s, x, i) => s + x * b[i], 0) / (norm2(a) * norm2(b));
+
+async function tokens(text) {
+  const r = await fetch(`${A.base}/tokenize`, { method: "POST", body: JSON.stringify({ content: text, add_special: true }) });
+  return (await r.json()).tokens;
+}
+
+test("embeddings.create float: a unit vector per input, usage counts the tokens", async () => {
+  const text = "The quick brown fox jumps over the lazy dog";
+  const r = await A.openai.embeddings.create({ model: "m", input: text, encoding_format: "float" });
+  assert.equal(r.object, "list");
+  assert.equal(r.data.length, 1);
+  assert.equal(r.data[0].object, "embedding");
+  assert.equal(r.data[0].index, 0);
+  const v = r.data[0].embedding;
+  assert.ok(Array.isArray(v) && v.length > 8, `a float vector (${v.length})`);
+  assert.ok(Math.abs(norm2(v) - 1) < 1e-5, `L2-normalised: |v| = ${norm2(v)}`);
+  const ids = await tokens(text);
+  assert.equal(r.usage.prompt_tokens, ids.length);
+  assert.equal(r.usage.total_tokens, ids.length);
+});
+
+test("embeddings.create base64 decodes to the float answer, bit for bit", async () => {
+  const input = ["a first sentence", "and another one, longer than the first"];
+  const f = await A.openai.embeddings.create({ model: "m", input, encoding_format: "float" });
+  const b = await A.openai.embeddings.create({ model: "m", input, encoding_format: "base64" });
+  assert.equal(b.data.length, 2);
+  for (let i = 0; i < 2; i++) {
+    assert.equal(typeof b.data[i].embedding, "string");
+    const buf = Buffer.from(b.data[i].embedding, "base64");
+    const dec = Array.from(new Float32Array(buf.buffer, buf.byteOffset, buf.length / 4));
+    assert.deepEqual(dec, f.data[i].embedding.map(Math.fround));
+  }
+  // the SDK's default asks for base64 and decodes it itself
+  const d = await A.openai.embeddings.create({ model: "m", input });
+  for (let i = 0; i < 2; i++) assert.deepEqual(d.data[i].embedding, f.data[i].embedding.map(Math.fround));
+  assert.ok(cos(f.data[0].embedding, f.data[1].embedding) < 0.9999, "different inputs, different vectors");
+});
+
+test("token ids, strings and a batch give the vectors each input gets alone", async () => {
+  const texts = ["one", "two words", "a third input of several tokens"];
+  const ids = await Promise.all(texts.map(tokens));
+  const batch = await A.openai.embeddings.create({ model: "m", input: texts, encoding_format: "float" });
+  const byIds = await A.openai.embeddings.create({ model: "m", input: ids, encoding_format: "float" });
+  const alone = await Promise.all(
+    texts.map((t) => A.openai.embeddings.create({ model: "m", input: t, encoding_format: "float" })),
+  );
+  assert.deepEqual(batch.data.map((d) => d.index), [0, 1, 2]);
+  for (let i = 0; i < 3; i++) {
+    // batched with others in one step, the matmul tiles differ: not bit for bit
+    assert.ok(cos(batch.data[i].embedding, alone[i].data[0].embedding) > 0.99999, `input ${i}`);
+    assert.ok(cos(batch.data[i].embedding, byIds.data[i].embedding) > 0.99999, `ids ${i}`);
+  }
+  const one = await A.openai.embeddings.create({ model: "m", input: ids[2], encoding_format: "float" });
+  assert.equal(one.data.length, 1, "an array of ids is one input");
+  assert.equal(one.usage.prompt_tokens, ids[2].length);
+});
+
+test("dimensions, an over-long input and bad inputs are 400s naming the field", async () => {
+  const bad = async (body, param) => {
+    await assert.rejects(A.openai.embeddings.create({ model: "m", encoding_format: "float", ...body }), (e) => {
+      assert.equal(e.status, 400, JSON.stringify(e.error));
+      assert.equal(e.param, param);
+      return true;
+    });
+  };
+  await bad({ input: "hello", dimensions: 7 }, "dimensions");
+  await bad({ input: Array(300).fill(100) }, "input");
+  await bad({ input: ["ok", Array(300).fill(100)] }, "input[1]");
+  await bad({ input: "" }, "input");
+  await bad({ input: [] }, "input");
+  await bad({ input: [[1, 2], [-1]] }, "input[1]");
+  await bad({ input: "hello", encoding_format: "int8" }, "encoding_format");
+});
+
+test("llama-server's /embedding: [{index, embedding: [[...]]}], content or input", async () => {
+  const r = await fetch(`${A.base}/embedding`, { method: "POST", body: JSON.stringify({ content: "hello there" }) });
+  assert.equal(r.status, 200);
+  const j = await r.json();
+  assert.equal(j.length, 1);
+  assert.equal(j[0].index, 0);
+  assert.equal(j[0].embedding.length, 1, "one pooled row");
+  const f = await A.openai.embeddings.create({ model: "m", input: "hello there", encoding_format: "float" });
+  assert.ok(cos(j[0].embedding[0], f.data[0].embedding) > 0.99999);
+});
+
+test("a model without pooling refuses embeddings with a 400 that says --pooling", async () => {
+  await assert.rejects(N.openai.embeddings.create({ model: "m", input: "hello", encoding_format: "float" }), (e) => {
+    assert.equal(e.status, 400);
+    assert.match(e.message, /--pooling/);
+    return true;
+  });
+});

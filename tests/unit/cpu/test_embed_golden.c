@@ -1,0 +1,93 @@
+/* Embedding goldens: vectors from llama.cpp's llama-embedding (scripts/golden_embed.sh) for
+ * the same tokens and pooling, compared by cosine after L2 normalisation (as both serve
+ * them). Tolerance: cos >= 0.9999. Both sides compute in f32 over f16 weights, but llama.cpp
+ * rounds a matmul's activations to f16 (ggml's vec_dot_f16) and orders its sums otherwise:
+ * per element that is ~1e-3 relative, on vectors of n_embd such elements a cosine within
+ * 1e-5 of 1 (measured: worst 0.9999997 over the file), so 1e-4 leaves room for longer
+ * prompts, and a missing output norm already moves it to 0.9975 (measured; test_embed.c
+ * checks the pooling itself exactly).
+ *   qwen3-tiny-embed.jsonl: the shared qwen3-tiny-f16 (a decoder) with mean, cls and last
+ *   pooling, forced as llama-embedding --pooling does (Qwen3-Embedding's is last). */
+#include <cjson/cJSON.h>
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu/forward.h"
+#include "golden_check.h"
+#include "model/model.h"
+#include "uvllm/err.h"
+
+#define COS_MIN 0.9999
+
+static int32_t pooling_of(const char *s) {
+    return !strcmp(s, "mean") ? UL_POOL_MEAN : !strcmp(s, "cls") ? UL_POOL_CLS : UL_POOL_LAST;
+}
+
+static double cosine(const float *a, const double *b, int n) {
+    double ab = 0, aa = 0, bb = 0;
+    for (int i = 0; i < n; i++) ab += a[i] * b[i], aa += (double)a[i] * a[i], bb += b[i] * b[i];
+    return ab / sqrt(aa * bb);
+}
+
+/* Every line of the golden file through a step of its own; returns the worst cosine. */
+static double check_file(const char *model_path, const char *golden) {
+    ul_model_t *m = golden_load(model_path);
+    ul_cpu_config_t cfg = golden_cfg;
+    cfg.n_ctx = 512;
+    ul_fwd_t *f;
+    cr_assert_eq(ul_fwd_create(m, &cfg, &f), 0);
+    const int E = m->hp.n_embd;
+    float *v = malloc((size_t)E * sizeof *v);
+    double *g = malloc((size_t)E * sizeof *g), worst = 1;
+    int32_t pages[64];
+    for (int i = 0; i < 64; i++) pages[i] = 63 - i;
+    char *text = golden_slurp(golden), *save = NULL;
+    int lines = 0;
+    for (char *ln = strtok_r(text, "\n", &save); ln; ln = strtok_r(NULL, "\n", &save), lines++) {
+        cJSON *j = cJSON_Parse(ln);
+        cr_assert_not_null(j, "%s: line %d is not JSON", golden, lines + 1);
+        int n, ne;
+        int32_t *toks = golden_int_array(cJSON_GetObjectItem(j, "tokens"), &n);
+        const cJSON *emb = cJSON_GetObjectItem(j, "embedding");
+        ne = cJSON_GetArraySize(emb);
+        cr_assert_eq(ne, E, "line %d: %d dimensions, the model has %d", lines + 1, ne, E);
+        for (int i = 0; i < E; i++) g[i] = cJSON_GetArrayItem(emb, i)->valuedouble;
+        ul_step_seq_t s = {.n_tokens = n,
+                           .pages = pages,
+                           .n_pages = (n + 15) / 16,
+                           .out_embd = v,
+                           .pooling = pooling_of(cJSON_GetObjectItem(j, "pooling")->valuestring)};
+        ul_step_t st = {.n_tokens = n, .tokens = toks, .n_seqs = 1, .seqs = &s};
+        cr_assert_eq(ul_fwd_step(f, &st, NULL), 0);
+        double c = cosine(v, g, E);
+        cr_assert_geq(c, COS_MIN, "%s line %d (%s pooling, %d tokens): cos %.7f", golden, lines + 1,
+                      cJSON_GetObjectItem(j, "pooling")->valuestring, n, c);
+        worst = c < worst ? c : worst;
+        free(toks);
+        cJSON_Delete(j);
+    }
+    cr_assert_gt(lines, 0, "%s is empty", golden);
+    free(text), free(v), free(g);
+    ul_fwd_free(f);
+    ul_model_free(m);
+    return worst;
+}
+
+static void shared_model(char *out, size_t cap, const char *name) {
+    const char *e = getenv("UVLLM_SHARED");
+    if (e && *e)
+        snprintf(out, cap, "%s/models/%s", e, name);
+    else
+        snprintf(out, cap, "%s/../shared/models/%s", UVLLM_SOURCE_DIR, name);
+}
+
+Test(embed_golden, qwen3_tiny_mean_cls_last) {
+    char model[1200], golden[1200];
+    shared_model(model, sizeof model, "qwen3-tiny-f16.gguf");
+    snprintf(golden, sizeof golden, "%s/tests/golden/qwen3-tiny-embed.jsonl", UVLLM_SOURCE_DIR);
+    double worst = check_file(model, golden);
+    cr_log_info("qwen3-tiny embeddings vs llama-embedding: worst cos %.7f", worst);
+}
