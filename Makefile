@@ -15,7 +15,7 @@ SOAK_ARGS    ?=
 IMAGE        ?= uvllm:latest
 DOCKER       ?= docker
 
-.PHONY: all deps build serve test test-unit test-timing-load test-asan test-tsan test-hostile soak \
+.PHONY: all deps build serve test test-arm64 test-unit test-timing-load test-asan test-tsan test-hostile soak \
 	fuzz bench image test-deploy format-check clean
 all: build
 
@@ -34,6 +34,12 @@ serve: build
 # (asserts a time, rate or load: Release only), deploy (make test-deploy).
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -LE deploy
+
+# The aarch64 cross build under qemu-user (no ARM hardware): the kernel tests under three
+# CPU models (NEON, dotprod, i8mm), every shared golden, `serve` answering a chat request
+# (tests/arm64/run.sh; its own packages and sysroot via scripts/deps.sh --arm64).
+test-arm64:
+	bash tests/arm64/run.sh build-arm64
 
 test-unit: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -L unit

@@ -6,6 +6,9 @@
 #             (the base image is made locally), python3-kubernetes (manifest validation), kubectl,
 #             nginx with its njs module (the routing test runs docker/nginx/nginx.conf on the host)
 #   --image   only what compiles the server (no test tools): docker/Dockerfile's build stage
+#   --arm64 [DIR]  make test-arm64: the aarch64 cross compiler and qemu-user, and the arm64
+#             -dev libraries unpacked into a private sysroot DIR (default build-arm64/sysroot;
+#             scripts/arm64_sysroot.sh: apt-get download + dpkg -x, never a multiarch install)
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libuv1-dev node-llhttp libcriterion-dev
       libcjson-dev libpcre2-dev libomp-dev clang clang-format libclang-rt-14-dev python3 nodejs npm)
@@ -15,6 +18,23 @@ if [ "${1:-}" = "--deploy" ]; then
            nginx-light libnginx-mod-http-js)
     # kubectl (with kustomize built in) may come with the machine image; Debian's is older.
     command -v kubectl >/dev/null || pkgs+=(kubernetes-client)
+fi
+if [ "${1:-}" = "--arm64" ]; then
+    SUDO=; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+    missing=()
+    for p in gcc-aarch64-linux-gnu qemu-user; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+    done
+    # apt must know arm64 to download its packages (lists only: nothing arm64 is installed)
+    newarch=0
+    dpkg --print-foreign-architectures | grep -qx arm64 || { $SUDO dpkg --add-architecture arm64; newarch=1; }
+    if [ ${#missing[@]} -gt 0 ] || [ "$newarch" = 1 ]; then
+        $SUDO apt-get update -qq
+    fi
+    if [ ${#missing[@]} -gt 0 ]; then
+        DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    fi
+    exec bash "$(dirname "$0")/arm64_sysroot.sh" "${2:-$(dirname "$0")/../build-arm64/sysroot}"
 fi
 if [ "${1:-}" = "--image" ]; then
     pkgs=(build-essential cmake pkg-config libuv1-dev libcjson-dev libpcre2-dev)

@@ -15,7 +15,9 @@
  *
  * One work item is a (token, KV head) pair: the n_gqa query heads sharing that KV head
  * walk the keys together. No buffer of n_ctx scores is needed. */
+#if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
+#endif
 #include <math.h>
 #include <string.h>
 
@@ -72,7 +74,8 @@ void ul_attn_page_scalar(attn_t *a, const void *K, const void *V, int n, int f16
     }
 }
 
-/* ---------- AVX-512 ---------- */
+/* ---------- AVX-512 (x86 builds only: target attributes, not per-file flags) ---------- */
+#if defined(__x86_64__) || defined(__i386__)
 
 #define AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,f16c,fma")))
 
@@ -241,6 +244,7 @@ AVX512 void ul_attn_page_avx512(attn_t *a, const void *K, const void *V, int n, 
         }
     }
 }
+#endif
 
 /* ---------- the item ---------- */
 

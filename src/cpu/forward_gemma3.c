@@ -9,7 +9,9 @@
  *    the one fused multiply-add GCC contracts in ggml's build (-march=native, GNU C), so the
  *    table is bit-identical to ggml_table_gelu_f16.
  *  - final logit softcapping: scale by 1/cap, tanh, scale by cap (three ggml ops). */
+#if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
+#endif
 #include <math.h>
 #include <pthread.h>
 
@@ -44,6 +46,7 @@ static void geglu_scalar(float *g, const float *u, size_t n) {
     }
 }
 
+#if defined(__x86_64__) || defined(__i386__)
 /* The same 16 at a time: the hardware f16 conversions (round to nearest even, as
  * ul_fp32_to_fp16) around a gather of the table entries (the low half of each 32 bits
  * read). */
@@ -62,6 +65,9 @@ __attribute__((target("avx512f,f16c"))) static void geglu_avx512(float *g, const
     }
     geglu_scalar(g + i, u + i, n - i);
 }
+#else
+static void geglu_avx512(float *g, const float *u, size_t n) { geglu_scalar(g, u, n); }
+#endif
 
 void ul_fwd_geglu(float *g, const float *u, size_t n, int avx512) {
     if (avx512)

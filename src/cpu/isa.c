@@ -1,11 +1,21 @@
 /* Run-time choice of the kernel path: detected once from the CPU's features, overridable
- * with UVLLM_ISA=scalar|avx2|avx512 for A/B timing, and forced by tests through
- * ul_cpu_set_isa. An ISA table may leave a type out; the scalar kernel fills the gap. */
+ * with UVLLM_ISA=scalar|avx2|avx512 (x86) or scalar|neon|dotprod|i8mm (AArch64) for A/B
+ * timing, and forced by tests through ul_cpu_set_isa. An ISA table may leave a type out;
+ * its parent's (a lower ISA of the family, then scalar) fills the gap. */
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cpu/kernels_impl.h"
+#if defined(__aarch64__)
+#include <sys/auxv.h>
+#ifndef HWCAP_ASIMDDP
+#define HWCAP_ASIMDDP (1 << 20)
+#endif
+#ifndef HWCAP2_I8MM
+#define HWCAP2_I8MM (1 << 13)
+#endif
+#endif
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 
@@ -26,6 +36,12 @@ static int detect(void) {
                  __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
                  __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bf16");
     return (avx512 ? UL_ISA_AVX512 : avx2 ? UL_ISA_AVX2 : UL_ISA_SCALAR) | f512;
+#elif defined(__aarch64__)
+    /* NEON (ASIMD) is part of every AArch64 CPU; sdot and smmla are optional (Linux HWCAPs;
+     * i8mm implies dotprod on every core that has it, the kernels assume so) */
+    const unsigned long hw = getauxval(AT_HWCAP), hw2 = getauxval(AT_HWCAP2);
+    if (!(hw & HWCAP_ASIMDDP)) return UL_ISA_NEON;
+    return (hw2 & HWCAP2_I8MM) ? UL_ISA_I8MM : UL_ISA_DOTPROD;
 #else
     return UL_ISA_SCALAR;
 #endif
@@ -54,16 +70,16 @@ ul_isa_t ul_cpu_isa(void) {
     const char *env = getenv("UVLLM_ISA");
     if (env && *env) {
         ul_isa_t want = isa;
-        if (!strcmp(env, "scalar"))
-            want = UL_ISA_SCALAR;
-        else if (!strcmp(env, "avx2"))
-            want = UL_ISA_AVX2;
-        else if (!strcmp(env, "avx512"))
-            want = UL_ISA_AVX512;
-        else
-            UL_LOG_WARN("UVLLM_ISA=%s not one of scalar|avx2|avx512; using %s", env,
-                        ul_cpu_isa_name(isa));
-        if (want > isa)
+        int known = 0;
+        for (int i = UL_ISA_SCALAR; i <= UL_ISA_I8MM; i++)
+            if (!strcmp(env, ul_cpu_isa_name((ul_isa_t)i))) {
+                want = (ul_isa_t)i;
+                known = 1;
+            }
+        if (!known)
+            UL_LOG_WARN("UVLLM_ISA=%s not one of scalar|avx2|avx512|neon|dotprod|i8mm; using %s",
+                        env, ul_cpu_isa_name(isa));
+        if (!ul_cpu_isa_within(want, isa))
             UL_LOG_WARN("UVLLM_ISA=%s not supported by this CPU; using %s", env,
                         ul_cpu_isa_name(isa));
         else
@@ -74,7 +90,7 @@ ul_isa_t ul_cpu_isa(void) {
 }
 
 void ul_cpu_set_isa(ul_isa_t isa) {
-    UL_ASSERT(isa <= hw_isa());
+    UL_ASSERT(ul_cpu_isa_within(isa, hw_isa()));
     atomic_store(&g_active, (int)isa);
 }
 
@@ -86,6 +102,12 @@ const char *ul_cpu_isa_name(ul_isa_t isa) {
         return "avx2";
     case UL_ISA_AVX512:
         return "avx512";
+    case UL_ISA_NEON:
+        return "neon";
+    case UL_ISA_DOTPROD:
+        return "dotprod";
+    case UL_ISA_I8MM:
+        return "i8mm";
     }
     return "unknown";
 }
@@ -94,12 +116,44 @@ int ul_cpu_type_supported(int type) {
     return type >= 0 && type < UL_TYPE_COUNT && ul_cpu_kern_scalar.mm[type] != NULL;
 }
 
+static int family(ul_isa_t isa) { return isa == UL_ISA_SCALAR ? 0 : isa <= UL_ISA_AVX512 ? 1 : 2; }
+
+int ul_cpu_isa_within(ul_isa_t need, ul_isa_t have) {
+    return need == UL_ISA_SCALAR || (family(need) == family(have) && need <= have);
+}
+
+ul_isa_t ul_cpu_isa_parent(ul_isa_t isa) {
+    return isa == UL_ISA_AVX2 || isa == UL_ISA_NEON ? UL_ISA_SCALAR
+           : isa == UL_ISA_SCALAR                   ? UL_ISA_SCALAR
+                                                    : (ul_isa_t)(isa - 1);
+}
+
+/* Only the target's tables are linked (src/cpu/cpu.cmake); another family's ISA cannot be
+ * active (ul_cpu_isa_within), so it maps to scalar. */
+const ul_cpu_kern_t *ul_cpu_kern(ul_isa_t isa) {
+    switch (isa) {
+#if defined(__x86_64__) || defined(__i386__)
+    case UL_ISA_AVX2:
+        return &ul_cpu_kern_avx2;
+    case UL_ISA_AVX512:
+        return &ul_cpu_kern_avx512;
+#elif defined(__aarch64__)
+    case UL_ISA_NEON:
+        return &ul_cpu_kern_neon;
+    case UL_ISA_DOTPROD:
+        return &ul_cpu_kern_dotprod;
+    case UL_ISA_I8MM:
+        return &ul_cpu_kern_i8mm;
+#endif
+    default:
+        return &ul_cpu_kern_scalar;
+    }
+}
+
+/* e.g. AVX-512 inherits what only AVX2 implements before falling back to scalar */
 ul_mm_fn ul_cpu_mm_fn(int type, ul_isa_t isa) {
-    const ul_cpu_kern_t *k = isa == UL_ISA_AVX512 ? &ul_cpu_kern_avx512
-                             : isa == UL_ISA_AVX2 ? &ul_cpu_kern_avx2
-                                                  : &ul_cpu_kern_scalar;
-    if (k->mm[type]) return k->mm[type];
-    /* AVX-512 inherits what only AVX2 implements before falling back to scalar */
-    if (isa == UL_ISA_AVX512 && ul_cpu_kern_avx2.mm[type]) return ul_cpu_kern_avx2.mm[type];
-    return ul_cpu_kern_scalar.mm[type];
+    for (;; isa = ul_cpu_isa_parent(isa)) {
+        const ul_cpu_kern_t *k = ul_cpu_kern(isa);
+        if (k->mm[type] || isa == UL_ISA_SCALAR) return k->mm[type];
+    }
 }

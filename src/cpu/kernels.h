@@ -28,10 +28,22 @@ void ul_pool_sleep(ul_pool_t *p);
 void ul_pool_free(ul_pool_t *p);
 
 /* ---- kernels ---- */
-typedef enum { UL_ISA_SCALAR = 0, UL_ISA_AVX2 = 1, UL_ISA_AVX512 = 2 } ul_isa_t;
+/* Two families above scalar, each ordered (a higher one implies the lower ones of its
+ * family): x86 AVX2 < AVX-512; AArch64 NEON < dotprod (sdot) < i8mm (smmla). */
+typedef enum {
+    UL_ISA_SCALAR = 0,
+    UL_ISA_AVX2 = 1,
+    UL_ISA_AVX512 = 2,
+    UL_ISA_NEON = 3,
+    UL_ISA_DOTPROD = 4,
+    UL_ISA_I8MM = 5,
+} ul_isa_t;
 ul_isa_t ul_cpu_isa(void);         /* the best the CPU supports (or UVLLM_ISA env) */
-void ul_cpu_set_isa(ul_isa_t isa); /* tests force a path; must be <= the detected one */
+void ul_cpu_set_isa(ul_isa_t isa); /* tests force a path; ul_cpu_isa_within(isa, detected) */
 const char *ul_cpu_isa_name(ul_isa_t isa);
+/* 1 when a CPU at ISA `have` can run code for `need`: scalar, or the same family and not
+ * above it (AVX2 within AVX-512; NEON within i8mm; never AVX2 within NEON). */
+int ul_cpu_isa_within(ul_isa_t need, ul_isa_t have);
 int ul_cpu_has_avx512f(void); /* the CPU has AVX-512F (maybe not the rest of UL_ISA_AVX512) */
 
 /* 1 if matmul supports weights of this type. */
@@ -113,6 +125,14 @@ void ul_swiglu_avx2(float *g, const float *u, size_t n);
 void ul_rmsnorm_avx2(float *dst, const float *x, const float *w, int n, float eps);
 void ul_rope_norm_avx2(float *x, const float *cs, int n_rot);
 void ul_rope_neox_avx2(float *x, const float *cs, int n_rot);
+
+/* AArch64 NEON (kernels_neon_norm.c): RMSNorm (within one ulp), RoPE and the f16
+ * roundings (bit for bit) of the scalar code. */
+void ul_rmsnorm_neon(float *dst, const float *x, const float *w, int n, float eps);
+void ul_rope_norm_neon(float *x, const float *cs, int n_rot);
+void ul_rope_neox_neon(float *x, const float *cs, int n_rot);
+void ul_round_f16_neon(float *dst, const float *src, int n);
+void ul_to_f16_neon(uint16_t *dst, size_t stride, const float *src, int n);
 
 /* The k largest of p[0..n) in descending order, ties to the lower index: sel[j] their
  * indices, val[j] their values; the picks are set to -inf in p. Returns 0, or -1 with p

@@ -119,6 +119,15 @@ typedef struct {
 extern const ul_cpu_kern_t ul_cpu_kern_scalar;
 extern const ul_cpu_kern_t ul_cpu_kern_avx2;
 extern const ul_cpu_kern_t ul_cpu_kern_avx512;
+/* AArch64 (kernels_neon*.c): NEON, + sdot, + smmla */
+extern const ul_cpu_kern_t ul_cpu_kern_neon;
+extern const ul_cpu_kern_t ul_cpu_kern_dotprod;
+extern const ul_cpu_kern_t ul_cpu_kern_i8mm;
+/* The table of isa (only the target architecture's are linked in; scalar otherwise). */
+const ul_cpu_kern_t *ul_cpu_kern(ul_isa_t isa);
+/* The ISA whose table fills isa's gaps: AVX-512 -> AVX2, i8mm -> dotprod -> NEON, and the
+ * lowest of each family -> scalar (scalar -> scalar). */
+ul_isa_t ul_cpu_isa_parent(ul_isa_t isa);
 /* Kernel for (type, isa), falling back to the scalar one where an ISA lacks it. */
 ul_mm_fn ul_cpu_mm_fn(int type, ul_isa_t isa);
 

@@ -126,10 +126,34 @@ static const ul_cpu_ops_t k_avx512 = {
 };
 #endif
 
+#if defined(__aarch64__)
+/* AArch64: one table for NEON, dotprod and i8mm (the extensions only change the matrix
+ * products); the entries without a NEON version yet (SwiGLU/GeGLU, attention, the MoE
+ * router) are the scalar ones. */
+static const ul_cpu_ops_t k_neon = {
+    .rmsnorm = ul_rmsnorm_neon,
+    .rope_norm = ul_rope_norm_neon,
+    .rope_neox = ul_rope_neox_neon,
+    .swiglu = swiglu_scalar,
+    .geglu = geglu_scalar,
+    .to_f16 = ul_to_f16_neon,
+    .round_f16 = ul_round_f16_neon,
+    .attn_page = ul_attn_page_scalar,
+    .attn_page_hd = any_hd,
+    .attn_tile = &ul_attn_tile_scalar,
+    .attn_tile_hd = any_hd,
+    .expf8 = expf8_scalar,
+    .topk = topk_scalar,
+    .fallback = &k_scalar,
+};
+#endif
+
 const ul_cpu_ops_t *ul_cpu_ops(ul_isa_t isa) {
 #if defined(__x86_64__) || defined(__i386__)
     if (isa == UL_ISA_AVX512) return &k_avx512;
     if (isa == UL_ISA_AVX2) return &k_avx2;
+#elif defined(__aarch64__)
+    if (isa == UL_ISA_NEON || isa == UL_ISA_DOTPROD || isa == UL_ISA_I8MM) return &k_neon;
 #endif
     (void)isa;
     return &k_scalar;

@@ -17,6 +17,7 @@ void ul_pack_f16_rows(const uint8_t *rows, size_t rs, int64_t n_cols, uint8_t *d
     if (n_cols & 1) memset(d + n_cols * 16, 0, 32);
 }
 
+#if defined(__x86_64__) || defined(__i386__)
 /* AVX2's packed layouts; NULL keeps the row layout. */
 static const ul_pack_kern_t *avx2_kern(int type) {
     switch (type) {
@@ -41,10 +42,10 @@ static const ul_pack_kern_t *avx2_kern(int type) {
     }
 }
 
-const ul_pack_kern_t *ul_cpu_pack_kern(int type, ul_isa_t isa) {
+static const ul_pack_kern_t *x86_kern(int type, ul_isa_t isa) {
     const ul_pack_kern_t *k = NULL;
     if (isa == UL_ISA_AVX2) return avx2_kern(type);
-    if (isa < UL_ISA_AVX512) return NULL;
+    if (isa != UL_ISA_AVX512) return NULL;
     switch (type) {
     case UL_TYPE_Q4_0:
         k = &ul_pack_q4_0_avx512;
@@ -68,4 +69,17 @@ const ul_pack_kern_t *ul_cpu_pack_kern(int type, ul_isa_t isa) {
         break;
     }
     return k && k->mm ? k : NULL;
+}
+#endif
+
+const ul_pack_kern_t *ul_cpu_pack_kern(int type, ul_isa_t isa) {
+#if defined(__x86_64__) || defined(__i386__)
+    return x86_kern(type, isa);
+#elif defined(__aarch64__)
+    return ul_cpu_pack_kern_arm(type, isa);
+#else
+    (void)type;
+    (void)isa;
+    return NULL;
+#endif
 }

@@ -56,4 +56,7 @@ extern const ul_pack_kern_t ul_pack_q6_K_avx2;
 extern const ul_pack_kern_t ul_pack_iq4_xs_avx2;
 extern const ul_pack_kern_t ul_pack_iq4_nl_avx2;
 
+/* AArch64's packed layouts (kernels_neon_pack.c), NULL where a (type, ISA) has none */
+const ul_pack_kern_t *ul_cpu_pack_kern_arm(int type, ul_isa_t isa);
+
 #endif

@@ -427,9 +427,7 @@ static void quant_x_scalar(ul_xfmt_t f, const float *x, void *dst, int64_t n) {
 }
 
 void ul_cpu_quant_x_isa(ul_xfmt_t f, ul_isa_t isa, const float *x, void *dst, int64_t n) {
-    const ul_cpu_kern_t *k = isa == UL_ISA_AVX512 ? &ul_cpu_kern_avx512
-                             : isa == UL_ISA_AVX2 ? &ul_cpu_kern_avx2
-                                                  : &ul_cpu_kern_scalar;
+    const ul_cpu_kern_t *k = ul_cpu_kern(isa);
     if (k->xq[f])
         k->xq[f](x, dst, n);
     else

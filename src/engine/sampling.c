@@ -6,7 +6,9 @@
  * the draw. What is the CPU's own here: the AVX-512 vocabulary-sized reductions. */
 #include "engine/sampling.h"
 
+#if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
+#endif
 #include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -45,6 +47,7 @@ void ul_sampling_init(int avx512f) {
 
 static int has_avx512(void) { return atomic_load_explicit(&g_avx512, memory_order_relaxed); }
 
+#if defined(__x86_64__) || defined(__i386__)
 AVX512 static float max_avx512(const float *x, int32_t n) {
     __m512 m = _mm512_set1_ps(-INFINITY);
     int32_t i = 0;
@@ -95,6 +98,11 @@ AVX512 static double expbuf_avx512(const float *x, float *out, int32_t n, float 
     for (; i < n; i++) r += out[i] = expf((x[i] - mx) * k);
     return r;
 }
+#else /* no AVX-512 outside x86 (the flag stays 0): the portable reductions */
+#define max_avx512 ul_sc_vmax
+#define sumexp_avx512 ul_sc_sumexp
+#define expbuf_avx512 ul_sc_weights
+#endif
 
 static double expbuf(const float *x, float *out, int32_t n, float mx, float k) {
     return has_avx512() ? expbuf_avx512(x, out, n, mx, k) : ul_sc_weights(x, out, n, mx, k);

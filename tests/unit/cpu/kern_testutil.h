@@ -15,7 +15,7 @@
  * suite passes on AVX2-only and AVX-512 machines. Needs <criterion/criterion.h>. */
 #define UL_TEST_REQUIRE_ISA(isa)                                                                   \
     do {                                                                                           \
-        if (ul_cpu_isa() < (isa))                                                                  \
+        if (!ul_cpu_isa_within((isa), ul_cpu_isa()))                                               \
             cr_skip_test("needs %s; this CPU (or UVLLM_ISA) gives %s", ul_cpu_isa_name(isa),       \
                          ul_cpu_isa_name(ul_cpu_isa()));                                           \
     } while (0)

@@ -84,7 +84,7 @@ static double check_mm(int type, ul_isa_t isa, int n_rows, int64_t n_cols, int n
 
 static void check_isa(ul_isa_t isa) {
     UL_SKIP_UNDER_TSAN(); /* one thread: 20-57 s per ISA under TSan */
-    if (isa > ul_cpu_isa()) {
+    if (!ul_cpu_isa_within(isa, ul_cpu_isa())) {
         cr_log_warn("%s not supported here; tested up to %s", ul_cpu_isa_name(isa),
                     ul_cpu_isa_name(ul_cpu_isa()));
     }
@@ -117,6 +117,20 @@ Test(kernels, avx2_matches_f64_reference) {
 Test(kernels, avx512_matches_f64_reference) {
     UL_TEST_REQUIRE_ISA(UL_ISA_AVX512);
     check_isa(UL_ISA_AVX512);
+}
+
+/* AArch64 (make test-arm64 runs these under qemu with a CPU model per ISA) */
+Test(kernels, neon_matches_f64_reference) {
+    UL_TEST_REQUIRE_ISA(UL_ISA_NEON);
+    check_isa(UL_ISA_NEON);
+}
+Test(kernels, dotprod_matches_f64_reference) {
+    UL_TEST_REQUIRE_ISA(UL_ISA_DOTPROD);
+    check_isa(UL_ISA_DOTPROD);
+}
+Test(kernels, i8mm_matches_f64_reference) {
+    UL_TEST_REQUIRE_ISA(UL_ISA_I8MM);
+    check_isa(UL_ISA_I8MM);
 }
 
 /* The AVX-512 Q4_0/Q8_0 prefill path (16+ tokens) transposes 16 rows at a time in chunks
@@ -253,7 +267,8 @@ Test(kernels, activation_conversion_matches_scalar) {
             for (int i = 256; i < 512; i++) x[i] = 0; /* a zero Q8K block */
         if (rep == 7) x[3] = INFINITY, x[700] = -INFINITY, x[701] = 0x1p-130f;
         x[100] = -x[101]; /* equal magnitudes: the first one sets the Q8K sign */
-        for (int isa = UL_ISA_AVX2; isa <= (int)ul_cpu_isa(); isa++) {
+        for (int isa = UL_ISA_AVX2; isa <= UL_ISA_I8MM; isa++) {
+            if (!ul_cpu_isa_within((ul_isa_t)isa, ul_cpu_isa())) continue;
             for (int f = XF_F16R; f <= XF_Q8K; f++) {
                 const int blocked = f == XF_Q8A || f == XF_Q8A1 || f == XF_Q8K;
                 int64_t m = blocked ? 768 : n;

@@ -144,6 +144,8 @@ Test(moe, copied_experts_equal_mapped) {
     ul_model_free(m);
 }
 
+/* x86 only: the AVX2 top-k */
+#if defined(__x86_64__) || defined(__i386__)
 /* The router's top-k of the scalar and AVX2 ops tables against the rule (the k largest,
  * descending, ties to the lower index) on rows with many ties and every k up to 8; rows the
  * AVX2 one refuses (a length not a multiple of 8, no value above -inf left) are left
@@ -195,3 +197,4 @@ Test(moe, topk_avx2_equals_scalar_rule) {
     cr_expect_eq(ul_topk_avx2(q, 8, 4, sel, val), -1);
     cr_expect(!memcmp(p, q, sizeof p), "a row refused after two picks is restored");
 }
+#endif

@@ -10,6 +10,9 @@
 #include "cpu/forward.h"
 #include "kern_testutil.h"
 
+/* x86 kernels only: the AVX2 RMSNorm and RoPE */
+#if defined(__x86_64__) || defined(__i386__)
+
 static uint32_t bits(float f) {
     uint32_t u;
     memcpy(&u, &f, 4);
@@ -65,3 +68,4 @@ Test(norm_avx2, rmsnorm_within_one_ulp_of_scalar) {
         cr_expect_eq(memcmp(a, b, sizeof(float) * n), 0, "n=%d: in place differs", n);
     }
 }
+#endif

@@ -10,6 +10,9 @@
 #include "cpu/pack.h"
 #include "kern_testutil.h"
 
+/* x86 kernels only: the AVX2 / AVX-512 packed F16 layout */
+#if defined(__x86_64__) || defined(__i386__)
+
 /* Packs n_groups x 16 random rows, runs mm into NaN-filled y (so an unwritten output
  * fails) twice, and returns the number of outputs outside the bound; *same says whether
  * both runs gave the same bits. */
@@ -133,3 +136,4 @@ Test(pack_f16, avx2_token_alone_equals_token_in_batch) {
     UL_TEST_REQUIRE_ISA(UL_ISA_AVX2);
     alone_equals_batched(&ul_pack_f16_avx2);
 }
+#endif

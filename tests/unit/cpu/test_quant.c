@@ -1,7 +1,9 @@
 /* Quantise/dequantise round trips and half-precision conversions at their edges. */
 #include <criterion/criterion.h>
-#include <immintrin.h>
 #include <stdio.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
 
 #include "kern_testutil.h"
 
@@ -35,15 +37,32 @@ Test(fp16, edge_cases) {
     cr_expect(isinf(ul_fp16_to_fp32(0x7c00)));
 }
 
-/* Against the F16C instruction (what llama.cpp uses) over a stride through all f32 bit
- * patterns and all 65536 halves. */
+/* Against the hardware conversion (what llama.cpp uses: F16C on x86, FCVT on AArch64) over
+ * a stride through all f32 bit patterns and all 65536 halves. */
+#if defined(__x86_64__) || defined(__i386__)
 __attribute__((target("f16c"))) static uint16_t hw_to_h(float f) {
     return (uint16_t)_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT);
 }
 __attribute__((target("f16c"))) static float hw_to_f(uint16_t h) { return _cvtsh_ss(h); }
+#define HAS_HW_F16() __builtin_cpu_supports("f16c")
+#elif defined(__aarch64__)
+static uint16_t hw_to_h(float f) {
+    const __fp16 h = (__fp16)f;
+    uint16_t u;
+    memcpy(&u, &h, 2);
+    return u;
+}
+static float hw_to_f(uint16_t u) {
+    __fp16 h;
+    memcpy(&h, &u, 2);
+    return (float)h;
+}
+#define HAS_HW_F16() 1
+#endif
 
+#ifdef HAS_HW_F16
 Test(fp16, matches_f16c) {
-    cr_assert(__builtin_cpu_supports("f16c"), "no F16C on this CPU to compare with");
+    cr_assert(HAS_HW_F16(), "no F16C on this CPU to compare with");
     int bad = 0;
     for (uint64_t u = 0; u < (1ull << 32); u += 4099) {
         float f = u2f((uint32_t)u);
@@ -57,6 +76,7 @@ Test(fp16, matches_f16c) {
     }
     cr_expect_eq(bad, 0);
 }
+#endif
 
 Test(bf16, edge_cases) {
     cr_expect_eq(ul_fp32_to_bf16(1.0f), 0x3f80);

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# make test-arm64: the aarch64 cross build (cmake/aarch64-linux-gnu.cmake, against the
+# private sysroot of scripts/arm64_sysroot.sh) run under qemu-user, no ARM hardware needed:
+#  - unit_cpu's kernel, quantiser and ISA tests (every kernel against the scalar reference)
+#    under three CPU models: cortex-a72 (NEON only), neoverse-n1 (+dotprod), max (+i8mm);
+#  - every shared golden (unit_cpu golden/*) on the arm64 binary, at the best ISA (max);
+#  - unit_base and unit_model, once (max);
+#  - `uvllm serve` answering a chat request (tests/arm64/serve_chat.py) under each model.
+# qemu is 10-50x slower than the host: the slow forward-pass suites (batching, pipelines,
+# MoE, long-context) stay in `make test` on x86, where the same C runs natively.
+#   usage: tests/arm64/run.sh [BUILD_DIR]   (default build-arm64)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+src=$PWD
+out="$(realpath -m "${1:-build-arm64}")"
+sysroot="${UVLLM_ARM64_SYSROOT:-$out/sysroot}"
+bash scripts/deps.sh --arm64 "$sysroot"
+export UVLLM_ARM64_SYSROOT="$sysroot"
+cmake -S . -B "$out/build" -DCMAKE_TOOLCHAIN_FILE="$src/cmake/aarch64-linux-gnu.cmake" \
+    -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$out/build" -j "${JOBS:-$(nproc)}"
+shim="$out/qemu_exec.so"
+aarch64-linux-gnu-gcc --sysroot="$sysroot" -O2 -shared -fPIC -o "$shim" tests/arm64/qemu_exec.c -ldl
+qemu="$(command -v qemu-aarch64)"
+export UVLLM_QEMU="$qemu" UVLLM_QEMU_SHIM="$shim" QEMU_LD_PREFIX="$sysroot" UVLLM_SOURCE_DIR="$src"
+# the server binary as the integration harness starts it
+wrap="$out/uvllm-qemu"
+printf '#!/bin/sh\nexec %s -E LD_PRELOAD=%s %s "$@"\n' "$qemu" "$shim" "$out/build/uvllm" >"$wrap"
+chmod +x "$wrap"
+
+fail=0
+T0=$(date +%s)
+step() { echo "=== test-arm64: $1 ($(($(date +%s) - T0)) s)"; }
+# run CPU BINARY ARGS...: one criterion binary under a CPU model; failures are collected
+run() {
+    local cpu=$1 bin=$2
+    shift 2
+    step "$bin $* on $cpu"
+    QEMU_CPU=$cpu "$qemu" -E LD_PRELOAD="$shim" "$out/build/$bin" --jobs 1 "$@" || fail=1
+}
+# per CPU model: that model's kernel table against the f64 reference, the AArch64 products
+# against the scalar ones bit for bit, the ops table, the ISA detection, the activation
+# converters and products through a pool; under max also the fp16/quant edge cases and
+# every shared golden (test_golden.c), at the best ISA
+declare -A isa=([cortex-a72]=neon [neoverse-n1]=dotprod [max]=i8mm)
+for cpu in cortex-a72 neoverse-n1 max; do
+    i=${isa[$cpu]}
+    export UVLLM_WANT_ISA=$i
+    f="kernels/${i}_*|kernels/activation_*|kernels/matmul_*|kernels_arm/*|isa/*|ops_isa/*"
+    [ "$cpu" = max ] && f="$f|fp16/*|bf16/*|quant/*|golden/*"
+    run "$cpu" unit_cpu --filter "@($f)"
+    step "serve_chat on $cpu"
+    QEMU_CPU=$cpu UVLLM_BIN="$wrap" python3 tests/arm64/serve_chat.py || fail=1
+done
+# GGUF parsing and loading, and the base library (alignment, atomics, timers), once;
+# unit_engine and unit_chat (portable C, minutes under qemu) stay with `make test`
+for b in unit_base unit_model; do run max "$b"; done
+step "done"
+if [ "$fail" -ne 0 ]; then
+    echo "test-arm64: FAILED" >&2
+    exit 1
+fi
+echo "test-arm64: passed"
