@@ -15,8 +15,8 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from uvllm_harness import (Reader, Server, build_request, run, shared, test,  # noqa: E402
-                           timed, wait_for)
+from uvllm_harness import (HANG_SCALE, Reader, Server, build_request, run, shared,  # noqa: E402
+                           test, timed, wait_for)
 
 MODEL = os.path.join(shared(), "models", "aidreams260K.gguf")
 QWEN2 = os.path.join(shared(), "models", "qwen2-tiny-f16.gguf")
@@ -31,9 +31,10 @@ def vocab_server(*extra):
 def raw(srv, data, timeout=10, src=None):
     """Sends data on a new connection and reads one response. The server may answer before
     it has read everything (a large body refused at its head is never read): sending then
-    fails, and the answer is read all the same."""
+    fails, and the answer is read all the same. timeout only guards against a hang (scaled
+    for sanitizer builds): no test here bounds a latency through it."""
     s = socket.socket()
-    s.settimeout(timeout)
+    s.settimeout(timeout * HANG_SCALE)
     if src:
         s.bind((src, 0))
     s.connect(("127.0.0.1", srv.port))
@@ -51,9 +52,9 @@ def raw(srv, data, timeout=10, src=None):
         return r
 
 
-def post(srv, path, body, headers=None, src=None):
+def post(srv, path, body, headers=None, src=None, timeout=10):
     data = body if isinstance(body, (bytes, str)) else json.dumps(body)
-    return raw(srv, build_request("POST", path, data, headers, close=True), src=src)
+    return raw(srv, build_request("POST", path, data, headers, close=True), timeout, src)
 
 
 def strict_json(r):
@@ -149,16 +150,19 @@ def tokenizer_answers_are_bounded():
     # 64 MiB for clients, 28 MiB of it per connection (--max-body 24M + 4M of output): a
     # 4 MiB text's work (3x) and its ~10 MB answer fit, the answers below do not
     with vocab_server("--max-body", str(24 << 20), "--max-buffered-mem", "64M") as s:
-        r = post(s, "/tokenize", {"content": TEXT})
+        # tokenizing 4 MiB takes ~1 s in Release, more than 10 s under TSan on a busy host
+        r = post(s, "/tokenize", {"content": TEXT}, timeout=60)
         assert r.status == 200, (r.status, r.body[:200])
         # with pieces the answer would be ~60 MB: over one connection's budget
-        r = post(s, "/tokenize", {"content": TEXT, "with_pieces": True})
+        r = post(s, "/tokenize", {"content": TEXT, "with_pieces": True}, timeout=60)
         assert r.status == 413, (r.status, r.body[:200])
         assert strict_json(r)["error"]["code"] == "response_too_large"
         # 2.5M ids of " unfolding" would be a 25 MB answer
-        r = post(s, "/detokenize", "{\"tokens\":[" + ",".join(["422"] * 2500000) + "]}")
+        r = post(s, "/detokenize", "{\"tokens\":[" + ",".join(["422"] * 2500000) + "]}",
+                 timeout=60)
         assert r.status == 413, (r.status, r.body[:200])
-        r = post(s, "/detokenize", "{\"tokens\":[" + ",".join(["422"] * 250000) + "]}")
+        r = post(s, "/detokenize", "{\"tokens\":[" + ",".join(["422"] * 250000) + "]}",
+                 timeout=60)
         assert r.status == 200 and len(strict_json(r)["content"]) > 2000000
         assert s.health()[0] == 200
 
