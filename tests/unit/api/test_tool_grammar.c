@@ -91,7 +91,7 @@ static size_t sentence(const ul_grammar_t *g, unsigned *rng, char *out, size_t c
 }
 
 typedef struct {
-    int calls, starts;
+    int calls, starts, frags;
     char name[64];
     ul_buf_t args, streamed;
 } res_t;
@@ -107,6 +107,8 @@ static void on_ev(void *ud, const ul_chat_ev_t *ev) {
         snprintf(r->name, sizeof r->name, "%s", ev->name);
         cr_assert(!strncmp(ev->id, "call_", 5));
     } else if (ev->kind == UL_CHAT_EV_TOOL_ARGS) {
+        cr_assert_gt(r->starts, 0, "arguments before their call's start");
+        r->frags++;
         ul_buf_append(&r->streamed, ev->text, ev->len);
     }
 }
@@ -167,6 +169,55 @@ Test(tool_grammar, every_format_round_trips_through_its_parser) {
     }
     cr_assert_geq(done, 21, "formats constrained: %d", done);
     cJSON_Delete(tools);
+}
+
+/* Every format whose arguments are one JSON object streams them as generated: fed byte by
+ * byte, the arguments arrive in many fragments (one per byte of the object), not whole at
+ * the end of the section. */
+Test(tool_grammar, json_argument_formats_stream_fragments) {
+    static const int fmts[] = {
+        UL_CHAT_TOOLS_HERMES,       UL_CHAT_TOOLS_LLAMA3,          UL_CHAT_TOOLS_MISTRAL,
+        UL_CHAT_TOOLS_MISTRAL_ARGS, UL_CHAT_TOOLS_GRANITE,         UL_CHAT_TOOLS_COMMAND_R,
+        UL_CHAT_TOOLS_COMMAND_A,    UL_CHAT_TOOLS_APRIEL,          UL_CHAT_TOOLS_FIREFUNCTION_V2,
+        UL_CHAT_TOOLS_GIGACHAT3,    UL_CHAT_TOOLS_FUNCTIONARY_V31, UL_CHAT_TOOLS_KIMI_K2,
+        UL_CHAT_TOOLS_DEEPSEEK_R1,  UL_CHAT_TOOLS_HARMONY};
+    cJSON *tools = cJSON_Parse(TOOLS);
+    for (size_t i = 0; i < sizeof fmts / sizeof *fmts; i++) {
+        ul_grammar_t *g = tool_grammar(fmts[i], tools, "get_weather");
+        cr_assert(g, "%s", ul_chat_tool_fmt_name(fmts[i]));
+        unsigned rng = (unsigned)fmts[i] * 104729u;
+        char text[4096];
+        size_t n = sentence(g, &rng, text, sizeof text);
+        res_t r;
+        parse(fmts[i], text, n, 1, &r);
+        cr_assert_eq(r.starts, 1, "%s: %s", ul_chat_tool_fmt_name(fmts[i]), text);
+        cr_assert_str_eq(r.name, "get_weather");
+        check_args(fmts[i], text, ul_buf_cstr(&r.streamed));
+        cr_assert_geq((size_t)r.frags, r.streamed.len / 2, "%s: %d fragments for %s",
+                      ul_chat_tool_fmt_name(fmts[i]), r.frags, ul_buf_cstr(&r.streamed));
+        ul_buf_free(&r.args);
+        ul_buf_free(&r.streamed);
+        ul_grammar_unref(g);
+    }
+    cJSON_Delete(tools);
+}
+
+/* DeepSeek V3.1 writes "NAME<｜tool▁sep｜>ARGS" (no "function", no fence); several calls in one
+ * section each stream. */
+Test(tool_grammar, deepseek_v31_and_several_calls_stream) {
+    static const char text[] =
+        "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": \"Rom\", "
+        "\"days\": "
+        "2}<｜tool▁call▁end｜><｜tool▁call▁begin｜>noop<｜tool▁sep｜>{}<｜tool▁call▁end｜>"
+        "<｜tool▁calls▁end｜>";
+    res_t r;
+    parse(UL_CHAT_TOOLS_DEEPSEEK_R1, text, sizeof text - 1, 1, &r);
+    cr_assert_eq(r.starts, 2);
+    cr_assert_str_eq(r.name, "noop");
+    cr_assert_str_eq(ul_buf_cstr(&r.streamed), "{\"city\": \"Rom\", \"days\": 2}{}");
+    cr_assert_geq(r.frags, 20);
+    ul_buf_free(&r.args);
+    ul_buf_free(&r.streamed);
 }
 
 Test(tool_grammar, hermes_streams_arguments_in_fragments) {
