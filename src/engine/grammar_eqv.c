@@ -26,7 +26,13 @@ typedef struct {
     int32_t n_act;
     int32_t *cnt, *best; /* [n_states] by class */
     uint8_t *empty;      /* [n_states]: can reach its rule's end without a byte */
-    int32_t *hash;       /* open addressing: a member + 1 */
+    /* each state's row as runs of byte classes with one target (-1: none): run_at[k] is
+     * the first class of run k, run_to[k] its target; a state's runs are run_off[s] ..
+     * run_off[s + 1]. Rows compare as runs (a row split where another is not is told
+     * apart: fewer states agree, none wrongly), a few per state instead of n_cls. */
+    int32_t *run_off, *run_to;
+    uint8_t *run_at;
+    int32_t *hash; /* open addressing: a member + 1 */
     size_t hcap;
     int level0;
 } refine_t;
@@ -49,9 +55,9 @@ static uint64_t sig_hash(const refine_t *r, int32_t s) {
         return h;
     }
     h = mix(h, (uint32_t)r->cls[s]);
-    const int32_t *row = g->trans + (size_t)s * (size_t)g->n_cls;
-    for (int c = 0; c < g->n_cls; c++)
-        h = mix(h, row[c] < 0 ? UINT32_MAX : (uint32_t)r->cls[row[c]]);
+    for (int32_t k = r->run_off[s]; k < r->run_off[s + 1]; k++)
+        h = mix(mix(h, r->run_at[k]),
+                r->run_to[k] < 0 ? UINT32_MAX : (uint32_t)r->cls[r->run_to[k]]);
     for (int32_t k = g->call_off[s]; k < g->call_off[s + 1]; k++)
         if (exact_ret(r, k) < 0) h = mix(h, (uint32_t)r->cls[g->call_ret[k]]);
     return h;
@@ -70,17 +76,47 @@ static int sig_eq(const refine_t *r, int32_t a, int32_t b) {
                 return 0;
         return 1;
     }
-    if (r->cls[a] != r->cls[b]) return 0;
-    const int32_t *ra = g->trans + (size_t)a * (size_t)g->n_cls;
-    const int32_t *rb = g->trans + (size_t)b * (size_t)g->n_cls;
-    for (int c = 0; c < g->n_cls; c++) {
-        int32_t x = ra[c] < 0 ? -1 : r->cls[ra[c]], y = rb[c] < 0 ? -1 : r->cls[rb[c]];
-        if (x != y) return 0;
+    int32_t n = r->run_off[a + 1] - r->run_off[a], ra = r->run_off[a], rb = r->run_off[b];
+    if (r->cls[a] != r->cls[b] || n != r->run_off[b + 1] - rb) return 0;
+    for (int32_t k = 0; k < n; k++) {
+        int32_t x = r->run_to[ra + k], y = r->run_to[rb + k];
+        if (r->run_at[ra + k] != r->run_at[rb + k] ||
+            (x < 0 ? -1 : r->cls[x]) != (y < 0 ? -1 : r->cls[y]))
+            return 0;
     }
     for (int32_t k = 0; k < na; k++) /* same level-0 class: the same calls in the same order */
         if (exact_ret(r, ka + k) < 0 && r->cls[g->call_ret[ka + k]] != r->cls[g->call_ret[kb + k]])
             return 0;
     return 1;
+}
+
+/* The rows as runs (refine_t.run_*). */
+static int find_runs(refine_t *r) {
+    const ul_grammar_t *g = r->g;
+    size_t n = 0, cap = (size_t)g->n_states * 4 + 16;
+    r->run_off = malloc(((size_t)g->n_states + 1) * sizeof *r->run_off);
+    r->run_to = malloc(cap * sizeof *r->run_to);
+    r->run_at = malloc(cap);
+    if (!r->run_off || !r->run_to || !r->run_at) return UL_ENOMEM;
+    for (int32_t s = 0; s < g->n_states; s++) {
+        const int32_t *row = g->trans + (size_t)s * (size_t)g->n_cls;
+        r->run_off[s] = (int32_t)n;
+        for (int c = 0; c < g->n_cls; c++) {
+            if (c && row[c] == row[c - 1]) continue;
+            if (n == cap) {
+                cap *= 2;
+                int32_t *nt = realloc(r->run_to, cap * sizeof *nt);
+                if (nt) r->run_to = nt;
+                uint8_t *na = nt ? realloc(r->run_at, cap) : NULL;
+                if (!na) return UL_ENOMEM;
+                r->run_at = na;
+            }
+            r->run_at[n] = (uint8_t)c;
+            r->run_to[n++] = row[c];
+        }
+    }
+    r->run_off[g->n_states] = (int32_t)n;
+    return 0;
 }
 
 /* empty[s]: s can reach its rule's end through calls of rules that can be empty. */
@@ -196,7 +232,8 @@ static geqv_t *compute_eqv(const ul_grammar_t *g) {
         (r.best = malloc(n * sizeof *r.best)) && (r.empty = malloc(n))) {
         for (size_t s = 0; s < n; s++) e->rep[s] = -1;
         find_empty(&r);
-        rc = refine(&r, max_d, e->dd, NULL);
+        rc = find_runs(&r);
+        if (!rc) rc = refine(&r, max_d, e->dd, NULL);
         if (!rc) rc = refine(&r, max_d, e->dd, e->rep);
     }
     free(r.cls);
@@ -205,6 +242,9 @@ static geqv_t *compute_eqv(const ul_grammar_t *g) {
     free(r.cnt);
     free(r.best);
     free(r.empty);
+    free(r.run_off);
+    free(r.run_to);
+    free(r.run_at);
     free(r.hash);
     if (rc) {
         ul_geqv_free(e);
