@@ -636,7 +636,9 @@ int ul_chat_serve(ul_api_t *a, ul_http_req_t *req, const ul_chat_ep_t *ep, ul_ch
     j->c.enc = ep->enc;
     ul_arena_init(&j->ar, 1024);
     j->job = (ul_api_job_t){.req = &j->req, .run = run, .done = done};
-    if (req->body_len <= UL_API_JOB_BYTES || !a->server) {
+    if ((req->body_len <= UL_API_JOB_BYTES &&
+         !ul_api_body_may_constrain(req->body, req->body_len)) ||
+        !a->server) {
         j->body = req->body;
         j->body_len = req->body_len;
         run(&j->job);

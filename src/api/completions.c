@@ -403,7 +403,9 @@ int ul_api_completions(ul_http_req_t *req, void *data) {
     c->req = req;
     ul_arena_init(&c->ar, 1024);
     c->job = (ul_api_job_t){.req = &c->req, .run = prepare, .done = prepared};
-    if (req->body_len <= UL_API_JOB_BYTES || !a->server) {
+    if ((req->body_len <= UL_API_JOB_BYTES &&
+         !ul_api_body_may_constrain(req->body, req->body_len)) ||
+        !a->server) {
         c->body = req->body;
         c->body_len = req->body_len;
         prepare(&c->job);

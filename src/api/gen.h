@@ -87,6 +87,11 @@ int ul_api_params_parse(ul_api_t *a, const cJSON *root, ul_gen_kind_t kind, ul_a
 /* Structured output (structured.c): reads response_format, grammar, json_schema,
  * structured_outputs and guided_* into p->grammar / p->json_object. 0 or UL_EINVAL (bad). */
 int ul_api_structured_parse(ul_api_t *a, const cJSON *root, ul_api_params_t *p, ul_api_bad_t *bad);
+/* 1 when a request body may ask for a grammar (a structured output field, tools, or a key
+ * it cannot tell for escapes): such a request is prepared as a job (job.c) whatever its
+ * size, since a schema of a few hundred bytes can compile for tens of milliseconds (a
+ * string's maxLength of 500 is thousands of automaton states). */
+int ul_api_body_may_constrain(const char *body, size_t len);
 /* The compiled grammar of GBNF text for a's vocabulary, from a's cache or compiled into it:
  * borrowed, valid until the cache evicts it (a later call; take a reference to keep it).
  * On a job's thread (ul_api_job_thread) it comes with a reference for the caller, since

@@ -134,6 +134,19 @@ int ul_api_grammar_get(ul_api_t *a, const char *src, size_t len, ul_grammar_t **
     return 0;
 }
 
+int ul_api_body_may_constrain(const char *body, size_t len) {
+    static const char *const keys[] = {"\"response_format\"",
+                                       "\"grammar\"",
+                                       "\"json_schema\"",
+                                       "\"structured_outputs\"",
+                                       "\"guided_",
+                                       "\"tools\"",
+                                       "\\u"}; /* a key may be spelled with escapes */
+    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
+        if (memmem(body, len, keys[i], strlen(keys[i]))) return 1;
+    return 0;
+}
+
 static const cJSON *field(const cJSON *root, const char *name) {
     const cJSON *it = cJSON_GetObjectItemCaseSensitive(root, name);
     return it && !cJSON_IsNull(it) ? it : NULL;

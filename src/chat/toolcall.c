@@ -380,6 +380,7 @@ static int header_step(ul_chat_parser_t *p, int final, ul_chat_ev_cb cb, void *u
         p->aux.len = 0;
         if (ul_buf_append(&p->aux, to, rn) || !ul_buf_cstr(&p->aux)) return UL_ENOMEM;
         p->mode = M_HTOOL;
+        ul_tc_stream_reset(p);
     }
     ul_buf_consume(&p->buf, hn + mn);
     p->scan = 0;
@@ -393,6 +394,7 @@ static int htool_step(ul_chat_parser_t *p, int final, ul_chat_ev_cb cb, void *ud
     static const char call[] = "<|call|>";
     size_t len = p->buf.len, cn = sizeof call - 1;
     const char *e = len > p->scan ? memmem(p->buf.p + p->scan, len - p->scan, call, cn) : NULL;
+    if (p->stream) ul_tc_stream_scan(p, e ? (size_t)(e - p->buf.p) : len, cb, ud);
     if (!e && !final) {
         p->scan = len >= cn ? len - cn + 1 : 0;
         return 0;

@@ -150,10 +150,12 @@ void ul_chat_parser_init(ul_chat_parser_t *p, const ul_chat_syntax_t *s, int sta
                          int parse_tools, uint64_t id_seed);
 /* Streams tool calls: for the formats whose calls carry a name and then JSON arguments
  * (Hermes, Llama 3, Mistral, Granite, Command R/A, Apriel, FireFunction, GigaChat,
- * Mistral's NAME[ARGS], Functionary), a TOOL_START event as soon as the name and the
- * arguments' first byte are out, then TOOL_ARGS fragments as generated, whose
- * concatenation is the call's arguments text; other formats and calls whose keys come in
- * another order still give one TOOL_START and one TOOL_ARGS (minified) when complete. */
+ * Mistral's NAME[ARGS], Functionary, Kimi K2, DeepSeek R1/V3/V3.1, harmony), a TOOL_START
+ * event as soon as the name and the arguments' first byte are out, then TOOL_ARGS
+ * fragments as generated, whose concatenation is the call's arguments text; other formats
+ * (those with one element per argument: Qwen3-Coder's XML, GLM, MiniMax, Seed, DSML, ...)
+ * and calls whose keys come in another order still give one TOOL_START and one TOOL_ARGS
+ * (minified) when complete. */
 void ul_chat_parser_stream_calls(ul_chat_parser_t *p, int on);
 
 /* Feeds generated text (whole UTF-8 characters); calls cb for every event now decided.

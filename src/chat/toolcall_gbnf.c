@@ -15,7 +15,8 @@
  * parameter template with "@K" its name and "@V" its value (a JSON value). */
 typedef struct {
     const char *pre, *call, *sep, *post, *param, *trigger;
-    int single; /* one call only */
+    int single;       /* one call only */
+    const char *psep; /* between parameters (then the required ones come first), or NULL */
 } tfmt_t;
 
 static const tfmt_t g_tf[UL_CHAT_TOOLS_COUNT] = {
@@ -70,6 +71,8 @@ static const tfmt_t g_tf[UL_CHAT_TOOLS_COUNT] = {
                                 "<seed:tool_call>", 0},
     [UL_CHAT_TOOLS_FIREFUNCTION_V2] = {"functools[", "{\"name\": \"@N\", \"arguments\": @A}", ", ",
                                        "]", NULL, "functools", 0},
+    [UL_CHAT_TOOLS_LFM2] = {"<|tool_call_start|>[", "@N(@P)", ", ", "]<|tool_call_end|>", "@K=@V",
+                            "<|tool_call_start|>", 0, ", "},
     [UL_CHAT_TOOLS_APRIEL] = {"<tool_calls>[", "{\"name\": \"@N\", \"arguments\": @A}", ", ",
                               "]</tool_calls>", NULL, "<tool_calls>", 0},
     [UL_CHAT_TOOLS_APERTUS] = {"<|tools_prefix|>[", "{\"@N\": @A}", ", ", "]<|tools_suffix|>", NULL,
@@ -155,6 +158,49 @@ static int is_required(const cJSON *req, const char *k) {
     return 0;
 }
 
+/* The j-th property (0-based) by the parameter template, preceded by psep when sep. */
+static int one_param(ul_buf_t *b, cctx_t *c, int j, int sep) {
+    const cJSON *p = c->props ? c->props->child : NULL;
+    for (int k = 0; k < j && p; k++) p = p->next;
+    c->param = j;
+    c->key = p->string;
+    int rc = sep ? lit(b, c->f->psep, strlen(c->f->psep)) : 0;
+    return rc ? rc : expand(b, c->f->param, sub_param, c);
+}
+
+/* @P with a separator (keyword arguments): the required properties joined by it, then the
+ * optional ones each optional; with none required, a non-empty run of the optional ones
+ * starts at any of them, or none at all. */
+static int params_sep(ul_buf_t *b, cctx_t *c) {
+    int n = cJSON_GetArraySize(c->props), n_req = 0, put_req = 0, rc = 0, j = 0;
+    const cJSON *p;
+    cJSON_ArrayForEach(p, c->props) n_req += is_required(c->req, p->string);
+    cJSON_ArrayForEach(p, c->props) {
+        int k = j++;
+        if (is_required(c->req, p->string) && !rc) rc = one_param(b, c, k, put_req++ > 0);
+    }
+    for (int first = 0; !rc && first < n; first++) { /* the optional ones */
+        int i = 0, lead = 0;
+        cJSON_ArrayForEach(p, c->props) {
+            int k = i++;
+            if (is_required(c->req, p->string) || rc || (!n_req && k < first)) continue;
+            if (!n_req && !lead) { /* this alternative starts at property `first` */
+                if (k != first) break;
+                rc = first ? put(b, " | ", 3) : put(b, " (", 2);
+                if (!rc) rc = one_param(b, c, k, 0);
+                lead = 1;
+                continue;
+            }
+            rc = put(b, " (", 2);
+            if (!rc) rc = one_param(b, c, k, 1);
+            if (!rc) rc = put(b, ")? ", 3);
+        }
+        if (n_req) break; /* one pass: after the required ones */
+    }
+    if (!rc && !n_req && n > 0) rc = put(b, ")? ", 3);
+    return rc;
+}
+
 static int sub_call(ul_buf_t *b, char x, void *v) {
     cctx_t *c = v;
     char r[48];
@@ -163,6 +209,7 @@ static int sub_call(ul_buf_t *b, char x, void *v) {
         snprintf(r, sizeof r, " tool-args-%d ", c->tool);
         return put(b, r, strlen(r));
     }
+    if (c->f->psep) return params_sep(b, c);
     /* @P: every property in order, the optional ones optional */
     int rc = 0, j = 0;
     const cJSON *p;
@@ -176,6 +223,14 @@ static int sub_call(ul_buf_t *b, char x, void *v) {
         if (rc) break;
     }
     return rc;
+}
+
+/* A property name a keyword argument cannot carry, or NULL. */
+static const char *bad_keyword(const cJSON *params) {
+    const cJSON *k;
+    cJSON_ArrayForEach(k, cJSON_GetObjectItemCaseSensitive(
+                              params, "properties")) if (!valid_name(k->string)) return k->string;
+    return NULL;
 }
 
 int ul_chat_tool_fmt_per_param(int fmt) {
@@ -202,6 +257,12 @@ int ul_chat_tool_gbnf(int fmt, const cJSON *tools, const char *only, int paralle
             return UL_EINVAL;
         }
         const cJSON *params = cJSON_GetObjectItemCaseSensitive(fn_of(t), "parameters");
+        const char *bad = f->psep ? bad_keyword(params) : NULL;
+        if (bad) {
+            snprintf(err, err_len, "parameter '%.64s' of '%.64s' cannot be a keyword argument", bad,
+                     name->valuestring);
+            return UL_EINVAL;
+        }
         cctx_t c = {.f = f,
                     .tool = idx,
                     .name = name->valuestring,

@@ -34,8 +34,22 @@ static int is_ident(int ch) {
 
 static int value(py_t *c, int depth);
 
+/* A double-quoted string that is valid JSON as it stands (a forced call's grammar writes
+ * JSON values, \u escapes included): its length, else 0. */
+static size_t json_string(const py_t *c) {
+    size_t j = c->i + 1;
+    while (j < c->n && c->s[j] != '"') j += c->s[j] == '\\' ? 2 : 1;
+    if (j >= c->n || !ul_tc_json_valid(c->s + c->i, j + 1 - c->i)) return 0;
+    return j + 1 - c->i;
+}
+
 /* 'text' or "text" -> JSON string. */
 static int string(py_t *c) {
+    size_t js = c->s[c->i] == '"' ? json_string(c) : 0;
+    if (js) {
+        c->i += js;
+        return ul_buf_append(c->out, c->s + c->i - js, js);
+    }
     char q = c->s[c->i++];
     ul_buf_t raw = {0};
     int rc = UL_EFORMAT;

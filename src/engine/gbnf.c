@@ -205,7 +205,7 @@ static int cmp_range(const void *a, const void *b) {
 static int normalize(gp_t *p, size_t r0, int neg, int32_t node) {
     ast_t *a = p->ast;
     size_t n = a->n_ranges - r0;
-    qsort(a->ranges + r0, n, sizeof *a->ranges, cmp_range);
+    if (n > 1) qsort(a->ranges + r0, n, sizeof *a->ranges, cmp_range); /* none: no array */
     size_t m = 0;
     for (size_t i = 0; i < n; i++) {
         cprange_t r = a->ranges[r0 + i];

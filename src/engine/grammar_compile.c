@@ -721,6 +721,7 @@ static void free_grammar(ul_grammar_t *g) {
     if (!g) return;
     for (int32_t s = 0; g->pos && s < g->n_states; s++) ul_posinfo_free(atomic_load(&g->pos[s]));
     free(g->pos);
+    ul_geqv_free(atomic_load(&g->eqv));
     free(g->trans);
     free(g->flags);
     free(g->call_off);

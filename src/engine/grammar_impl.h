@@ -63,10 +63,13 @@ struct ul_gvocab_s {
     char *blob;
     tnode_t *nodes; /* [n_nodes]; node 0 is the root */
     int32_t n_nodes;
-    int32_t *dup; /* [n]: the next token with the same bytes, or -1 */
+    uint8_t *height; /* [n_nodes]: the depth of the deepest node below (or at) each node */
+    int32_t *dup;    /* [n]: the next token with the same bytes, or -1 */
     int32_t *eog_ids;
     int32_t n_eog;
-    uint32_t max_len; /* longest token */
+    uint32_t max_len;      /* longest token */
+    int32_t *by_len;       /* [n]: the ids by length; */
+    uint32_t len_off[257]; /* by_len[len_off[k] .. len_off[k + 1]) have k bytes */
 };
 
 /* ---- the compiled grammar (grammar_compile.c) ----------------------------------------- */
@@ -84,20 +87,39 @@ typedef struct posinfo_s {
      * so a step walks only the children whose byte the stack below the rule can take */
     int32_t *xoff; /* [257], NULL without exits */
     int32_t *xkid;
+    /* a state derived from another (grammar_eqv.c) shares that one's exits of at most
+     * base_d bytes instead of copying them: base's exits are sorted by depth, and so is
+     * each of its xkid groups (n_exits counts both parts) */
+    const struct posinfo_s *base;
+    uint8_t base_d;
 } posinfo_t;
 
 struct ul_grammar_s {
     atomic_int refs;
     const ul_gvocab_t *v;
     int32_t n_states, n_cls, n_rules, root;
-    uint8_t cls[256];          /* byte -> class */
-    int32_t *trans;            /* [n_states][n_cls]: next state or -1 */
-    uint8_t *flags;            /* [n_states]: S_FINAL, S_BYTES */
-    int32_t *call_off;         /* [n_states + 1] into call_to / call_ret */
-    int32_t *call_to;          /* the called rule's start state */
-    int32_t *call_ret;         /* the caller's state after the call */
-    _Atomic(posinfo_t *) *pos; /* [n_states], filled lazily */
+    uint8_t cls[256];             /* byte -> class */
+    int32_t *trans;               /* [n_states][n_cls]: next state or -1 */
+    uint8_t *flags;               /* [n_states]: S_FINAL, S_BYTES */
+    int32_t *call_off;            /* [n_states + 1] into call_to / call_ret */
+    int32_t *call_to;             /* the called rule's start state */
+    int32_t *call_ret;            /* the caller's state after the call */
+    _Atomic(posinfo_t *) *pos;    /* [n_states], filled lazily */
+    _Atomic(struct geqv_s *) eqv; /* the states' near-equivalence (grammar_eqv.c), lazily */
 };
+
+/* ---- states that agree up to a depth (grammar_eqv.c) ----------------------------------- */
+
+/* rep[s]: a state whose token sets equal s's for every token (and exit) of at most dd[s]
+ * bytes, or -1 when none is known; following rep strictly raises (dd, -id), so chains end. */
+typedef struct geqv_s {
+    int32_t *rep; /* [n_states] */
+    uint8_t *dd;  /* [n_states] */
+} geqv_t;
+
+/* The near-equivalence of g's states (computed on first use, any thread). NULL on ENOMEM. */
+const geqv_t *ul_grammar_eqv(ul_grammar_t *g);
+void ul_geqv_free(geqv_t *e);
 
 /* ---- parse-state sets (grammar_match.c) ------------------------------------------------- */
 
@@ -130,5 +152,9 @@ static inline int32_t ul_g_next(const ul_grammar_t *g, int32_t s, uint8_t b) {
 /* The cached token sets of state s, computed on first use (any thread). NULL on ENOMEM. */
 const posinfo_t *ul_grammar_posinfo(ul_grammar_t *g, int32_t s);
 void ul_posinfo_free(posinfo_t *p);
+/* The children of p's exits that lead on with byte b, as up to two spans kid[i][0 .. n[i])
+ * (p's own exits, its base's). */
+void ul_posinfo_kids(const ul_gvocab_t *v, const posinfo_t *p, uint8_t b, const int32_t *kid[2],
+                     int32_t n[2]);
 
 #endif

@@ -409,9 +409,14 @@ static int mask_stack(ul_gmatch_t *m, int32_t *fr, int d, uint32_t *bits) {
         int32_t top = below->p[k + below->p[k]];
         for (int b = 0; b < 256; b++) can[b] |= ul_g_next(m->g, top, (uint8_t)b) >= 0;
     }
-    for (int b = 0; b < 256; b++)
-        for (int32_t i = can[b] ? pi->xoff[b] : pi->xoff[b + 1]; i < pi->xoff[b + 1]; i++)
-            if (walk_child(m, pi->xkid[i], bits)) return UL_ENOMEM;
+    for (int b = 0; b < 256; b++) {
+        const int32_t *kid[2];
+        int32_t nk[2] = {0, 0};
+        if (can[b]) ul_posinfo_kids(v, pi, (uint8_t)b, kid, nk);
+        for (int h = 0; h < 2; h++)
+            for (int32_t i = 0; i < nk[h]; i++)
+                if (walk_child(m, kid[h][i], bits)) return UL_ENOMEM;
+    }
     return 0;
 }
 

@@ -13,6 +13,8 @@ void ul_gvocab_free(ul_gvocab_t *v) {
     free(v->eog);
     free(v->blob);
     free(v->nodes);
+    free(v->height);
+    free(v->by_len);
     free(v->dup);
     free(v->eog_ids);
     free(v);
@@ -110,6 +112,29 @@ static int build_trie(ul_gvocab_t *v, const int32_t *ord, int32_t n) {
     return 0;
 }
 
+/* by_len: a counting sort (lengths are below 256). */
+static void sort_by_len(ul_gvocab_t *v) {
+    uint32_t at[257] = {0};
+    for (int32_t t = 0; t < v->n; t++) at[v->off[t + 1] - v->off[t] + 1]++;
+    for (int k = 0; k < 256; k++) at[k + 1] += at[k];
+    memcpy(v->len_off, at, sizeof at);
+    for (int32_t t = 0; t < v->n; t++) v->by_len[at[v->off[t + 1] - v->off[t]]++] = t;
+}
+
+/* height[]: children come after their parent (breadth first), so one backward pass. */
+static int build_heights(ul_gvocab_t *v) {
+    v->height = malloc((size_t)v->n_nodes);
+    if (!v->height) return UL_ENOMEM;
+    for (int32_t x = v->n_nodes - 1; x >= 0; x--) {
+        const tnode_t *nd = &v->nodes[x];
+        uint8_t h = nd->depth;
+        for (int32_t c = nd->child; c < nd->child + nd->n_child; c++)
+            if (v->height[c] > h) h = v->height[c];
+        v->height[x] = h;
+    }
+    return 0;
+}
+
 ul_gvocab_t *ul_gvocab_new(int32_t n, void *ctx,
                            int (*piece)(void *ctx, int32_t id, char *out, int cap),
                            int (*is_eog)(void *ctx, int32_t id)) {
@@ -120,10 +145,11 @@ ul_gvocab_t *ul_gvocab_new(int32_t n, void *ctx,
     v->eog = calloc((size_t)n + 1, 1);
     v->dup = malloc(((size_t)n + 1) * sizeof *v->dup);
     v->eog_ids = malloc(((size_t)n + 1) * sizeof *v->eog_ids);
+    v->by_len = malloc(((size_t)n + 1) * sizeof *v->by_len);
     int32_t *ord = malloc(((size_t)n + 1) * sizeof *ord);
     size_t cap = (size_t)n * 8 + 64, len = 0;
     v->blob = malloc(cap);
-    if (!v->off || !v->eog || !v->dup || !v->eog_ids || !ord || !v->blob) goto fail;
+    if (!v->off || !v->eog || !v->dup || !v->eog_ids || !v->by_len || !ord || !v->blob) goto fail;
     int32_t n_ord = 0;
     for (int32_t i = 0; i < n; i++) {
         v->off[i] = (uint32_t)len;
@@ -149,7 +175,8 @@ ul_gvocab_t *ul_gvocab_new(int32_t n, void *ctx,
     }
     v->off[n] = (uint32_t)len;
     qsort_r(ord, (size_t)n_ord, sizeof *ord, cmp_tok, v);
-    if (build_trie(v, ord, n_ord)) goto fail;
+    if (build_trie(v, ord, n_ord) || build_heights(v)) goto fail;
+    sort_by_len(v);
     free(ord);
     return v;
 fail:

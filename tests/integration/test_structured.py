@@ -173,6 +173,29 @@ def chat_template_cli_drops_the_leading_bos_like_the_server():
     assert cli() == kept[3:], name
 
 
+def jobs_total():
+    m = re.search(r"^uvllm_jobs_total (\S+)$", srv().request("GET", "/metrics").body.decode(), re.M)
+    return float(m.group(1))
+
+
+@test
+def small_structured_requests_compile_off_the_loop():
+    # a 300-byte schema whose string maxLength of 400 compiles to thousands of states: the
+    # request is a job (a pool thread) like a large body, so the loop keeps serving
+    sch = {"type": "object", "properties": {"note": {"type": "string", "maxLength": 400}},
+           "required": ["note"], "additionalProperties": False}
+    before = jobs_total()
+    c = chat(response_format={"type": "json_schema", "json_schema": {"name": "n", "schema": sch}},
+             max_tokens=8)
+    assert c["finish_reason"] in ("stop", "length"), c
+    r = post("/v1/completions", {"prompt": "Go.", "max_tokens": 4, "json_schema": sch})
+    assert r.status == 200, r.body
+    assert jobs_total() == before + 2, (before, jobs_total())
+    # a plain small request stays inline (a hop to the pool costs more than its work)
+    chat(max_tokens=2)
+    assert jobs_total() == before + 2
+
+
 if __name__ == "__main__":
     rc = run()
     if SRV:

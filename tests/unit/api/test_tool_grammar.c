@@ -91,7 +91,7 @@ static size_t sentence(const ul_grammar_t *g, unsigned *rng, char *out, size_t c
 }
 
 typedef struct {
-    int calls, starts;
+    int calls, starts, frags;
     char name[64];
     ul_buf_t args, streamed;
 } res_t;
@@ -107,6 +107,8 @@ static void on_ev(void *ud, const ul_chat_ev_t *ev) {
         snprintf(r->name, sizeof r->name, "%s", ev->name);
         cr_assert(!strncmp(ev->id, "call_", 5));
     } else if (ev->kind == UL_CHAT_EV_TOOL_ARGS) {
+        cr_assert_gt(r->starts, 0, "arguments before their call's start");
+        r->frags++;
         ul_buf_append(&r->streamed, ev->text, ev->len);
     }
 }
@@ -139,8 +141,8 @@ Test(tool_grammar, every_format_round_trips_through_its_parser) {
     for (int fmt = 1; fmt < UL_CHAT_TOOLS_COUNT; fmt++) {
         ul_grammar_t *g = tool_grammar(fmt, tools, "get_weather");
         if (!g) {
-            cr_assert(fmt == UL_CHAT_TOOLS_LFM2 || fmt == UL_CHAT_TOOLS_GEMMA4,
-                      "%s cannot be forced", ul_chat_tool_fmt_name(fmt));
+            cr_assert(fmt == UL_CHAT_TOOLS_GEMMA4, "%s cannot be forced",
+                      ul_chat_tool_fmt_name(fmt));
             continue;
         }
         unsigned rng = (unsigned)fmt * 7919u;
@@ -165,8 +167,57 @@ Test(tool_grammar, every_format_round_trips_through_its_parser) {
         ul_grammar_unref(g);
         done++;
     }
-    cr_assert_geq(done, 21, "formats constrained: %d", done);
+    cr_assert_geq(done, 22, "formats constrained: %d", done);
     cJSON_Delete(tools);
+}
+
+/* Every format whose arguments are one JSON object streams them as generated: fed byte by
+ * byte, the arguments arrive in many fragments (one per byte of the object), not whole at
+ * the end of the section. */
+Test(tool_grammar, json_argument_formats_stream_fragments) {
+    static const int fmts[] = {
+        UL_CHAT_TOOLS_HERMES,       UL_CHAT_TOOLS_LLAMA3,          UL_CHAT_TOOLS_MISTRAL,
+        UL_CHAT_TOOLS_MISTRAL_ARGS, UL_CHAT_TOOLS_GRANITE,         UL_CHAT_TOOLS_COMMAND_R,
+        UL_CHAT_TOOLS_COMMAND_A,    UL_CHAT_TOOLS_APRIEL,          UL_CHAT_TOOLS_FIREFUNCTION_V2,
+        UL_CHAT_TOOLS_GIGACHAT3,    UL_CHAT_TOOLS_FUNCTIONARY_V31, UL_CHAT_TOOLS_KIMI_K2,
+        UL_CHAT_TOOLS_DEEPSEEK_R1,  UL_CHAT_TOOLS_HARMONY};
+    cJSON *tools = cJSON_Parse(TOOLS);
+    for (size_t i = 0; i < sizeof fmts / sizeof *fmts; i++) {
+        ul_grammar_t *g = tool_grammar(fmts[i], tools, "get_weather");
+        cr_assert(g, "%s", ul_chat_tool_fmt_name(fmts[i]));
+        unsigned rng = (unsigned)fmts[i] * 104729u;
+        char text[4096];
+        size_t n = sentence(g, &rng, text, sizeof text);
+        res_t r;
+        parse(fmts[i], text, n, 1, &r);
+        cr_assert_eq(r.starts, 1, "%s: %s", ul_chat_tool_fmt_name(fmts[i]), text);
+        cr_assert_str_eq(r.name, "get_weather");
+        check_args(fmts[i], text, ul_buf_cstr(&r.streamed));
+        cr_assert_geq((size_t)r.frags, r.streamed.len / 2, "%s: %d fragments for %s",
+                      ul_chat_tool_fmt_name(fmts[i]), r.frags, ul_buf_cstr(&r.streamed));
+        ul_buf_free(&r.args);
+        ul_buf_free(&r.streamed);
+        ul_grammar_unref(g);
+    }
+    cJSON_Delete(tools);
+}
+
+/* DeepSeek V3.1 writes "NAME<｜tool▁sep｜>ARGS" (no "function", no fence); several calls in one
+ * section each stream. */
+Test(tool_grammar, deepseek_v31_and_several_calls_stream) {
+    static const char text[] =
+        "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": \"Rom\", "
+        "\"days\": "
+        "2}<｜tool▁call▁end｜><｜tool▁call▁begin｜>noop<｜tool▁sep｜>{}<｜tool▁call▁end｜>"
+        "<｜tool▁calls▁end｜>";
+    res_t r;
+    parse(UL_CHAT_TOOLS_DEEPSEEK_R1, text, sizeof text - 1, 1, &r);
+    cr_assert_eq(r.starts, 2);
+    cr_assert_str_eq(r.name, "noop");
+    cr_assert_str_eq(ul_buf_cstr(&r.streamed), "{\"city\": \"Rom\", \"days\": 2}{}");
+    cr_assert_geq(r.frags, 20);
+    ul_buf_free(&r.args);
+    ul_buf_free(&r.streamed);
 }
 
 Test(tool_grammar, hermes_streams_arguments_in_fragments) {
@@ -236,4 +287,83 @@ Test(tool_grammar, lazy_filter_is_free_until_the_trigger) {
     ul_gfilter_free(&f);
     ul_grammar_unref(g);
     ul_gvocab_free(v);
+}
+
+static size_t utf8_chars(const char *s) {
+    size_t n = 0;
+    for (; *s; s++) n += ((unsigned char)*s & 0xc0) != 0x80;
+    return n;
+}
+
+static int json_same(const char *a, const char *b) {
+    cJSON *x = cJSON_Parse(a), *y = cJSON_Parse(b);
+    int same = x && y && cJSON_Compare(x, y, 1);
+    cJSON_Delete(x);
+    cJSON_Delete(y);
+    return same;
+}
+
+/* LFM2's pythonic calls: keyword arguments, required ones first, optional ones each present
+ * or not (with none required, any run of them or none), JSON values read back (\u escapes
+ * included); a property no keyword can name is refused. */
+Test(tool_grammar, lfm2_keyword_arguments_optional_ones_too) {
+    static const char *tools_src =
+        "[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"type\":\"object\","
+        "\"properties\":{\"b\":{\"type\":\"boolean\"},\"a\":{\"type\":\"integer\"},\"s\":{"
+        "\"type\":\"string\",\"maxLength\":4}},\"required\":[\"a\"]}}},"
+        "{\"type\":\"function\",\"function\":{\"name\":\"g\",\"parameters\":{\"type\":\"object\","
+        "\"properties\":{\"x\":{\"type\":\"null\"},\"y\":{\"type\":\"null\"},\"z\":{\"type\":"
+        "\"null\"}}}}}]";
+    cJSON *tools = cJSON_Parse(tools_src);
+    int seen_b = 0, seen_none = 0, seen_later = 0;
+    for (int k = 0; k < 40; k++) {
+        const char *only = k % 2 ? "g" : "f";
+        ul_grammar_t *g = tool_grammar(UL_CHAT_TOOLS_LFM2, tools, only);
+        unsigned rng = 977u * (unsigned)k + 1;
+        char text[2048];
+        size_t n = sentence(g, &rng, text, sizeof text);
+        res_t r;
+        parse(UL_CHAT_TOOLS_LFM2, text, n, 0, &r);
+        cr_assert_eq(r.calls, 1, "%s", text);
+        cr_assert_str_eq(r.name, only);
+        cJSON *a = cJSON_Parse(ul_buf_cstr(&r.args));
+        cr_assert(cJSON_IsObject(a), "%s -> %s", text, ul_buf_cstr(&r.args));
+        if (!strcmp(only, "f")) {
+            cr_assert(cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(a, "a")), "%s", text);
+            const cJSON *s = cJSON_GetObjectItemCaseSensitive(a, "s");
+            cr_assert(!s || (cJSON_IsString(s) && utf8_chars(s->valuestring) <= 4), "%s", text);
+            seen_b += cJSON_GetObjectItemCaseSensitive(a, "b") != NULL;
+        } else {
+            seen_none += cJSON_GetArraySize(a) == 0;
+            seen_later += cJSON_GetArraySize(a) > 0 && !cJSON_GetObjectItemCaseSensitive(a, "x");
+        }
+        cJSON_Delete(a);
+        ul_buf_free(&r.args);
+        ul_buf_free(&r.streamed);
+        ul_grammar_unref(g);
+    }
+    cr_assert(seen_b && seen_none && seen_later, "%d %d %d", seen_b, seen_none, seen_later);
+    cJSON_Delete(tools);
+
+    res_t r;
+    static const char esc[] =
+        "<|tool_call_start|>[f(s=\"\\u00e9\\n\", t='x\\'y')]<|tool_call_end|>";
+    parse(UL_CHAT_TOOLS_LFM2, esc, sizeof esc - 1, 0, &r);
+    cr_assert_eq(r.calls, 1);
+    cr_assert(json_same(ul_buf_cstr(&r.args), "{\"s\":\"\xc3\xa9\\n\",\"t\":\"x'y\"}"), "%s",
+              ul_buf_cstr(&r.args));
+    ul_buf_free(&r.args);
+
+    cJSON *bad_tools = cJSON_Parse("[{\"type\":\"function\",\"function\":{\"name\":\"h\","
+                                   "\"parameters\":{\"type\":\"object\",\"properties\":{"
+                                   "\"a b\":{\"type\":\"integer\"}}}}}]");
+    ul_buf_t gb = {0};
+    char err[200];
+    const char *trig;
+    cr_assert_eq(
+        ul_chat_tool_gbnf(UL_CHAT_TOOLS_LFM2, bad_tools, NULL, 0, &gb, &trig, err, sizeof err),
+        UL_EINVAL);
+    cr_assert(strstr(err, "'a b'"), "%s", err);
+    ul_buf_free(&gb);
+    cJSON_Delete(bad_tools);
 }
