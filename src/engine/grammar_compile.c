@@ -19,12 +19,13 @@
 #define INLINE_MAX 256  /* NFA states a rule may have to be inlined */
 #define MAX_NFA 2000000 /* NFA states of one grammar */
 #define MAX_DFA 200000  /* DFA states of one grammar */
-/* NFA edges the subset construction may visit for one grammar: a base plus so many per NFA
- * edge. Bounds compile time against a rule whose DFA explodes, e.g. ([^a]{20} | "a")+, whose
- * subsets track every count at once (~10,000 visits per edge; 20 ms of one core). The 60
- * schemas of tests/e2e/corpus visit at most 39 per edge, ("a" | [a-z]{1,60} ",")+ 2,600. */
-#define SUBSET_WORK_BASE 2000000
-#define SUBSET_WORK_PER_EDGE 500
+/* Work the subset construction may do for one grammar (edges visited, NFA states bucketed
+ * and closed): a base plus so much per NFA edge. Bounds compile time against a rule whose
+ * DFA explodes, e.g. ([^a]{20} | "a")+, whose subsets track every count at once: refused
+ * after ~10 ms of one core in Release, ~1 s in the fuzz build. The 60 schemas of
+ * tests/e2e/corpus do at most 10 per edge (95,000 in all); ("a" | [a-z]{1,60} ",")+ 445,000. */
+#define SUBSET_WORK_BASE 1000000
+#define SUBSET_WORK_PER_EDGE 100
 
 typedef struct {
     int32_t from, to;
@@ -431,51 +432,78 @@ typedef struct {
     int32_t *v;
     size_t cap;
     int64_t work, max_work; /* edges visited so far, and the bound */
+    int32_t *boff;          /* [n_cls + 1] per-class buckets of one DFA state's byte targets */
+    int32_t *bv;            /* their NFA states */
+    size_t c_bv;
 } subset_t;
 
-/* Target of DFA state x on class c (-1: none), or on calls of rule (c = -1). */
-static int target(subset_t *t, int32_t x, int c, int32_t rule, int32_t *tid, int *added) {
-    size_t n = 0;
-    nfa_t *f = t->f;
-    for (int32_t i = t->d->set_off[x]; i < t->d->set_off[x + 1]; i++) {
-        int32_t s = t->d->set[i];
-        t->work += f->off[s + 1] - f->off[s];
-        for (int32_t k = f->off[s]; k < f->off[s + 1]; k++) {
-            const nedge_t *e = &f->e[k];
-            int hit = c >= 0 ? (!e->eps && e->rule < 0 && e->lo <= t->rep[c] && t->rep[c] <= e->hi)
-                             : e->rule == rule;
-            if (!hit) continue;
-            if (n == t->cap) {
-                size_t nc = t->cap * 2 + 16;
-                int32_t *nv = realloc(t->v, nc * sizeof *nv);
-                if (!nv) return UL_ENOMEM;
-                t->v = nv;
-                t->cap = nc;
-            }
-            t->v[n++] = e->to;
-        }
+static int push_v(subset_t *t, size_t n, int32_t to) {
+    if (n == t->cap) {
+        size_t nc = t->cap * 2 + 16;
+        int32_t *nv = realloc(t->v, nc * sizeof *nv);
+        if (!nv) return UL_ENOMEM;
+        t->v = nv;
+        t->cap = nc;
     }
+    t->v[n] = to;
+    return 0;
+}
+
+/* The DFA state of NFA states t->v[0..n) and their epsilon closure (-1 when n is 0). */
+static int close_and_intern(subset_t *t, size_t n, int32_t *tid, int *added) {
     *tid = -1;
     if (!n) return 0;
-    if (eclose(f, &t->v, &n, &t->cap)) return UL_ENOMEM;
+    if (eclose(t->f, &t->v, &n, &t->cap)) return UL_ENOMEM;
+    t->work += (int64_t)n;
     size_t m = 0; /* dedupe (sorted) */
     for (size_t i = 0; i < n; i++)
         if (!m || t->v[m - 1] != t->v[i]) t->v[m++] = t->v[i];
     return dfa_intern(t->d, t->v, m, t->end, tid, added);
 }
 
-/* Which classes any member of DFA state x has a byte edge on (bitmap over classes). */
-static void classes_of(subset_t *t, int32_t x, uint8_t *has) {
-    memset(has, 0, (size_t)t->n_cls);
+/* Target of DFA state x on calls of rule. */
+static int call_target(subset_t *t, int32_t x, int32_t rule, int32_t *tid, int *added) {
+    size_t n = 0;
+    nfa_t *f = t->f;
     for (int32_t i = t->d->set_off[x]; i < t->d->set_off[x + 1]; i++) {
         int32_t s = t->d->set[i];
-        t->work += t->f->off[s + 1] - t->f->off[s];
-        for (int32_t k = t->f->off[s]; k < t->f->off[s + 1]; k++) {
-            const nedge_t *e = &t->f->e[k];
-            if (e->eps || e->rule >= 0) continue;
-            for (int c = t->cls[e->lo]; c <= t->cls[e->hi]; c++) has[c] = 1;
+        t->work += f->off[s + 1] - f->off[s];
+        for (int32_t k = f->off[s]; k < f->off[s + 1]; k++)
+            if (f->e[k].rule == rule && push_v(t, n++, f->e[k].to)) return UL_ENOMEM;
+    }
+    return close_and_intern(t, n, tid, added);
+}
+
+/* Buckets x's byte edges by class (t->boff/t->bv): one pass over the members' edges, where
+ * asking each class in turn scanned them all n_cls times. */
+static int bucket_classes(subset_t *t, int32_t x) {
+    const nfa_t *f = t->f;
+    int32_t *off = t->boff;
+    memset(off, 0, ((size_t)t->n_cls + 2) * sizeof *off);
+    for (int pass = 0; pass < 2; pass++) {
+        for (int32_t i = t->d->set_off[x]; i < t->d->set_off[x + 1]; i++) {
+            int32_t s = t->d->set[i];
+            if (!pass) t->work += f->off[s + 1] - f->off[s];
+            for (int32_t k = f->off[s]; k < f->off[s + 1]; k++) {
+                const nedge_t *e = &f->e[k];
+                if (e->eps || e->rule >= 0) continue;
+                for (int c = t->cls[e->lo]; c <= t->cls[e->hi]; c++)
+                    pass ? (void)(t->bv[off[c + 1]++] = e->to) : (void)off[c + 2]++;
+            }
+        }
+        if (pass) break;
+        /* off[c + 2] counted class c; prefix sums make off[c + 1] its start, then its end */
+        for (int c = 0; c < t->n_cls; c++) off[c + 2] += off[c + 1];
+        size_t total = (size_t)off[t->n_cls + 1];
+        t->work += (int64_t)total;
+        if (total > t->c_bv) {
+            int32_t *nb = realloc(t->bv, total * sizeof *nb);
+            if (!nb) return UL_ENOMEM;
+            t->bv = nb;
+            t->c_bv = total;
         }
     }
+    return 0;
 }
 
 static int determinize(subset_t *t, int32_t start, int32_t *n_out) {
@@ -490,7 +518,7 @@ static int determinize(subset_t *t, int32_t start, int32_t *n_out) {
     int added;
     if (eclose(t->f, &t->v, &n, &t->cap) || dfa_intern(t->d, t->v, n, t->end, &id, &added))
         return UL_ENOMEM;
-    uint8_t has[256];
+    if (!t->boff && !(t->boff = malloc(((size_t)t->n_cls + 2) * sizeof *t->boff))) return UL_ENOMEM;
     for (size_t x = 0; x < t->d->n; x++) {
         if (t->d->n > MAX_DFA || t->work > t->max_work) return UL_E2BIG;
         if ((x + 1) * (size_t)t->n_cls > t->out->c_trans) {
@@ -500,24 +528,33 @@ static int determinize(subset_t *t, int32_t start, int32_t *n_out) {
             t->out->trans = nt;
             t->out->c_trans = nc;
         }
-        int32_t *row = t->out->trans + x * (size_t)t->n_cls;
-        classes_of(t, (int32_t)x, has);
+        if (bucket_classes(t, (int32_t)x)) return UL_ENOMEM;
+        const int32_t *off = t->boff;
         for (int c = 0; c < t->n_cls; c++) {
-            row[c] = -1;
-            if (has[c] && target(t, (int32_t)x, c, -1, &row[c], &added)) return UL_ENOMEM;
+            int32_t *row = t->out->trans + x * (size_t)t->n_cls, a = off[c], n = off[c + 1] - a;
+            /* a class whose targets equal the previous class's goes where it went */
+            if (c && n && n == off[c] - off[c - 1] &&
+                !memcmp(t->bv + a, t->bv + off[c - 1], (size_t)n * sizeof *t->bv)) {
+                row[c] = row[c - 1];
+                continue;
+            }
+            for (int32_t i = 0; i < n; i++)
+                if (push_v(t, (size_t)i, t->bv[a + i])) return UL_ENOMEM;
+            if (close_and_intern(t, (size_t)n, &row[c], &added)) return UL_ENOMEM;
         }
-        /* calls, one target per callee */
+        /* calls, one target per callee (this state's calls start at `first`) */
+        size_t first = t->out->n_calls;
         for (int32_t i = t->d->set_off[x]; i < t->d->set_off[x + 1]; i++) {
             int32_t s = t->d->set[i];
             for (int32_t k = t->f->off[s]; k < t->f->off[s + 1]; k++) {
                 int32_t rule = t->f->e[k].rule;
                 if (rule < 0) continue;
                 int dup = 0;
-                for (size_t j = 0; j < t->out->n_calls && !dup; j += 3)
-                    dup = t->out->calls[j] == (int32_t)x && t->out->calls[j + 1] == rule;
+                for (size_t j = first; j < t->out->n_calls && !dup; j += 3)
+                    dup = t->out->calls[j + 1] == rule;
                 if (dup) continue;
                 int32_t to;
-                if (target(t, (int32_t)x, -1, rule, &to, &added) ||
+                if (call_target(t, (int32_t)x, rule, &to, &added) ||
                     push_call(t->out, (int32_t)x, rule, to))
                     return UL_ENOMEM;
             }
@@ -681,20 +718,68 @@ out:
  * remainder that can never reach zero): a state is productive when it is final, or a byte
  * or a call (of a rule that can finish) leads to a productive state. Without this the
  * matcher could accept a token into a dead end, and the mask would then allow nothing. */
+/* Marks the productive states: backwards from the final ones over the reversed byte and
+ * call edges (a work list: linear in the edges, where repeated passes over every state were
+ * quadratic on a long counted repetition). A call's source is productive when both its
+ * callee and its return state are: it is queued from either and checked. */
+static int productive(const ul_grammar_t *g, uint8_t *ok) {
+    int32_t n = g->n_states;
+    int32_t *off = calloc((size_t)n + 1, sizeof *off), *queue = malloc((size_t)n * sizeof *queue);
+    int32_t *pos = malloc((size_t)n * sizeof *pos), *src = NULL;
+    int rc = !off || !queue || !pos ? UL_ENOMEM : 0;
+    for (int pass = 0; pass < 2 && !rc; pass++) { /* count, then fill (CSR by target) */
+        for (int32_t s = 0; s < n; s++) {
+            const int32_t *row = g->trans + (size_t)s * (size_t)g->n_cls;
+            for (int c = 0; c < g->n_cls; c++)
+                if (row[c] >= 0) pass ? (void)(src[pos[row[c]]++] = s) : (void)off[row[c] + 1]++;
+            for (int32_t k = g->call_off[s]; k < g->call_off[s + 1]; k++) {
+                if (g->call_to[k] < 0) continue;
+                if (pass) { /* ~s: a call edge, checked when reached */
+                    src[pos[g->call_to[k]]++] = ~s;
+                    src[pos[g->call_ret[k]]++] = ~s;
+                } else {
+                    off[g->call_to[k] + 1]++;
+                    off[g->call_ret[k] + 1]++;
+                }
+            }
+        }
+        if (pass) break;
+        for (int32_t s = 0; s < n; s++) off[s + 1] += off[s];
+        memcpy(pos, off, (size_t)n * sizeof *pos);
+        if (!(src = malloc(((size_t)off[n] + 1) * sizeof *src))) rc = UL_ENOMEM;
+    }
+    int32_t head = 0, tail = 0;
+    for (int32_t s = 0; s < n && !rc; s++)
+        if ((ok[s] = (g->flags[s] & S_FINAL) != 0)) queue[tail++] = s;
+    while (head < tail && !rc) {
+        int32_t t = queue[head++];
+        for (int32_t i = off[t]; i < off[t + 1]; i++) {
+            int32_t s = src[i], call = s < 0;
+            if (call) s = ~s;
+            if (ok[s]) continue;
+            if (call) {
+                int any = 0;
+                for (int32_t k = g->call_off[s]; k < g->call_off[s + 1] && !any; k++)
+                    any = g->call_to[k] >= 0 && ok[g->call_to[k]] && ok[g->call_ret[k]];
+                if (!any) continue;
+            }
+            ok[s] = 1;
+            queue[tail++] = s;
+        }
+    }
+    free(off);
+    free(pos);
+    free(src);
+    free(queue);
+    return rc;
+}
+
 static int prune(ul_grammar_t *g, char *err, size_t err_len) {
     uint8_t *ok = calloc((size_t)g->n_states + 1, 1);
     if (!ok) return UL_ENOMEM;
-    for (int32_t s = 0; s < g->n_states; s++) ok[s] = (g->flags[s] & S_FINAL) != 0;
-    for (int changed = 1; changed;) {
-        changed = 0;
-        for (int32_t s = 0; s < g->n_states; s++) {
-            if (ok[s]) continue;
-            const int32_t *row = g->trans + (size_t)s * (size_t)g->n_cls;
-            for (int c = 0; c < g->n_cls && !ok[s]; c++) ok[s] = row[c] >= 0 && ok[row[c]];
-            for (int32_t k = g->call_off[s]; k < g->call_off[s + 1] && !ok[s]; k++)
-                ok[s] = ok[g->call_to[k]] && ok[g->call_ret[k]];
-            changed |= ok[s];
-        }
+    if (productive(g, ok)) {
+        free(ok);
+        return UL_ENOMEM;
     }
     int rc = 0;
     if (!ok[g->root]) {
@@ -820,6 +905,8 @@ static int compile_ast(const ast_t *ast, ul_grammar_t *g, char *err, size_t err_
     free(d.final);
     free(d.hash);
     free(t.v);
+    free(t.boff);
+    free(t.bv);
     return rc;
 }
 
