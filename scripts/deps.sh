@@ -8,7 +8,8 @@
 #   --image   only what compiles the server (no test tools): docker/Dockerfile's build stage
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libuv1-dev node-llhttp libcriterion-dev
-      libcjson-dev libpcre2-dev libomp-dev clang clang-format libclang-rt-14-dev python3 nodejs npm)
+      libcjson-dev libpcre2-dev libomp-dev clang clang-format libclang-rt-14-dev python3 nodejs npm
+      ccache) # ccache: .ci/run's builds reuse the objects of the previous run on the machine
 [ "${1:-}" = "--bench" ] && pkgs+=(nginx-light wrk hyperfine)
 if [ "${1:-}" = "--deploy" ]; then
     pkgs+=(docker.io docker-compose mmdebstrap python3-kubernetes iproute2 util-linux
