@@ -52,7 +52,7 @@ test-timing-load:
 	bash tests/timing/under_load.sh $(TIMING_BUILD) $(TIMING_RUNS)
 
 # ASan + UBSan over the unit tests and the integration tests that exercise threads or input
-# handling (never a timing test; CMakeLists.txt). The sanitizer and fuzz builds leave out
+# handling (never a timing test; CMakeLists.txt), compiled at -O1 like the TSan build. The sanitizer and fuzz builds leave out
 # the CUDA backend (UVLLM_CUDA=OFF): nvcc's device code is not instrumented and is compiled
 # by `make build`; the host twins (unit_gpu_twin) and the worker's simulated-device test
 # (unit_engine) are plain C and still run here.

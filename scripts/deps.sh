@@ -11,7 +11,8 @@
 #             scripts/arm64_sysroot.sh: apt-get download + dpkg -x, never a multiarch install)
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libuv1-dev node-llhttp libcriterion-dev
-      libcjson-dev libpcre2-dev libomp-dev clang clang-format libclang-rt-14-dev python3 nodejs npm)
+      libcjson-dev libpcre2-dev libomp-dev clang clang-format libclang-rt-14-dev python3 nodejs npm
+      ccache) # ccache: .ci/run's builds reuse the objects of the previous run on the machine
 [ "${1:-}" = "--bench" ] && pkgs+=(nginx-light wrk hyperfine)
 if [ "${1:-}" = "--deploy" ]; then
     pkgs+=(docker.io docker-compose mmdebstrap python3-kubernetes iproute2 util-linux

@@ -10,10 +10,10 @@
  * backend's completions and "kicks" the batcher whenever something changed (a sequence
  * added, cancelled or resumed) through the kick hook below.
  *
- * Files: sched.c (lifecycle, step building, absorbing, preemption), share.c (prefix cache,
- * n > 1 sharing), budget.c (latency budget, first-token holding, predicted wait),
- * steptime.c (the step-time model), spec.c (speculative decoding: proposals, how many,
- * their verification's results), sched_impl.h (what they share), driver.c (the loop).
+ * Files: sched.c (lifecycle, step building, preemption), absorb.c (a finished step's
+ * results), share.c (prefix cache, n > 1 sharing), budget.c (latency budget, first-token holding,
+ * predicted wait), steptime.c (the step-time model), spec.c (speculative decoding: proposals, how
+ * many, their verification's results), sched_impl.h (what they share), driver.c (the loop).
  *
  * Speculative decoding (cfg.spec_ngram, a backend with a draft model; backend.h
  * "Speculative decoding"): a decoding sequence's one token may come with proposals, from

@@ -1,7 +1,7 @@
 /* Private to src/sched: the sequence predicates and the functions that sched.c (lifecycle,
- * building, absorbing, preemption), share.c (prefix cache, n > 1 sharing) and budget.c
- * (latency budget, first-token holding, predicted wait) call across each other. Loop thread
- * only, like the rest of the scheduler. */
+ * building, preemption), absorb.c (a finished step's results), share.c (prefix cache, n > 1
+ * sharing) and budget.c (latency budget, first-token holding, predicted wait) call across each
+ * other. Loop thread only, like the rest of the scheduler. */
 #ifndef UL_SCHED_SCHED_IMPL_H
 #define UL_SCHED_SCHED_IMPL_H
 
@@ -35,7 +35,7 @@ void ul_sched_set_ending(ul_sched_t *s, ul_seq_t *q, ul_finish_t reason, int sta
  * o: the token's logprobs (copied now), NULL with token < 0. Several tokens of one step
  * (speculative decoding) are owed one after the other. */
 void ul_sched_owe(ul_sched_t *s, ul_seq_t *q, int32_t token, const ul_step_out_t *o);
-/* sched.c: appends a token q produced and decides whatever needs no callback (end of
+/* absorb.c: appends a token q produced and decides whatever needs no callback (end of
  * generation, max_tokens, the context), owing its on_token; 1 while q may take more. */
 int ul_sched_take_token(ul_sched_t *s, ul_seq_t *q, int32_t tok, const ul_step_out_t *o);
 /* sched.c: makes q's page table cover n tokens; 0 or UL_EFULL (nothing allocated). */

@@ -29,7 +29,17 @@ W=$(mktemp -d /tmp/uvllm-deploy.XXXXXX)
 mount -t tmpfs -o size=8g,mode=0700 uvllm-deploy "$W" || { rmdir "$W"; exit 1; }
 NS=uvllm-deploy-$$
 A_DATA=$W/a-data
-[ -n "${UVLLM_DEPLOY_CACHE:-}" ] && { mkdir -p "$UVLLM_DEPLOY_CACHE"; A_DATA=$(cd "$UVLLM_DEPLOY_CACHE" && pwd)/docker-data; }
+CACHED=
+if [ -n "${UVLLM_DEPLOY_CACHE:-}" ]; then
+    mkdir -p "$UVLLM_DEPLOY_CACHE"
+    # One daemon per data root: a second run while one holds the cache starts from nothing.
+    exec 9>"$UVLLM_DEPLOY_CACHE/lock"
+    if flock -n 9; then
+        CACHED=1 A_DATA=$(cd "$UVLLM_DEPLOY_CACHE" && pwd)/docker-data
+    else
+        echo "test-deploy: $UVLLM_DEPLOY_CACHE is in use by another run: no cache" >&2
+    fi
+fi
 export DOCKER_BUILDKIT=0 # the legacy builder: no buildx plugin is needed
 
 stop_daemon() { # name
@@ -62,7 +72,7 @@ cleanup() {
     for m in $(awk -v w="$W/" 'index($2, w) == 1 {print $2}' /proc/self/mounts | sort -r); do
         umount -l "$m" 2>/dev/null
     done
-    if [ -n "${UVLLM_DEPLOY_CACHE:-}" ]; then
+    if [ -n "$CACHED" ]; then
         for m in $(awk -v w="$A_DATA" 'index($2, w) == 1 {print $2}' /proc/self/mounts | sort -r); do
             umount -l "$m" 2>/dev/null
         done

@@ -13,11 +13,9 @@
 // forced tool or a schema is the constraint's work, a logit bias towards closing tokens lets
 // it finish); the null backend answering with a scripted thinking reply through Qwen3's
 // template.
-import { spawn } from "node:child_process";
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
 import OpenAI from "openai";
 import { zodTextFormat } from "openai/helpers/zod";
 import Anthropic from "@anthropic-ai/sdk";
@@ -25,37 +23,16 @@ import { z } from "zod";
 import { generateText, streamText } from "ai";
 import { createOpenAI } from "@ai-sdk/openai";
 import { ChatOpenAI } from "@langchain/openai";
+import { models, startServer, stopServers, templates, tokenId } from "./server.mjs";
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const src = process.env.UVLLM_SOURCE_DIR ?? path.join(here, "..", "..");
-const shared = process.env.UVLLM_SHARED ?? path.join(src, "..", "shared");
-const bin = process.env.UVLLM_BIN ?? path.join(src, "build", "uvllm");
-const models = path.join(shared, "models");
-const templates = path.join(shared, "chat-templates", "templates");
 const KEY = "sk-e2e-apis";
 const TINY = "qwen2-tiny-f16.gguf";
 const THINK = "<think>\nhmm, the sea\n</think>\n\nIt is blue.";
 
-const procs = [];
 let A, B, C; // { base, openai, anthropic }
 
-function start(args) {
-  const proc = spawn(bin, ["serve", "--port", "0", "--model-alias", "m", ...args], { stdio: ["ignore", "ignore", "pipe"] });
-  procs.push(proc);
-  return new Promise((resolve, reject) => {
-    let log = "";
-    const timer = setTimeout(() => reject(new Error(`no 'listening on' in 20 s:\n${log}`)), 20000);
-    proc.stderr.on("data", (d) => {
-      log += d;
-      const m = log.match(/listening on http:\/\/[^:\s]+:(\d+)/);
-      if (m) {
-        clearTimeout(timer);
-        resolve(Number(m[1]));
-      }
-    });
-    proc.on("exit", (code) => reject(new Error(`server exited ${code}:\n${log}`)));
-  });
-}
+// Every server here answers to the model name "m" too.
+const start = (args) => startServer(["--model-alias", "m", ...args]);
 
 function clients(port, apiKey = "unused") {
   const base = `http://127.0.0.1:${port}`;
@@ -67,12 +44,6 @@ function clients(port, apiKey = "unused") {
 }
 
 let bias;
-async function tokenId(base, text) {
-  const r = await fetch(`${base}/tokenize`, { method: "POST", body: JSON.stringify({ content: text, add_special: false }) });
-  const { tokens } = await r.json();
-  assert.equal(tokens.length, 1, `'${text}' is one token`);
-  return tokens[0];
-}
 
 before(async () => {
   const [a, b, c] = await Promise.all([
@@ -88,7 +59,7 @@ before(async () => {
   for (const [t, v] of [['"', 9], [",", 3], ["}", 4], ["]", 4], [".", 6]]) bias[await tokenId(B.base, t)] = v;
 });
 
-after(() => procs.forEach((p) => p.kill("SIGTERM")));
+after(stopServers);
 
 // ---- helpers ----------------------------------------------------------------------------
 

@@ -3,61 +3,31 @@
 // trip, and the SDK's typed errors. The server is the real binary on 127.0.0.1 with the
 // trained aidreams260K model (no chat template of its own: ChatML), so greedy output is
 // deterministic and streamed text must equal non-streamed text.
-import { spawn } from "node:child_process";
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
 import OpenAI from "openai";
+import { models, startServer, stopServers, templates } from "./server.mjs";
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const src = process.env.UVLLM_SOURCE_DIR ?? path.join(here, "..", "..");
-const shared = process.env.UVLLM_SHARED ?? path.join(src, "..", "shared");
-const bin = process.env.UVLLM_BIN ?? path.join(src, "build", "uvllm");
-const model = path.join(shared, "models", "aidreams260K.gguf");
+const model = path.join(models, "aidreams260K.gguf");
 
-let server;
 let client;
-let scripted;
 let tools;
-
-function start(args) {
-  const proc = spawn(bin, ["serve", "--port", "0", ...args], { stdio: ["ignore", "ignore", "pipe"] });
-  const port = new Promise((resolve, reject) => {
-    let log = "";
-    const timer = setTimeout(() => reject(new Error(`no 'listening on' in 15 s:\n${log}`)), 15000);
-    proc.stderr.on("data", (d) => {
-      log += d;
-      const m = log.match(/listening on http:\/\/[^:\s]+:(\d+)/);
-      if (m) {
-        clearTimeout(timer);
-        resolve(Number(m[1]));
-      }
-    });
-    proc.on("exit", (code) => reject(new Error(`server exited ${code}:\n${log}`)));
-  });
-  return { proc, port };
-}
 
 const scripted_client = () => tools;
 const clientOf = (port) => new OpenAI({ baseURL: `http://127.0.0.1:${port}/v1`, apiKey: "unused", maxRetries: 0 });
 
 before(async () => {
-  const a = start(["--model", model, "--threads", "2"]);
+  const a = startServer(["--model", model, "--threads", "2"]);
   // The null backend answering with a Hermes tool call, through Qwen2.5's template.
-  const b = start(["--backend", "null", "--model", model, "--chat-template",
-    path.join(shared, "chat-templates", "templates", "Qwen-Qwen2.5-7B-Instruct.jinja"),
+  const b = startServer(["--backend", "null", "--model", model, "--chat-template",
+    path.join(templates, "Qwen-Qwen2.5-7B-Instruct.jinja"),
     "--null-reply", '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>']);
-  server = a.proc;
-  scripted = b.proc;
-  client = clientOf(await a.port);
-  tools = clientOf(await b.port);
+  client = clientOf(await a);
+  tools = clientOf(await b);
 });
 
-after(() => {
-  server?.kill("SIGTERM");
-  scripted?.kill("SIGTERM");
-});
+after(stopServers);
 
 const MODEL = "aidreams260K.gguf";
 const messages = [{ role: "user", content: "Tell me about a dream." }];

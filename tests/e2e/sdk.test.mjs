@@ -6,61 +6,29 @@
 // the grammar lets through, so every answer below is the constraint's work. A logit bias
 // towards the tokens that close strings and containers lets documents finish in max_tokens
 // (every SDK passes it through).
-import { spawn } from "node:child_process";
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
 import OpenAI from "openai";
 import { zodResponseFormat } from "openai/helpers/zod";
 import { z } from "zod";
 import { generateObject } from "ai";
 import { createOpenAI } from "@ai-sdk/openai";
 import { ChatOpenAI } from "@langchain/openai";
+import { models, startServer, stopServers, tokenId } from "./server.mjs";
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const src = process.env.UVLLM_SOURCE_DIR ?? path.join(here, "..", "..");
-const shared = process.env.UVLLM_SHARED ?? path.join(src, "..", "shared");
-const bin = process.env.UVLLM_BIN ?? path.join(src, "build", "uvllm");
 const MODEL = "qwen2-tiny-f16.gguf";
 
-let server, base, client, bias;
-
-function start(args) {
-  const proc = spawn(bin, ["serve", "--port", "0", ...args], { stdio: ["ignore", "ignore", "pipe"] });
-  const port = new Promise((resolve, reject) => {
-    let log = "";
-    const timer = setTimeout(() => reject(new Error(`no 'listening on' in 15 s:\n${log}`)), 15000);
-    proc.stderr.on("data", (d) => {
-      log += d;
-      const m = log.match(/listening on http:\/\/[^:\s]+:(\d+)/);
-      if (m) {
-        clearTimeout(timer);
-        resolve(Number(m[1]));
-      }
-    });
-    proc.on("exit", (code) => reject(new Error(`server exited ${code}:\n${log}`)));
-  });
-  return { proc, port };
-}
-
-async function tokenId(text) {
-  const r = await fetch(`${base}/tokenize`, { method: "POST", body: JSON.stringify({ content: text, add_special: false }) });
-  const { tokens } = await r.json();
-  assert.equal(tokens.length, 1, `'${text}' is one token`);
-  return tokens[0];
-}
+let base, client, bias;
 
 before(async () => {
-  const s = start(["--model", path.join(shared, "models", MODEL), "--threads", "2"]);
-  server = s.proc;
-  base = `http://127.0.0.1:${await s.port}`;
+  base = `http://127.0.0.1:${await startServer(["--model", path.join(models, MODEL), "--threads", "2"])}`;
   client = new OpenAI({ baseURL: `${base}/v1`, apiKey: "unused", maxRetries: 0 });
   bias = {};
-  for (const [t, b] of [['"', 9], [",", 3], ["}", 4], ["]", 4], ["@", 9], [".", 6]]) bias[await tokenId(t)] = b;
+  for (const [t, b] of [['"', 9], [",", 3], ["}", 4], ["]", 4], ["@", 9], [".", 6]]) bias[await tokenId(base, t)] = b;
 });
 
-after(() => server?.kill("SIGTERM"));
+after(stopServers);
 
 const messages = [{ role: "user", content: "Fill in the form." }];
 const sampling = () => ({ max_tokens: 500, temperature: 1, logit_bias: bias });

@@ -6,16 +6,10 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from uvllm_harness import Reader, Server, build_request, null_text, run, test  # noqa: E402
-
-SRV = None
+from uvllm_harness import Lazy, Reader, build_request, main, null_text, test  # noqa: E402
 
 
-def srv():
-    global SRV
-    if SRV is None:
-        SRV = Server()
-    return SRV
+srv = Lazy()
 
 
 @test
@@ -188,11 +182,4 @@ def head_of_health_has_no_body():
 
 
 if __name__ == "__main__":
-    try:
-        rc = run()
-        if SRV:
-            SRV.stop()
-    finally:
-        if SRV:
-            SRV.kill()
-    sys.exit(rc)
+    main(srv)

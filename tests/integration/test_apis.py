@@ -27,7 +27,7 @@ def server():
 
 
 def post(path, body):
-    return server().request("POST", path, body=json.dumps(body))
+    return server().post(path, body)
 
 
 def named_events(body):

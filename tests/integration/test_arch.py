@@ -10,18 +10,14 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from uvllm_harness import Server, run, test, shared  # noqa: E402
+from uvllm_harness import Server, run, shared, shared_file, test  # noqa: E402
 
 
 
 ARCHS = ("qwen2", "qwen3")
 for a in ARCHS:
-    for p in (os.path.join(shared(), "models", f"{a}-tiny-f16.gguf"),
-              os.path.join(shared(), "golden", f"{a}-tiny-f16.public.jsonl")):
-        if not os.path.exists(p):
-            print(f"missing shared file: {p}")
-            print("0 passed, 1 failed")
-            sys.exit(1)
+    shared_file("models", f"{a}-tiny-f16.gguf")
+    shared_file("golden", f"{a}-tiny-f16.public.jsonl")
 
 
 def cases(arch):

@@ -9,22 +9,15 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from uvllm_harness import Server, run, shared, sse_events, test  # noqa: E402
-
+from uvllm_harness import Lazy, Server, main, shared, sse_events, test  # noqa: E402
 
 
 MODEL = os.path.join(shared(), "models", "aidreams260K.gguf")
 GOLD = [json.loads(line) for line in open(os.path.join(shared(), "golden", "aidreams260K.public.jsonl"))]
 G = GOLD[0]  # "Once upon a time"
-SRV = None
 
 
-def srv():
-    global SRV
-    if SRV is None:
-        SRV = Server("--model", MODEL, "--threads", "2", "--max-batch-tokens", "64",
-                     backend="cpu")
-    return SRV
+srv = Lazy("--model", MODEL, "--threads", "2", "--max-batch-tokens", "64", backend="cpu")
 
 
 def complete(**body):
@@ -255,7 +248,4 @@ def a_small_kv_pool_preempts_and_every_output_is_still_golden():
 
 
 if __name__ == "__main__":
-    rc = run()
-    if SRV:
-        SRV.stop()
-    sys.exit(rc)
+    main(srv)

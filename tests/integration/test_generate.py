@@ -13,10 +13,11 @@ import subprocess
 import sys
 import tempfile
 
-BIN = os.environ.get("UVLLM_BIN") or os.path.join(
-    os.environ.get("UVLLM_SOURCE_DIR", "."), "build", "uvllm")
-SRC = os.environ.get("UVLLM_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
-SHARED = os.environ.get("UVLLM_SHARED") or os.path.join(SRC, "..", "shared")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from uvllm_harness import binary, shared  # noqa: E402
+
+BIN = binary()
+SHARED = shared()
 
 failures = []
 

@@ -8,16 +8,10 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from uvllm_harness import Reader, Server, build_request, null_text, run, test, timed  # noqa: E402
-
-SRV = None
+from uvllm_harness import Lazy, Reader, build_request, main, null_text, test, timed  # noqa: E402
 
 
-def srv():
-    global SRV
-    if SRV is None:
-        SRV = Server("--max-body", "65536", "--header-timeout", "3")
-    return SRV
+srv = Lazy("--max-body", "65536", "--header-timeout", "3")
 
 
 def healthy():
@@ -182,11 +176,4 @@ def http10_plain_request_closes():
 
 
 if __name__ == "__main__":
-    try:
-        rc = run()
-        if SRV:
-            SRV.stop()
-    finally:
-        if SRV:
-            SRV.kill()
-    sys.exit(rc)
+    main(srv)

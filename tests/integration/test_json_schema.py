@@ -13,10 +13,9 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from uvllm_harness import Server, run, shared, sse_events, test  # noqa: E402
+from uvllm_harness import Lazy, Server, main, shared, stream_text, test  # noqa: E402
 
 MODEL = os.path.join(shared(), "models", "aidreams260K.gguf")
-SRV = None
 MSGS = [{"role": "user", "content": "Hi"}]
 SCHEMA = {
     "type": "object",
@@ -34,15 +33,11 @@ SCHEMA = {
 RF = {"type": "json_schema", "json_schema": {"name": "p", "schema": SCHEMA, "strict": True}}
 
 
-def srv():
-    global SRV
-    if SRV is None:
-        SRV = Server("--model", MODEL, "--threads", "2", backend="cpu")
-    return SRV
+srv = Lazy("--model", MODEL, "--threads", "2", backend="cpu")
 
 
 def post(path, body):
-    return srv().request("POST", path, body=json.dumps(body))
+    return srv().post(path, body)
 
 
 def token_id(text):
@@ -154,9 +149,7 @@ def streaming_gives_the_same_text():
     r = post("/v1/chat/completions", dict({"messages": MSGS, "max_tokens": 86, "stream": True},
                                            **body))
     assert r.status == 200, r.body
-    events = [json.loads(e) for e in sse_events(r.body) if e != "[DONE]"]
-    text = "".join(e["choices"][0]["delta"].get("content") or ""
-                   for e in events if e.get("choices"))
+    text = stream_text(r.body)
     assert text == whole, (text, whole)
 
 
@@ -228,7 +221,4 @@ def json_schema_needs_a_vocabulary():
 
 
 if __name__ == "__main__":
-    rc = run()
-    if SRV:
-        SRV.stop()
-    sys.exit(rc)
+    main(srv)

@@ -15,18 +15,13 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from uvllm_harness import (Reader, Server, build_request, run, sse_events, shared,  # noqa: E402
+from uvllm_harness import (Reader, Server, build_request, run, shared_file, sse_events,  # noqa: E402
                            test, timed, wait_for)
 
 
 
-MODEL = os.path.join(shared(), "models", "aidreams260K.gguf")
-GOLDEN = os.path.join(shared(), "golden", "aidreams260K.public.jsonl")
-for p in (MODEL, GOLDEN):
-    if not os.path.exists(p):
-        print(f"missing shared file: {p}")
-        print("0 passed, 1 failed")
-        sys.exit(1)
+MODEL = shared_file("models", "aidreams260K.gguf")
+GOLDEN = shared_file("golden", "aidreams260K.public.jsonl")
 CASES = [json.loads(line) for line in open(GOLDEN)]
 
 

@@ -10,28 +10,16 @@ import sys
 import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from uvllm_harness import Server, build_request, Reader, run, test, shared  # noqa: E402
+from uvllm_harness import Lazy, Reader, build_request, main, shared_file, test  # noqa: E402
 
 
-
-MODEL = os.path.join(shared(), "models", "aidreams260K.gguf")
-GOLDEN = os.path.join(shared(), "golden", "aidreams260K.public.jsonl")
-for p in (MODEL, GOLDEN):
-    if not os.path.exists(p):
-        print(f"missing shared file: {p}")
-        print("0 passed, 1 failed")
-        sys.exit(1)
+MODEL = shared_file("models", "aidreams260K.gguf")
+GOLDEN = shared_file("golden", "aidreams260K.public.jsonl")
 
 CASES = [json.loads(line) for line in open(GOLDEN)]
-SRV = None
 
 
-def srv():
-    global SRV
-    if SRV is None:
-        SRV = Server("--model", MODEL, "--threads", "2", "--max-batch-tokens", "64",
-                     backend="cpu")
-    return SRV
+srv = Lazy("--model", MODEL, "--threads", "2", "--max-batch-tokens", "64", backend="cpu")
 
 
 def n_golden(case):
@@ -112,11 +100,4 @@ def models_names_the_file():
 
 
 if __name__ == "__main__":
-    try:
-        rc = run()
-        if SRV:
-            SRV.stop()
-    finally:
-        if SRV:
-            SRV.kill()
-    sys.exit(rc)
+    main(srv)

@@ -10,7 +10,7 @@ import sys
 import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from uvllm_harness import Server, run, shared, test  # noqa: E402
+from uvllm_harness import Server, assert_close, run, shared, test  # noqa: E402
 
 MODEL = os.path.join(shared(), "models", "aidreams260K.gguf")
 
@@ -65,20 +65,9 @@ def serve_all(depth):
     return out, m
 
 
-def close(a, b, path=""):
+def close(a, b, path):
     """Equal, floats within 1e-4 (logprobs print with a few digits more than they hold)."""
-    if isinstance(a, float) or isinstance(b, float):
-        assert abs(a - b) <= 1e-4, (path, a, b)
-    elif isinstance(a, dict):
-        assert a.keys() == b.keys(), (path, a.keys(), b.keys())
-        for k in a:
-            close(a[k], b[k], f"{path}.{k}")
-    elif isinstance(a, list):
-        assert len(a) == len(b), (path, len(a), len(b))
-        for i, (x, y) in enumerate(zip(a, b)):
-            close(x, y, f"{path}[{i}]")
-    else:
-        assert a == b, (path, a, b)
+    assert_close(a, b, 1e-4, path)
 
 
 @test

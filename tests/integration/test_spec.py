@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from uvllm_harness import Server, binary, run, shared, sse_events, test  # noqa: E402
+from uvllm_harness import Server, assert_close, binary, run, shared, sse_events, test  # noqa: E402
 
 MODEL = os.path.join(shared(), "models", "aidreams260K.gguf")
 MODEL_F16 = os.path.join(shared(), "models", "aidreams260K-f16.gguf")
@@ -35,20 +35,9 @@ def strip(doc):
     return doc
 
 
-def close(a, b, path=""):
+def close(a, b, path):
     """Equal, floats within 1e-3 (verification computes a sequence's rows in one product)."""
-    if isinstance(a, float) or isinstance(b, float):
-        assert abs(a - b) <= 1e-3, (path, a, b)
-    elif isinstance(a, dict):
-        assert a.keys() == b.keys(), (path, a.keys(), b.keys())
-        for k in a:
-            close(a[k], b[k], f"{path}.{k}")
-    elif isinstance(a, list):
-        assert len(a) == len(b), (path, len(a), len(b))
-        for i, (x, y) in enumerate(zip(a, b)):
-            close(x, y, f"{path}[{i}]")
-    else:
-        assert a == b, (path, a, b)
+    assert_close(a, b, 1e-3, path)
 
 
 def streamed_text(srv, body):

@@ -15,10 +15,9 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from uvllm_harness import Server, binary, run, shared, test  # noqa: E402
+from uvllm_harness import Lazy, binary, main, shared, test  # noqa: E402
 
 MODEL = os.path.join(shared(), "models", "qwen2-tiny-f16.gguf")
-SRV = None
 MSGS = [{"role": "user", "content": "Go."}]
 WEATHER = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 6},
                                             "days": {"type": "integer", "minimum": 1, "maximum": 7}},
@@ -28,15 +27,11 @@ TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": 
                                                                           "properties": {}}}}]
 
 
-def srv():
-    global SRV
-    if SRV is None:
-        SRV = Server("--model", MODEL, "--threads", "2", backend="cpu")
-    return SRV
+srv = Lazy("--model", MODEL, "--threads", "2", backend="cpu")
 
 
 def post(path, body):
-    return srv().request("POST", path, body=json.dumps(body))
+    return srv().post(path, body)
 
 
 def chat(**body):
@@ -197,7 +192,4 @@ def small_structured_requests_compile_off_the_loop():
 
 
 if __name__ == "__main__":
-    rc = run()
-    if SRV:
-        SRV.stop()
-    sys.exit(rc)
+    main(srv)

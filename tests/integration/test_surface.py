@@ -11,15 +11,11 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from uvllm_harness import Server, binary, null_text, run, test, wait_for, shared  # noqa: E402
+from uvllm_harness import Server, binary, null_text, run, shared_file, test, wait_for  # noqa: E402
 
 
 
-MODEL = os.path.join(shared(), "models", "aidreams260K.gguf")
-if not os.path.exists(MODEL):
-    print(f"missing shared file: {MODEL}")
-    print("0 passed, 1 failed")
-    sys.exit(1)
+MODEL = shared_file("models", "aidreams260K.gguf")
 
 HEX32 = re.compile(r"^[0-9a-f]{32}$")
 SMALL_KV = ("--kv-mem", "1M")  # keeps model servers quick to start

@@ -16,9 +16,12 @@ import subprocess
 import sys
 import tempfile
 
-BIN = os.environ.get("UVLLM_BIN")
-SRC = os.environ.get("UVLLM_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
-SHARED = os.environ.get("UVLLM_SHARED") or os.path.join(SRC, "..", "shared")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from uvllm_harness import binary, shared, source_dir  # noqa: E402
+
+BIN = binary()
+SRC = source_dir()
+SHARED = shared()
 failures = []
 
 

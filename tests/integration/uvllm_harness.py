@@ -4,7 +4,8 @@ and talk HTTP/1.x over raw sockets (no client library, so malformed input can be
 purpose and framing is checked byte by byte).
 
 Python 3 standard library only. Each test script registers functions with @test and ends
-with `sys.exit(run())`, which prints one line `N passed, N failed`."""
+with `sys.exit(run())` (or main(), which also stops its Lazy servers), which prints one
+line `N passed, N failed`."""
 
 import json
 import os
@@ -64,18 +65,32 @@ def run():
     return 1 if failed or not passed else 0
 
 
+def source_dir():
+    """The source tree: $UVLLM_SOURCE_DIR, else the one this file is in."""
+    return os.environ.get("UVLLM_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
+
+
 def shared():
     """The shared test data: $UVLLM_SHARED, else ../shared beside the source tree."""
-    return os.path.abspath(os.environ.get("UVLLM_SHARED") or os.path.join(
-        os.environ.get("UVLLM_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", "..")),
-        "..", "shared"))
+    return os.path.abspath(os.environ.get("UVLLM_SHARED") or
+                           os.path.join(source_dir(), "..", "shared"))
+
+
+def shared_file(*parts):
+    """A file below shared(); when it is missing the script ends as one failure, with the
+    `N passed, N failed` line ctest reads."""
+    p = os.path.join(shared(), *parts)
+    if not os.path.exists(p):
+        print(f"missing shared file: {p}")
+        print("0 passed, 1 failed")
+        sys.exit(1)
+    return p
 
 
 def binary():
     b = os.environ.get("UVLLM_BIN")
     if not b:
-        src = os.environ.get("UVLLM_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
-        b = os.path.join(src, "build", "uvllm")
+        b = os.path.join(source_dir(), "build", "uvllm")
     if not os.access(b, os.X_OK):
         raise SystemExit(f"uvllm binary not found at '{b}' (set UVLLM_BIN)")
     return b
@@ -188,6 +203,10 @@ class Server:
         r = self.request("GET", "/health")
         return r.status, r.json()
 
+    def post(self, path, body):
+        """POST a JSON body."""
+        return self.request("POST", path, body=json.dumps(body))
+
     def complete(self, **body):
         r = self.request("POST", "/v1/completions", body=json.dumps(body))
         return r
@@ -231,6 +250,12 @@ class Response:
 
     def events(self):
         return sse_events(self.body)
+
+
+def stream_text(body):
+    """The text a streamed chat completion wrote: its chunks' delta contents, joined."""
+    events = [json.loads(e) for e in sse_events(body) if e != "[DONE]"]
+    return "".join(e["choices"][0]["delta"].get("content") or "" for e in events if e.get("choices"))
 
 
 def sse_events(body):
@@ -328,6 +353,22 @@ class Reader:
         return Response(status, reason, headers, body, version)
 
 
+def assert_close(a, b, tol, path=""):
+    """a equals b (JSON values, compared recursively), floats within tol; path names where."""
+    if isinstance(a, float) or isinstance(b, float):
+        assert abs(a - b) <= tol, (path, a, b)
+    elif isinstance(a, dict):
+        assert a.keys() == b.keys(), (path, a.keys(), b.keys())
+        for k in a:
+            assert_close(a[k], b[k], tol, f"{path}.{k}")
+    elif isinstance(a, list):
+        assert len(a) == len(b), (path, len(a), len(b))
+        for i, (x, y) in enumerate(zip(a, b)):
+            assert_close(x, y, tol, f"{path}[{i}]")
+    else:
+        assert a == b, (path, a, b)
+
+
 def wait_for(pred, timeout, interval=0.02):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -341,3 +382,31 @@ def wait_for(pred, timeout, interval=0.02):
 def null_text(n_tokens_text):
     """Number of pseudo-tokens in a null-backend completion text (' tok<ID>' each)."""
     return len(re.findall(r" tok\d+", n_tokens_text))
+
+
+class Lazy:
+    """A script's shared server, started by the first test that calls it (a filtered run
+    that needs none starts none); main() stops it."""
+
+    def __init__(self, *extra, **kw):
+        self.extra, self.kw, self.srv = extra, kw, None
+
+    def __call__(self):
+        if self.srv is None:
+            self.srv = Server(*self.extra, **self.kw)
+        return self.srv
+
+
+def main(*lazies):
+    """Runs the script's tests and exits with run()'s status; then each Lazy server that
+    started must stop cleanly (exit 0, no TSan report), and is killed whatever happens."""
+    try:
+        rc = run()
+        for lz in lazies:
+            if lz.srv:
+                lz.srv.stop()
+    finally:
+        for lz in lazies:
+            if lz.srv:
+                lz.srv.kill()
+    sys.exit(rc)

@@ -53,7 +53,7 @@ Test(names, aliases) {
     cr_assert_eq(ul_api_add_alias(&a, long_name), UL_EINVAL);
     long_name[UL_API_NAME_MAX - 1] = 0;
     cr_assert_eq(ul_api_add_alias(&a, long_name), 0, "127 bytes fit");
-    char name[16];
+    char name[24]; /* room for "alias-" and any int (gcc -O1 -Wformat-truncation) */
     for (int i = 2; i < UL_API_MAX_ALIASES; i++) {
         snprintf(name, sizeof name, "alias-%d", i);
         cr_assert_eq(ul_api_add_alias(&a, name), 0);

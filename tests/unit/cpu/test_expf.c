@@ -70,7 +70,7 @@ static void special_and_partial(vexp_fn fn, int w) {
 }
 
 Test(expf16, equals_libm_expf_bitwise) {
-    UL_SKIP_UNDER_TSAN();
+    UL_SKIP_UNDER_SANITIZERS();
     UL_TEST_REQUIRE_ISA(UL_ISA_AVX512);
     all_patterns(ul_expf16_avx512, 16);
 }
@@ -81,7 +81,7 @@ Test(expf16, special_values_and_partial_vectors) {
 }
 
 Test(expf8, equals_libm_expf_bitwise) {
-    UL_SKIP_UNDER_TSAN();
+    UL_SKIP_UNDER_SANITIZERS();
     UL_TEST_REQUIRE_ISA(UL_ISA_AVX2);
     all_patterns(ul_expf8_avx2, 8);
 }
