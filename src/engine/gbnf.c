@@ -219,7 +219,7 @@ static int normalize(gp_t *p, size_t r0, int neg, int32_t node) {
     if (neg) {
         cprange_t *tmp = malloc((m + 1) * sizeof *tmp);
         if (!tmp) return p->nomem = 1, UL_ENOMEM;
-        memcpy(tmp, a->ranges + r0, m * sizeof *tmp);
+        if (m) memcpy(tmp, a->ranges + r0, m * sizeof *tmp); /* ranges may be NULL: [^] */
         a->n_ranges = r0;
         uint32_t next = 0;
         int rc = 0;

@@ -39,10 +39,12 @@ typedef struct {
 
 static uint64_t mix(uint64_t h, uint32_t x) { return (h ^ x) * 1099511628211ull; }
 
-/* A call's return state, compared exactly (callee may be empty) or by class (-1). */
+/* A call's return state, compared exactly (callee may be empty) or by class (-1); -2 for a
+ * call pruned at compile time (call_to and call_ret -1: never taken). */
 static int32_t exact_ret(const refine_t *r, int32_t k) {
     int32_t to = r->g->call_to[k];
-    return to < 0 || r->empty[to] ? r->g->call_ret[k] : -1;
+    if (to < 0) return -2;
+    return r->empty[to] ? r->g->call_ret[k] : -1;
 }
 
 static uint64_t sig_hash(const refine_t *r, int32_t s) {
@@ -59,7 +61,7 @@ static uint64_t sig_hash(const refine_t *r, int32_t s) {
         h = mix(mix(h, r->run_at[k]),
                 r->run_to[k] < 0 ? UINT32_MAX : (uint32_t)r->cls[r->run_to[k]]);
     for (int32_t k = g->call_off[s]; k < g->call_off[s + 1]; k++)
-        if (exact_ret(r, k) < 0) h = mix(h, (uint32_t)r->cls[g->call_ret[k]]);
+        if (exact_ret(r, k) == -1) h = mix(h, (uint32_t)r->cls[g->call_ret[k]]);
     return h;
 }
 
@@ -85,7 +87,8 @@ static int sig_eq(const refine_t *r, int32_t a, int32_t b) {
             return 0;
     }
     for (int32_t k = 0; k < na; k++) /* same level-0 class: the same calls in the same order */
-        if (exact_ret(r, ka + k) < 0 && r->cls[g->call_ret[ka + k]] != r->cls[g->call_ret[kb + k]])
+        if (exact_ret(r, ka + k) == -1 &&
+            r->cls[g->call_ret[ka + k]] != r->cls[g->call_ret[kb + k]])
             return 0;
     return 1;
 }
