@@ -121,8 +121,8 @@ Test(pack, stacked_parts_match_f64_reference_packed_and_not) {
     ul_pool_free(p);
 }
 
-/* On AVX-512 the quantised types users run most (Q4_0, Q8_0, the K-quant mixes' Q4_K, Q5_K and
- * Q6_K) must take the packed path. */
+/* On AVX-512 and AVX2 the quantised types users run most (Q4_0, Q8_0, the K-quant mixes' Q4_K,
+ * Q5_K and Q6_K) must take the packed path; the scalar ISA has no packed layout. */
 Test(pack, q4_0_q8_0_and_k_quants_have_packed_layouts_on_avx512) {
     UL_TEST_REQUIRE_ISA(UL_ISA_AVX512);
     cr_expect(ul_cpu_pack_kern(UL_TYPE_Q4_0, UL_ISA_AVX512) != NULL);
@@ -130,7 +130,10 @@ Test(pack, q4_0_q8_0_and_k_quants_have_packed_layouts_on_avx512) {
     cr_expect(ul_cpu_pack_kern(UL_TYPE_Q4_K, UL_ISA_AVX512) != NULL);
     cr_expect(ul_cpu_pack_kern(UL_TYPE_Q5_K, UL_ISA_AVX512) != NULL);
     cr_expect(ul_cpu_pack_kern(UL_TYPE_Q6_K, UL_ISA_AVX512) != NULL);
-    cr_expect(ul_cpu_pack_kern(UL_TYPE_Q4_0, UL_ISA_AVX2) == NULL);
+    cr_expect(ul_cpu_pack_kern(UL_TYPE_Q4_0, UL_ISA_AVX2) != NULL);
+    cr_expect(ul_cpu_pack_kern(UL_TYPE_Q8_0, UL_ISA_AVX2) != NULL);
+    cr_expect(ul_cpu_pack_kern(UL_TYPE_Q4_K, UL_ISA_AVX2) != NULL);
+    cr_expect(ul_cpu_pack_kern(UL_TYPE_Q4_0, UL_ISA_SCALAR) == NULL);
 }
 
 /* ul_cpu_mat_init and ul_cpu_mat_init_in refuse the same parts, and the arena size of a
