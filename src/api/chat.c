@@ -611,7 +611,7 @@ static void done(ul_api_job_t *job, int status) {
         if (j->failed)
             ul_api_reject(j->a, j->req, &j->bad);
         else if (j->mode != UL_CHAT_GENERATE)
-            ul_http_respond(j->req, 200, NULL, j->out.p, j->out.len);
+            ul_http_respond_buf(j->req, 200, NULL, &j->out);
         else
             start(j);
     }

@@ -99,7 +99,7 @@ int ul_embed_answer(ul_embed_req_t *e) {
         ul_embed_normalize(e->vec + (size_t)i * (size_t)e->n_embd, e->n_embd);
     ul_buf_t b = {0};
     int rc = e->oai ? answer_oai(e, &b) : answer_llama(e, &b);
-    if (!rc) ul_http_respond(e->req, 200, NULL, b.p, b.len);
+    if (!rc) ul_http_respond_buf(e->req, 200, NULL, &b);
     ul_buf_free(&b);
     return rc;
 }

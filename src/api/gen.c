@@ -71,7 +71,7 @@ void ul_gen_respond(ul_gen_t *g, ul_buf_t *b) {
     ul_gen_add(b, "],", 2);
     ul_gen_json_usage(g, b);
     ul_gen_add(b, "}", 1);
-    ul_http_respond(g->req, 200, NULL, b->p, b->len);
+    ul_http_respond_buf(g->req, 200, NULL, b);
     ul_buf_free(b);
 }
 

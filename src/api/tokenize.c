@@ -287,7 +287,7 @@ static void job_done(ul_api_job_t *j, int status) {
         else if (t->bad.status)
             ul_api_reject(a, t->req, &t->bad);
         else
-            ul_http_respond(t->req, 200, NULL, t->out.p, t->out.len);
+            ul_http_respond_buf(t->req, 200, NULL, &t->out);
     }
     tokjob_free(t);
 }

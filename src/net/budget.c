@@ -20,7 +20,8 @@
 
 static size_t footprint(const ul_conn_t *c) {
     return sizeof *c + c->in.cap + c->hdr.cap + c->body.cap + c->resp_hdrs.cap + c->out.cap +
-           c->wbuf.cap + c->cap_hoff * sizeof *c->hoff + c->cap_hdrs * sizeof *c->hdrs;
+           c->wbuf.cap + c->wbody.cap + c->cap_hoff * sizeof *c->hoff +
+           c->cap_hdrs * sizeof *c->hdrs;
 }
 
 void ul_conn_account(ul_conn_t *c) {

@@ -509,6 +509,7 @@ static void on_close(uv_handle_t *h) {
     ul_conn_buf_drop(s, &c->resp_hdrs);
     ul_conn_buf_drop(s, &c->out);
     ul_conn_buf_drop(s, &c->wbuf);
+    ul_conn_buf_drop(s, &c->wbody);
     ul_arena_free(&c->arena);
     free(c->hoff);
     free(c->hdrs);

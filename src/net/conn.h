@@ -88,9 +88,13 @@ typedef struct ul_conn_s {
     uint64_t t_start; /* uv_hrtime at dispatch, for dur_ms */
 
     /* output: out collects, wbuf is the one buffer in flight; wbuf's memory is handed to
-     * uv_write and must stay untouched until on_write runs (at most one write in flight) */
+     * uv_write and must stay untouched until on_write runs (at most one write in flight).
+     * An answer taken whole (ul_http_respond_buf) is staged as wbuf (its head) + wbody (its
+     * body, sent from wbody_off) and leaves before out: its body is never copied. */
     ul_buf_t out;
     ul_buf_t wbuf;
+    ul_buf_t wbody;
+    size_t wbody_off;
     uv_write_t wreq;
     uv_shutdown_t sreq;
     uint64_t last_out; /* uv_now of the last write progress or SSE event */
@@ -172,8 +176,10 @@ int ul_conn_cors_preflight(ul_conn_t *c);
 /* out.c */
 /* Appends to the output buffer; UL_ENOMEM if the buffer cannot grow. */
 int ul_conn_out(ul_conn_t *c, const void *p, size_t n);
-/* Bytes waiting in out + wbuf. */
-static inline size_t ul_conn_pending(const ul_conn_t *c) { return c->out.len + c->wbuf.len; }
+/* Bytes waiting in out + wbuf + wbody. */
+static inline size_t ul_conn_pending(const ul_conn_t *c) {
+    return c->out.len + c->wbuf.len + (c->wbody.len - c->wbody_off);
+}
 /* Flushes now, or at the end of the parse loop / in the next check callback. */
 void ul_conn_want_flush(ul_conn_t *c);
 void ul_conn_flush(ul_conn_t *c);

@@ -33,6 +33,7 @@
 #include <uv.h>
 
 #include "base/arena.h"
+#include "base/buf.h"
 #include "base/queue.h"
 
 /* ---- configuration ---------------------------------------------------------------- */
@@ -223,6 +224,14 @@ int ul_http_resp_header(ul_http_req_t *req, const char *name, const char *value)
  * or UL_ESTATE if the request was already finished / is a stream. */
 int ul_http_respond(ul_http_req_t *req, int status, const char *content_type, const char *body,
                     size_t len);
+
+/* Like ul_http_respond, but the body's memory becomes the connection's instead of being
+ * copied: a body of UL_HTTP_TAKE_MIN bytes or more, with no output queued before it, is
+ * written straight from body->p (a multi-megabyte answer built off the loop costs the loop
+ * no copy and no page faults). body must be heap memory from ul_buf_*; it is left empty
+ * whatever the outcome. Budget and return values as ul_http_respond. */
+#define UL_HTTP_TAKE_MIN (64 * 1024)
+int ul_http_respond_buf(ul_http_req_t *req, int status, const char *content_type, ul_buf_t *body);
 
 /* The request body's memory becomes the caller's: a malloc'ed, NUL-terminated block of
  * *len bytes (free() it; NULL and *len 0 when there is no body). req->body reads "" from

@@ -87,9 +87,13 @@ static void drained(ul_conn_t *c) {
 
 static void on_write(uv_write_t *req, int status) {
     ul_conn_t *c = req->data;
-    size_t n = c->wbuf.len;
+    size_t n = c->wbuf.len + (c->wbody.len - c->wbody_off);
     c->writing = 0;
     c->wbuf.len = 0;
+    if (c->wbody.p) { /* a staged answer's body: sent, or the connection closes */
+        ul_conn_buf_drop(c->srv, &c->wbody);
+        c->wbody_off = 0;
+    }
     if (status < 0) {
         if (!c->closing) {
             UL_LOG_DEBUG("conn=%llu write failed: %s", (unsigned long long)c->id,
@@ -104,8 +108,56 @@ static void on_write(uv_write_t *req, int status) {
     if (!c->closing) ul_conn_account(c);
 }
 
+/* The staged answer's head (wbuf) and unsent body (wbody from wbody_off) as buffers for a
+ * write; returns how many (1 or 2). */
+static unsigned staged_bufs(ul_conn_t *c, uv_buf_t b[2]) {
+    unsigned n = 0;
+    if (c->wbuf.len) b[n++] = uv_buf_init(c->wbuf.p, (unsigned)c->wbuf.len);
+    b[n++] = uv_buf_init(c->wbody.p + c->wbody_off, (unsigned)(c->wbody.len - c->wbody_off));
+    return n;
+}
+
+/* Sends the staged answer (ul_http_respond_buf) straight from its own buffers: what the
+ * socket takes now, the rest in one uv_write of both; then whatever out collected since. */
+static void flush_staged(ul_conn_t *c) {
+    uv_buf_t b[2];
+    unsigned nb = staged_bufs(c, b);
+    int n = uv_try_write((uv_stream_t *)&c->tcp, b, nb);
+    if (n == UV_EAGAIN || n == UV_ENOSYS) n = 0;
+    if (n < 0) {
+        ul_conn_close(c, n);
+        return;
+    }
+    if (n > 0) {
+        c->srv->stats.bytes_out += (uint64_t)n;
+        c->last_out = uv_now(c->srv->loop);
+    }
+    size_t head = (size_t)n < c->wbuf.len ? (size_t)n : c->wbuf.len;
+    ul_buf_consume(&c->wbuf, head);
+    c->wbody_off += (size_t)n - head;
+    if (c->wbody_off == c->wbody.len) { /* all gone in one call */
+        ul_conn_buf_drop(c->srv, &c->wbody);
+        c->wbody_off = 0;
+        ul_conn_flush(c);
+        return;
+    }
+    nb = staged_bufs(c, b);
+    c->wreq.data = c;
+    int rc = uv_write(&c->wreq, (uv_stream_t *)&c->tcp, b, nb, on_write);
+    if (rc) {
+        ul_conn_close(c, rc);
+        return;
+    }
+    c->writing = 1;
+    ul_conn_update_pressure(c);
+}
+
 void ul_conn_flush(ul_conn_t *c) {
     if (c->closing || c->writing) return;
+    if (c->wbody.len) {
+        flush_staged(c);
+        return;
+    }
     if (c->out.len == 0) {
         drained(c);
         return;

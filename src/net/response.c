@@ -254,6 +254,47 @@ int ul_http_respond(ul_http_req_t *req, int status, const char *content_type, co
     return 0;
 }
 
+int ul_http_respond_buf(ul_http_req_t *req, int status, const char *content_type, ul_buf_t *body) {
+    ul_conn_t *c = req->conn_;
+    if (body->len < UL_HTTP_TAKE_MIN || c->out.len || c->writing || c->wbody.len || c->head_only ||
+        !c->req_open || c->resp != UL_RESP_NONE || c->closing || c->cutting) {
+        /* small, or output is queued ahead of it: copied like any answer */
+        int rc = ul_http_respond(req, status, content_type, body->p ? body->p : "", body->len);
+        ul_conn_buf_drop(c->srv, body);
+        return rc;
+    }
+    int st = ul_conn_mem_check(c, body->cap);
+    if (st) {
+        ul_conn_buf_drop(c->srv, body);
+        return respond_over_budget(c, st);
+    }
+    ul_conn_hook_headers(c, &c->resp_hdrs);
+    ul_http_head_t h = {
+        .status = status,
+        .content_type = content_type ? content_type : "application/json",
+        .content_length = (int64_t)body->len,
+        .keep_alive = c->keep_alive,
+        .http10 = req->http_major == 1 && req->http_minor == 0,
+        .extra = c->resp_hdrs.p,
+        .extra_len = c->resp_hdrs.len,
+        .date = ul_http_server_date(c->srv),
+    };
+    if (ul_http_head_write(&c->wbuf, &h)) { /* nothing is in flight, so wbuf is free */
+        c->wbuf.len = 0;
+        ul_conn_buf_drop(c->srv, body);
+        ul_conn_close(c, UL_ENOMEM);
+        return finish_closed(c, status);
+    }
+    c->wbody = *body;
+    c->wbody_off = 0;
+    *body = (ul_buf_t){0};
+    c->status = status;
+    c->resp_bytes += c->wbuf.len + c->wbody.len;
+    ul_conn_account(c);
+    ul_conn_req_finish(c);
+    return 0;
+}
+
 int ul_http_respond_error(ul_http_req_t *req, int status, const char *type, const char *code,
                           const char *message) {
     ul_conn_t *c = req->conn_;

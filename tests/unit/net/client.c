@@ -353,6 +353,19 @@ static int h_big(ul_http_req_t *req, void *data) {
     return rc == UL_ECLOSED ? 0 : rc;
 }
 
+/* GET /take?N: an answer of N bytes (byte i is 'a' + i % 23) handed over whole
+ * (ul_http_respond_buf): large ones are sent from the handler's own buffer. */
+static int h_take(ul_http_req_t *req, void *data) {
+    size_t n = strtoul(req->query, NULL, 10);
+    ul_buf_t b = {0};
+    if (ul_buf_reserve(&b, n + 1)) return UL_ENOMEM;
+    for (size_t i = 0; i < n; i++) b.p[i] = (char)('a' + i % 23);
+    b.len = n;
+    int rc = ul_http_respond_buf(req, 200, "text/plain", &b);
+    ul_buf_free(&b);
+    return rc == UL_ECLOSED ? 0 : rc;
+}
+
 /* ---- harness ---------------------------------------------------------------------------- */
 
 void harness_config(harness_t *h) {
@@ -418,6 +431,7 @@ int harness_run(harness_t *h, client_fn fn) {
     ul_router_add(&h->router, UL_HTTP_GET, "/silent", h_silent, h);
     ul_router_add(&h->router, UL_HTTP_POST, "/only-post", h_echo, h);
     ul_router_add(&h->router, UL_HTTP_GET, "/big", h_big, h);
+    ul_router_add(&h->router, UL_HTTP_GET, "/take", h_take, h);
     if (ul_http_server_init(&h->loop, &h->srv, &h->cfg, &h->router)) return -101;
     h->srv.data = h;
     if (ul_http_server_listen(&h->srv)) return -102;

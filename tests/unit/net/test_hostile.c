@@ -251,6 +251,58 @@ Test(hostile, unread_answers_stop_the_parser) {
     RUN(&h, unread_client);
 }
 
+/* An answer of /take: n bytes, byte i 'a' + i % 23. */
+static int take_body_ok(const cl_resp_t *r, size_t n) {
+    if (r->status != 200 || r->body_len != n) return 0;
+    for (size_t i = 0; i < n; i++)
+        if (r->body[i] != (char)('a' + i % 23)) return 0;
+    return 1;
+}
+
+/* Answers handed over whole (ul_http_respond_buf: the tokenizer's and chat jobs' large
+ * answers, sent from the job's buffer with no copy on the loop) leave byte for byte and in
+ * order with the answers pipelined behind them, to a client that reads late (the socket
+ * takes a part of 3 MB, the rest waits in libuv while the next answers are queued). */
+static int take_client(harness_t *h, char *msg, size_t cap) {
+    static const size_t sizes[] = {3000000, 100, 70000, 2000000, 65536};
+    cl_conn_t c;
+    cl_resp_t r;
+    CHECK(cl_connect(&c, h->port) == 0, "connect");
+    char reqs[512];
+    size_t n = 0;
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        n += (size_t)sprintf(reqs + n, "GET /take?%zu HTTP/1.1\r\n\r\n", sizes[i]);
+    n += (size_t)sprintf(reqs + n, "GET /health HTTP/1.1\r\n\r\n");
+    CHECK(cl_send(&c, reqs, n) == 0, "send");
+    usleep(300 * 1000);
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        CHECK(cl_read_response(&c, &r, 0) == 0, "answer %zu missing", i);
+        int ok = take_body_ok(&r, sizes[i]);
+        size_t got = r.body_len;
+        int st = r.status;
+        cl_resp_free(&r);
+        CHECK(ok, "answer %zu: status %d, %zu bytes, expected %zu in order", i, st, got, sizes[i]);
+    }
+    CHECK(cl_read_response(&c, &r, 0) == 0 && r.status == 200 && strstr(r.body, "ok"),
+          "the health answer after them");
+    cl_resp_free(&r);
+    cl_close(&c);
+    /* over one connection's budget: 413, as for a copied answer */
+    int st = status_of(h, "GET /take?12000000 HTTP/1.1\r\n\r\n", NULL);
+    CHECK(st == 413, "a taken answer over the connection budget: %d", st);
+    return 0;
+}
+
+Test(hostile, answers_handed_over_whole_keep_their_bytes_and_order) {
+    harness_t h;
+    harness_config(&h);
+    h.cfg.max_buffered_mem = 40u << 20;
+    h.cfg.max_conn_mem = 10u << 20;
+    RUN(&h, take_client);
+    cr_assert_eq(h.srv.stats.mem_buffered, 0, "accounting must return to 0: %llu",
+                 (unsigned long long)h.srv.stats.mem_buffered);
+}
+
 static int budget_client(harness_t *h, char *msg, size_t cap) {
     cl_conn_t a, b;
     cl_resp_t r;
