@@ -1,11 +1,14 @@
-/* The AArch64 NEON entries of the ops table besides norms and RoPE (kernels_neon_expf.c),
- * against the C library and the scalar expression, under each CPU model of
- * tests/arm64/run.sh. Skipped off AArch64.
+/* The AArch64 NEON entries of the ops table besides norms and RoPE (kernels_neon_expf.c,
+ * kernels_neon_attn.c), against the C library and the scalar kernels, under each CPU model
+ * of tests/arm64/run.sh. Skipped off AArch64.
  *  - expf, 8 lanes: glibc's expf bit for bit, on the values test_expf.c holds the x86
  *    kernels to (every 61st float bit pattern of both signs, about 70 million), the special
  *    values and partial vectors of every length and offset that leave the rest of y
  *    untouched;
- *  - SwiGLU: the scalar expression g / (1 + expf(-g)) * u bit for bit. */
+ *  - SwiGLU: the scalar expression g / (1 + expf(-g)) * u bit for bit;
+ *  - the tiled attention's kernels against the scalar ones on one tile: probabilities,
+ *    running max and the rescaled output bit for bit (the same expf), the two products
+ *    within a summation-order bound. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdint.h>
@@ -16,6 +19,7 @@
 #include "kern_testutil.h"
 
 #if defined(__aarch64__)
+#include "cpu/kernels_neon_attn.h"
 
 #define NEED_NEON()                                                                                \
     do {                                                                                           \
@@ -97,5 +101,61 @@ Test(kernels_arm, swiglu_neon_equals_scalar_expression) {
     cr_expect_eq(bad, 0, "%d of %d SwiGLU outputs differ from the scalar expression", bad, N);
     cr_expect(ul_cpu_ops(ul_cpu_isa())->swiglu == ul_swiglu_neon, "the AArch64 table's SwiGLU");
     cr_expect(ul_cpu_ops(ul_cpu_isa())->expf8 == ul_expf8_neon, "the AArch64 table's expf");
+}
+
+/* One tile of the tiled path through both kernel sets: nq query rows, hd dimensions, n
+ * valid keys (the rest masked to -inf, as forward_attn_tiled.c masks them), the running
+ * state from an earlier tile so the rescale is exercised. */
+static void one_tile(int nq, int hd, int n, uint64_t seed) {
+    enum { T = UL_ATTN_TILE };
+    const ul_attn_tile_kern_t *ks[2] = {&ul_attn_tile_scalar, &ul_attn_tile_neon};
+    float *q = malloc(sizeof(float) * (size_t)(nq * hd));
+    float *kt = malloc(sizeof(float) * (size_t)(hd * T)), *v = malloc(sizeof(float) * T * hd);
+    uint16_t *kh = malloc(sizeof(uint16_t) * (size_t)(hd * T));
+    float *kq[2], *o[2], M[2][T], S[2][T];
+    uint64_t s = seed;
+    for (int i = 0; i < nq * hd; i++) q[i] = tk_unif(&s);
+    for (int i = 0; i < hd * T; i++) kh[i] = ul_fp32_to_fp16(tk_unif(&s) * 2);
+    for (int i = 0; i < T * hd; i++) v[i] = tk_unif(&s);
+    const float scale = 1.0f / sqrtf((float)hd);
+    for (int w = 0; w < 2; w++) {
+        kq[w] = malloc(sizeof(float) * (size_t)(nq * T));
+        o[w] = malloc(sizeof(float) * (size_t)(nq * hd));
+        for (int i = 0; i < nq * hd; i++) o[w][i] = 0.25f;
+        for (int r = 0; r < nq; r++) M[w][r] = r % 3 == 0 ? -INFINITY : 0.1f, S[w][r] = 2.0f;
+        ks[w]->cvt(kt, kh, hd * T, 1);
+        ks[w]->qk(q, nq, hd, kt, scale, kq[w]);
+        for (int r = 0; r < nq; r++)
+            for (int j = 0; j < T; j++)
+                if (j >= n || (r == 1 && j % 5 == 0)) kq[w][(size_t)r * T + j] = -INFINITY;
+    }
+    double worst = 0;
+    for (int i = 0; i < nq * T; i++)
+        if (isfinite(kq[0][i])) worst = fmax(worst, fabs((double)kq[0][i] - kq[1][i]));
+    cr_expect_leq(worst, 1e-5, "nq=%d hd=%d: scores differ by %g", nq, hd, worst);
+    memcpy(kq[1], kq[0], sizeof(float) * (size_t)(nq * T)); /* the same scores into softmax */
+    int bad = 0;
+    for (int w = 0; w < 2; w++) ks[w]->softmax(kq[w], nq, o[w], hd, M[w], S[w]);
+    for (int i = 0; i < nq * T; i++) bad += !same(kq[0][i], kq[1][i]);
+    for (int i = 0; i < nq * hd; i++) bad += !same(o[0][i], o[1][i]);
+    for (int r = 0; r < nq; r++) bad += !same(M[0][r], M[1][r]);
+    cr_expect_eq(bad, 0, "nq=%d hd=%d n=%d: probabilities, rescale or max differ", nq, hd, n);
+    for (int r = 0; r < nq; r++)
+        cr_expect_leq(fabs(S[0][r] - S[1][r]), 1e-5 * S[0][r], "row %d: sum %a vs %a", r,
+                      (double)S[0][r], (double)S[1][r]);
+    for (int w = 0; w < 2; w++) ks[w]->pv(kq[0], nq, v, n, hd, o[w]);
+    worst = 0;
+    for (int i = 0; i < nq * hd; i++) worst = fmax(worst, fabs((double)o[0][i] - o[1][i]));
+    cr_expect_leq(worst, 1e-4, "nq=%d hd=%d n=%d: outputs differ by %g", nq, hd, n, worst);
+    free(q), free(kt), free(v), free(kh);
+    for (int w = 0; w < 2; w++) free(kq[w]), free(o[w]);
+}
+
+Test(kernels_arm, attn_tile_neon_tracks_scalar) {
+    NEED_NEON();
+    cr_expect(ul_cpu_ops(ul_cpu_isa())->attn_tile == &ul_attn_tile_neon, "the AArch64 table's");
+    /* row counts around the 4-row register tile, hd of 16-column tiles and 4-column rests */
+    static const int shapes[][3] = {{64, 64, 64}, {7, 128, 40}, {1, 36, 64}, {5, 80, 1}, {3, 4, 9}};
+    for (int i = 0; i < 5; i++) one_tile(shapes[i][0], shapes[i][1], shapes[i][2], 11 + i);
 }
 #endif
