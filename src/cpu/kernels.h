@@ -133,6 +133,10 @@ void ul_rope_norm_neon(float *x, const float *cs, int n_rot);
 void ul_rope_neox_neon(float *x, const float *cs, int n_rot);
 void ul_round_f16_neon(float *dst, const float *src, int n);
 void ul_to_f16_neon(uint16_t *dst, size_t stride, const float *src, int n);
+/* AArch64 NEON (kernels_neon_expf.c): y[i] = expf(x[i]) for i < n <= 8, and SwiGLU, bit-identical
+ * to glibc's AArch64 expf. */
+void ul_expf8_neon(const float *x, float *y, int n);
+void ul_swiglu_neon(float *g, const float *u, size_t n);
 
 /* The k largest of p[0..n) in descending order, ties to the lower index: sel[j] their
  * indices, val[j] their values; the picks are set to -inf in p. Returns 0, or -1 with p

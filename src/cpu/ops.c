@@ -8,6 +8,9 @@
 
 #include "cpu/attn.h"
 #include "cpu/forward.h"
+#if defined(__aarch64__)
+#include "cpu/kernels_neon_attn.h"
+#endif
 
 /* ---------- scalar ---------- */
 
@@ -127,22 +130,24 @@ static const ul_cpu_ops_t k_avx512 = {
 #endif
 
 #if defined(__aarch64__)
+static int hd4(int hd) { return hd > 0 && hd % 4 == 0; }
+
 /* AArch64: one table for NEON, dotprod and i8mm (the extensions only change the matrix
- * products); the entries without a NEON version yet (SwiGLU/GeGLU, attention, the MoE
- * router) are the scalar ones. */
+ * products); the entries without a NEON version yet (GeGLU, the MoE router's top-k) are
+ * the scalar ones. */
 static const ul_cpu_ops_t k_neon = {
     .rmsnorm = ul_rmsnorm_neon,
     .rope_norm = ul_rope_norm_neon,
     .rope_neox = ul_rope_neox_neon,
-    .swiglu = swiglu_scalar,
+    .swiglu = ul_swiglu_neon,
     .geglu = geglu_scalar,
     .to_f16 = ul_to_f16_neon,
     .round_f16 = ul_round_f16_neon,
-    .attn_page = ul_attn_page_scalar,
-    .attn_page_hd = any_hd,
-    .attn_tile = &ul_attn_tile_scalar,
-    .attn_tile_hd = any_hd,
-    .expf8 = expf8_scalar,
+    .attn_page = ul_attn_page_neon,
+    .attn_page_hd = hd4,
+    .attn_tile = &ul_attn_tile_neon,
+    .attn_tile_hd = hd4,
+    .expf8 = ul_expf8_neon,
     .topk = topk_scalar,
     .fallback = &k_scalar,
 };

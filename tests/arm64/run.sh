@@ -39,14 +39,15 @@ run() {
     QEMU_CPU=$cpu "$qemu" -E LD_PRELOAD="$shim" "$out/build/$bin" --jobs 1 "$@" || fail=1
 }
 # per CPU model: that model's kernel table against the f64 reference, the AArch64 products
-# against the scalar ones bit for bit, the ops table, the ISA detection, the activation
+# against the scalar ones bit for bit, the ops table (expf, SwiGLU, the tiled attention:
+# test_neon_ops.c, test_attn.c's *_neon_*), the ISA detection, the activation
 # converters and products through a pool; under max also the fp16/quant edge cases and
 # every shared golden (test_golden.c), at the best ISA
 declare -A isa=([cortex-a72]=neon [neoverse-n1]=dotprod [max]=i8mm)
 for cpu in cortex-a72 neoverse-n1 max; do
     i=${isa[$cpu]}
     export UVLLM_WANT_ISA=$i
-    f="kernels/${i}_*|kernels/activation_*|kernels/matmul_*|kernels_arm/*|isa/*|ops_isa/*"
+    f="kernels/${i}_*|kernels/activation_*|kernels/matmul_*|kernels_arm/*|attn/*_neon_*|isa/*|ops_isa/*"
     [ "$cpu" = max ] && f="$f|fp16/*|bf16/*|quant/*|golden/*"
     run "$cpu" unit_cpu --filter "@($f)"
     step "serve_chat on $cpu"

@@ -183,6 +183,15 @@ Test(attn, tiled_avx2_matches_f64_reference) {
     each_shape(1, UL_ISA_AVX2, UL_TYPE_F32, 2e-5);
 }
 
+/* AArch64: the tiled path through the NEON table (kernels_neon_attn.c; hd 36 included, a
+ * multiple of 4) under tests/arm64/run.sh; skipped elsewhere. */
+Test(attn, tiled_neon_matches_f64_reference) {
+    UL_SKIP_UNDER_TSAN();
+    UL_TEST_REQUIRE_ISA(UL_ISA_NEON);
+    each_shape(1, UL_ISA_NEON, UL_TYPE_F16, 2e-5);
+    each_shape(1, UL_ISA_NEON, UL_TYPE_F32, 2e-5);
+}
+
 /* The f16 cache keeps an f16 accumulator (llama.cpp's one-row path): outputs of magnitude
  * ~1 move by a few f16 ulps over ~100 keys; an f32 cache stays f32. */
 Test(attn, per_token_matches_f64_reference) {
@@ -222,6 +231,43 @@ Test(attn, per_token_avx2_tracks_scalar) {
             n_diff += d != 0;
         }
         cr_expect_leq(worst, 4e-3, "hd=%d: scalar vs avx2 %g", s->hd, worst);
+        cr_log_info("hd=%d: %zu of %zu outputs differ, largest %g", s->hd, n_diff, total, worst);
+        rig_free(&a);
+        rig_free(&b);
+    }
+}
+
+/* AArch64: the per-token path through the NEON table (kernels_neon_attn.c) keeps the scalar
+ * path's roundings key by key; only the score's summation order differs. Under
+ * tests/arm64/run.sh; skipped elsewhere. */
+Test(attn, per_token_neon_matches_f64_reference) {
+    UL_SKIP_UNDER_TSAN();
+    UL_TEST_REQUIRE_ISA(UL_ISA_NEON);
+    each_shape(0, UL_ISA_NEON, UL_TYPE_F16, 1e-2);
+    each_shape(0, UL_ISA_NEON, UL_TYPE_F32, 2e-5);
+}
+
+Test(attn, per_token_neon_tracks_scalar) {
+    UL_TEST_REQUIRE_ISA(UL_ISA_NEON);
+    for (size_t i = 0; i < sizeof k_shapes / sizeof k_shapes[0]; i++) {
+        const shape_t *s = &k_shapes[i];
+        rig_t a, b;
+        rig_init(&a, s->hd, s->n_head, s->n_kv, s->ps, s->pos0, s->n, s->swa, UL_TYPE_F16, 5 + i);
+        rig_init(&b, s->hd, s->n_head, s->n_kv, s->ps, s->pos0, s->n, s->swa, UL_TYPE_F16, 5 + i);
+        a.f.isa = UL_ISA_SCALAR;
+        b.f.isa = UL_ISA_NEON;
+        a.f.ops = ul_cpu_ops(UL_ISA_SCALAR);
+        b.f.ops = ul_cpu_ops(UL_ISA_NEON);
+        run_per_token(&a);
+        run_per_token(&b);
+        double worst = 0;
+        size_t n_diff = 0, total = (size_t)s->n * a.f.q_dim;
+        for (size_t k = 0; k < total; k++) {
+            const double d = fabs((double)a.f.att[k] - b.f.att[k]);
+            worst = fmax(worst, d);
+            n_diff += d != 0;
+        }
+        cr_expect_leq(worst, 4e-3, "hd=%d: scalar vs neon %g", s->hd, worst);
         cr_log_info("hd=%d: %zu of %zu outputs differ, largest %g", s->hd, n_diff, total, worst);
         rig_free(&a);
         rig_free(&b);

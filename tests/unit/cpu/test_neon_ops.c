@@ -1,0 +1,161 @@
+/* The AArch64 NEON entries of the ops table besides norms and RoPE (kernels_neon_expf.c,
+ * kernels_neon_attn.c), against the C library and the scalar kernels, under each CPU model
+ * of tests/arm64/run.sh. Skipped off AArch64.
+ *  - expf, 8 lanes: glibc's expf bit for bit, on the values test_expf.c holds the x86
+ *    kernels to (every 61st float bit pattern of both signs, about 70 million), the special
+ *    values and partial vectors of every length and offset that leave the rest of y
+ *    untouched;
+ *  - SwiGLU: the scalar expression g / (1 + expf(-g)) * u bit for bit;
+ *  - the tiled attention's kernels against the scalar ones on one tile: probabilities,
+ *    running max and the rescaled output bit for bit (the same expf), the two products
+ *    within a summation-order bound. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "cpu/forward.h"
+#include "cpu/kernels.h"
+#include "kern_testutil.h"
+
+#if defined(__aarch64__)
+#include "cpu/kernels_neon_attn.h"
+
+#define NEED_NEON()                                                                                \
+    do {                                                                                           \
+        if (!ul_cpu_isa_within(UL_ISA_NEON, ul_cpu_isa()))                                         \
+            cr_skip_test("needs NEON; this CPU (or UVLLM_ISA) gives %s",                           \
+                         ul_cpu_isa_name(ul_cpu_isa()));                                           \
+    } while (0)
+
+static float from_bits(uint32_t u) {
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+static uint32_t bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+static int same(float a, float b) { return bits(a) == bits(b) || (isnan(a) && isnan(b)); }
+
+Test(kernels_arm, expf8_neon_equals_libm_expf_bitwise) {
+    NEED_NEON();
+    float x[8], y[8];
+    long bad = 0, n = 0;
+    for (uint32_t u = 0;;) {
+        int k = 0;
+        for (; k < 8 && u <= 0xFFFFFFFFu - 61; k++, u += 61) x[k] = from_bits(u);
+        if (k < 8) break;
+        ul_expf8_neon(x, y, 8);
+        for (int i = 0; i < 8; i++, n++) {
+            const float r = expf(x[i]);
+            if (!same(r, y[i]) && bad++ < 5)
+                cr_log_error("expf(%a) = %a, ours %a", (double)x[i], (double)r, (double)y[i]);
+        }
+    }
+    cr_expect_eq(bad, 0, "%ld of %ld values differ from expf", bad, n);
+    cr_expect_gt(n, 70000000);
+}
+
+Test(kernels_arm, expf8_neon_special_values_and_partial_vectors) {
+    NEED_NEON();
+    const float x[16] = {-INFINITY, INFINITY, NAN,   0.0f,  -0.0f,   -80.0f, -79.99999f, -87.5f,
+                         -103.9f,   -104.0f,  89.0f, 88.7f, -1e-30f, 1.0f,   -1.0f,      -0.5f};
+    float y[16];
+    ul_expf8_neon(x, y, 8);
+    ul_expf8_neon(x + 8, y + 8, 8);
+    for (int i = 0; i < 16; i++)
+        cr_expect(same(expf(x[i]), y[i]), "expf(%a): %a vs %a", (double)x[i], (double)expf(x[i]),
+                  (double)y[i]);
+    for (int n = 0; n <= 8; n++)
+        for (int off = 0; off < 8; off++) {
+            float z[16];
+            for (int i = 0; i < 16; i++) z[i] = 42.0f;
+            ul_expf8_neon(x + off, z, n);
+            for (int i = 0; i < 16; i++)
+                cr_expect(i < n ? same(z[i], expf(x[off + i])) : z[i] == 42.0f,
+                          "n=%d from %d: lane %d", n, off, i);
+        }
+}
+
+/* odd lengths (the scalar tail), gates over the range where expf over- and underflows */
+Test(kernels_arm, swiglu_neon_equals_scalar_expression) {
+    NEED_NEON();
+    enum { N = 1000 + 7 };
+    static float g[N], u[N], ref[N];
+    uint64_t s = 5;
+    for (int i = 0; i < N; i++) {
+        g[i] = tk_unif(&s) * (i % 7 == 0 ? 120.0f : 8.0f);
+        u[i] = tk_unif(&s);
+        ref[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+    }
+    g[3] = INFINITY, g[10] = -INFINITY, g[17] = NAN;
+    ref[3] = g[3] / (1.0f + expf(-g[3])) * u[3];
+    ref[10] = g[10] / (1.0f + expf(-g[10])) * u[10];
+    ref[17] = g[17];
+    ul_swiglu_neon(g, u, N);
+    int bad = 0;
+    for (int i = 0; i < N; i++) bad += !same(g[i], ref[i]);
+    cr_expect_eq(bad, 0, "%d of %d SwiGLU outputs differ from the scalar expression", bad, N);
+    cr_expect(ul_cpu_ops(ul_cpu_isa())->swiglu == ul_swiglu_neon, "the AArch64 table's SwiGLU");
+    cr_expect(ul_cpu_ops(ul_cpu_isa())->expf8 == ul_expf8_neon, "the AArch64 table's expf");
+}
+
+/* One tile of the tiled path through both kernel sets: nq query rows, hd dimensions, n
+ * valid keys (the rest masked to -inf, as forward_attn_tiled.c masks them), the running
+ * state from an earlier tile so the rescale is exercised. */
+static void one_tile(int nq, int hd, int n, uint64_t seed) {
+    enum { T = UL_ATTN_TILE };
+    const ul_attn_tile_kern_t *ks[2] = {&ul_attn_tile_scalar, &ul_attn_tile_neon};
+    float *q = malloc(sizeof(float) * (size_t)(nq * hd));
+    float *kt = malloc(sizeof(float) * (size_t)(hd * T)), *v = malloc(sizeof(float) * T * hd);
+    uint16_t *kh = malloc(sizeof(uint16_t) * (size_t)(hd * T));
+    float *kq[2], *o[2], M[2][T], S[2][T];
+    uint64_t s = seed;
+    for (int i = 0; i < nq * hd; i++) q[i] = tk_unif(&s);
+    for (int i = 0; i < hd * T; i++) kh[i] = ul_fp32_to_fp16(tk_unif(&s) * 2);
+    for (int i = 0; i < T * hd; i++) v[i] = tk_unif(&s);
+    const float scale = 1.0f / sqrtf((float)hd);
+    for (int w = 0; w < 2; w++) {
+        kq[w] = malloc(sizeof(float) * (size_t)(nq * T));
+        o[w] = malloc(sizeof(float) * (size_t)(nq * hd));
+        for (int i = 0; i < nq * hd; i++) o[w][i] = 0.25f;
+        for (int r = 0; r < nq; r++) M[w][r] = r % 3 == 0 ? -INFINITY : 0.1f, S[w][r] = 2.0f;
+        ks[w]->cvt(kt, kh, hd * T, 1);
+        ks[w]->qk(q, nq, hd, kt, scale, kq[w]);
+        for (int r = 0; r < nq; r++)
+            for (int j = 0; j < T; j++)
+                if (j >= n || (r == 1 && j % 5 == 0)) kq[w][(size_t)r * T + j] = -INFINITY;
+    }
+    double worst = 0;
+    for (int i = 0; i < nq * T; i++)
+        if (isfinite(kq[0][i])) worst = fmax(worst, fabs((double)kq[0][i] - kq[1][i]));
+    cr_expect_leq(worst, 1e-5, "nq=%d hd=%d: scores differ by %g", nq, hd, worst);
+    memcpy(kq[1], kq[0], sizeof(float) * (size_t)(nq * T)); /* the same scores into softmax */
+    int bad = 0;
+    for (int w = 0; w < 2; w++) ks[w]->softmax(kq[w], nq, o[w], hd, M[w], S[w]);
+    for (int i = 0; i < nq * T; i++) bad += !same(kq[0][i], kq[1][i]);
+    for (int i = 0; i < nq * hd; i++) bad += !same(o[0][i], o[1][i]);
+    for (int r = 0; r < nq; r++) bad += !same(M[0][r], M[1][r]);
+    cr_expect_eq(bad, 0, "nq=%d hd=%d n=%d: probabilities, rescale or max differ", nq, hd, n);
+    for (int r = 0; r < nq; r++)
+        cr_expect_leq(fabs(S[0][r] - S[1][r]), 1e-5 * S[0][r], "row %d: sum %a vs %a", r,
+                      (double)S[0][r], (double)S[1][r]);
+    for (int w = 0; w < 2; w++) ks[w]->pv(kq[0], nq, v, n, hd, o[w]);
+    worst = 0;
+    for (int i = 0; i < nq * hd; i++) worst = fmax(worst, fabs((double)o[0][i] - o[1][i]));
+    cr_expect_leq(worst, 1e-4, "nq=%d hd=%d n=%d: outputs differ by %g", nq, hd, n, worst);
+    free(q), free(kt), free(v), free(kh);
+    for (int w = 0; w < 2; w++) free(kq[w]), free(o[w]);
+}
+
+Test(kernels_arm, attn_tile_neon_tracks_scalar) {
+    NEED_NEON();
+    cr_expect(ul_cpu_ops(ul_cpu_isa())->attn_tile == &ul_attn_tile_neon, "the AArch64 table's");
+    /* row counts around the 4-row register tile, hd of 16-column tiles and 4-column rests */
+    static const int shapes[][3] = {{64, 64, 64}, {7, 128, 40}, {1, 36, 64}, {5, 80, 1}, {3, 4, 9}};
+    for (int i = 0; i < 5; i++) one_tile(shapes[i][0], shapes[i][1], shapes[i][2], 11 + i);
+}
+#endif
