@@ -128,7 +128,7 @@ sec="$D/section.md"
 {
     echo "## Speculative decoding (single stream, with proposals against without)"
     echo
-    echo "- machine: $(machine_line | sed 's/load average at start: .*//')load average at start: $load_start, at end: $(cut -d' ' -f1-3 /proc/loadavg); ISA $(uvllm_isa)"
+    echo "- machine: $(machine_line | sed 's/load average at start: .*//')load average at start: $load_start, at end: $(cut -d' ' -f1-3 /proc/loadavg); ISA $(uvllm_isa "${UVLLM_ISA:-}")"
     echo "- uvllm: $(uvllm_commit); llama.cpp: $(peer_commit); $RUNS rounds, the variants of every case interleaved in each; medians; every process at nice ${BENCH_NICE:--15} in a session of its own; $TH threads"
     echo "- models: $MODELS_SRC; aidreams260K and mini-q4_0 from the shared models"
     echo "- self: \`generate --model tinyllama-q4_0 [--model-draft tinyllama-q4_0 --draft-max 4 --spec-eager]\`, $NT tokens; ngram: \`generate --model aidreams260K --prompt STORY [--spec-ngram 3]\` (STORY: its own greedy continuation of "Once upon a time", then "Once upon a time" again), 48 tokens; never: \`generate --model tinyllama-q4_0 [--model-draft mini-q4_0]\`, $NT tokens (decode tokens/s as generate reports it: after the first token)"
