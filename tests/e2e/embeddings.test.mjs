@@ -4,39 +4,17 @@
 // over-long input, llama-server's /embedding shape, and the refusal of a model without
 // pooling. Server: the shared qwen3-tiny-f16 (a decoder, random weights) with --pooling last,
 // as Qwen3-Embedding is served; a second one without --pooling (qwen3's GGUF says none).
-import { spawn } from "node:child_process";
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
 import OpenAI from "openai";
+import { models, startServer, stopServers } from "./server.mjs";
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const src = process.env.UVLLM_SOURCE_DIR ?? path.join(here, "..", "..");
-const shared = process.env.UVLLM_SHARED ?? path.join(src, "..", "shared");
-const bin = process.env.UVLLM_BIN ?? path.join(src, "build", "uvllm");
-const MODEL = path.join(shared, "models", "qwen3-tiny-f16.gguf");
+const MODEL = path.join(models, "qwen3-tiny-f16.gguf");
 
-const procs = [];
 let A, N; // { base, openai }
 
-function start(args) {
-  const proc = spawn(bin, ["serve", "--port", "0", "--model-alias", "m", ...args], { stdio: ["ignore", "ignore", "pipe"] });
-  procs.push(proc);
-  return new Promise((resolve, reject) => {
-    let log = "";
-    const timer = setTimeout(() => reject(new Error(`no 'listening on' in 20 s:\n${log}`)), 20000);
-    proc.stderr.on("data", (d) => {
-      log += d;
-      const m = log.match(/listening on http:\/\/[^:\s]+:(\d+)/);
-      if (m) {
-        clearTimeout(timer);
-        resolve(Number(m[1]));
-      }
-    });
-    proc.on("exit", (code) => reject(new Error(`server exited ${code}:\n${log}`)));
-  });
-}
+const start = (args) => startServer(["--model-alias", "m", ...args]);
 
 function clients(port) {
   const base = `http://127.0.0.1:${port}`;
@@ -52,7 +30,7 @@ before(async () => {
   N = clients(n);
 });
 
-after(() => procs.forEach((p) => p.kill("SIGTERM")));
+after(stopServers);
 
 const norm2 = (v) => Math.sqrt(v.reduce((s, x) => s + x * x, 0));
 const cos = (a, b) => a.reduce((s, x, i) => s + x * b[i], 0) / (norm2(a) * norm2(b));

@@ -16,17 +16,13 @@
 #include "model/model.h"
 #include "uvllm/err.h"
 
+#include "../shared_model.h"
+
 static ul_model_t *g_m;
 static ul_fwd_t *g_f;
 
 static void setup(void) {
-    char path[1200], err[256];
-    const char *e = getenv("UVLLM_SHARED");
-    if (e && *e)
-        snprintf(path, sizeof path, "%s/models/qwen3-tiny-f16.gguf", e);
-    else
-        snprintf(path, sizeof path, "%s/../shared/models/qwen3-tiny-f16.gguf", UVLLM_SOURCE_DIR);
-    cr_assert_eq(ul_model_load(path, 0, &g_m, err, sizeof err), 0, "%s: %s", path, err);
+    g_m = shared_model("qwen3-tiny-f16");
     ul_cpu_config_t cfg = {.n_threads = 2,
                            .kv_type = UL_TYPE_F32,
                            .page_size = 4,

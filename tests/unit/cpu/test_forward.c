@@ -14,18 +14,11 @@
 #include "model/model.h"
 #include "uvllm/err.h"
 
+#include "../shared_model.h"
+
 static ul_model_t *g_m;
 
-static void load_model(void) {
-    char path[1200], err[256];
-    const char *e = getenv("UVLLM_SHARED");
-    if (e && *e)
-        snprintf(path, sizeof path, "%s/models/mini-f16.gguf", e);
-    else
-        snprintf(path, sizeof path, "%s/../shared/models/mini-f16.gguf", UVLLM_SOURCE_DIR);
-    int rc = ul_model_load(path, 0, &g_m, err, sizeof err);
-    cr_assert_eq(rc, 0, "cannot load %s: %s (set UVLLM_SHARED to the shared test data)", path, err);
-}
+static void load_model(void) { g_m = shared_model("mini-f16"); }
 static void free_model(void) { ul_model_free(g_m); }
 
 static ul_fwd_t *make_fwd(int kv_type) {

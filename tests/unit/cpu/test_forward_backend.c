@@ -15,17 +15,7 @@
 #include "uvllm/backend.h"
 #include "uvllm/err.h"
 
-static ul_model_t *load(void) {
-    char path[1200], err[256];
-    const char *e = getenv("UVLLM_SHARED");
-    if (e && *e)
-        snprintf(path, sizeof path, "%s/models/aidreams260K.gguf", e);
-    else
-        snprintf(path, sizeof path, "%s/../shared/models/aidreams260K.gguf", UVLLM_SOURCE_DIR);
-    ul_model_t *m = NULL;
-    cr_assert_eq(ul_model_load(path, 0, &m, err, sizeof err), 0, "cannot load %s: %s", path, err);
-    return m;
-}
+#include "../shared_model.h"
 
 #define NSTEP 4
 
@@ -65,7 +55,7 @@ static void init_job(job_t *j, int i, ul_sampling_t sp) {
 }
 
 Test(backend_cpu, submit_completes_through_the_bridge_like_run) {
-    ul_model_t *m = load();
+    ul_model_t *m = shared_model("aidreams260K");
     ul_cpu_config_t cfg = {.n_threads = 2,
                            .kv_type = UL_TYPE_F16,
                            .page_size = 8,

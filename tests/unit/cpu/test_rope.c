@@ -11,16 +11,10 @@
 #include "cpu/forward.h"
 #include "model/model.h"
 
+#include "../shared_model.h"
+
 static ul_model_t *load_mini(void) {
-    char path[1200], err[256];
-    const char *e = getenv("UVLLM_SHARED");
-    if (e && *e)
-        snprintf(path, sizeof path, "%s/models/mini-f16.gguf", e);
-    else
-        snprintf(path, sizeof path, "%s/../shared/models/mini-f16.gguf", UVLLM_SOURCE_DIR);
-    ul_model_t *m = NULL;
-    int rc = ul_model_load(path, 0, &m, err, sizeof err);
-    cr_assert_eq(rc, 0, "cannot load %s: %s (set UVLLM_SHARED)", path, err);
+    ul_model_t *m = shared_model("mini-f16");
     cr_assert_null(m->rope_freqs);
     return m;
 }

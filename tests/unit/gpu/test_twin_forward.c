@@ -17,6 +17,8 @@
 #include "gpu/twin.h"
 #include "model/model.h"
 
+#include "../shared_model.h"
+
 typedef struct {
     const ul_model_t *m;
     ul_hparams_t hp;
@@ -142,22 +144,10 @@ static void forward(twin_t *g, const int32_t *tok, const int32_t *pos, const int
     free(x), free(xb), free(xo), free(q), free(k), free(v), free(att), free(hb), free(hb2);
 }
 
-static ul_model_t *load(const char *name) {
-    char path[1200], err[256];
-    const char *e = getenv("UVLLM_SHARED");
-    if (e && *e)
-        snprintf(path, sizeof path, "%s/models/%s.gguf", e, name);
-    else
-        snprintf(path, sizeof path, "%s/../shared/models/%s.gguf", UVLLM_SOURCE_DIR, name);
-    ul_model_t *m = NULL;
-    cr_assert_eq(ul_model_load(path, 0, &m, err, sizeof err), 0, "cannot load %s: %s", path, err);
-    return m;
-}
-
 /* Two sequences in one step: A (9 tokens, prefill) and B (5 tokens), pages scattered and
  * interleaved; every token's logits compared. tol: largest |twin - cpu| accepted. */
 static void compare(const char *name, double tol) {
-    ul_model_t *m = load(name);
+    ul_model_t *m = shared_model(name);
     const int PS = 4, NPG = 8, V = m->hp.n_vocab;
     ul_cpu_config_t cfg = {.n_threads = 1,
                            .kv_type = UL_TYPE_F16,

@@ -8,6 +8,8 @@
 #include "sched/sched.h"
 #include "uvllm/err.h"
 
+#include "steps.h"
+
 typedef struct {
     ul_seq_t seq;
     float vec[UL_NULL_EMBD];
@@ -43,15 +45,6 @@ static ul_backend_t *backend(void) {
     ul_null_config_t cfg = {.n_vocab = 1000, .n_ctx = 256, .page_size = 4, .n_pages = 64};
     cr_assert_eq(ul_null_backend_create(&cfg, &b), 0);
     return b;
-}
-
-static int one_step(ul_sched_t *s) {
-    int n = ul_sched_step_build(s);
-    if (n > 0) {
-        cr_assert_eq(ul_backend_run(s->backend, s->step), 0, "backend rejected the step");
-        ul_sched_step_complete(s);
-    }
-    return n;
 }
 
 static const ul_step_seq_t *entry_of(const ul_sched_t *s, const ul_seq_t *q) {

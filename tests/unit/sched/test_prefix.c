@@ -8,11 +8,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpu/kv.h"
 #include "engine/sampling.h"
 #include "model/model.h"
 #include "sched/sched.h"
 #include "uvllm/err.h"
+
+#include "cpu_fixture.h"
+#include "steps.h"
 
 #define PS 16
 #define CTX 256
@@ -49,8 +51,6 @@ static void pseq_init(pseq_t *c, int32_t max_tokens) {
     c->seq.ignore_eos = 1;
 }
 
-static ul_model_t *g_model;
-
 static ul_backend_t *null_backend(int32_t n_pages) {
     ul_backend_t *b;
     ul_null_config_t cfg = {.n_vocab = 500, .n_ctx = CTX, .page_size = PS, .n_pages = n_pages};
@@ -58,45 +58,9 @@ static ul_backend_t *null_backend(int32_t n_pages) {
     return b;
 }
 
-static ul_backend_t *cpu_backend(int32_t n_pages) {
-    if (!g_model) {
-        char path[1200], err[256];
-        const char *e = getenv("UVLLM_SHARED");
-        if (e && *e)
-            snprintf(path, sizeof path, "%s/models/aidreams260K.gguf", e);
-        else
-            snprintf(path, sizeof path, "%s/../shared/models/aidreams260K.gguf", UVLLM_SOURCE_DIR);
-        cr_assert_eq(ul_model_load(path, 0, &g_model, err, sizeof err), 0, "cannot load %s: %s",
-                     path, err);
-    }
-    const ul_hparams_t *hp = &g_model->hp;
-    ul_cpu_config_t cfg = {.n_threads = 2,
-                           .kv_type = UL_TYPE_F32,
-                           .page_size = PS,
-                           .max_batch_tokens = 64,
-                           .n_ctx = CTX};
-    cfg.kv_bytes = n_pages * (int64_t)ul_kv_page_bytes(UL_TYPE_F32, hp->n_layer, hp->n_head_kv,
-                                                       hp->head_dim, PS);
-    ul_backend_t *b;
-    cr_assert_eq(ul_cpu_backend_create(g_model, &cfg, &b), 0);
-    cr_assert_eq(b->n_pages, n_pages);
-    return b;
-}
-
-static void free_model(void) {
-    if (g_model) ul_model_free(g_model);
-    g_model = NULL;
-}
+static ul_backend_t *cpu_backend(int32_t n_pages) { return aidreams_backend(n_pages, PS, CTX); }
 
 typedef ul_backend_t *(*mk_backend_t)(int32_t n_pages);
-
-static void run_all(ul_sched_t *s) {
-    for (int steps = 0; ul_sched_step_build(s) > 0; steps++) {
-        cr_assert_lt(steps, 100000, "scheduler does not converge");
-        cr_assert_eq(ul_backend_run(s->backend, s->step), 0, "backend rejected the step");
-        ul_sched_step_complete(s);
-    }
-}
 
 static void init(ul_sched_t *s, ul_backend_t *b, int cache) {
     ul_sched_config_t cfg = {.max_batch_tokens = 64, .no_prefix_cache = !cache};

@@ -9,6 +9,8 @@
 #include "sched/sched.h"
 #include "uvllm/err.h"
 
+#include "steps.h"
+
 typedef struct {
     ul_seq_t seq;
     int32_t out[256];
@@ -54,22 +56,6 @@ static ul_backend_t *null_backend(int32_t page_size, int32_t n_pages) {
         .n_vocab = 1000, .n_ctx = 256, .page_size = page_size, .n_pages = n_pages};
     cr_assert_eq(ul_null_backend_create(&cfg, &b), 0);
     return b;
-}
-
-/* Builds, runs and completes one step; returns the number of sequences in it. */
-static int one_step(ul_sched_t *s) {
-    int n = ul_sched_step_build(s);
-    if (n > 0) {
-        cr_assert_eq(ul_backend_run(s->backend, s->step), 0, "backend rejected the step");
-        ul_sched_step_complete(s);
-    }
-    return n;
-}
-
-static int run_all(ul_sched_t *s) {
-    int steps = 0;
-    while (one_step(s) > 0) cr_assert_lt(++steps, 10000, "scheduler does not converge");
-    return steps;
 }
 
 Test(sched, decode_first_then_prefill_chunks_under_budget) {

@@ -19,6 +19,8 @@
 #include "sched/sched.h"
 #include "uvllm/err.h"
 
+#include "cpu_fixture.h"
+
 #define PS 4
 #define POOL 96
 #define MAXOUT 48
@@ -82,24 +84,6 @@ static ul_backend_t *null_with_draft(uint64_t draft_salt, int64_t token_us) {
                                         null_cfg(draft_salt, 1000, token_us), &sb),
                  0);
     return sb;
-}
-
-static ul_model_t *g_model;
-
-static void load_model(const char *name) {
-    char path[1200], err[256];
-    const char *e = getenv("UVLLM_SHARED");
-    if (e && *e)
-        snprintf(path, sizeof path, "%s/models/%s.gguf", e, name);
-    else
-        snprintf(path, sizeof path, "%s/../shared/models/%s.gguf", UVLLM_SOURCE_DIR, name);
-    cr_assert_eq(ul_model_load(path, 0, &g_model, err, sizeof err), 0, "cannot load %s: %s", path,
-                 err);
-}
-
-static void free_model(void) {
-    if (g_model) ul_model_free(g_model);
-    g_model = NULL;
 }
 
 static ul_cpu_config_t cpu_cfg(void) {
