@@ -78,7 +78,7 @@ int ul_conn_mem_check(ul_conn_t *c, size_t n) {
                     (unsigned long long)v->id, ul_conn_pending(v));
         s->stats.mem_evicted++;
         v->cut = "memory";
-        ul_conn_close(v, UL_ETIMEDOUT);
+        ul_conn_abort(v, UL_ETIMEDOUT);
     }
     return 0;
 }

@@ -7,9 +7,14 @@
  * rest of the read is kept in conn->in and parsing resumes from the server's check
  * callback once the response is finished. While in the header phase the parser is fed at
  * most max_header_bytes in total, so an oversized head is detected exactly. */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
+#include <string.h>
 #include <strings.h>
+#include <unistd.h>
+
+#include <sys/socket.h>
 
 #include "net/conn.h"
 #include "uvllm/err.h"
@@ -517,13 +522,23 @@ static void on_close(uv_handle_t *h) {
     ul_http_server_conn_gone(s);
 }
 
-void ul_conn_close(ul_conn_t *c, int reason) {
-    if (c->closing) return;
+/* Marks the connection closing (once) and takes it out of the budget and the tick list. */
+static int begin_close(ul_conn_t *c, int reason) {
+    if (c->closing) return 0;
     c->closing = 1;
     c->abort_reason = reason;
     ul_conn_unaccount(c);
     ul_queue_remove(&c->tick);
-    uv_close((uv_handle_t *)&c->tcp, on_close);
+    return 1;
+}
+
+void ul_conn_close(ul_conn_t *c, int reason) {
+    if (begin_close(c, reason)) uv_close((uv_handle_t *)&c->tcp, on_close);
+}
+
+void ul_conn_abort(ul_conn_t *c, int reason) {
+    if (begin_close(c, reason) && uv_tcp_close_reset(&c->tcp, on_close))
+        uv_close((uv_handle_t *)&c->tcp, on_close);
 }
 
 static void free_handle(uv_handle_t *h) { free(h); }
@@ -556,21 +571,27 @@ static void refuse_conn(ul_http_server_t *s, ul_conn_t *c) {
     ul_conn_flush(c);
 }
 
-void ul_conn_accept(ul_http_server_t *s) {
+/* A connection from the listener (libuv's accepted descriptor when fd < 0, else fd, taken
+ * from the backlog directly). 0, or -1 when nothing was there to accept. */
+static int conn_accept(ul_http_server_t *s, int fd) {
     ul_conn_t *c = calloc(1, sizeof *c);
     if (!c) {
         UL_LOG_ERROR("out of memory accepting a connection");
-        return;
+        if (fd >= 0) close(fd);
+        return 0;
     }
     int rc = uv_tcp_init(s->loop, &c->tcp);
     if (rc) {
         free(c);
-        return;
+        if (fd >= 0) close(fd);
+        return 0;
     }
-    rc = uv_accept((uv_stream_t *)&s->listener, (uv_stream_t *)&c->tcp);
+    rc = fd < 0 ? uv_accept((uv_stream_t *)&s->listener, (uv_stream_t *)&c->tcp)
+                : uv_tcp_open(&c->tcp, fd);
     if (rc) {
+        if (fd >= 0) close(fd);
         uv_close((uv_handle_t *)&c->tcp, free_handle);
-        return;
+        return -1;
     }
     c->srv = s;
     c->id = ++s->next_conn_id;
@@ -588,8 +609,34 @@ void ul_conn_accept(ul_http_server_t *s) {
     ul_conn_account(c);
     uv_tcp_nodelay(&c->tcp, 1);
     ul_conn_read_start(c);
-    if (c->closing) return;
-    if (s->stats.conns_open > s->cfg.max_conns) refuse_conn(s, c);
+    if (!c->closing && s->stats.conns_open > s->cfg.max_conns) refuse_conn(s, c);
+    return 0;
+}
+
+void ul_conn_accept(ul_http_server_t *s) { conn_accept(s, -1); }
+
+void ul_conn_accept_backlog(ul_http_server_t *s) {
+    uv_os_fd_t lfd;
+    if (uv_fileno((uv_handle_t *)&s->listener, &lfd)) return;
+    conn_accept(s, -1); /* the one libuv may hold already */
+    for (;;) {
+        int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EINTR) continue;
+            if (errno != EAGAIN && errno != EWOULDBLOCK &&
+                errno != EINVAL) /* EINVAL: never listened */
+                UL_LOG_WARN("accepting the backlog at shutdown: %s", strerror(errno));
+            return;
+        }
+        conn_accept(s, fd);
+    }
+}
+
+int ul_conn_input_waiting(const ul_conn_t *c) {
+    uv_os_fd_t fd;
+    char b;
+    if (uv_fileno((const uv_handle_t *)&c->tcp, &fd)) return 0;
+    return recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) > 0;
 }
 
 void ul_conn_req_finish(ul_conn_t *c) {

@@ -122,7 +122,15 @@ typedef struct ul_conn_s {
 
 /* conn.c */
 void ul_conn_accept(ul_http_server_t *s);
+/* At shutdown, before the listener closes: every connection the kernel completed is taken
+ * (closing the listener would reset them, with their requests sent). */
+void ul_conn_accept_backlog(ul_http_server_t *s);
+/* 1 if the client's bytes are waiting in the socket, not read yet. */
+int ul_conn_input_waiting(const ul_conn_t *c);
 void ul_conn_close(ul_conn_t *c, int reason);
+/* Closes with a reset: what the kernel still holds for the client is dropped with the
+ * connection (a reader evicted for memory must not keep megabytes in its socket). */
+void ul_conn_abort(ul_conn_t *c, int reason);
 /* (Re)starts reading; closes the connection if libuv refuses. */
 void ul_conn_read_start(ul_conn_t *c);
 /* Timeouts and pings, from the server's sweep timer. */

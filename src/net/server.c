@@ -82,14 +82,28 @@ static int conn_idle(const ul_conn_t *c) {
            ul_conn_pending(c) == 0 && !c->close_after_write;
 }
 
+/* While draining, a connection that has sent nothing yet is given this long to send its
+ * request (it was accepted just before the listener closed: the client is about to). */
+#define DRAIN_FRESH_MS 2000
+
+/* An idle connection is closed while draining unless a request may be on its way: its
+ * bytes wait in the socket unread (closing would reset the connection, request and all),
+ * or it is new and has not had DRAIN_FRESH_MS to send one. Such a request is read and
+ * answered (its answer carries Connection: close). */
+static int drain_closes(const ul_conn_t *c, uint64_t now) {
+    if (!conn_idle(c) || ul_conn_input_waiting(c)) return 0;
+    return c->n_req > 0 || now - c->hdr_start >= DRAIN_FRESH_MS;
+}
+
 static void close_conns(ul_http_server_t *s, int all) {
+    uint64_t now = uv_now(s->loop);
     ul_queue_t *q;
     UL_QUEUE_FOREACH(q, &s->conns) {
         ul_conn_t *c = UL_QUEUE_DATA(q, ul_conn_t, node);
         /* closing only marks: memory goes in the close callback, the list stays intact */
         if (all && c->req_open)
             ul_conn_cut(c);
-        else if (all || conn_idle(c))
+        else if (all || drain_closes(c, now))
             ul_conn_close(c, UL_ECLOSED);
     }
 }
@@ -335,6 +349,7 @@ void ul_http_server_shutdown(ul_http_server_t *s, uint64_t grace_ms, ul_http_ser
         s->draining = 1;
         if (s->listening) {
             s->listening = 0;
+            ul_conn_accept_backlog(s);
             uv_close((uv_handle_t *)&s->listener, on_handle_closed);
         }
         if (!ul_queue_empty(&s->conns))

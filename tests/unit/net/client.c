@@ -101,9 +101,15 @@ int cl_header(const cl_resp_t *r, const char *name, char *out, size_t cap) {
     return -1;
 }
 
+/* Grows geometrically: a stream of many small chunks is not copied once per chunk. */
 static int body_append(cl_resp_t *r, const char *p, size_t n) {
-    char *b = realloc(r->body, r->body_len + n + 1);
-    if (!b) return -1;
+    char *b = r->body;
+    if (r->body_len + n + 1 > r->body_cap) {
+        size_t cap = r->body_cap ? r->body_cap : 4096;
+        while (cap < r->body_len + n + 1) cap *= 2;
+        if (!(b = realloc(r->body, cap))) return -1;
+        r->body_cap = cap;
+    }
     memcpy(b + r->body_len, p, n);
     r->body = b;
     r->body_len += n;
@@ -181,6 +187,7 @@ int cl_wait_closed(cl_conn_t *c, int timeout_ms) {
 void cl_resp_free(cl_resp_t *r) {
     free(r->body);
     r->body = NULL;
+    r->body_len = r->body_cap = 0;
 }
 
 void cl_close(cl_conn_t *c) {

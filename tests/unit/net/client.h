@@ -23,6 +23,7 @@ typedef struct cl_resp_s {
     char head[16384]; /* status line and headers, NUL-terminated */
     char *body;       /* malloc'd, NUL-terminated; decoded if chunked */
     size_t body_len;
+    size_t body_cap;
     int chunked;
 } cl_resp_t;
 
