@@ -7,6 +7,7 @@
  * closed, largest first. Bulk allocations (over 64 KiB) may fill three quarters of the
  * total only, so requests of a few hundred bytes keep finding room. Buffers grown for one
  * large request are released when it ends. */
+#include <malloc.h>
 #include <stdlib.h>
 
 #include "net/conn.h"
@@ -85,9 +86,13 @@ int ul_conn_mem_check(ul_conn_t *c, size_t n) {
 
 /* ---- freeing large buffers off the loop ------------------------------------------------ */
 
+/* Large buffers stop coming for this long: what malloc keeps goes back to the system. */
+#define TRIM_AFTER_MS 2000
+
 static void free_work(uv_work_t *w) {
     ul_http_server_t *s = w->data;
     for (size_t i = 0; i < s->n_freeing; i++) free(s->freeing[i]);
+    if (s->trimming) malloc_trim(0);
 }
 
 static void free_next(ul_http_server_t *s);
@@ -96,12 +101,15 @@ static void free_done(uv_work_t *w, int status) {
     ul_http_server_t *s = w->data;
     s->n_freeing = 0;
     s->free_busy = 0;
+    s->trimming = 0;
     free_next(s);
     ul_http_server_conn_gone(s); /* a shutdown may have waited for this */
 }
 
 static void free_next(ul_http_server_t *s) {
-    if (s->free_busy || !s->n_to_free) return;
+    if (s->free_busy || (!s->n_to_free && !s->trim_wanted)) return;
+    s->trimming = s->trim_wanted;
+    s->trim_wanted = 0;
     void **t = s->freeing;
     size_t cap = s->cap_freeing;
     s->freeing = s->to_free, s->cap_freeing = s->cap_to_free, s->n_freeing = s->n_to_free;
@@ -113,12 +121,21 @@ static void free_next(ul_http_server_t *s) {
     }
     free_work(&s->free_work); /* cannot happen on a live loop; free them here then */
     s->n_freeing = 0;
+    s->trimming = 0;
 }
 
 /* Unmapping megabytes (page freeing, TLB shootdowns across the process's threads) took the
  * loop tens of milliseconds when many connections that had read large bodies closed in one
  * iteration; such buffers are freed on a pool thread instead. */
+void ul_http_trim_check(ul_http_server_t *s, uint64_t now) {
+    if (!s->trim_at || now < s->trim_at || s->closing) return;
+    s->trim_at = 0;
+    s->trim_wanted = 1;
+    free_next(s);
+}
+
 void ul_conn_buf_drop(ul_http_server_t *s, ul_buf_t *b) {
+    if (b->cap >= FREE_AWAY) s->trim_at = uv_now(s->loop) + TRIM_AFTER_MS;
     if (b->cap < FREE_AWAY || s->closing) {
         ul_buf_free(b);
         return;

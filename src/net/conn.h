@@ -164,6 +164,9 @@ int ul_conn_mem_check(ul_conn_t *c, size_t n);
 void ul_conn_shrink(ul_conn_t *c);
 /* Frees b, a large one on a pool thread (b is empty afterwards). */
 void ul_conn_buf_drop(ul_http_server_t *s, ul_buf_t *b);
+/* From the sweep: once large buffers have stopped coming for a while, a pool thread gives
+ * what malloc keeps free back to the system (malloc_trim). */
+void ul_http_trim_check(ul_http_server_t *s, uint64_t now);
 /* Frees what waits to be freed, at once (the server's end). */
 void ul_http_server_free_now(ul_http_server_t *s);
 

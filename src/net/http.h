@@ -423,8 +423,10 @@ struct ul_http_server_s {
     void **to_free, **freeing; /* waiting; being freed by free_work */
     size_t n_to_free, cap_to_free, n_freeing, cap_freeing;
     int free_busy;
-    uint64_t limit_log_at;  /* uv_now of the last "connection limit" line (rate-limited) */
-    uint64_t limit_refused; /* connections refused since that line */
+    int trim_wanted, trimming; /* malloc_trim after (trimming: by) the next free_work */
+    uint64_t trim_at;          /* uv_now when memory goes back to the system; 0 = not due */
+    uint64_t limit_log_at;     /* uv_now of the last "connection limit" line (rate-limited) */
+    uint64_t limit_refused;    /* connections refused since that line */
 };
 
 /* Initialises the server (no socket yet). cfg NULL means defaults; router must outlive

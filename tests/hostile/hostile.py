@@ -292,7 +292,8 @@ async def attackers(port, seconds, per_kind, out, kinds):
 # ---- the run -----------------------------------------------------------------------------
 
 
-def start_server(a):
+def start_server(a, log_path=None):
+    log_path = log_path or a.log
     args = [a.bin, "serve", "--port", "0", "--host", "127.0.0.1", "--max-buffered-mem",
             a.budget, "--max-seqs", "256"]
     if a.backend == "cpu":
@@ -302,19 +303,19 @@ def start_server(a):
                  "--null-delay-us", str(a.step_us)]
     # stderr to a file, not a pipe: a reader that falls behind must not block the server's
     # log writes (that would measure the harness, not the server)
-    log = open(a.log, "wb")
+    log = open(log_path, "wb")
     p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=log)
     port = None
     deadline = time.monotonic() + 30
     while port is None and time.monotonic() < deadline and p.poll() is None:
-        with open(a.log, "rb") as f:
+        with open(log_path, "rb") as f:
             for ln in f.read().decode(errors="replace").splitlines():
                 if "listening on http://" in ln:
                     port = int(ln.rsplit(":", 1)[1])
         time.sleep(0.05)
     if port is None:
         p.kill()
-        raise SystemExit("hostile: the server did not start; see " + a.log)
+        raise SystemExit("hostile: the server did not start; see " + log_path)
     return p, port
 
 
@@ -343,6 +344,9 @@ def merge_attacks(paths):
 
 async def main(a):
     p, port = start_server(a)
+    # --decoy: the attackers hit a second, identical server; the measured one sees none of
+    # it. What the honest clients lose then is the host's (the attack's CPU), not the server's.
+    decoy, attack_port = (start_server(a, a.log + ".decoy") if a.decoy else (None, port))
     m, stop = Meter(), asyncio.Event()
     tasks = [asyncio.ensure_future(honest(port, i, m, stop)) for i in range(16)]
     tasks += [asyncio.ensure_future(prober(port, m, stop)),
@@ -360,7 +364,7 @@ async def main(a):
         h1 = await itl_hist(port)
         m.phase = "attack"
         outs.append(f"{a.log}.attack{r}.json")
-        await attack_round(a, port, a.seconds / a.rounds, outs[-1])
+        await attack_round(a, attack_port, a.seconds / a.rounds, outs[-1])
         h2 = await itl_hist(port)
         m.phase = "settle"
         await asyncio.sleep(a.settle)
@@ -391,6 +395,8 @@ async def main(a):
         except (OSError, ValueError, KeyError):
             pass
         await asyncio.sleep(0.2)
+    if decoy:
+        decoy.send_signal(signal.SIGTERM)
     p.send_signal(signal.SIGTERM)
     try:
         rc = await asyncio.get_running_loop().run_in_executor(None, p.wait, 60)
@@ -488,7 +494,9 @@ def report(a, m, att, metrics_text, free_ok, h, rc):
         f"{a.seconds / a.rounds:.0f} s from another process at nice +{a.attacker_nice} "
         f"({a.seconds:.0f} s of attack in all), then {a.settle:.0f} s unmeasured; the baseline "
         f"is measured in the same stretches of time as the attack because the shared "
-        f"machine's other load changes from second to second.",
+        f"machine's other load changes from second to second."
+        + (" CONTROL RUN (--decoy): the attackers hit a second, identical server process on "
+           "the same host; the measured server saw none of the attack." if a.decoy else ""),
         "",
         "| | baseline | under attack |",
         "| --- | --- | --- |",
@@ -557,6 +565,9 @@ def parse():
     ap.add_argument("--attacker-nice", type=int, default=10)
     ap.add_argument("--latency-advisory", action="store_true",
                     help="report the honest inter-token bound without failing on it")
+    ap.add_argument("--decoy", action="store_true",
+                    help="aim the attackers at a second server (a control: the host's share "
+                         "of the honest clients' latency)")
     ap.add_argument("--kinds", default=",".join(KINDS), help="attack kinds (comma-separated)")
     ap.add_argument("--log", default="/tmp/uvllm-hostile.log")
     ap.add_argument("--report", help="write the Markdown report here")

@@ -284,6 +284,15 @@ def unread_large_answers_stay_within_the_budget():
         if not os.environ.get("UVLLM_SANITIZER_BUILD"):
             assert peak - base < 64 + 32, (base, peak)
         assert s.health()[0] == 200
+        # the large buffers are kept for reuse while they keep coming (no page faults, no
+        # mapping changes per request), and go back to the system ~2 s after the last one
+        if not os.environ.get("UVLLM_SANITIZER_BUILD"):
+            deadline, now = time.monotonic() + 15, rss_mib(s)
+            while now - base > 16 and time.monotonic() < deadline:
+                time.sleep(0.2)
+                now = rss_mib(s)
+            print(f"  RSS {now:.0f} MiB once the large answers are gone")
+            assert now - base <= 16, (base, peak, now)
 
 
 # ---- 4. slow bodies -----------------------------------------------------------------------
