@@ -137,6 +137,8 @@ void ul_to_f16_neon(uint16_t *dst, size_t stride, const float *src, int n);
  * to glibc's AArch64 expf. */
 void ul_expf8_neon(const float *x, float *y, int n);
 void ul_swiglu_neon(float *g, const float *u, size_t n);
+/* AArch64 NEON GeGLU (kernels_neon_geglu.c): ul_fwd_geglu's scalar results bit for bit. */
+void ul_geglu_neon(float *g, const float *u, size_t n);
 
 /* The k largest of p[0..n) in descending order, ties to the lower index: sel[j] their
  * indices, val[j] their values; the picks are set to -inf in p. Returns 0, or -1 with p

@@ -133,14 +133,13 @@ static const ul_cpu_ops_t k_avx512 = {
 static int hd4(int hd) { return hd > 0 && hd % 4 == 0; }
 
 /* AArch64: one table for NEON, dotprod and i8mm (the extensions only change the matrix
- * products); the entries without a NEON version yet (GeGLU, the MoE router's top-k) are
- * the scalar ones. */
+ * products); the MoE router's top-k has no NEON version yet and is the scalar one. */
 static const ul_cpu_ops_t k_neon = {
     .rmsnorm = ul_rmsnorm_neon,
     .rope_norm = ul_rope_norm_neon,
     .rope_neox = ul_rope_neox_neon,
     .swiglu = ul_swiglu_neon,
-    .geglu = geglu_scalar,
+    .geglu = ul_geglu_neon,
     .to_f16 = ul_to_f16_neon,
     .round_f16 = ul_round_f16_neon,
     .attn_page = ul_attn_page_neon,

@@ -1,11 +1,12 @@
 /* The AArch64 NEON entries of the ops table besides norms and RoPE (kernels_neon_expf.c,
- * kernels_neon_attn.c), against the C library and the scalar kernels, under each CPU model
- * of tests/arm64/run.sh. Skipped off AArch64.
+ * kernels_neon_geglu.c, kernels_neon_attn.c), against the C library and the scalar kernels, under
+ * each CPU model of tests/arm64/run.sh. Skipped off AArch64.
  *  - expf, 8 lanes: glibc's expf bit for bit, on the values test_expf.c holds the x86
  *    kernels to (every 61st float bit pattern of both signs, about 70 million), the special
  *    values and partial vectors of every length and offset that leave the rest of y
  *    untouched;
  *  - SwiGLU: the scalar expression g / (1 + expf(-g)) * u bit for bit;
+ *  - GeGLU: ul_fwd_geglu's scalar results bit for bit (every f16 gate, the +-10 cut-offs);
  *  - the tiled attention's kernels against the scalar ones on one tile: probabilities,
  *    running max and the rescaled output bit for bit (the same expf), the two products
  *    within a summation-order bound. */
@@ -157,5 +158,36 @@ Test(kernels_arm, attn_tile_neon_tracks_scalar) {
     /* row counts around the 4-row register tile, hd of 16-column tiles and 4-column rests */
     static const int shapes[][3] = {{64, 64, 64}, {7, 128, 40}, {1, 36, 64}, {5, 80, 1}, {3, 4, 9}};
     for (int i = 0; i < 5; i++) one_tile(shapes[i][0], shapes[i][1], shapes[i][2], 11 + i);
+}
+
+/* GeGLU: the ops table's entry is the NEON one, and it gives ul_fwd_geglu's scalar bits on
+ * every f16 gate (nudged off it, so the rounding to f16 is exercised), the +-10 cut-offs
+ * and their neighbours with ups of both signs (a gate <= -10 gives +0 whatever up is), and
+ * an odd tail; NaN gates stay NaN. */
+Test(kernels_arm, geglu_neon_equals_scalar_on_every_f16_gate) {
+    NEED_NEON();
+    ul_fwd_gemma3_init();
+    cr_expect(ul_cpu_ops(ul_cpu_isa())->geglu == ul_geglu_neon, "the AArch64 table's");
+    static const float edges[] = {10.0f,         -10.0f,         0x1.3ffffep3f, -0x1.3ffffep3f,
+                                  0x1.400002p3f, -0x1.400002p3f, 0.0f,          -0.0f,
+                                  65504.0f,      1e30f,          -1e30f,        INFINITY,
+                                  -INFINITY,     0x1p-25f,       -0x1p-20f,     0x1.ffep15f};
+    const size_t ne = sizeof edges / sizeof edges[0], nf = 1 << 16, n = nf + 2 * ne + 7;
+    float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b), *u = malloc(n * sizeof *u);
+    for (size_t i = 0; i < n; i++) {
+        a[i] = i < nf            ? ul_fp16_to_fp32((uint16_t)i) * (1.0f + 0x1p-13f)
+               : i < nf + 2 * ne ? edges[(i - nf) % ne]
+                                 : (float)i - (float)nf;
+        u[i] = (i % 2 ? -0.5f : 0.5f) + (float)(i % 7);
+    }
+    memcpy(b, a, n * sizeof *a);
+    ul_fwd_geglu(a, u, n, 0);
+    ul_cpu_ops(ul_cpu_isa())->geglu(b, u, n);
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!same(a[i], b[i]) && bad++ < 5)
+            cr_log_error("gate %zu: scalar %a, neon %a", i, (double)a[i], (double)b[i]);
+    cr_expect_eq(bad, 0, "%zu of %zu results differ", bad, n);
+    free(a), free(b), free(u);
 }
 #endif
