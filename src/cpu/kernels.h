@@ -145,6 +145,8 @@ void ul_geglu_neon(float *g, const float *u, size_t n);
  * unchanged when n is not a multiple of 8, k > n or a value is not above -inf (the caller
  * then takes the scalar path). AVX2 only (the caller checks ul_cpu_isa()). */
 int ul_topk_avx2(float *p, int n, int k, int32_t *sel, float *val);
+/* The same on AArch64 NEON (kernels_neon_topk.c), with the same refusals. */
+int ul_topk_neon(float *p, int n, int k, int32_t *sel, float *val);
 
 /* half <-> float */
 float ul_fp16_to_fp32(uint16_t h);

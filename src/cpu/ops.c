@@ -133,7 +133,7 @@ static const ul_cpu_ops_t k_avx512 = {
 static int hd4(int hd) { return hd > 0 && hd % 4 == 0; }
 
 /* AArch64: one table for NEON, dotprod and i8mm (the extensions only change the matrix
- * products); the MoE router's top-k has no NEON version yet and is the scalar one. */
+ * products). */
 static const ul_cpu_ops_t k_neon = {
     .rmsnorm = ul_rmsnorm_neon,
     .rope_norm = ul_rope_norm_neon,
@@ -147,7 +147,7 @@ static const ul_cpu_ops_t k_neon = {
     .attn_tile = &ul_attn_tile_neon,
     .attn_tile_hd = hd4,
     .expf8 = ul_expf8_neon,
-    .topk = topk_scalar,
+    .topk = ul_topk_neon,
     .fallback = &k_scalar,
 };
 #endif
