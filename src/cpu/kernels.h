@@ -137,12 +137,16 @@ void ul_to_f16_neon(uint16_t *dst, size_t stride, const float *src, int n);
  * to glibc's AArch64 expf. */
 void ul_expf8_neon(const float *x, float *y, int n);
 void ul_swiglu_neon(float *g, const float *u, size_t n);
+/* AArch64 NEON GeGLU (kernels_neon_geglu.c): ul_fwd_geglu's scalar results bit for bit. */
+void ul_geglu_neon(float *g, const float *u, size_t n);
 
 /* The k largest of p[0..n) in descending order, ties to the lower index: sel[j] their
  * indices, val[j] their values; the picks are set to -inf in p. Returns 0, or -1 with p
  * unchanged when n is not a multiple of 8, k > n or a value is not above -inf (the caller
  * then takes the scalar path). AVX2 only (the caller checks ul_cpu_isa()). */
 int ul_topk_avx2(float *p, int n, int k, int32_t *sel, float *val);
+/* The same on AArch64 NEON (kernels_neon_topk.c), with the same refusals. */
+int ul_topk_neon(float *p, int n, int k, int32_t *sel, float *val);
 
 /* half <-> float */
 float ul_fp16_to_fp32(uint16_t h);

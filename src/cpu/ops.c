@@ -133,14 +133,13 @@ static const ul_cpu_ops_t k_avx512 = {
 static int hd4(int hd) { return hd > 0 && hd % 4 == 0; }
 
 /* AArch64: one table for NEON, dotprod and i8mm (the extensions only change the matrix
- * products); the entries without a NEON version yet (GeGLU, the MoE router's top-k) are
- * the scalar ones. */
+ * products). */
 static const ul_cpu_ops_t k_neon = {
     .rmsnorm = ul_rmsnorm_neon,
     .rope_norm = ul_rope_norm_neon,
     .rope_neox = ul_rope_neox_neon,
     .swiglu = ul_swiglu_neon,
-    .geglu = geglu_scalar,
+    .geglu = ul_geglu_neon,
     .to_f16 = ul_to_f16_neon,
     .round_f16 = ul_round_f16_neon,
     .attn_page = ul_attn_page_neon,
@@ -148,7 +147,7 @@ static const ul_cpu_ops_t k_neon = {
     .attn_tile = &ul_attn_tile_neon,
     .attn_tile_hd = hd4,
     .expf8 = ul_expf8_neon,
-    .topk = topk_scalar,
+    .topk = ul_topk_neon,
     .fallback = &k_scalar,
 };
 #endif

@@ -57,6 +57,9 @@ extern const ul_pack_kern_t ul_pack_iq4_xs_avx2;
 extern const ul_pack_kern_t ul_pack_iq4_nl_avx2;
 
 /* AArch64's packed layouts (kernels_neon_pack.c), NULL where a (type, ISA) has none */
+/* kernels_neon_dotprod_pack.c: Q4_0 and Q8_0 (Q8A activations), dotprod and i8mm CPUs */
+extern const ul_pack_kern_t ul_pack_q4_0_dotprod;
+extern const ul_pack_kern_t ul_pack_q8_0_dotprod;
 const ul_pack_kern_t *ul_cpu_pack_kern_arm(int type, ul_isa_t isa);
 
 #endif

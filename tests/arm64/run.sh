@@ -39,16 +39,19 @@ run() {
     QEMU_CPU=$cpu "$qemu" -E LD_PRELOAD="$shim" "$out/build/$bin" --jobs 1 "$@" || fail=1
 }
 # per CPU model: that model's kernel table against the f64 reference, the AArch64 products
-# against the scalar ones bit for bit, the ops table (expf, SwiGLU, the tiled attention:
+# against the scalar ones bit for bit, the stacked and packed matrices (test_pack.c; Q8_0
+# and Q4_0 are packed from dotprod up, test_kernels_arm.c holds them to the row kernels'
+# bits), the ops table (expf, SwiGLU, GeGLU, top-k, the tiled attention:
 # test_neon_ops.c, test_attn.c's *_neon_*), the ISA detection, the activation
-# converters and products through a pool; under max also the fp16/quant edge cases and
-# every shared golden (test_golden.c), at the best ISA
+# converters and products through a pool; under max also the fp16/quant edge cases,
+# every shared golden (test_golden.c) and the MoE golden (test_moe.c: the router's
+# top-k in the forward pass, about a second), at the best ISA
 declare -A isa=([cortex-a72]=neon [neoverse-n1]=dotprod [max]=i8mm)
 for cpu in cortex-a72 neoverse-n1 max; do
     i=${isa[$cpu]}
     export UVLLM_WANT_ISA=$i
-    f="kernels/${i}_*|kernels/activation_*|kernels/matmul_*|kernels_arm/*|attn/*_neon_*|isa/*|ops_isa/*"
-    [ "$cpu" = max ] && f="$f|fp16/*|bf16/*|quant/*|golden/*"
+    f="kernels/${i}_*|kernels/activation_*|kernels/matmul_*|kernels_arm/*|attn/*_neon_*|isa/*|ops_isa/*|pack/*"
+    [ "$cpu" = max ] && f="$f|fp16/*|bf16/*|quant/*|golden/*|moe/golden_llama_cpp"
     run "$cpu" unit_cpu --filter "@($f)"
     step "serve_chat on $cpu"
     QEMU_CPU=$cpu UVLLM_BIN="$wrap" python3 tests/arm64/serve_chat.py || fail=1
