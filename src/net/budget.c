@@ -16,7 +16,6 @@
 
 #define BULK (64 * 1024)     /* an allocation this large is "bulk" */
 #define KEEP (64 * 1024)     /* idle buffers above this are released */
-#define STALLED_MS 1000      /* no write progress this long: the client is not reading */
 #define FREE_AWAY (1u << 20) /* buffers this large are freed on a pool thread */
 
 static size_t footprint(const ul_conn_t *c) {
@@ -45,14 +44,15 @@ static int fits_total(const ul_http_server_t *s, size_t n) {
 }
 
 /* The connection (other than keep) holding the most output that no client took for
- * STALLED_MS, or NULL. */
+ * mem_evict_after_ms, or NULL. */
 static ul_conn_t *stalled_reader(ul_http_server_t *s, const ul_conn_t *keep) {
     uint64_t now = uv_now(s->loop);
     ul_conn_t *best = NULL;
     ul_queue_t *q;
     UL_QUEUE_FOREACH(q, &s->conns) {
         ul_conn_t *c = UL_QUEUE_DATA(q, ul_conn_t, node);
-        if (c == keep || c->closing || ul_conn_pending(c) == 0 || now - c->last_out < STALLED_MS)
+        if (c == keep || c->closing || ul_conn_pending(c) == 0 ||
+            now - c->last_out < s->cfg.mem_evict_after_ms)
             continue;
         if (!best || c->mem > best->mem) best = c;
     }

@@ -79,10 +79,12 @@ typedef struct ul_http_config_s {
      * (ul_http_respond answers 503 instead). Requests and answers of more than 64 KiB may
      * fill only three quarters of the total, so small requests (health checks, streaming
      * clients) still find room when large ones have taken theirs. Before refusing for the
-     * total, connections whose output made no progress for a second (clients that stopped
-     * reading) are closed, largest first. Connection: close follows every refusal. */
+     * total, connections whose output made no progress for mem_evict_after_ms (clients
+     * that stopped reading; default 1000) are closed, largest first. Connection: close
+     * follows every refusal. */
     size_t max_buffered_mem;
     size_t max_conn_mem;
+    uint64_t mem_evict_after_ms;
     uint64_t linger_ms; /* after an error response + close, how long unread client
                            input is drained so the client can read the answer,
                            default 2000 */

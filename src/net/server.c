@@ -31,6 +31,7 @@ void ul_http_config_default(ul_http_config_t *cfg) {
     cfg->min_body_rate = 1024;
     cfg->idle_timeout_ms = 75000;
     cfg->stall_timeout_ms = 60000;
+    cfg->mem_evict_after_ms = 1000;
     cfg->sse_ping_ms = 15000;
     cfg->out_soft_limit = 256 * 1024;
     cfg->out_hard_limit = 4 * 1024 * 1024;
