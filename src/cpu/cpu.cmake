@@ -34,3 +34,13 @@ if(UVLLM_CPU_ARM64)
   # rounds as on x86 (whose baseline has no FMA) and as llama.cpp's quantisers do
   target_compile_options(ul_cpu PRIVATE -ffp-contract=off)
 endif()
+if(UVLLM_TSAN)
+  # ThreadSanitizer looks for races in the threads' synchronisation (the pool, its jobs'
+  # partitions in matmul.c, ops.c and forward*.c, the worker, the scheduler, the server),
+  # which stays instrumented. The SIMD and scalar kernels only read their inputs and write
+  # the rows they are given; instrumented, every vector load became a range check and a
+  # TSan-built forward pass ran ~50x slower than Release (an SDK test's 300-token answer
+  # took 109 s), so they are compiled without it. ASan still checks their every access.
+  file(GLOB _cpu_kernels CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/cpu/kernels_*.c)
+  set_property(SOURCE ${_cpu_kernels} APPEND PROPERTY COMPILE_OPTIONS -fno-sanitize=thread)
+endif()
