@@ -31,12 +31,30 @@ chmod +x "$wrap"
 fail=0
 T0=$(date +%s)
 step() { echo "=== test-arm64: $1 ($(($(date +%s) - T0)) s)"; }
-# run CPU BINARY ARGS...: one criterion binary under a CPU model; failures are collected
-run() {
-    local cpu=$1 bin=$2
+# Each qemu process emulates one core, so the runs below go side by side, as many at a time
+# as there are cores (longest first); each writes its own log, printed when it ends.
+par=${JOBS:-$(nproc)}
+logs="$out/logs"
+rm -rf "$logs" && mkdir -p "$logs"
+n_jobs=0
+# job NAME CPU COMMAND...: COMMAND under CPU model CPU in the background; NAME's log and status
+job() {
+    local name=$1 cpu=$2
     shift 2
-    step "$bin $* on $cpu"
-    QEMU_CPU=$cpu "$qemu" -E LD_PRELOAD="$shim" "$out/build/$bin" --jobs 1 "$@" || fail=1
+    while [ "$(jobs -rp | wc -l)" -ge "$par" ]; do wait -n || true; done
+    step "start $name"
+    n_jobs=$((n_jobs + 1))
+    (
+        export QEMU_CPU=$cpu
+        if "$@" >"$logs/$name.log" 2>&1; then echo 0; else echo 1; fi >"$logs/$name.rc"
+        echo "=== test-arm64: $name ended ($(($(date +%s) - T0)) s, status $(cat "$logs/$name.rc"))"
+    ) &
+}
+# crit BINARY ARGS...: one criterion binary under qemu
+crit() {
+    local bin=$1
+    shift
+    "$qemu" -E LD_PRELOAD="$shim" "$out/build/$bin" --jobs 1 "$@"
 }
 # per CPU model: that model's kernel table against the f64 reference, the AArch64 products
 # against the scalar ones bit for bit, the stacked and packed matrices (test_pack.c; Q8_0
@@ -47,18 +65,31 @@ run() {
 # every shared golden (test_golden.c) and the MoE golden (test_moe.c: the router's
 # top-k in the forward pass, about a second), at the best ISA
 declare -A isa=([cortex-a72]=neon [neoverse-n1]=dotprod [max]=i8mm)
-for cpu in cortex-a72 neoverse-n1 max; do
+for cpu in max cortex-a72 neoverse-n1; do
     i=${isa[$cpu]}
-    export UVLLM_WANT_ISA=$i
     f="kernels/${i}_*|kernels/activation_*|kernels/matmul_*|kernels_arm/*|attn/*_neon_*|isa/*|ops_isa/*|pack/*"
     [ "$cpu" = max ] && f="$f|fp16/*|bf16/*|quant/*|golden/*|moe/golden_llama_cpp"
-    run "$cpu" unit_cpu --filter "@($f)"
-    step "serve_chat on $cpu"
-    QEMU_CPU=$cpu UVLLM_BIN="$wrap" python3 tests/arm64/serve_chat.py || fail=1
+    UVLLM_WANT_ISA=$i job "unit_cpu-$cpu" "$cpu" crit unit_cpu --filter "@($f)"
+done
+for cpu in cortex-a72 neoverse-n1 max; do
+    UVLLM_WANT_ISA=${isa[$cpu]} UVLLM_BIN="$wrap" job "serve_chat-$cpu" "$cpu" \
+        python3 tests/arm64/serve_chat.py
 done
 # GGUF parsing and loading, and the base library (alignment, atomics, timers), once;
 # unit_engine and unit_chat (portable C, minutes under qemu) stay with `make test`
-for b in unit_base unit_model; do run max "$b"; done
+for b in unit_base unit_model; do UVLLM_WANT_ISA=i8mm job "$b-max" max crit "$b"; done
+wait
+for rc in "$logs"/*.rc; do
+    name=$(basename "$rc" .rc)
+    if [ "$(cat "$rc")" != 0 ]; then
+        fail=1
+        echo "=== test-arm64: $name FAILED; its log:"
+        cat "$logs/$name.log"
+    else
+        tail -3 "$logs/$name.log" | sed "s/^/[$name] /"
+    fi
+done
+[ "$(ls "$logs"/*.rc | wc -l)" -eq "$n_jobs" ] || { echo "test-arm64: a run left no status" >&2; fail=1; }
 step "done"
 if [ "$fail" -ne 0 ]; then
     echo "test-arm64: FAILED" >&2

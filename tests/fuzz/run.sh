@@ -26,15 +26,19 @@ mkdir -p "$artifacts"
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
 per=$((total / ${#harnesses[@]}))
 [ "$per" -lt 1 ] && per=1
-status=0
-for h in "${harnesses[@]}"; do
+# Each libFuzzer process runs on one core: as many harnesses at a time as there are cores,
+# so the wall time is about FUZZ_SECONDS / cores for FUZZ_SECONDS of fuzzing.
+par=${JOBS:-$(nproc)}
+# fuzz HARNESS: one harness for $per seconds; its status in $work/NAME.rc
+fuzz() {
+    local h=$1 name seeds
     name=$(basename "$h")
     mkdir -p "$work/corpus-$name"
     seeds="$work/seeds/${name#fuzz_}"
     if [ ! -d "$seeds" ]; then
         echo "run.sh: no seed directory for $name (make_seeds.sh writes seeds/${name#fuzz_})" >&2
-        status=1
-        continue
+        echo 1 >"$work/$name.rc"
+        return
     fi
     echo "run.sh: $name for ${per}s" >&2
     # -rss_limit_mb bounds what one input may make the reader allocate; -timeout catches hangs.
@@ -43,10 +47,21 @@ for h in "${harnesses[@]}"; do
         "$work/corpus-$name" "$seeds" >"$work/$name.log" 2>&1; then
         echo "run.sh: $name FOUND A PROBLEM (inputs in $artifacts):" >&2
         grep -E "ERROR|SUMMARY|runtime error|Test unit written" "$work/$name.log" | head -20 >&2
-        status=1
+        echo 1 >"$work/$name.rc"
     else
         grep -E "stat::number_of_executed_units|stat::new_units_added|^#[0-9]+[[:space:]]+DONE" "$work/$name.log" |
             sed "s/^/run.sh: $name /" >&2
+        echo 0 >"$work/$name.rc"
     fi
+}
+for h in "${harnesses[@]}"; do
+    while [ "$(jobs -rp | wc -l)" -ge "$par" ]; do wait -n || true; done
+    fuzz "$h" &
+done
+wait
+status=0
+for h in "${harnesses[@]}"; do
+    name=$(basename "$h")
+    [ "$(cat "$work/$name.rc" 2>/dev/null)" = 0 ] || status=1
 done
 exit $status
