@@ -63,6 +63,16 @@ int ul_api_refuse_draining(ul_api_t *a, ul_http_req_t *req) {
     return 1;
 }
 
+int ul_api_refuse_generate(ul_api_t *a, ul_http_req_t *req) {
+    if (ul_api_refuse_draining(a, req)) return 1;
+    if (!a->embed_only) return 0;
+    a->stats.completions_rejected++;
+    ul_api_error(req, 501, "invalid_request_error", NULL, "generation_not_supported",
+                 "this model is an embedding model (an encoder): it serves /v1/embeddings and "
+                 "/embedding, not text generation");
+    return 1;
+}
+
 int ul_api_register(ul_api_t *a, ul_router_t *r) {
     int rc = ul_router_add(r, UL_HTTP_GET, "/health", ul_api_health, a);
     if (!rc) rc = ul_router_add(r, UL_HTTP_GET, "/health/live", ul_api_health_live, a);
