@@ -1,16 +1,19 @@
 #!/usr/bin/env python3
-"""Writes a small synthetic `bert` GGUF (issue 26): random weights from a fixed seed and a
+"""Writes a small synthetic `bert` or `nomic-bert` GGUF (issue 26): random weights from a fixed seed and a
 WordPiece vocabulary in llama.cpp's GGUF spelling (tokenizer.ggml.model "bert": a piece that
 starts a word carries U+2581 in front, a "##" continuation piece is stored bare, the special
 tokens as they are). Pure Python, no numpy; the same arguments give the same bytes.
 
-    tools/gguf_bert.py OUT.gguf [--seed 7] [--pooling mean|cls] [--embd 64] [--layers 2]
-                       [--heads 4] [--ff 128] [--ctx 128]
+    tools/gguf_bert.py OUT.gguf [--arch bert|nomic-bert] [--seed 7] [--pooling mean|cls]
+                       [--embd 64] [--layers 2] [--heads 4] [--ff 128] [--ctx 128]
 
 Tensors (llama.cpp's names for LLM_ARCH_BERT): token_embd, token_types, position_embd,
 token_embd_norm.{weight,bias}; per layer attn_{q,k,v,output}.{weight,bias},
 attn_output_norm.{weight,bias}, ffn_{up,down}.{weight,bias}, layer_output_norm.{weight,bias}.
-Matrices (token, attention, FFN) are F16, everything else F32."""
+Matrices (token, attention, FFN) are F16, everything else F32.
+nomic-bert (as nomic-embed-text-v1.5's GGUF): no position_embd (RoPE, NEOX, rope.freq_base
+1000), a fused attn_qkv.weight [n_embd, 3 n_embd] and attn_output.weight without biases,
+ffn_gate/ffn_up/ffn_down (SwiGLU) without biases."""
 import argparse
 import random
 import struct
@@ -74,6 +77,7 @@ def kv_arr(k, et, items):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("out")
+    ap.add_argument("--arch", choices=["bert", "nomic-bert"], default="bert")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--pooling", choices=["mean", "cls"], default="mean")
     ap.add_argument("--embd", type=int, default=64)
@@ -99,28 +103,38 @@ def main():
         shape = (n,) if ne1 is None else (n, ne1)
         tensors.append((name, shape, 0, struct.pack(f"<{cnt}f", *vals)))
 
+    nomic = a.arch == "nomic-bert"
     mat("token_embd.weight", E, V, 0.5)
     vec("token_types.weight", E, 0.0, 0.1, 2)
-    vec("position_embd.weight", E, 0.0, 0.1, a.ctx)
+    if not nomic:
+        vec("position_embd.weight", E, 0.0, 0.1, a.ctx)
     vec("token_embd_norm.weight", E, 1.0, 0.1)
     vec("token_embd_norm.bias", E, 0.0, 0.1)
     for i in range(a.layers):
-        for p in ("q", "k", "v", "output"):
-            mat(f"blk.{i}.attn_{p}.weight", E, E, E ** -0.5)
-            vec(f"blk.{i}.attn_{p}.bias", E, 0.0, 0.1)
+        if nomic:
+            mat(f"blk.{i}.attn_qkv.weight", E, 3 * E, E ** -0.5)
+            mat(f"blk.{i}.attn_output.weight", E, E, E ** -0.5)
+        else:
+            for p in ("q", "k", "v", "output"):
+                mat(f"blk.{i}.attn_{p}.weight", E, E, E ** -0.5)
+                vec(f"blk.{i}.attn_{p}.bias", E, 0.0, 0.1)
         vec(f"blk.{i}.attn_output_norm.weight", E, 1.0, 0.1)
         vec(f"blk.{i}.attn_output_norm.bias", E, 0.0, 0.1)
+        if nomic:
+            mat(f"blk.{i}.ffn_gate.weight", E, F, E ** -0.5)
         mat(f"blk.{i}.ffn_up.weight", E, F, E ** -0.5)
-        vec(f"blk.{i}.ffn_up.bias", F, 0.0, 0.1)
+        if not nomic:
+            vec(f"blk.{i}.ffn_up.bias", F, 0.0, 0.1)
         mat(f"blk.{i}.ffn_down.weight", F, E, F ** -0.5)
-        vec(f"blk.{i}.ffn_down.bias", E, 0.0, 0.1)
+        if not nomic:
+            vec(f"blk.{i}.ffn_down.bias", E, 0.0, 0.1)
         vec(f"blk.{i}.layer_output_norm.weight", E, 1.0, 0.1)
         vec(f"blk.{i}.layer_output_norm.bias", E, 0.0, 0.1)
 
-    arch = "bert"
+    arch = a.arch
     kvs = [
         kv_str("general.architecture", arch),
-        kv_str("general.name", "bert-tiny-synthetic"),
+        kv_str("general.name", f"{arch}-tiny-synthetic"),
         kv_u32("general.alignment", 32),
         kv_u32(f"{arch}.context_length", a.ctx),
         kv_u32(f"{arch}.embedding_length", E),
@@ -142,6 +156,8 @@ def main():
         kv_u32("tokenizer.ggml.mask_token_id", toks.index("[MASK]")),
         kv_bool("tokenizer.ggml.normalizer.lowercase", True),
     ]
+    if nomic:
+        kvs.append(kv_f32(f"{arch}.rope.freq_base", 1000.0))
     align = 32
     infos, blobs, pos = [], [], 0
     for name, shape, typ, data in tensors:
@@ -157,7 +173,7 @@ def main():
     head += b"\0" * ((len(head) + align - 1) // align * align - len(head))
     with open(a.out, "wb") as f:
         f.write(head + b"".join(blobs))
-    print(f"{a.out}: bert, {V} tokens, n_embd {E}, {a.layers} layers, pooling {a.pooling}")
+    print(f"{a.out}: {arch}, {V} tokens, n_embd {E}, {a.layers} layers, pooling {a.pooling}")
 
 
 if __name__ == "__main__":

@@ -428,7 +428,7 @@ static void rmsnorm(const ul_fwd_t *f, float *dst, const float *x, const float *
  * the power advanced by repeated multiplication exactly as ggml_rope_cache_init does; with
  * frequency factors ff (rope_freqs, [n_rot/2]) theta is divided by ff[i/2] first, as there;
  * cos and sin are multiplied by mscale (its attn_factor, 1 unless phi3 LongRoPE). */
-static void rope_cache(float *cs, int32_t pos, int n_rot, float base, float freq_scale,
+void ul_fwd_rope_cache(float *cs, int32_t pos, int n_rot, float base, float freq_scale,
                        const float *ff, float mscale) {
     const float theta_scale = powf(base, -2.0f / (float)n_rot);
     float theta = (float)pos;
@@ -640,13 +640,13 @@ static void step_job(void *ctx, int ith, int nth) {
                            E);
         if (hp->embd_scale > 0) /* gemma3 */
             for (int32_t i = 0; i < E; i++) x[i] *= hp->embd_scale;
-        rope_cache(f->rope + (size_t)t * hp->n_rot, f->tok_pos[t], hp->n_rot, hp->rope_freq_base,
-                   hp->rope_freq_scale, f->rope_ff,
-                   hp->rope_attn_factor > 0 ? hp->rope_attn_factor : 1.0f);
+        ul_fwd_rope_cache(f->rope + (size_t)t * hp->n_rot, f->tok_pos[t], hp->n_rot,
+                          hp->rope_freq_base, hp->rope_freq_scale, f->rope_ff,
+                          hp->rope_attn_factor > 0 ? hp->rope_attn_factor : 1.0f);
         if (f->rope_swa) /* gemma3's sliding-window layers: their own base, frequency scale 1 */
-            rope_cache(f->rope_swa + (size_t)t * hp->n_rot, f->tok_pos[t], hp->n_rot,
-                       hp->rope_freq_base_swa, 1.0f, NULL,
-                       hp->rope_attn_factor > 0 ? hp->rope_attn_factor : 1.0f);
+            ul_fwd_rope_cache(f->rope_swa + (size_t)t * hp->n_rot, f->tok_pos[t], hp->n_rot,
+                              hp->rope_freq_base_swa, 1.0f, NULL,
+                              hp->rope_attn_factor > 0 ? hp->rope_attn_factor : 1.0f);
     }
     for (int il = 0; il < hp->n_layer; il++) layer(f, il, t0, t1, ith, nth);
     ul_pool_barrier(f->pool);

@@ -156,6 +156,10 @@ void ul_fwd_arch_qkv(ul_fwd_t *f, const ul_layer_t *L, int32_t t);
 int ul_fwd_moe_init(ul_fwd_t *f);
 void ul_fwd_moe_free(ul_fwd_t *f);
 void ul_fwd_moe(ul_fwd_t *f, int il, int32_t t0, int32_t t1, int ith, int nth);
+/* ggml's rope cache for position pos (forward.c): (cos, sin) of theta_i = pos * freq_scale *
+ * base^(-2i/n_rot) (divided by ff[i] when ff), times mscale, into cs[0..n_rot). */
+void ul_fwd_rope_cache(float *cs, int32_t pos, int n_rot, float base, float freq_scale,
+                       const float *ff, float mscale);
 /* RoPE in NEOX mode on one head: pairs (i, i + n_rot/2), cs as forward.c's rope cache. */
 void ul_fwd_rope_neox(float *x, const float *cs, int n_rot);
 

@@ -1,8 +1,10 @@
-/* The `bert` encoder's forward pass (model_bert.c has the weights), the whole step in one
- * pool job like forward.c's, as llama.cpp's bert graph computes it:
- *   x = LN(tok_embd[t] + token_types[0] + position_embd[pos])
+/* The `bert` / `nomic-bert` encoders' forward pass (model_bert.c has the weights), the
+ * whole step in one pool job like forward.c's, as llama.cpp's bert graph computes it:
+ *   x = LN(tok_embd[t] + token_types[0] (+ position_embd[pos], bert))
  *   per layer: a = Wo attn(Wq x + bq, Wk x + bk, Wv x + bv) + bo;  x = LN(a + x)
  *              h = Wdown gelu(Wup x + bup) + bdown;                 x = LN(h + x)
+ * (nomic-bert: q and k rotated by RoPE in NEOX mode after their biases, and the FFN
+ * h = Wdown (silu(Wgate x) * Wup x); every bias is optional)
  * with LayerNorm y = (x - mean) / sqrt(var + eps) * w + b, GELU as ggml's CPU table
  * (ul_fwd_gelu), and attention over every token of the sequence in both directions
  * (scale 1/sqrt(head_dim), softmax in f32). Every step entry is an embedding entry holding
@@ -70,7 +72,7 @@ static void embed_rows(ul_fwd_t *f, int32_t t0, int32_t t1) {
     const ul_model_t *m = f->m;
     const int32_t E = f->hp.n_embd;
     const size_t tb = ul_type_row_bytes((int)m->tok_embd->type, E),
-                 pb = ul_type_row_bytes((int)m->pos_embd->type, E);
+                 pb = m->pos_embd ? ul_type_row_bytes((int)m->pos_embd->type, E) : 0;
     float *tmp = f->xo + (size_t)t0 * E; /* xo rows of this thread: free until attention */
     for (int32_t t = t0; t < t1; t++) {
         float *x = f->x + (size_t)t * E;
@@ -81,9 +83,16 @@ static void embed_rows(ul_fwd_t *f, int32_t t0, int32_t t1) {
             ul_cpu_dequant_row((int)m->tok_types->type, m->tok_types->data, tmp, E);
             add_vec(x, tmp, E);
         }
-        ul_cpu_dequant_row((int)m->pos_embd->type,
-                           (const uint8_t *)m->pos_embd->data + (size_t)f->tok_pos[t] * pb, tmp, E);
-        add_vec(x, tmp, E);
+        if (m->pos_embd) {
+            ul_cpu_dequant_row((int)m->pos_embd->type,
+                               (const uint8_t *)m->pos_embd->data + (size_t)f->tok_pos[t] * pb, tmp,
+                               E);
+            add_vec(x, tmp, E);
+        } else { /* nomic-bert: RoPE */
+            const ul_hparams_t *hp = &f->hp;
+            ul_fwd_rope_cache(f->rope + (size_t)t * hp->n_rot, f->tok_pos[t], hp->n_rot,
+                              hp->rope_freq_base, hp->rope_freq_scale, NULL, 1.0f);
+        }
         layernorm(x, x, m->tok_norm->data, m->tok_norm_b->data, E, f->hp.norm_eps);
     }
 }
@@ -99,9 +108,19 @@ static void bert_layer(ul_fwd_t *f, int il, int32_t t0, int32_t t1, int ith, int
     for (int i = M[MAT_QKV].n_parts; i < 3; i++) /* mixed types: no stack */
         ul_cpu_matmul(f->pool, qkv[i], f->x, T, y[i], f->mm_scratch, ith, nth);
     for (int32_t t = t0; t < t1; t++) {
-        add_vec(f->q + (size_t)t * D, L->bq->data, D);
-        add_vec(f->k + (size_t)t * D, L->bk->data, D);
-        add_vec(f->v + (size_t)t * D, L->bv->data, D);
+        float *q = f->q + (size_t)t * D, *k = f->k + (size_t)t * D;
+        if (L->bq) {
+            add_vec(q, L->bq->data, D);
+            add_vec(k, L->bk->data, D);
+            add_vec(f->v + (size_t)t * D, L->bv->data, D);
+        }
+        if (hp->rope_neox) {
+            const float *cs = f->rope + (size_t)t * hp->n_rot;
+            for (int h = 0; h < hp->n_head; h++) {
+                f->ops->rope_neox(q + (size_t)h * hp->head_dim, cs, hp->n_rot);
+                f->ops->rope_neox(k + (size_t)h * hp->head_dim, cs, hp->n_rot);
+            }
+        }
     }
     ul_pool_barrier(f->pool);
     for (int32_t t = t0; t < t1; t++) attend(f, t);
@@ -110,23 +129,29 @@ static void bert_layer(ul_fwd_t *f, int il, int32_t t0, int32_t t1, int ith, int
     ul_cpu_matmul_mat(f->pool, &M[MAT_O], f->att, T, yo, f->mm_scratch, ith, nth);
     for (int32_t t = t0; t < t1; t++) {
         float *xo = f->xo + (size_t)t * E, *x = f->x + (size_t)t * E;
-        add_vec(xo, L->bo->data, E);
+        if (L->bo) add_vec(xo, L->bo->data, E);
         add_vec(xo, x, E);
         layernorm(x, xo, L->attn_out_norm->data, L->attn_out_norm_b->data, E, hp->norm_eps);
     }
     ul_pool_barrier(f->pool);
-    float *yu[UL_MAT_PARTS] = {f->hb};
+    float *yu[UL_MAT_PARTS] = {f->hb, f->hb2}; /* bert: up; nomic-bert: gate, up */
     ul_cpu_matmul_mat(f->pool, &M[MAT_UP], f->x, T, yu, f->mm_scratch, ith, nth);
+    if (L->ffn_gate && M[MAT_UP].n_parts < 2) /* mixed types: no stack */
+        ul_cpu_matmul(f->pool, L->ffn_up, f->x, T, f->hb2, f->mm_scratch, ith, nth);
     for (int32_t t = t0; t < t1; t++) {
         float *h = f->hb + (size_t)t * FF;
-        add_vec(h, L->ffn_up_b->data, FF);
+        if (L->ffn_gate) {
+            f->ops->swiglu(h, f->hb2 + (size_t)t * FF, (size_t)FF);
+            continue;
+        }
+        if (L->ffn_up_b) add_vec(h, L->ffn_up_b->data, FF);
         ul_fwd_gelu(h, (size_t)FF);
     }
     ul_pool_barrier(f->pool);
     ul_cpu_matmul_mat(f->pool, &M[MAT_DOWN], f->hb, T, yo, f->mm_scratch, ith, nth);
     for (int32_t t = t0; t < t1; t++) {
         float *xo = f->xo + (size_t)t * E, *x = f->x + (size_t)t * E;
-        add_vec(xo, L->ffn_down_b->data, E);
+        if (L->ffn_down_b) add_vec(xo, L->ffn_down_b->data, E);
         add_vec(xo, x, E);
         layernorm(x, xo, L->out_norm->data, L->out_norm_b->data, E, hp->norm_eps);
     }
@@ -145,18 +170,19 @@ void ul_fwd_bert_job(ul_fwd_t *f, int ith, int nth) {
 
 int ul_fwd_bert_check(const ul_model_t *m) {
     const ul_hparams_t *hp = &m->hp;
-    if (!m->layers || !m->tok_embd || !m->pos_embd || !m->tok_norm || !m->tok_norm_b ||
-        hp->n_head_kv != hp->n_head)
+    if (!m->layers || !m->tok_embd || (!m->pos_embd && !hp->rope_neox) || !m->tok_norm ||
+        !m->tok_norm_b || hp->n_head_kv != hp->n_head || hp->n_rot > hp->head_dim || hp->n_rot % 2)
         return UL_EINVAL;
     if (!ul_type_block_elems((int)m->tok_embd->type) ||
-        !ul_type_block_elems((int)m->pos_embd->type) ||
+        (m->pos_embd && !ul_type_block_elems((int)m->pos_embd->type)) ||
         (m->tok_types && !ul_type_block_elems((int)m->tok_types->type)))
         return UL_ENOTSUP;
     for (int il = 0; il < hp->n_layer; il++) {
         const ul_layer_t *L = &m->layers[il];
-        const ul_gguf_tensor_t *ws[] = {L->wq, L->wk, L->wv, L->wo, L->ffn_up, L->ffn_down};
+        const ul_gguf_tensor_t *ws[] = {L->wq,     L->wk,       L->wv,      L->wo,
+                                        L->ffn_up, L->ffn_down, L->ffn_gate};
         for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
-            if (!ul_cpu_type_supported((int)ws[i]->type)) return UL_ENOTSUP;
+            if (ws[i] && !ul_cpu_type_supported((int)ws[i]->type)) return UL_ENOTSUP;
     }
     return 0;
 }

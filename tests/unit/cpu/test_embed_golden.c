@@ -93,6 +93,16 @@ Test(embed_golden, bert_tiny_mean_cls) {
     cr_log_info("bert-tiny embeddings vs llama-embedding: worst cos %.7f", worst);
 }
 
+/* nomic-bert: RoPE instead of a position table, fused attn_qkv, SwiGLU, no biases. */
+Test(embed_golden, nomic_bert_tiny_mean_cls) {
+    char model[1200], golden[1200];
+    snprintf(model, sizeof model, "%s/tests/models/nomic-bert-tiny-f16.gguf", UVLLM_SOURCE_DIR);
+    snprintf(golden, sizeof golden, "%s/tests/golden/nomic-bert-tiny-embed.jsonl",
+             UVLLM_SOURCE_DIR);
+    double worst = check_file(model, golden);
+    cr_log_info("nomic-bert-tiny embeddings vs llama-embedding: worst cos %.7f", worst);
+}
+
 Test(embed_golden, qwen3_tiny_mean_cls_last) {
     char model[1200], golden[1200];
     shared_model(model, sizeof model, "qwen3-tiny-f16.gguf");

@@ -1,8 +1,9 @@
-/* The bert loader (model_bert.c) and the WordPiece tokenizer (wpm.c) on tests/models/
- * bert-tiny-f16.gguf (tools/gguf_bert.py --seed 7): what the loader reads, what it refuses
- * by name, and the token ids of llama.cpp's llama-tokenize (de3ff81) for the same file and
- * texts: lowercasing, accent stripping, punctuation and CJK split off, greedy longest
- * pieces with continuations, [UNK] for a word no pieces cover, [CLS] ... [SEP]. */
+/* The bert / nomic-bert loader (model_bert.c) and the WordPiece tokenizer (wpm.c) on
+ * tests/models/bert-tiny-f16.gguf (tools/gguf_bert.py --seed 7) and nomic-bert-tiny-f16.gguf
+ * (--arch nomic-bert --seed 11): what the loader reads, what it refuses by name, and the token ids
+ * of llama.cpp's llama-tokenize (de3ff81) for the same file and texts: lowercasing, accent
+ * stripping, punctuation and CJK split off, greedy longest pieces with continuations, [UNK] for a
+ * word no pieces cover, [CLS] ... [SEP]. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,13 +15,13 @@
 #include "model/model.h"
 #include "uvllm/err.h"
 
-static void model_path(char *buf, size_t n) {
-    snprintf(buf, n, "%s/tests/models/bert-tiny-f16.gguf", UVLLM_SOURCE_DIR);
+static void model_path(char *buf, size_t n, const char *name) {
+    snprintf(buf, n, "%s/tests/models/%s.gguf", UVLLM_SOURCE_DIR, name);
 }
 
-static ul_model_t *load_ok(void) {
+static ul_model_t *load_ok(const char *name) {
     char path[1200], err[256];
-    model_path(path, sizeof path);
+    model_path(path, sizeof path, name);
     ul_model_t *m = NULL;
     int rc = ul_model_load(path, 0, &m, err, sizeof err);
     cr_assert_eq(rc, 0, "cannot load %s: %s", path, err);
@@ -28,7 +29,7 @@ static ul_model_t *load_ok(void) {
 }
 
 Test(model_bert, hparams_and_tensors) {
-    ul_model_t *m = load_ok();
+    ul_model_t *m = load_ok("bert-tiny-f16");
     cr_expect_str_eq(m->hp.arch, "bert");
     cr_expect_eq(m->hp.encoder, 1);
     cr_expect_eq(m->hp.n_embd, 64);
@@ -43,13 +44,25 @@ Test(model_bert, hparams_and_tensors) {
     cr_expect_not_null(m->layers[1].ffn_down_b);
     cr_expect_null(m->layers[1].ffn_gate);
     ul_model_free(m);
+    m = load_ok("nomic-bert-tiny-f16");
+    cr_expect_eq(m->hp.encoder, 1);
+    cr_expect_eq(m->hp.rope_neox, 1);
+    cr_expect_float_eq(m->hp.rope_freq_base, 1000.0f, 1e-3f);
+    cr_expect_null(m->pos_embd, "RoPE, no position table");
+    cr_expect_not_null(m->layers[0].ffn_gate);
+    cr_expect_null(m->layers[0].bq);
+    cr_expect_eq(m->layers[0].wk->ne[1], 64, "k: a view of attn_qkv's rows");
+    cr_expect_eq((const uint8_t *)m->layers[0].wk->data - (const uint8_t *)m->layers[0].wq->data,
+                 64 * 64 * 2, "k starts 64 f16 rows after q");
+    ul_model_free(m);
 }
 
 /* A copy of the model without the key or tensor drop, or with an extra f32 tensor add
  * (n floats); returns the rc of loading it and its error text in err. */
-static int load_variant(const char *drop, const char *add, int64_t n, char *err, size_t errlen) {
+static int load_variant(const char *name, const char *drop, const char *add, int64_t n, char *err,
+                        size_t errlen) {
     char path[1200], out[] = "/tmp/uvllm-bert-XXXXXX";
-    model_path(path, sizeof path);
+    model_path(path, sizeof path, name);
     ul_gguf_t g;
     cr_assert_eq(ul_gguf_open(&g, path), 0);
     ul_gguf_writer_t *w;
@@ -80,23 +93,33 @@ static int load_variant(const char *drop, const char *add, int64_t n, char *err,
     return rc;
 }
 
-static void expect_refused(const char *drop, const char *add, const char *needle) {
+static void expect_refused(const char *name, const char *drop, const char *add,
+                           const char *needle) {
     char err[256] = "";
-    int rc = load_variant(drop, add, 64, err, sizeof err);
+    int rc = load_variant(name, drop, add, 64, err, sizeof err);
     cr_expect_neq(rc, 0, "loaded without %s / with %s", drop ? drop : "-", add ? add : "-");
     cr_expect(strstr(err, needle) != NULL, "error '%s' does not name '%s'", err, needle);
 }
 
 Test(model_bert, refuses_by_name) {
     char err[256] = "";
-    cr_assert_eq(load_variant(NULL, NULL, 0, err, sizeof err), 0, "the plain copy: %s", err);
-    expect_refused("bert.attention.layer_norm_epsilon", NULL, "layer_norm_epsilon");
-    expect_refused("tokenizer.ggml.token_type_count", NULL, "token_type_count");
-    expect_refused("blk.1.ffn_up.bias", NULL, "blk.1.ffn_up.bias");
-    expect_refused("blk.0.layer_output_norm.weight", NULL, "blk.0.layer_output_norm.weight");
-    expect_refused("position_embd.weight", NULL, "position_embd.weight");
-    expect_refused(NULL, "blk.0.attn_q_norm.weight", "blk.0.attn_q_norm.weight");
-    expect_refused(NULL, "cls.weight", "cls.weight");
+    const char *b = "bert-tiny-f16", *nb = "nomic-bert-tiny-f16";
+    cr_assert_eq(load_variant(b, NULL, NULL, 0, err, sizeof err), 0, "the plain copy: %s", err);
+    /* optional in llama.cpp, so here */
+    cr_expect_eq(load_variant(b, "blk.1.ffn_up.bias", NULL, 0, err, sizeof err), 0, "%s", err);
+    expect_refused(b, "bert.attention.layer_norm_epsilon", NULL, "layer_norm_epsilon");
+    expect_refused(b, "tokenizer.ggml.token_type_count", NULL, "token_type_count");
+    expect_refused(b, "blk.1.attn_k.bias", NULL, "attn_q/k/v.bias");
+    expect_refused(b, "blk.1.ffn_up.weight", NULL, "blk.1.ffn_up.weight");
+    expect_refused(b, "blk.0.layer_output_norm.weight", NULL, "blk.0.layer_output_norm.weight");
+    expect_refused(b, "position_embd.weight", NULL, "position_embd.weight");
+    expect_refused(b, NULL, "blk.0.attn_q_norm.weight", "blk.0.attn_q_norm.weight");
+    expect_refused(b, NULL, "blk.1.ffn_gate.weight", "blk.1.ffn_gate.weight");
+    expect_refused(b, NULL, "cls.weight", "cls.weight");
+    cr_assert_eq(load_variant(nb, NULL, NULL, 0, err, sizeof err), 0, "nomic copy: %s", err);
+    expect_refused(nb, "blk.1.ffn_gate.weight", NULL, "blk.1.ffn_gate.weight");
+    expect_refused(nb, "blk.0.attn_qkv.weight", NULL, "blk.0.attn_q.weight");
+    expect_refused(nb, NULL, "blk.0.attn_qkv.bias", "blk.0.attn_qkv.bias");
 }
 
 static void expect_ids(const ul_model_t *m, const char *text, int parse_special,
@@ -117,7 +140,7 @@ static void expect_ids(const ul_model_t *m, const char *text, int parse_special,
 /* llama-tokenize -m tests/models/bert-tiny-f16.gguf -p TEXT --ids (parse_special on unless
  * --no-parse-special) */
 Test(model_bert, wordpiece_matches_llama_tokenize) {
-    ul_model_t *m = load_ok();
+    ul_model_t *m = load_ok("bert-tiny-f16");
     expect_ids(m, "The quick brown fox jumps over the lazy dog", 1,
                IDS(2, 5, 6, 7, 8, 9, 45, 10, 5, 11, 12, 3));
     expect_ids(m, "hello", 1, IDS(2, 13, 3));
