@@ -49,6 +49,8 @@ void ul_api_free(ul_api_t *a) {
     a->chat_tmpl = a->chat_tmpl_tool = a->chat_tmpl_hermes = NULL;
     ul_api_structured_free(a);
     ul_api_share_free(&a->share);
+    free(a->ready.embd);
+    a->ready.embd = NULL;
 }
 
 static int draining(const ul_api_t *a) {

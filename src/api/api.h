@@ -111,6 +111,8 @@ typedef struct ul_api_ready_s {
     uv_timer_t timer;
     int timer_up;    /* timer initialised: closed by ul_api_ready_stop */
     ul_seq_t canary; /* the canary while live */
+    float *embd;     /* [backend n_embd]: an encoder's canary embeds instead (malloc'ed at the
+                      * first one, freed by ul_api_free) */
     int canary_live; /* added, on_finish not yet run */
     uint64_t canaries, canary_failures;
 } ul_api_ready_t;

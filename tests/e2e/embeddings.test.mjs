@@ -6,7 +6,7 @@
 // as Qwen3-Embedding is served; a second one without --pooling (qwen3's GGUF says none); a
 // third on the BERT encoder tests/models/bert-tiny-f16.gguf (tools/gguf_bert.py), whose
 // vectors must be llama-embedding's (tests/golden/bert-tiny-embed.jsonl) and which refuses
-// generation with a 501.
+// generation with a 501; the same for nomic-bert-tiny-f16.gguf.
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import fs from "node:fs";
@@ -163,7 +163,22 @@ test("a BERT encoder serves llama-embedding's vectors for text, mean by default 
   }
 });
 
-test("a BERT encoder refuses generation with a 501 naming embeddings", async () => {
+test("a nomic-bert encoder (RoPE, fused qkv, SwiGLU) serves llama-embedding's vectors", async () => {
+  const golden = fs
+    .readFileSync(path.join(SRC, "tests", "golden", "nomic-bert-tiny-embed.jsonl"), "utf8")
+    .trim()
+    .split("\n")
+    .map((l) => JSON.parse(l))
+    .filter((g) => g.pooling === "mean");
+  const port = await start(["--model", path.join(SRC, "tests", "models", "nomic-bert-tiny-f16.gguf"), "--threads", "1"]);
+  const r = await clients(port).openai.embeddings.create({ model: "m", input: golden.map((g) => g.prompt), encoding_format: "float" });
+  for (let i = 0; i < golden.length; i++) {
+    const c = cos(r.data[i].embedding, golden[i].embedding);
+    assert.ok(c >= 0.9999, `"${golden[i].prompt}": cos ${c} with llama-embedding`);
+  }
+});
+
+test("a BERT encoder refuses generation with a 501 naming embeddings, and is ready", async () => {
   await assert.rejects(
     B.openai.chat.completions.create({ model: "m", messages: [{ role: "user", content: "hi" }], max_tokens: 4 }),
     (e) => {
@@ -174,6 +189,16 @@ test("a BERT encoder refuses generation with a 501 naming embeddings", async () 
     },
   );
   await assert.rejects(B.openai.completions.create({ model: "m", prompt: "hi", max_tokens: 4 }), (e) => e.status === 501);
+  // a fresh one reports itself ready before any request: its readiness canary is an
+  // embedding, not a generated token (which would fail: 503 "failing")
+  const fresh = `http://127.0.0.1:${await start(["--model", BERT, "--threads", "1"])}`;
+  let ready;
+  for (let i = 0; i < 50; i++) {
+    ready = await fetch(`${fresh}/health/ready`);
+    if (ready.status === 200) break;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  assert.equal(ready.status, 200, `/health/ready: ${await ready.text()}`);
   // the server still embeds afterwards
   const r = await B.openai.embeddings.create({ model: "m", input: "hello", encoding_format: "float" });
   assert.equal(r.data[0].embedding.length, 64);
