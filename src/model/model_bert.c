@@ -42,8 +42,14 @@ int ul_model_bert_hparams(ul_model_ld_t *l) {
         return ul_model_ld_fail(l, "key 'tokenizer.ggml.token_type_count': bad value");
     hp->n_token_types = (int32_t)nt;
     if (hp->n_head_kv != hp->n_head)
-        return ul_model_ld_fail(l, "bert: head_count_kv %d differs from head_count %d",
+        return ul_model_ld_fail(l, "%s: head_count_kv %d differs from head_count %d", hp->arch,
                                 hp->n_head_kv, hp->n_head);
+    /* the q/k/v/o matrices are [n_embd, n_embd] (llama.cpp's shapes): the heads tile n_embd */
+    if ((int64_t)hp->head_dim * hp->n_head != hp->n_embd)
+        return ul_model_ld_fail(l,
+                                "%s: head_count %d x key_length %d differs from "
+                                "embedding_length %d",
+                                hp->arch, hp->n_head, hp->head_dim, hp->n_embd);
     hp->encoder = 1;
     hp->rope_neox = !strcmp(hp->arch, "nomic-bert");
     return 0;

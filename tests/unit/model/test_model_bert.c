@@ -58,7 +58,11 @@ Test(model_bert, hparams_and_tensors) {
 }
 
 /* A copy of the model without the key or tensor drop, or with an extra f32 tensor add
- * (n floats); returns the rc of loading it and its error text in err. */
+ * (n floats), or with an extra u32 key (g_key = g_val); returns the rc of loading it and its
+ * error text in err. */
+static const char *g_key;
+static uint32_t g_val;
+
 static int load_variant(const char *name, const char *drop, const char *add, int64_t n, char *err,
                         size_t errlen) {
     char path[1200], out[] = "/tmp/uvllm-bert-XXXXXX";
@@ -69,6 +73,7 @@ static int load_variant(const char *name, const char *drop, const char *add, int
     cr_assert_eq(ul_gguf_writer_new(&w, 0), 0);
     for (uint64_t i = 0; i < g.n_kv; i++)
         if (!drop || !ul_str_eq(g.kv[i].key, drop)) cr_assert_eq(ul_gguf_w_copy_kv(w, &g.kv[i]), 0);
+    if (g_key) cr_assert_eq(ul_gguf_w_u32(w, g_key, g_val), 0);
     char names[128][64];
     cr_assert_lt(g.n_tensors, 128);
     for (uint64_t i = 0; i < g.n_tensors; i++) {
@@ -109,6 +114,9 @@ Test(model_bert, refuses_by_name) {
     cr_expect_eq(load_variant(b, "blk.1.ffn_up.bias", NULL, 0, err, sizeof err), 0, "%s", err);
     expect_refused(b, "bert.attention.layer_norm_epsilon", NULL, "layer_norm_epsilon");
     expect_refused(b, "tokenizer.ggml.token_type_count", NULL, "token_type_count");
+    g_key = "bert.attention.key_length", g_val = 8; /* 4 heads of 8 do not tile n_embd 64 */
+    expect_refused(b, NULL, NULL, "key_length 8");
+    g_key = NULL;
     expect_refused(b, "blk.1.attn_k.bias", NULL, "attn_q/k/v.bias");
     expect_refused(b, "blk.1.ffn_up.weight", NULL, "blk.1.ffn_up.weight");
     expect_refused(b, "blk.0.layer_output_norm.weight", NULL, "blk.0.layer_output_norm.weight");
