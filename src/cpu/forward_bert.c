@@ -45,7 +45,8 @@ static void layernorm(float *dst, const float *x, const float *w, const float *b
 }
 
 /* q . k over n floats, in 16 independent lanes the compiler keeps in vector registers (a
- * single running sum would be one serial chain of adds: most of the step, measured). */
+ * single running sum is one serial chain of adds: with the scalar value sums, a third of a
+ * bert-base step, perf). */
 static float dot(const float *q, const float *k, int n) {
     float acc[16] = {0};
     int i = 0;
