@@ -19,8 +19,14 @@ trap 'rm -rf "$tmp"' EXIT
 : >"$out"
 for pool in $poolings; do
     for p in "${prompts[@]}"; do
-        "$bin" -m "$model" -p "$p" --pooling "$pool" --embd-normalize 2 --embd-output-format json \
-            -t 2 -c 512 --verbose-prompt >"$tmp/out" 2>"$tmp/err"
+        # llama-embedding (de3ff81) now and then exits 0 having printed no vectors or a cut
+        # JSON (seen with the bert models, 1 run in 3): run it again, at most 5 times
+        for try in 1 2 3 4 5; do
+            "$bin" -m "$model" -p "$p" --pooling "$pool" --embd-normalize 2 \
+                --embd-output-format json -t 2 -c 512 --verbose-prompt >"$tmp/out" 2>"$tmp/err"
+            python3 -c 'import json, sys; t = open(sys.argv[1]).read(); json.loads(t[t.index("{"):])' \
+                "$tmp/out" 2>/dev/null && break
+        done
         python3 - "$tmp/out" "$p" "$pool" >>"$out" <<'PY'
 import json, re, sys
 text = open(sys.argv[1]).read()

@@ -49,6 +49,8 @@ void ul_api_free(ul_api_t *a) {
     a->chat_tmpl = a->chat_tmpl_tool = a->chat_tmpl_hermes = NULL;
     ul_api_structured_free(a);
     ul_api_share_free(&a->share);
+    free(a->ready.embd);
+    a->ready.embd = NULL;
 }
 
 static int draining(const ul_api_t *a) {
@@ -60,6 +62,16 @@ int ul_api_refuse_draining(ul_api_t *a, ul_http_req_t *req) {
     a->stats.completions_rejected++;
     ul_http_resp_header(req, "Retry-After", "5");
     ul_api_error(req, 503, "server_error", NULL, "shutting_down", "the server is shutting down");
+    return 1;
+}
+
+int ul_api_refuse_generate(ul_api_t *a, ul_http_req_t *req) {
+    if (ul_api_refuse_draining(a, req)) return 1;
+    if (!a->embed_only) return 0;
+    a->stats.completions_rejected++;
+    ul_api_error(req, 501, "invalid_request_error", NULL, "generation_not_supported",
+                 "this model is an embedding model (an encoder): it serves /v1/embeddings and "
+                 "/embedding, not text generation");
     return 1;
 }
 

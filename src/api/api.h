@@ -111,6 +111,8 @@ typedef struct ul_api_ready_s {
     uv_timer_t timer;
     int timer_up;    /* timer initialised: closed by ul_api_ready_stop */
     ul_seq_t canary; /* the canary while live */
+    float *embd;     /* [backend n_embd]: an encoder's canary embeds instead (malloc'ed at the
+                      * first one, freed by ul_api_free) */
     int canary_live; /* added, on_finish not yet run */
     uint64_t canaries, canary_failures;
 } ul_api_ready_t;
@@ -143,6 +145,8 @@ typedef struct ul_api_s {
                                 llama-server does; 0: plain text (--no-parse-special) */
     int32_t pooling;         /* embeddings (embed.c): UL_POOL_* (--pooling, else the model's
                                 pooling_type); UL_POOL_NONE refuses them */
+    int embed_only;          /* 1: the model is an encoder (bert): it embeds, never generates;
+                                the generation endpoints answer 501 (ul_api_refuse_generate) */
     char *chat_template_override; /* --chat-template FILE's text, NUL-terminated, or NULL;
                                      malloc'ed, owned by a, freed by ul_api_free */
     const char *model_path;       /* the model file as given on the command line, or NULL; must
@@ -250,6 +254,9 @@ void ul_api_timing_stream(ul_api_t *a, ul_http_req_t *req);
 
 /* 1 when the server is draining: answered 503 (and counted). */
 int ul_api_refuse_draining(ul_api_t *a, ul_http_req_t *req);
+/* 1 after answering a generation request the server cannot serve at all: draining (503), or
+ * an embedding-only model (501, code generation_not_supported). */
+int ul_api_refuse_generate(ul_api_t *a, ul_http_req_t *req);
 /* Fair share (share.c). The client a request counts for: a hash of its bearer token when
  * the server has API keys, else of its address. */
 uint64_t ul_api_client_of(const ul_api_t *a, const ul_http_req_t *req);

@@ -625,7 +625,7 @@ static void on_abort(ul_http_req_t *req, void *data, int reason) {
 }
 
 int ul_chat_serve(ul_api_t *a, ul_http_req_t *req, const ul_chat_ep_t *ep, ul_chat_mode_t mode) {
-    if (mode == UL_CHAT_GENERATE && ul_api_refuse_draining(a, req)) return 0;
+    if (mode == UL_CHAT_GENERATE && ul_api_refuse_generate(a, req)) return 0;
     ensure_syntax(a);
     cjob_t *j = calloc(1, sizeof *j);
     if (!j) return ul_api_error(req, 503, "server_error", NULL, NULL, "out of memory");

@@ -396,7 +396,7 @@ static void on_abort(ul_http_req_t *req, void *data, int reason) {
 
 int ul_api_completions(ul_http_req_t *req, void *data) {
     ul_api_t *a = data;
-    if (ul_api_refuse_draining(a, req)) return 0;
+    if (ul_api_refuse_generate(a, req)) return 0;
     creq_t *c = calloc(1, sizeof *c);
     if (!c) return ul_api_error(req, 503, "server_error", NULL, NULL, "out of memory");
     c->a = a;

@@ -5,8 +5,10 @@
  * (a busy server proves itself with every step and runs none). /health/ready is 200 while
  * the last step absorbed (canary or request) succeeded and some step succeeded within
  * three intervals; a failed step turns it 503 "failing" at once, a backend that stopped
- * completing steps (hung) within three intervals. /health/live only says the loop runs. */
+ * completing steps (hung) within three intervals. /health/live only says the loop runs.
+ * An encoder (bert), which generates nothing, proves itself with a one-token embedding. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "api/api.h"
@@ -97,6 +99,12 @@ static void run_canary(ul_api_t *a) {
     q->on_token = on_canary_token;
     q->on_finish = on_canary_finish;
     q->data = a;
+    if (a->embed_only) { /* an encoder only embeds: its canary is an embedding of [CLS] */
+        if (!r->embd && !(r->embd = malloc(sizeof *r->embd * (size_t)a->sched->backend->n_embd)))
+            return;
+        q->embd = r->embd;
+        q->pooling = UL_POOL_CLS;
+    }
     int rc = ul_sched_add(a->sched, q, &tok, 1);
     if (rc) {
         /* UL_EFULL: max-seqs sequences are in flight, so steps are being made anyway */

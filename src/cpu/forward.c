@@ -43,6 +43,7 @@ static int check_weight(const ul_gguf_tensor_t *w, const char *what) {
 
 static int check_model(const ul_model_t *m) {
     const ul_hparams_t *hp = &m->hp;
+    if (hp->encoder) return ul_fwd_bert_check(m);
     if (strcmp(hp->arch, "llama") && strcmp(hp->arch, "qwen2") && strcmp(hp->arch, "qwen3") &&
         strcmp(hp->arch, "qwen3moe") && strcmp(hp->arch, "gemma3") && strcmp(hp->arch, "phi3")) {
         UL_LOG_ERROR("cpu: architecture '%s' is not supported", hp->arch);
@@ -68,13 +69,14 @@ static int check_model(const ul_model_t *m) {
 }
 
 static size_t max_mm_scratch(const ul_model_t *m, int n_tok) {
-    size_t mx = ul_cpu_matmul_scratch((int)m->output->type, m->output->ne[0], n_tok);
+    size_t mx = m->output ? ul_cpu_matmul_scratch((int)m->output->type, m->output->ne[0], n_tok)
+                          : 0; /* bert: no output matrix */
     for (int il = 0; il < m->hp.n_layer; il++) {
         const ul_layer_t *L = &m->layers[il];
         const ul_gguf_tensor_t *ws[] = {L->wq,       L->wk,     L->wv,      L->wo,
                                         L->ffn_gate, L->ffn_up, L->ffn_down};
         for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) {
-            if (!ws[i]) continue; /* MoE layers: no dense FFN */
+            if (!ws[i]) continue; /* MoE layers: no dense FFN; bert: no gate */
             size_t s = ul_cpu_matmul_scratch((int)ws[i]->type, ws[i]->ne[0], n_tok);
             mx = s > mx ? s : mx;
         }
@@ -98,6 +100,8 @@ static int alloc_scratch(ul_fwd_t *f) {
         const size_t tf = ul_fwd_attn_tile_floats(hp->head_dim);
         f->attn_tmp_floats = tf > f->attn_tmp_floats ? tf : f->attn_tmp_floats;
     }
+    if (hp->encoder && f->attn_tmp_floats < B) /* forward_bert.c: one score per token */
+        f->attn_tmp_floats = B;
     /* per-token items for every token, plus at most two tiles per 64 tokens per query head */
     const size_t n_items = B * (size_t)hp->n_head_kv + (B / 32 + 1) * (size_t)hp->n_head;
     f->smp_bytes = (ul_sample_scratch_size(hp->n_vocab) + 63) & ~(size_t)63;
@@ -171,7 +175,7 @@ static void release_packed(const ul_fwd_t *f, const ul_cpu_mat_t *m) {
 static int mat_parts(const ul_fwd_t *f, size_t i, const ul_gguf_tensor_t *parts[UL_MAT_PARTS]) {
     if (i == (size_t)f->hp.n_layer * MATS_PER_LAYER) {
         parts[0] = f->m->output;
-        return 1;
+        return f->m->output ? 1 : 0; /* bert: none */
     }
     const ul_layer_t *L = &f->m->layers[i / MATS_PER_LAYER];
     switch (i % MATS_PER_LAYER) {
@@ -183,7 +187,10 @@ static int mat_parts(const ul_fwd_t *f, size_t i, const ul_gguf_tensor_t *parts[
         parts[0] = L->wo;
         return 1;
     case MAT_GU:
-        if (!L->ffn_gate) return 0; /* MoE layer: forward_moe.c has the FFN */
+        if (!L->ffn_gate) { /* MoE layer: forward_moe.c has the FFN; bert: up alone */
+            parts[0] = L->ffn_up;
+            return L->ffn_up ? 1 : 0;
+        }
         parts[0] = L->ffn_gate, parts[1] = L->ffn_up;
         return L->ffn_gate->type == L->ffn_up->type ? 2 : 1;
     default:
@@ -236,6 +243,8 @@ int ul_fwd_create_on(const ul_model_t *m, const ul_cpu_config_t *cfg, ul_pool_t 
     if (c.page_size == 0) c.page_size = 16;
     if (c.max_batch_tokens == 0) c.max_batch_tokens = 512;
     if (c.n_ctx == 0) c.n_ctx = m->hp.n_ctx_train;
+    /* an encoder has a position embedding for each of n_ctx_train positions, no more */
+    if (m->hp.encoder && c.n_ctx > m->hp.n_ctx_train) c.n_ctx = m->hp.n_ctx_train;
     if (c.n_threads == 0) c.n_threads = ul_pool_default_threads(NULL, 0);
     if (c.page_size < 1 || c.page_size > 4096 || c.max_batch_tokens < 1 ||
         c.max_batch_tokens > (1 << 20) || c.n_ctx < 1 || c.n_threads < 0 || c.kv_bytes < 0)
@@ -257,7 +266,7 @@ int ul_fwd_create_on(const ul_model_t *m, const ul_cpu_config_t *cfg, ul_pool_t 
     f->prof = prof && !strcmp(prof, "1");
     /* before the pool's threads exist: they only read the sampler's choice */
     ul_sampling_init(ul_cpu_has_avx512f());
-    if (f->hp.ffn_gelu) ul_fwd_gemma3_init();
+    if (f->hp.ffn_gelu || f->hp.encoder) ul_fwd_gemma3_init(); /* the GELU table */
     f->rope_ff = ul_fwd_rope_factors(m, c.n_ctx);
     int32_t seq_pages = (c.n_ctx + c.page_size - 1) / c.page_size;
     int64_t budget = c.kv_bytes;
@@ -367,6 +376,7 @@ static int prepare(ul_fwd_t *f, ul_step_t *st, int all) {
                             (s->pooling != UL_POOL_MEAN && s->pooling != UL_POOL_CLS &&
                              s->pooling != UL_POOL_LAST)))
             return UL_EINVAL; /* an embedding entry holds its whole sequence (backend.h) */
+        if (f->hp.encoder && !s->out_embd) return UL_EINVAL; /* an encoder only embeds */
         for (int32_t i = 0; i < need; i++)
             if (s->pages[i] < 0 || s->pages[i] >= f->kv.n_pages) return UL_EINVAL;
         for (int32_t i = 0; i < s->n_tokens; i++) {
@@ -420,7 +430,7 @@ static void rmsnorm(const ul_fwd_t *f, float *dst, const float *x, const float *
  * the power advanced by repeated multiplication exactly as ggml_rope_cache_init does; with
  * frequency factors ff (rope_freqs, [n_rot/2]) theta is divided by ff[i/2] first, as there;
  * cos and sin are multiplied by mscale (its attn_factor, 1 unless phi3 LongRoPE). */
-static void rope_cache(float *cs, int32_t pos, int n_rot, float base, float freq_scale,
+void ul_fwd_rope_cache(float *cs, int32_t pos, int n_rot, float base, float freq_scale,
                        const float *ff, float mscale) {
     const float theta_scale = powf(base, -2.0f / (float)n_rot);
     float theta = (float)pos;
@@ -549,13 +559,10 @@ static void layer(ul_fwd_t *f, int il, int32_t t0, int32_t t1, int ith, int nth)
     /* no barrier: the next layer's norm reads only this thread's own rows */
 }
 
-/* Embedding entries (backend.h): the output norm of the rows their pooling reads (into
- * their own xb rows, which nothing else reads now), pooled into out_embd; entries spread
- * over the threads. A barrier follows: output() reuses xb. */
-static void pool_embd(ul_fwd_t *f, int ith, int nth) {
+void ul_fwd_pool_embd(ul_fwd_t *f, int ith, int nth) {
     const ul_hparams_t *hp = &f->hp;
     const int32_t E = hp->n_embd;
-    const float *on = f->m->output_norm->data;
+    const float *on = f->m->output_norm ? f->m->output_norm->data : NULL;
     for (int32_t si = ith; si < f->step->n_seqs; si += nth) {
         ul_step_seq_t *s = &f->step->seqs[si];
         if (!s->out_embd) continue;
@@ -564,8 +571,8 @@ static void pool_embd(ul_fwd_t *f, int ith, int nth) {
         if (s->pooling == UL_POOL_LAST) r0 = r1 - 1;
         memset(s->out_embd, 0, (size_t)E * sizeof *s->out_embd);
         for (int32_t t = r0; t < r1; t++) {
-            float *y = f->xb + (size_t)t * E;
-            rmsnorm(f, y, f->x + (size_t)t * E, on, E, hp->rms_eps);
+            float *y = f->x + (size_t)t * E; /* an encoder's rows as they are */
+            if (on) rmsnorm(f, y = f->xb + (size_t)t * E, f->x + (size_t)t * E, on, E, hp->rms_eps);
             add_rows(s->out_embd, y, (size_t)E);
         }
         const float inv = 1.0f / (float)(r1 - r0);
@@ -618,6 +625,10 @@ static void output(ul_fwd_t *f, int ith, int nth) {
 
 static void step_job(void *ctx, int ith, int nth) {
     ul_fwd_t *f = ctx;
+    if (f->hp.encoder) {
+        ul_fwd_bert_job(f, ith, nth);
+        return;
+    }
     const ul_hparams_t *hp = &f->hp;
     const int32_t T = f->step->n_tokens, E = hp->n_embd;
     const int32_t t0 = (int32_t)((int64_t)T * ith / nth),
@@ -631,18 +642,18 @@ static void step_job(void *ctx, int ith, int nth) {
                            E);
         if (hp->embd_scale > 0) /* gemma3 */
             for (int32_t i = 0; i < E; i++) x[i] *= hp->embd_scale;
-        rope_cache(f->rope + (size_t)t * hp->n_rot, f->tok_pos[t], hp->n_rot, hp->rope_freq_base,
-                   hp->rope_freq_scale, f->rope_ff,
-                   hp->rope_attn_factor > 0 ? hp->rope_attn_factor : 1.0f);
+        ul_fwd_rope_cache(f->rope + (size_t)t * hp->n_rot, f->tok_pos[t], hp->n_rot,
+                          hp->rope_freq_base, hp->rope_freq_scale, f->rope_ff,
+                          hp->rope_attn_factor > 0 ? hp->rope_attn_factor : 1.0f);
         if (f->rope_swa) /* gemma3's sliding-window layers: their own base, frequency scale 1 */
-            rope_cache(f->rope_swa + (size_t)t * hp->n_rot, f->tok_pos[t], hp->n_rot,
-                       hp->rope_freq_base_swa, 1.0f, NULL,
-                       hp->rope_attn_factor > 0 ? hp->rope_attn_factor : 1.0f);
+            ul_fwd_rope_cache(f->rope_swa + (size_t)t * hp->n_rot, f->tok_pos[t], hp->n_rot,
+                              hp->rope_freq_base_swa, 1.0f, NULL,
+                              hp->rope_attn_factor > 0 ? hp->rope_attn_factor : 1.0f);
     }
     for (int il = 0; il < hp->n_layer; il++) layer(f, il, t0, t1, ith, nth);
     ul_pool_barrier(f->pool);
     if (f->n_embd_seqs > 0) {
-        pool_embd(f, ith, nth);
+        ul_fwd_pool_embd(f, ith, nth);
         ul_pool_barrier(f->pool);
     }
     if (f->n_out > 0) output(f, ith, nth);

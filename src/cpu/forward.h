@@ -156,6 +156,10 @@ void ul_fwd_arch_qkv(ul_fwd_t *f, const ul_layer_t *L, int32_t t);
 int ul_fwd_moe_init(ul_fwd_t *f);
 void ul_fwd_moe_free(ul_fwd_t *f);
 void ul_fwd_moe(ul_fwd_t *f, int il, int32_t t0, int32_t t1, int ith, int nth);
+/* ggml's rope cache for position pos (forward.c): (cos, sin) of theta_i = pos * freq_scale *
+ * base^(-2i/n_rot) (divided by ff[i] when ff), times mscale, into cs[0..n_rot). */
+void ul_fwd_rope_cache(float *cs, int32_t pos, int n_rot, float base, float freq_scale,
+                       const float *ff, float mscale);
 /* RoPE in NEOX mode on one head: pairs (i, i + n_rot/2), cs as forward.c's rope cache. */
 void ul_fwd_rope_neox(float *x, const float *cs, int n_rot);
 
@@ -167,6 +171,18 @@ void ul_fwd_gemma3_init(void);
 void ul_fwd_geglu(float *g, const float *u, size_t n, int avx512);
 /* x[i] = cap * tanh(x[i] / cap), i < n (final_logit_softcapping). */
 void ul_fwd_softcap(float *x, size_t n, float cap);
+/* Embedding entries (backend.h): the output norm (none for an encoder) of the rows their
+ * pooling reads (into their own xb rows, which nothing else reads now), pooled into
+ * out_embd; entries spread over the threads. Called by every pool thread after the last
+ * layer; a barrier must follow before xb is reused. (forward.c) */
+void ul_fwd_pool_embd(ul_fwd_t *f, int ith, int nth);
+/* bert (forward_bert.c): the model's weights and types (0, UL_EINVAL, UL_ENOTSUP), and the
+ * whole step of an encoder, run by every pool thread (embedding entries only). */
+int ul_fwd_bert_check(const ul_model_t *m);
+void ul_fwd_bert_job(ul_fwd_t *f, int ith, int nth);
+/* x[i] = gelu(x[i]), i < n, as ggml's CPU gelu (the f16 table of ul_fwd_geglu; call
+ * ul_fwd_gemma3_init first). (forward_gemma3.c) */
+void ul_fwd_gelu(float *x, size_t n);
 /* phi3 (forward_phi3.c): the RoPE frequency divisors for sequences of up to n_ctx tokens:
  * rope_freqs (llama), or phi3's long factors above n_ctx_orig and short ones up to it
  * (llama.cpp's get_rope_factors); NULL for none. */

@@ -76,6 +76,14 @@ void ul_fwd_geglu(float *g, const float *u, size_t n, int avx512) {
         geglu_scalar(g, u, n);
 }
 
+void ul_fwd_gelu(float *x, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (x[i] <= -10.0f)
+            x[i] = 0.0f;
+        else if (x[i] < 10.0f)
+            x[i] = ul_fp16_to_fp32(g_gelu[ul_fp32_to_fp16(x[i])]);
+}
+
 void ul_fwd_softcap(float *x, size_t n, float cap) {
     const float inv = 1.0f / cap;
     for (size_t i = 0; i < n; i++) x[i] = tanhf(x[i] * inv) * cap;

@@ -85,7 +85,7 @@ int ul_vocab_build_pieces(ul_vocab_t *v) {
     for (int32_t i = 0; i < v->n_tokens; i++) {
         v->poff[i] = (uint32_t)o;
         o +=
-            v->type == UL_VOCAB_SPM ? spm_piece(v, i, v->piece + o) : bpe_piece(v, i, v->piece + o);
+            v->type == UL_VOCAB_BPE ? bpe_piece(v, i, v->piece + o) : spm_piece(v, i, v->piece + o);
     }
     v->poff[v->n_tokens] = (uint32_t)o;
     return 0;

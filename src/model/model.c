@@ -1,7 +1,7 @@
 /* Model loader: turns a validated GGUF into hyper-parameters and the weight table of a
  * `llama`, `qwen2` (q/k/v biases), `qwen3` (per-head q/k RMSNorm), `qwen3moe` (qwen3's
  * attention, a routed mixture of expert FFNs), `gemma3` or `phi3` model (their extras in
- * model_arch.c). Every hyper-parameter is
+ * model_arch.c), or a `bert` / `nomic-bert` encoder (model_bert.c). Every hyper-parameter is
  * range-checked and every weight's presence, type and shape is compared with them here, once, so
  * the forward pass can index tensors without re-checking and a bad file fails at load with a
  * sentence naming the tensor or key. */
@@ -87,11 +87,12 @@ static int read_arch(ld_t *l) {
     l->m->hp.arch[s.len] = 0;
     const char *arch = l->m->hp.arch;
     if (!l->vocab_only && strcmp(arch, "llama") && strcmp(arch, "qwen2") && strcmp(arch, "qwen3") &&
-        strcmp(arch, "qwen3moe") && strcmp(arch, "gemma3") && strcmp(arch, "phi3"))
+        strcmp(arch, "qwen3moe") && strcmp(arch, "gemma3") && strcmp(arch, "phi3") &&
+        strcmp(arch, "bert") && strcmp(arch, "nomic-bert"))
         return ul_model_ld_fail(
             l,
             "unsupported architecture '%s' (supported: llama, qwen2, qwen3, qwen3moe, "
-            "gemma3, phi3)",
+            "gemma3, phi3, bert, nomic-bert)",
             arch);
     /* llama.cpp's LLAMA_ROPE_TYPE_NEOX architectures among ours */
     l->m->hp.rope_neox = !strcmp(arch, "qwen2") || !strcmp(arch, "qwen3") ||
@@ -187,6 +188,8 @@ static int read_hparams(ld_t *l) {
         return rc;
     if (!strcmp(hp->arch, "qwen3moe") && (rc = read_moe_hparams(l))) return rc;
     if ((rc = read_rope_scaling(l))) return rc;
+    if (!strcmp(hp->arch, "bert") || !strcmp(hp->arch, "nomic-bert"))
+        return ul_model_bert_hparams(l);
     return ul_model_arch_hparams(l);
 }
 
@@ -332,6 +335,11 @@ static int load_weights(ld_t *l) {
     ul_model_t *m = l->m;
     const ul_hparams_t *hp = &m->hp;
     int rc;
+    if (hp->encoder) {
+        m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
+        if (!m->layers) return UL_ENOMEM;
+        return ul_model_bert_weights(l);
+    }
     if ((rc = weight(l, "token_embd.weight", 0, hp->n_embd, hp->n_vocab, &m->tok_embd)) ||
         (rc = weight(l, "output_norm.weight", 1, hp->n_embd, 1, &m->output_norm)))
         return rc;

@@ -1,6 +1,6 @@
 /* A loaded model: the validated GGUF, hyper-parameters and the weight table of the
- * `llama`, `qwen2`, `qwen3`, `qwen3moe`, `gemma3` or `phi3` architecture, plus its vocabulary.
- * Read-only after ul_model_load; shared by every thread. */
+ * `llama`, `qwen2`, `qwen3`, `qwen3moe`, `gemma3`, `phi3`, `bert` or `nomic-bert`
+ * architecture, plus its vocabulary. Read-only after ul_model_load; shared by every thread. */
 #ifndef UL_MODEL_MODEL_H
 #define UL_MODEL_MODEL_H
 
@@ -38,6 +38,12 @@ typedef struct ul_hparams_s {
     /* <arch>.pooling_type, llama.cpp's values (backend.h UL_POOL_*: 0 none, 1 mean, 2 cls,
      * 3 last, 4 rank); 0 when absent, as llama.cpp treats a decoder */
     int32_t pooling;
+    /* bert, nomic-bert (model_bert.c): an encoder that only embeds (no output matrix, no KV
+     * cache), with LayerNorm (attention.layer_norm_epsilon) and bidirectional attention;
+     * nomic-bert sets rope_neox (RoPE instead of position_embd) */
+    int32_t encoder;       /* 1: bert, nomic-bert */
+    float norm_eps;        /* LayerNorm epsilon */
+    int32_t n_token_types; /* tokenizer.ggml.token_type_count (rows of tok_types) */
 } ul_hparams_t;
 
 typedef struct ul_layer_s {
@@ -51,6 +57,11 @@ typedef struct ul_layer_s {
     const ul_gguf_tensor_t *attn_post_norm;  /* [n_embd] f32: RMSNorm of the attention output
                                               * before the residual add (gemma3), or NULL */
     const ul_gguf_tensor_t *ffn_post_norm;   /* [n_embd] f32: the same for the FFN output */
+    /* bert: [n_embd] f32 (ffn_up_b [n_ff]), each optional; attn_norm and ffn_norm are NULL,
+     * ffn_gate too (nomic-bert: set, SwiGLU, and no FFN biases) */
+    const ul_gguf_tensor_t *bo, *ffn_up_b, *ffn_down_b;
+    const ul_gguf_tensor_t *attn_out_norm, *attn_out_norm_b; /* LayerNorm after attention */
+    const ul_gguf_tensor_t *out_norm, *out_norm_b;           /* LayerNorm after the FFN */
     int32_t swa; /* 1: sliding-window layer (hp.n_swa keys, RoPE base rope_freq_base_swa) */
     /* qwen3moe, instead of ffn_gate/up/down (NULL then): the router [n_embd, n_expert]
      * and the experts stacked on ne[2]: gate, up [n_embd, n_ff_exp, n_expert], down
@@ -68,6 +79,10 @@ struct ul_model_s {
                                           * element i (Llama 3.x rope scaling), or NULL */
     const ul_gguf_tensor_t *rope_long;   /* [n_rot/2] f32: phi3 LongRoPE frequency divisors for */
     const ul_gguf_tensor_t *rope_short;  /* contexts above / up to n_ctx_orig, or NULL */
+    /* bert: token_types [n_token_types][n_embd] (row 0 added to every token, as llama.cpp),
+     * position_embd [n_ctx_train][n_embd] (NULL for nomic-bert), the embeddings' LayerNorm
+     * [n_embd] (all f32 but the two tables, any row type); output and output_norm are NULL */
+    const ul_gguf_tensor_t *tok_types, *pos_embd, *tok_norm, *tok_norm_b;
     ul_gguf_tensor_t *views; /* owned: row ranges of fused tensors (attn_qkv, phi3's 2*n_ff
                               * ffn_up) that stand in for wq/wk/wv and ffn_gate/ffn_up */
     ul_layer_t *layers;      /* [n_layer] */

@@ -33,5 +33,9 @@ int ul_model_ld_weight(ul_model_ld_t *l, const char *name, int kind, int64_t ne0
 int ul_model_arch_hparams(ul_model_ld_t *l);
 int ul_model_arch_layer(ul_model_ld_t *l, int i, ul_layer_t *ly);
 int ul_model_arch_model(ul_model_ld_t *l);
+/* model_bert.c: bert's hyper-parameters (after the common ones) and all its tensors
+ * (m->layers allocated by the caller). */
+int ul_model_bert_hparams(ul_model_ld_t *l);
+int ul_model_bert_weights(ul_model_ld_t *l);
 
 #endif

@@ -2,7 +2,8 @@
  * tokenizer_st_partition does (each special token in turn, longest text first, over every
  * remaining text fragment; control and unknown tokens only when parse_special, user-defined
  * ones always; optional strip of spaces around them), then runs SPM or BPE on each text
- * fragment and adds BOS/EOS as the vocabulary asks. All scratch memory belongs to the
+ * fragment (WordPiece: wpm.c) and adds BOS/EOS (WordPiece: [CLS]/[SEP]) as the vocabulary
+ * asks. All scratch memory belongs to the
  * call, so concurrent calls on one vocabulary are safe. */
 #include <limits.h>
 #include <stdlib.h>
@@ -123,7 +124,8 @@ static int spm_frag(const ul_vocab_t *v, const char *text, frag_t fr, int prefix
 static int run(const ul_vocab_t *v, const char *text, const frags_t *f, int add_special,
                ul_ids_t *out) {
     int rc = 0;
-    if (add_special && v->add_bos && v->bos >= 0) ul_ids_push(out, v->bos);
+    const int wpm = v->type == UL_VOCAB_WPM; /* llama.cpp: [CLS] ... [SEP], whatever add_* say */
+    if (add_special && (v->add_bos || wpm) && v->bos >= 0) ul_ids_push(out, v->bos);
     if (v->type == UL_VOCAB_SPM) {
         char *buf = NULL;
         size_t cap = 0;
@@ -139,11 +141,14 @@ static int run(const ul_vocab_t *v, const char *text, const frags_t *f, int add_
         }
         free(buf);
     } else {
+        int (*tok)(const ul_vocab_t *, const char *, size_t, ul_ids_t *) =
+            v->type == UL_VOCAB_WPM ? ul_wpm_tokenize : ul_bpe_tokenize;
         for (size_t i = 0; i < f->n && !rc && !out->err; i++)
             rc = f->p[i].id >= 0 ? ul_ids_push(out, f->p[i].id)
-                                 : ul_bpe_tokenize(v, text + f->p[i].off, f->p[i].len, out);
+                                 : tok(v, text + f->p[i].off, f->p[i].len, out);
     }
-    if (add_special && v->add_eos && v->eos >= 0) ul_ids_push(out, v->eos);
+    if (add_special && v->add_eos && !wpm && v->eos >= 0) ul_ids_push(out, v->eos);
+    if (add_special && wpm && v->sep >= 0) ul_ids_push(out, v->sep);
     return rc ? rc : out->err;
 }
 

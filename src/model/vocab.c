@@ -190,8 +190,15 @@ static int read_model(ld_t *l, int *no_bos) {
         v->add_space_prefix = 1, v->add_bos = 1;
         return 0;
     }
+    if (str_is(model, "bert")) { /* llama.cpp's WPM defaults */
+        v->type = UL_VOCAB_WPM;
+        v->bos = 101, v->unk = 100, v->sep = 102, v->pad = 0;
+        v->add_bos = 1;
+        return 0;
+    }
     if (!str_is(model, "gpt2"))
-        return fail(l, UL_ENOTSUP, "tokenizer.ggml.model '%.*s' is not supported (llama, gpt2)",
+        return fail(l, UL_ENOTSUP,
+                    "tokenizer.ggml.model '%.*s' is not supported (llama, gpt2, bert)",
                     (int)(model.len > 64 ? 64 : model.len), model.ptr);
     v->type = UL_VOCAB_BPE;
     v->bos = 11, v->eos = 11;
@@ -225,6 +232,10 @@ static int read_specials(ld_t *l, int32_t fim[6]) {
         return rc;
     for (int i = 0; i < 6; i++)
         if ((rc = opt_id(l, fim_keys[i], &fim[i]))) return rc;
+    if ((rc = opt_bool(l, "tokenizer.ggml.normalizer.lowercase", &v->wpm_lowercase))) return rc;
+    v->wpm_strip_accents = v->wpm_lowercase;
+    if ((rc = opt_bool(l, "tokenizer.ggml.normalizer.strip_accents", &v->wpm_strip_accents)))
+        return rc;
     if ((rc = opt_bool(l, "tokenizer.ggml.add_bos_token", &v->add_bos)) ||
         (rc = opt_bool(l, "tokenizer.ggml.add_eos_token", &v->add_eos)) ||
         (rc = opt_bool(l, "tokenizer.ggml.add_space_prefix", &v->add_space_prefix)))
@@ -452,8 +463,11 @@ static int load(ld_t *l) {
     } else {
         spm_bytes(v);
     }
-    int32_t *ids[] = {&v->bos, &v->eos, &v->unk};
-    for (int i = 0; i < 3; i++)
+    for (int32_t i = 0; i < v->n_tokens; i++)
+        if ((int32_t)(v->off[i + 1] - v->off[i]) > v->max_tok_len)
+            v->max_tok_len = (int32_t)(v->off[i + 1] - v->off[i]);
+    int32_t *ids[] = {&v->bos, &v->eos, &v->unk, &v->sep, &v->pad};
+    for (int i = 0; i < 5; i++)
         if (*ids[i] >= v->n_tokens) *ids[i] = -1; /* defaults (1, 2, 11) may not exist */
     if ((rc = read_specials(l, fim))) return rc;
     build_eog(v, fim);

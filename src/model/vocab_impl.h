@@ -13,7 +13,7 @@
 
 #include "model/vocab.h"
 
-enum { UL_VOCAB_SPM = 1, UL_VOCAB_BPE = 2 };
+enum { UL_VOCAB_SPM = 1, UL_VOCAB_BPE = 2, UL_VOCAB_WPM = 3 };
 
 /* Far above any real vocabulary; keeps every count and hash table size in 32 bits. */
 #define UL_VOCAB_MAX_TOKENS (1 << 24)
@@ -94,7 +94,7 @@ int ul_wcache_put(ul_wcache_t *c, const char *w, size_t n, const int32_t *ids, s
 typedef struct ul_pretok_s ul_pretok_t; /* compiled regex list, pretok.c */
 
 struct ul_vocab_s {
-    int type; /* UL_VOCAB_SPM / UL_VOCAB_BPE */
+    int type; /* UL_VOCAB_SPM / UL_VOCAB_BPE / UL_VOCAB_WPM */
     int32_t n_tokens;
     char *text;      /* all token texts, concatenated */
     uint32_t *off;   /* [n_tokens + 1] into text */
@@ -131,6 +131,10 @@ struct ul_vocab_s {
 
     int32_t bos, eos, eot, eom, unk, pad, sep;
     int add_bos, add_eos, add_space_prefix;
+    /* WordPiece (wpm.c): [CLS] text [SEP] with add_special (bos is [CLS], sep [SEP]);
+     * tokenizer.ggml.normalizer.lowercase / strip_accents (default: as lowercase) */
+    int wpm_lowercase, wpm_strip_accents;
+    int32_t max_tok_len; /* bytes of the longest token text */
 
     int32_t *special; /* control/user-defined/unknown ids, longest text first */
     int32_t n_special;
@@ -146,6 +150,9 @@ static inline const char *ul_tok_text(const ul_vocab_t *v, int32_t id, uint32_t 
 
 /* SPM (llama.cpp llm_tokenizer_spm): text already escaped (' ' -> U+2581, prefix added). */
 int ul_spm_tokenize(const ul_vocab_t *v, const char *text, size_t len, ul_ids_t *out);
+
+/* WordPiece of one raw text fragment (wpm.c). */
+int ul_wpm_tokenize(const ul_vocab_t *v, const char *text, size_t len, ul_ids_t *out);
 
 /* Byte-level BPE of one raw text fragment: pre-tokenize then merge each word. */
 int ul_bpe_tokenize(const ul_vocab_t *v, const char *text, size_t len, ul_ids_t *out);

@@ -127,6 +127,7 @@ int ul_server_setup_api(ul_server_t *sv) {
     api->truncate_max_tokens = c->truncate_max_tokens;
     api->parse_special = !c->no_parse_special;
     api->pooling = pooling_of(sv);
+    api->embed_only = sv->backend && sv->backend->model && sv->backend->model->hp.encoder;
     api->max_queue = c->max_queue;
     api->max_queue_wait_s = c->max_queue_wait_s;
     api->max_seqs_per_client =

@@ -3,16 +3,23 @@
 // string, strings and token ids, usage.prompt_tokens, the 400s naming dimensions and an
 // over-long input, llama-server's /embedding shape, and the refusal of a model without
 // pooling. Server: the shared qwen3-tiny-f16 (a decoder, random weights) with --pooling last,
-// as Qwen3-Embedding is served; a second one without --pooling (qwen3's GGUF says none).
+// as Qwen3-Embedding is served; a second one without --pooling (qwen3's GGUF says none); a
+// third on the BERT encoder tests/models/bert-tiny-f16.gguf (tools/gguf_bert.py), whose
+// vectors must be llama-embedding's (tests/golden/bert-tiny-embed.jsonl) and which refuses
+// generation with a 501; the same for nomic-bert-tiny-f16.gguf.
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
+import fs from "node:fs";
 import path from "node:path";
+import { fileURLToPath } from "node:url";
 import OpenAI from "openai";
 import { models, startServer, stopServers } from "./server.mjs";
 
 const MODEL = path.join(models, "qwen3-tiny-f16.gguf");
+const SRC = process.env.UVLLM_SOURCE_DIR ?? path.join(path.dirname(fileURLToPath(import.meta.url)), "..", "..");
+const BERT = path.join(SRC, "tests", "models", "bert-tiny-f16.gguf");
 
-let A, N; // { base, openai }
+let A, N, B; // { base, openai }
 
 const start = (args) => startServer(["--model-alias", "m", ...args]);
 
@@ -22,12 +29,14 @@ function clients(port) {
 }
 
 before(async () => {
-  const [a, n] = await Promise.all([
+  const [a, n, b] = await Promise.all([
     start(["--model", MODEL, "--threads", "1", "--pooling", "last", "--ctx-size", "256"]),
     start(["--model", MODEL, "--threads", "1"]),
+    start(["--model", BERT, "--threads", "1"]),
   ]);
   A = clients(a);
   N = clients(n);
+  B = clients(b);
 });
 
 after(stopServers);
@@ -125,4 +134,72 @@ test("a model without pooling refuses embeddings with a 400 that says --pooling"
     assert.match(e.message, /--pooling/);
     return true;
   });
+});
+
+test("a BERT encoder serves llama-embedding's vectors for text, mean by default and cls", async () => {
+  const golden = fs
+    .readFileSync(path.join(SRC, "tests", "golden", "bert-tiny-embed.jsonl"), "utf8")
+    .trim()
+    .split("\n")
+    .map((l) => JSON.parse(l));
+  const mean = golden.filter((g) => g.pooling === "mean");
+  assert.equal(mean.length, 4);
+  // the GGUF's pooling_type is mean; text goes through our WordPiece tokenizer
+  const r = await B.openai.embeddings.create({ model: "m", input: mean.map((g) => g.prompt), encoding_format: "float" });
+  for (let i = 0; i < mean.length; i++) {
+    const c = cos(r.data[i].embedding, mean[i].embedding);
+    assert.ok(c >= 0.9999, `"${mean[i].prompt}": cos ${c} with llama-embedding`);
+    assert.equal(r.data[i].embedding.length, 64);
+  }
+  assert.equal(r.usage.prompt_tokens, mean.reduce((n, g) => n + g.tokens.length, 0), "[CLS] ... [SEP] counted");
+  // cls pooling through the token ids llama.cpp used (a server started with --pooling cls)
+  const cls = golden.filter((g) => g.pooling === "cls");
+  const port = await start(["--model", BERT, "--threads", "1", "--pooling", "cls"]);
+  const C = clients(port);
+  const rc = await C.openai.embeddings.create({ model: "m", input: cls.map((g) => g.tokens), encoding_format: "float" });
+  for (let i = 0; i < cls.length; i++) {
+    const c = cos(rc.data[i].embedding, cls[i].embedding);
+    assert.ok(c >= 0.9999, `cls "${cls[i].prompt}": cos ${c}`);
+  }
+});
+
+test("a nomic-bert encoder (RoPE, fused qkv, SwiGLU) serves llama-embedding's vectors", async () => {
+  const golden = fs
+    .readFileSync(path.join(SRC, "tests", "golden", "nomic-bert-tiny-embed.jsonl"), "utf8")
+    .trim()
+    .split("\n")
+    .map((l) => JSON.parse(l))
+    .filter((g) => g.pooling === "mean");
+  const port = await start(["--model", path.join(SRC, "tests", "models", "nomic-bert-tiny-f16.gguf"), "--threads", "1"]);
+  const r = await clients(port).openai.embeddings.create({ model: "m", input: golden.map((g) => g.prompt), encoding_format: "float" });
+  for (let i = 0; i < golden.length; i++) {
+    const c = cos(r.data[i].embedding, golden[i].embedding);
+    assert.ok(c >= 0.9999, `"${golden[i].prompt}": cos ${c} with llama-embedding`);
+  }
+});
+
+test("a BERT encoder refuses generation with a 501 naming embeddings, and is ready", async () => {
+  await assert.rejects(
+    B.openai.chat.completions.create({ model: "m", messages: [{ role: "user", content: "hi" }], max_tokens: 4 }),
+    (e) => {
+      assert.equal(e.status, 501);
+      assert.equal(e.code, "generation_not_supported");
+      assert.match(e.message, /embedding/);
+      return true;
+    },
+  );
+  await assert.rejects(B.openai.completions.create({ model: "m", prompt: "hi", max_tokens: 4 }), (e) => e.status === 501);
+  // a fresh one reports itself ready before any request: its readiness canary is an
+  // embedding, not a generated token (which would fail: 503 "failing")
+  const fresh = `http://127.0.0.1:${await start(["--model", BERT, "--threads", "1"])}`;
+  let ready;
+  for (let i = 0; i < 50; i++) {
+    ready = await fetch(`${fresh}/health/ready`);
+    if (ready.status === 200) break;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  assert.equal(ready.status, 200, `/health/ready: ${await ready.text()}`);
+  // the server still embeds afterwards
+  const r = await B.openai.embeddings.create({ model: "m", input: "hello", encoding_format: "float" });
+  assert.equal(r.data[0].embedding.length, 64);
 });

@@ -178,7 +178,7 @@ Test(model, synthetic_tied) {
 Test(model, refuses_other_architecture) {
     expect_refused(fx_llama(UL_TYPE_F16, UL_TYPE_F32, "mamba", 0),
                    "unsupported architecture 'mamba' (supported: llama, qwen2, qwen3, qwen3moe, "
-                   "gemma3, phi3)");
+                   "gemma3, phi3, bert, nomic-bert)");
 }
 
 /* A llama-shaped file declared qwen2 / qwen3 lacks the tensors those add: the first one

@@ -1,0 +1,206 @@
+/* The `bert` / `nomic-bert` encoders' forward pass (model_bert.c has the weights), the
+ * whole step in one pool job like forward.c's, as llama.cpp's bert graph computes it:
+ *   x = LN(tok_embd[t] + token_types[0] (+ position_embd[pos], bert))
+ *   per layer: a = Wo attn(Wq x + bq, Wk x + bk, Wv x + bv) + bo;  x = LN(a + x)
+ *              h = Wdown gelu(Wup x + bup) + bdown;                 x = LN(h + x)
+ * (nomic-bert: q and k rotated by RoPE in NEOX mode after their biases, and the FFN
+ * h = Wdown (silu(Wgate x) * Wup x); every bias is optional)
+ * with LayerNorm y = (x - mean) / sqrt(var + eps) * w + b, GELU as ggml's CPU table
+ * (ul_fwd_gelu), and attention over every token of the sequence in both directions
+ * (scale 1/sqrt(head_dim), softmax in f32). Every step entry is an embedding entry holding
+ * its whole sequence (forward.c's prepare checks it), so keys and values are this step's
+ * own rows: no KV cache is read or written. Pooling (mean or cls) then reads x directly:
+ * the encoder has no output norm. */
+#include <math.h>
+#include <string.h>
+
+#include "cpu/forward.h"
+#include "cpu/pool.h"
+#include "uvllm/err.h"
+
+enum { MAT_QKV, MAT_O, MAT_UP, MAT_DOWN, MATS_PER_LAYER }; /* forward.c's mats layout */
+
+/* x += w * y over n floats. Blocks of 16 with restrict: gcc -O2 (its very-cheap vector
+ * cost model) vectorizes only loops it needs no runtime alias check nor scalar tail for;
+ * the scalar loop was a quarter of a bert-base step (perf, measured). */
+static void axpy(float *restrict x, float w, const float *restrict y, int n) {
+    int i = 0;
+    for (; i + 16 <= n; i += 16)
+        for (int l = 0; l < 16; l++) x[i + l] += w * y[i + l];
+    for (; i < n; i++) x[i] += w * y[i];
+}
+
+static void add_vec(float *restrict x, const float *restrict b, int n) { axpy(x, 1.0f, b, n); }
+
+/* ggml_norm (mean, then the centred variance, both summed in double here) * w + b */
+static void layernorm(float *dst, const float *x, const float *w, const float *b, int n,
+                      float eps) {
+    double sum = 0;
+    for (int i = 0; i < n; i++) sum += x[i];
+    const float mean = (float)(sum / n);
+    double var = 0;
+    for (int i = 0; i < n; i++) var += (double)(x[i] - mean) * (x[i] - mean);
+    const float scale = 1.0f / sqrtf((float)(var / n) + eps);
+    for (int i = 0; i < n; i++) dst[i] = (x[i] - mean) * scale * w[i] + b[i];
+}
+
+/* q . k over n floats, in 16 independent lanes the compiler keeps in vector registers (a
+ * single running sum is one serial chain of adds: with the scalar value sums, a third of a
+ * bert-base step, perf). */
+static float dot(const float *q, const float *k, int n) {
+    float acc[16] = {0};
+    int i = 0;
+    for (; i + 16 <= n; i += 16)
+        for (int l = 0; l < 16; l++) acc[l] += q[i + l] * k[i + l];
+    float s = 0;
+    for (; i < n; i++) s += q[i] * k[i];
+    for (int l = 0; l < 16; l++) s += acc[l];
+    return s;
+}
+
+/* Token t's attention output, all heads: the scores of every token of its sequence into
+ * sc (attn_tmp: room for max_tokens, alloc_scratch), softmax, then the weighted sum of
+ * the values. */
+static void attend(ul_fwd_t *f, int32_t t, float *sc) {
+    const ul_hparams_t *hp = &f->hp;
+    const int hd = hp->head_dim, D = f->q_dim;
+    const ul_step_seq_t *s = &f->step->seqs[f->tok_seq[t]];
+    const int32_t j0 = s->tok_offset, n = s->n_tokens;
+    const float scale = 1.0f / sqrtf((float)hd);
+    for (int h = 0; h < hp->n_head; h++) {
+        const float *q = f->q + (size_t)t * D + (size_t)h * hd;
+        float *o = f->att + (size_t)t * D + (size_t)h * hd;
+        float mx = -INFINITY, sum = 0;
+        for (int32_t j = 0; j < n; j++) {
+            sc[j] = dot(q, f->k + (size_t)(j0 + j) * D + (size_t)h * hd, hd) * scale;
+            mx = sc[j] > mx ? sc[j] : mx;
+        }
+        for (int32_t j = 0; j < n; j++) sum += sc[j] = expf(sc[j] - mx);
+        const float inv = 1.0f / sum;
+        memset(o, 0, (size_t)hd * sizeof *o);
+        for (int32_t j = 0; j < n; j++) {
+            const float w = sc[j] * inv, *v = f->v + (size_t)(j0 + j) * D + (size_t)h * hd;
+            axpy(o, w, v, hd);
+        }
+    }
+}
+
+static void embed_rows(ul_fwd_t *f, int32_t t0, int32_t t1) {
+    const ul_model_t *m = f->m;
+    const int32_t E = f->hp.n_embd;
+    const size_t tb = ul_type_row_bytes((int)m->tok_embd->type, E),
+                 pb = m->pos_embd ? ul_type_row_bytes((int)m->pos_embd->type, E) : 0;
+    float *tmp = f->xo + (size_t)t0 * E; /* xo rows of this thread: free until attention */
+    for (int32_t t = t0; t < t1; t++) {
+        float *x = f->x + (size_t)t * E;
+        ul_cpu_dequant_row((int)m->tok_embd->type,
+                           (const uint8_t *)m->tok_embd->data + (size_t)f->step->tokens[t] * tb, x,
+                           E);
+        if (m->tok_types) { /* token type 0 ("sentence A") for every token, as llama.cpp */
+            ul_cpu_dequant_row((int)m->tok_types->type, m->tok_types->data, tmp, E);
+            add_vec(x, tmp, E);
+        }
+        if (m->pos_embd) {
+            ul_cpu_dequant_row((int)m->pos_embd->type,
+                               (const uint8_t *)m->pos_embd->data + (size_t)f->tok_pos[t] * pb, tmp,
+                               E);
+            add_vec(x, tmp, E);
+        } else { /* nomic-bert: RoPE */
+            const ul_hparams_t *hp = &f->hp;
+            ul_fwd_rope_cache(f->rope + (size_t)t * hp->n_rot, f->tok_pos[t], hp->n_rot,
+                              hp->rope_freq_base, hp->rope_freq_scale, NULL, 1.0f);
+        }
+        layernorm(x, x, m->tok_norm->data, m->tok_norm_b->data, E, f->hp.norm_eps);
+    }
+}
+
+static void bert_layer(ul_fwd_t *f, int il, int32_t t0, int32_t t1, int ith, int nth) {
+    const ul_hparams_t *hp = &f->hp;
+    const ul_layer_t *L = &f->m->layers[il];
+    const int32_t T = f->step->n_tokens, E = hp->n_embd, D = f->q_dim, FF = hp->n_ff;
+    const ul_cpu_mat_t *M = f->mats + (size_t)il * MATS_PER_LAYER;
+    float *y[UL_MAT_PARTS] = {f->q, f->k, f->v};
+    ul_cpu_matmul_mat(f->pool, &M[MAT_QKV], f->x, T, y, f->mm_scratch, ith, nth);
+    const ul_gguf_tensor_t *qkv[] = {L->wq, L->wk, L->wv};
+    for (int i = M[MAT_QKV].n_parts; i < 3; i++) /* mixed types: no stack */
+        ul_cpu_matmul(f->pool, qkv[i], f->x, T, y[i], f->mm_scratch, ith, nth);
+    for (int32_t t = t0; t < t1; t++) {
+        float *q = f->q + (size_t)t * D, *k = f->k + (size_t)t * D;
+        if (L->bq) {
+            add_vec(q, L->bq->data, D);
+            add_vec(k, L->bk->data, D);
+            add_vec(f->v + (size_t)t * D, L->bv->data, D);
+        }
+        if (hp->rope_neox) {
+            const float *cs = f->rope + (size_t)t * hp->n_rot;
+            for (int h = 0; h < hp->n_head; h++) {
+                f->ops->rope_neox(q + (size_t)h * hp->head_dim, cs, hp->n_rot);
+                f->ops->rope_neox(k + (size_t)h * hp->head_dim, cs, hp->n_rot);
+            }
+        }
+    }
+    ul_pool_barrier(f->pool);
+    float *sc = f->attn_tmp + (size_t)ith * f->attn_tmp_floats;
+    for (int32_t t = t0; t < t1; t++) attend(f, t, sc);
+    ul_pool_barrier(f->pool);
+    float *yo[UL_MAT_PARTS] = {f->xo};
+    ul_cpu_matmul_mat(f->pool, &M[MAT_O], f->att, T, yo, f->mm_scratch, ith, nth);
+    for (int32_t t = t0; t < t1; t++) {
+        float *xo = f->xo + (size_t)t * E, *x = f->x + (size_t)t * E;
+        if (L->bo) add_vec(xo, L->bo->data, E);
+        add_vec(xo, x, E);
+        layernorm(x, xo, L->attn_out_norm->data, L->attn_out_norm_b->data, E, hp->norm_eps);
+    }
+    ul_pool_barrier(f->pool);
+    float *yu[UL_MAT_PARTS] = {f->hb, f->hb2}; /* bert: up; nomic-bert: gate, up */
+    ul_cpu_matmul_mat(f->pool, &M[MAT_UP], f->x, T, yu, f->mm_scratch, ith, nth);
+    if (L->ffn_gate && M[MAT_UP].n_parts < 2) /* mixed types: no stack */
+        ul_cpu_matmul(f->pool, L->ffn_up, f->x, T, f->hb2, f->mm_scratch, ith, nth);
+    for (int32_t t = t0; t < t1; t++) {
+        float *h = f->hb + (size_t)t * FF;
+        if (L->ffn_gate) {
+            f->ops->swiglu(h, f->hb2 + (size_t)t * FF, (size_t)FF);
+            continue;
+        }
+        if (L->ffn_up_b) add_vec(h, L->ffn_up_b->data, FF);
+        ul_fwd_gelu(h, (size_t)FF);
+    }
+    ul_pool_barrier(f->pool);
+    ul_cpu_matmul_mat(f->pool, &M[MAT_DOWN], f->hb, T, yo, f->mm_scratch, ith, nth);
+    for (int32_t t = t0; t < t1; t++) {
+        float *xo = f->xo + (size_t)t * E, *x = f->x + (size_t)t * E;
+        if (L->ffn_down_b) add_vec(xo, L->ffn_down_b->data, E);
+        add_vec(xo, x, E);
+        layernorm(x, xo, L->out_norm->data, L->out_norm_b->data, E, hp->norm_eps);
+    }
+    ul_pool_barrier(f->pool);
+}
+
+void ul_fwd_bert_job(ul_fwd_t *f, int ith, int nth) {
+    const int32_t T = f->step->n_tokens;
+    const int32_t t0 = (int32_t)((int64_t)T * ith / nth),
+                  t1 = (int32_t)((int64_t)T * (ith + 1) / nth);
+    embed_rows(f, t0, t1);
+    ul_pool_barrier(f->pool);
+    for (int il = 0; il < f->hp.n_layer; il++) bert_layer(f, il, t0, t1, ith, nth);
+    ul_fwd_pool_embd(f, ith, nth);
+}
+
+int ul_fwd_bert_check(const ul_model_t *m) {
+    const ul_hparams_t *hp = &m->hp;
+    if (!m->layers || !m->tok_embd || (!m->pos_embd && !hp->rope_neox) || !m->tok_norm ||
+        !m->tok_norm_b || hp->n_head_kv != hp->n_head || hp->n_rot > hp->head_dim || hp->n_rot % 2)
+        return UL_EINVAL;
+    if (!ul_type_block_elems((int)m->tok_embd->type) ||
+        (m->pos_embd && !ul_type_block_elems((int)m->pos_embd->type)) ||
+        (m->tok_types && !ul_type_block_elems((int)m->tok_types->type)))
+        return UL_ENOTSUP;
+    for (int il = 0; il < hp->n_layer; il++) {
+        const ul_layer_t *L = &m->layers[il];
+        const ul_gguf_tensor_t *ws[] = {L->wq,     L->wk,       L->wv,      L->wo,
+                                        L->ffn_up, L->ffn_down, L->ffn_gate};
+        for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
+            if (ws[i] && !ul_cpu_type_supported((int)ws[i]->type)) return UL_ENOTSUP;
+    }
+    return 0;
+}

@@ -1,0 +1,180 @@
+#!/usr/bin/env python3
+"""Writes a small synthetic `bert` or `nomic-bert` GGUF (issue 26): random weights from a fixed seed and a
+WordPiece vocabulary in llama.cpp's GGUF spelling (tokenizer.ggml.model "bert": a piece that
+starts a word carries U+2581 in front, a "##" continuation piece is stored bare, the special
+tokens as they are). Pure Python, no numpy; the same arguments give the same bytes.
+
+    tools/gguf_bert.py OUT.gguf [--arch bert|nomic-bert] [--seed 7] [--pooling mean|cls]
+                       [--embd 64] [--layers 2] [--heads 4] [--ff 128] [--ctx 128]
+
+Tensors (llama.cpp's names for LLM_ARCH_BERT): token_embd, token_types, position_embd,
+token_embd_norm.{weight,bias}; per layer attn_{q,k,v,output}.{weight,bias},
+attn_output_norm.{weight,bias}, ffn_{up,down}.{weight,bias}, layer_output_norm.{weight,bias}.
+Matrices (token, attention, FFN) are F16, everything else F32.
+nomic-bert (as nomic-embed-text-v1.5's GGUF): no position_embd (RoPE, NEOX, rope.freq_base
+1000), a fused attn_qkv.weight [n_embd, 3 n_embd] and attn_output.weight without biases,
+ffn_gate/ffn_up/ffn_down (SwiGLU) without biases."""
+import argparse
+import random
+import struct
+
+SP = "\u2581"
+SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+WORDS = ("the quick brown fox jump over lazy dog hello embed turn text into one vector similar "
+         "get point same way so search can rank document by cosine of their with query and a "
+         "that is to it in un play").split()
+SUFFIXES = "s ing ed er ly ding tor ument ity able ness".split()
+PUNCT = list(".,+=*!?-()'\"/:")  # ';' left out on purpose: a word of its own, [UNK]
+
+
+def vocab():
+    toks = list(SPECIAL)
+    toks += [SP + w for w in WORDS]
+    toks += SUFFIXES
+    toks += [SP + c for c in "abcdefghijklmnopqrstuvwxyz0123456789"]
+    toks += [c for c in "abcdefghijklmnopqrstuvwxyz0123456789"]
+    toks += [SP + c for c in PUNCT]
+    toks += [SP + "\u00e9t\u00e9", SP + "\u4e2d"]  # one accented word (never reached when
+    # accents are stripped) and one CJK character (a word of its own)
+    seen = set()
+    out = []
+    for t in toks:
+        if t not in seen:
+            seen.add(t)
+            out.append(t)
+    return out
+
+
+def s(x):
+    e = x.encode()
+    return struct.pack("<Q", len(e)) + e
+
+
+def kv_u32(k, v):
+    return s(k) + struct.pack("<II", 4, v)
+
+
+def kv_f32(k, v):
+    return s(k) + struct.pack("<If", 6, v)
+
+
+def kv_bool(k, v):
+    return s(k) + struct.pack("<IB", 7, 1 if v else 0)
+
+
+def kv_str(k, v):
+    return s(k) + struct.pack("<I", 8) + s(v)
+
+
+def kv_arr(k, et, items):
+    b = s(k) + struct.pack("<IIQ", 9, et, len(items))
+    if et == 8:
+        return b + b"".join(s(x) for x in items)
+    fmt = {5: "i", 6: "f"}[et]
+    return b + struct.pack(f"<{len(items)}{fmt}", *items)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("out")
+    ap.add_argument("--arch", choices=["bert", "nomic-bert"], default="bert")
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--pooling", choices=["mean", "cls"], default="mean")
+    ap.add_argument("--embd", type=int, default=64)
+    ap.add_argument("--layers", type=int, default=2)
+    ap.add_argument("--heads", type=int, default=4)
+    ap.add_argument("--ff", type=int, default=128)
+    ap.add_argument("--ctx", type=int, default=128)
+    a = ap.parse_args()
+    rng = random.Random(a.seed)
+    E, F = a.embd, a.ff
+    toks = vocab()
+    V = len(toks)
+
+    tensors = []  # (name, shape ne0.., type, bytes)
+
+    def mat(name, ne0, ne1, scale):
+        vals = [rng.gauss(0.0, scale) for _ in range(ne0 * ne1)]
+        tensors.append((name, (ne0, ne1), 1, struct.pack(f"<{len(vals)}e", *vals)))
+
+    def vec(name, n, mean, scale, ne1=None):
+        cnt = n * (ne1 or 1)
+        vals = [mean + rng.gauss(0.0, scale) for _ in range(cnt)]
+        shape = (n,) if ne1 is None else (n, ne1)
+        tensors.append((name, shape, 0, struct.pack(f"<{cnt}f", *vals)))
+
+    nomic = a.arch == "nomic-bert"
+    mat("token_embd.weight", E, V, 0.5)
+    vec("token_types.weight", E, 0.0, 0.1, 2)
+    if not nomic:
+        vec("position_embd.weight", E, 0.0, 0.1, a.ctx)
+    vec("token_embd_norm.weight", E, 1.0, 0.1)
+    vec("token_embd_norm.bias", E, 0.0, 0.1)
+    for i in range(a.layers):
+        if nomic:
+            mat(f"blk.{i}.attn_qkv.weight", E, 3 * E, E ** -0.5)
+            mat(f"blk.{i}.attn_output.weight", E, E, E ** -0.5)
+        else:
+            for p in ("q", "k", "v", "output"):
+                mat(f"blk.{i}.attn_{p}.weight", E, E, E ** -0.5)
+                vec(f"blk.{i}.attn_{p}.bias", E, 0.0, 0.1)
+        vec(f"blk.{i}.attn_output_norm.weight", E, 1.0, 0.1)
+        vec(f"blk.{i}.attn_output_norm.bias", E, 0.0, 0.1)
+        if nomic:
+            mat(f"blk.{i}.ffn_gate.weight", E, F, E ** -0.5)
+        mat(f"blk.{i}.ffn_up.weight", E, F, E ** -0.5)
+        if not nomic:
+            vec(f"blk.{i}.ffn_up.bias", F, 0.0, 0.1)
+        mat(f"blk.{i}.ffn_down.weight", F, E, F ** -0.5)
+        if not nomic:
+            vec(f"blk.{i}.ffn_down.bias", E, 0.0, 0.1)
+        vec(f"blk.{i}.layer_output_norm.weight", E, 1.0, 0.1)
+        vec(f"blk.{i}.layer_output_norm.bias", E, 0.0, 0.1)
+
+    arch = a.arch
+    kvs = [
+        kv_str("general.architecture", arch),
+        kv_str("general.name", f"{arch}-tiny-synthetic"),
+        kv_u32("general.alignment", 32),
+        kv_u32(f"{arch}.context_length", a.ctx),
+        kv_u32(f"{arch}.embedding_length", E),
+        kv_u32(f"{arch}.feed_forward_length", F),
+        kv_u32(f"{arch}.block_count", a.layers),
+        kv_u32(f"{arch}.attention.head_count", a.heads),
+        kv_f32(f"{arch}.attention.layer_norm_epsilon", 1e-12),
+        kv_bool(f"{arch}.attention.causal", False),
+        kv_u32(f"{arch}.pooling_type", {"mean": 1, "cls": 2}[a.pooling]),
+        kv_str("tokenizer.ggml.model", "bert"),
+        kv_arr("tokenizer.ggml.tokens", 8, toks),
+        kv_arr("tokenizer.ggml.token_type", 5, [3 if t in SPECIAL else 1 for t in toks]),
+        kv_u32("tokenizer.ggml.token_type_count", 2),
+        kv_u32("tokenizer.ggml.padding_token_id", toks.index("[PAD]")),
+        kv_u32("tokenizer.ggml.unknown_token_id", toks.index("[UNK]")),
+        kv_u32("tokenizer.ggml.bos_token_id", toks.index("[CLS]")),
+        kv_u32("tokenizer.ggml.cls_token_id", toks.index("[CLS]")),
+        kv_u32("tokenizer.ggml.seperator_token_id", toks.index("[SEP]")),
+        kv_u32("tokenizer.ggml.mask_token_id", toks.index("[MASK]")),
+        kv_bool("tokenizer.ggml.normalizer.lowercase", True),
+    ]
+    if nomic:
+        kvs.append(kv_f32(f"{arch}.rope.freq_base", 1000.0))
+    align = 32
+    infos, blobs, pos = [], [], 0
+    for name, shape, typ, data in tensors:
+        pad = (pos + align - 1) // align * align - pos
+        blobs.append(b"\0" * pad)
+        pos += pad
+        infos.append(s(name) + struct.pack("<I", len(shape)) +
+                     struct.pack(f"<{len(shape)}Q", *shape) + struct.pack("<IQ", typ, pos))
+        blobs.append(data)
+        pos += len(data)
+    head = b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(kvs)) + b"".join(kvs)
+    head += b"".join(infos)
+    head += b"\0" * ((len(head) + align - 1) // align * align - len(head))
+    with open(a.out, "wb") as f:
+        f.write(head + b"".join(blobs))
+    print(f"{a.out}: {arch}, {V} tokens, n_embd {E}, {a.layers} layers, pooling {a.pooling}")
+
+
+if __name__ == "__main__":
+    main()
