@@ -4,11 +4,45 @@
 #ifndef UL_CPU_KERNELS_IMPL_H
 #define UL_CPU_KERNELS_IMPL_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "cpu/kernels.h"
 #include "uvllm/log.h"
+
+/* A float's bit pattern and back (memcpy: no aliasing trouble, one move once optimised). */
+static inline uint32_t ul_f32_bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+static inline float ul_f32_from_bits(uint32_t u) {
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* The loop of the SIMD top-k kernels (ul_topk_avx2's contract, kernels.h): k picks of argmax
+ * (the index of the first largest of p[0..n), n a multiple of 8, or -1 when none compares
+ * above -inf), each pick taken out of the row as -inf; a refused row is restored. Inlined
+ * with the caller's static argmax. */
+static inline int ul_topk_picks(float *p, int n, int k, int32_t *sel, float *val,
+                                int (*argmax)(const float *p, int n)) {
+    if (n % 8 || k > n) return -1;
+    for (int j = 0; j < k; j++) {
+        const int i = argmax(p, n);
+        if (i < 0) { /* leave p as it was */
+            while (j-- > 0) p[sel[j]] = val[j];
+            return -1;
+        }
+        sel[j] = i;
+        val[j] = p[i];
+        p[i] = -INFINITY;
+    }
+    return 0;
+}
 
 #define QK 32   /* Q8_0 / Q4_0 block */
 #define QKK 256 /* K-quant super-block */
