@@ -5,69 +5,23 @@
 #include <criterion/criterion.h>
 #include <string.h>
 
-#include "sched/driver.h"
-#include "sched/sched.h"
-#include "uvllm/err.h"
-
+#include "seqrec.h"
 #include "steps.h"
 
-typedef struct {
-    ul_seq_t seq;
-    int32_t out[256];
-    int n_out;
-    int finished;
-    ul_finish_t reason;
-    int stop_after; /* on_token returns 1 after this many tokens (0 = never) */
-} tseq_t;
-
-static int on_token(ul_seq_t *q, int32_t tok, const ul_token_lp_t *lp) {
-    tseq_t *t = (tseq_t *)q;
-    cr_assert_not_null(lp);
-    cr_assert_eq(t->finished, 0);
-    t->out[t->n_out++] = tok;
-    return t->stop_after && t->n_out >= t->stop_after;
-}
-
-static void on_finish(ul_seq_t *q, ul_finish_t reason, int status) {
-    tseq_t *t = (tseq_t *)q;
-    cr_assert_eq(t->finished, 0, "on_finish twice");
-    t->finished = 1;
-    t->reason = reason;
-    cr_assert_eq(status, 0);
-}
-
-static void tseq_init(tseq_t *t, int32_t max_tokens) {
-    memset(t, 0, sizeof *t);
-    t->seq.max_tokens = max_tokens;
-    ul_sampling_default(&t->seq.sampling);
-    t->seq.on_token = on_token;
-    t->seq.on_finish = on_finish;
-}
-
-static int add(ul_sched_t *s, tseq_t *t, int32_t n_prompt) {
-    int32_t p[512];
-    for (int32_t i = 0; i < n_prompt; i++) p[i] = 100 + i;
-    return ul_sched_add(s, &t->seq, p, n_prompt);
-}
-
-static ul_backend_t *null_backend(int32_t page_size, int32_t n_pages) {
-    ul_backend_t *b;
-    ul_null_config_t cfg = {
-        .n_vocab = 1000, .n_ctx = 256, .page_size = page_size, .n_pages = n_pages};
-    cr_assert_eq(ul_null_backend_create(&cfg, &b), 0);
-    return b;
+static int add(ul_sched_t *s, rec_seq_t *t, int32_t n_prompt) {
+    return rec_add(s, t, n_prompt, 100);
 }
 
 Test(sched, decode_first_then_prefill_chunks_under_budget) {
-    ul_backend_t *b = null_backend(4, 64);
+    ul_backend_t *b = rec_null_backend(4, 64, 0);
     ul_sched_t s;
     /* the prompts share their first tokens: without the cache, to see the chunks whole */
     cr_assert_eq(
         ul_sched_init(&s, b, &(ul_sched_config_t){.max_batch_tokens = 8, .no_prefix_cache = 1}), 0);
-    tseq_t a, bb, c;
-    tseq_init(&a, 10);
-    tseq_init(&bb, 10);
-    tseq_init(&c, 10);
+    rec_seq_t a, bb, c;
+    rec_init(&a, NULL, 10);
+    rec_init(&bb, NULL, 10);
+    rec_init(&c, NULL, 10);
     cr_assert_eq(add(&s, &a, 5), 0);
     cr_assert_eq(one_step(&s), 1); /* A's whole prompt, sampled */
     cr_assert_eq(s.step->seqs[0].n_tokens, 5);
@@ -108,12 +62,12 @@ Test(sched, decode_first_then_prefill_chunks_under_budget) {
 }
 
 Test(sched, decoders_beyond_budget_take_turns) {
-    ul_backend_t *b = null_backend(4, 256);
+    ul_backend_t *b = rec_null_backend(4, 256, 0);
     ul_sched_t s;
     cr_assert_eq(ul_sched_init(&s, b, &(ul_sched_config_t){.max_batch_tokens = 4}), 0);
-    tseq_t t[6];
+    rec_seq_t t[6];
     for (int i = 0; i < 6; i++) {
-        tseq_init(&t[i], 5);
+        rec_init(&t[i], NULL, 5);
         cr_assert_eq(add(&s, &t[i], 1), 0);
     }
     run_all(&s);
@@ -130,12 +84,12 @@ Test(sched, decoders_beyond_budget_take_turns) {
 Test(sched, preemption_under_page_pressure_keeps_output) {
     int32_t ref[3][256];
     for (int pass = 0; pass < 2; pass++) {
-        ul_backend_t *b = null_backend(4, pass == 0 ? 256 : 6);
+        ul_backend_t *b = rec_null_backend(4, pass == 0 ? 256 : 6, 0);
         ul_sched_t s;
         cr_assert_eq(ul_sched_init(&s, b, &(ul_sched_config_t){.max_batch_tokens = 16}), 0);
-        tseq_t t[3];
+        rec_seq_t t[3];
         for (int i = 0; i < 3; i++) {
-            tseq_init(&t[i], 12);
+            rec_init(&t[i], NULL, 12);
             cr_assert_eq(add(&s, &t[i], 6), 0);
         }
         run_all(&s);
@@ -160,12 +114,12 @@ Test(sched, preemption_under_page_pressure_keeps_output) {
 
 Test(sched, preempts_the_newest) {
     /* Two prompts of 8 tokens fill 4 pages of 4; the older one's decode needs a 3rd page. */
-    ul_backend_t *b = null_backend(4, 4);
+    ul_backend_t *b = rec_null_backend(4, 4, 0);
     ul_sched_t s;
     cr_assert_eq(ul_sched_init(&s, b, NULL), 0);
-    tseq_t a, c;
-    tseq_init(&a, 4);
-    tseq_init(&c, 4);
+    rec_seq_t a, c;
+    rec_init(&a, NULL, 4);
+    rec_init(&c, NULL, 4);
     cr_assert_eq(add(&s, &a, 8), 0);
     cr_assert_eq(add(&s, &c, 8), 0);
     cr_assert_eq(one_step(&s), 2); /* both prefills: 8 tokens in 2 pages each, 9th sampled */
@@ -187,12 +141,12 @@ Test(sched, preempts_the_newest) {
 }
 
 Test(sched, admission_waits_for_pages) {
-    ul_backend_t *b = null_backend(4, 4);
+    ul_backend_t *b = rec_null_backend(4, 4, 0);
     ul_sched_t s;
     cr_assert_eq(ul_sched_init(&s, b, NULL), 0);
-    tseq_t a, c;
-    tseq_init(&a, 1);
-    tseq_init(&c, 1);
+    rec_seq_t a, c;
+    rec_init(&a, NULL, 1);
+    rec_init(&c, NULL, 1);
     cr_assert_eq(add(&s, &a, 16), 0); /* the whole pool */
     cr_assert_eq(add(&s, &c, 4), 0);
     cr_assert_eq(ul_sched_step_build(&s), 1, "no page left for the second prompt");
@@ -208,12 +162,12 @@ Test(sched, admission_waits_for_pages) {
 }
 
 Test(sched, cancellation_frees_pages_before_the_next_step) {
-    ul_backend_t *b = null_backend(4, 32);
+    ul_backend_t *b = rec_null_backend(4, 32, 0);
     ul_sched_t s;
     cr_assert_eq(ul_sched_init(&s, b, NULL), 0);
-    tseq_t a, c;
-    tseq_init(&a, 100);
-    tseq_init(&c, 100);
+    rec_seq_t a, c;
+    rec_init(&a, NULL, 100);
+    rec_init(&c, NULL, 100);
     cr_assert_eq(add(&s, &a, 10), 0);
     cr_assert_eq(add(&s, &c, 10), 0);
     cr_assert_eq(one_step(&s), 2);
@@ -240,12 +194,12 @@ Test(sched, cancellation_frees_pages_before_the_next_step) {
 }
 
 Test(sched, paused_sequences_are_skipped) {
-    ul_backend_t *b = null_backend(4, 32);
+    ul_backend_t *b = rec_null_backend(4, 32, 0);
     ul_sched_t s;
     cr_assert_eq(ul_sched_init(&s, b, NULL), 0);
-    tseq_t a, c;
-    tseq_init(&a, 5);
-    tseq_init(&c, 5);
+    rec_seq_t a, c;
+    rec_init(&a, NULL, 5);
+    rec_init(&c, NULL, 5);
     cr_assert_eq(add(&s, &a, 2), 0);
     cr_assert_eq(add(&s, &c, 2), 0);
     cr_assert_eq(one_step(&s), 2);
@@ -271,10 +225,10 @@ Test(sched, stop_conditions) {
     cr_assert_eq(ul_null_backend_create(&cfg, &b), 0);
     ul_sched_t s;
     cr_assert_eq(ul_sched_init(&s, b, NULL), 0);
-    tseq_t eos, ctx, cb;
-    tseq_init(&eos, 100);
-    tseq_init(&ctx, 100);
-    tseq_init(&cb, 100);
+    rec_seq_t eos, ctx, cb;
+    rec_init(&eos, NULL, 100);
+    rec_init(&ctx, NULL, 100);
+    rec_init(&cb, NULL, 100);
     cb.stop_after = 2;
     cr_assert_eq(add(&s, &eos, 2), 0);  /* positions 2..6 sampled, eos at position 7 */
     cr_assert_eq(add(&s, &ctx, 17), 0); /* positions 17..19, then the context is full */
@@ -299,9 +253,9 @@ Test(sched, ignore_eos_continues_past_eos) {
     cr_assert_eq(ul_null_backend_create(&cfg, &b), 0);
     ul_sched_t s;
     cr_assert_eq(ul_sched_init(&s, b, NULL), 0);
-    tseq_t keep, stop;
-    tseq_init(&keep, 12);
-    tseq_init(&stop, 12);
+    rec_seq_t keep, stop;
+    rec_init(&keep, NULL, 12);
+    rec_init(&stop, NULL, 12);
     keep.seq.ignore_eos = 1;
     cr_assert_eq(add(&s, &keep, 2), 0); /* samples positions 2..13: eos at 7 and 15 */
     cr_assert_eq(add(&s, &stop, 2), 0);
@@ -319,11 +273,11 @@ Test(sched, ignore_eos_continues_past_eos) {
 }
 
 Test(sched, add_validates) {
-    ul_backend_t *b = null_backend(4, 4);
+    ul_backend_t *b = rec_null_backend(4, 4, 0);
     ul_sched_t s;
     cr_assert_eq(ul_sched_init(&s, b, &(ul_sched_config_t){.max_seqs = 1}), 0);
-    tseq_t a, c;
-    tseq_init(&a, 5);
+    rec_seq_t a, c;
+    rec_init(&a, NULL, 5);
     cr_assert_eq(add(&s, &a, 0), UL_EINVAL);
     cr_assert_eq(add(&s, &a, 256), UL_E2BIG, "longer than the context");
     cr_assert_eq(add(&s, &a, 17), UL_E2BIG, "larger than the KV pool");
@@ -331,7 +285,7 @@ Test(sched, add_validates) {
     cr_assert_eq(add(&s, &a, 3), UL_EINVAL);
     a.seq.max_tokens = 5;
     cr_assert_eq(add(&s, &a, 3), 0);
-    tseq_init(&c, 5);
+    rec_init(&c, NULL, 5);
     cr_assert_eq(add(&s, &c, 3), UL_EFULL);
     run_all(&s);
     ul_sched_free(&s);
@@ -339,44 +293,23 @@ Test(sched, add_validates) {
 }
 
 /* The driver on a real loop with the asynchronous backend. */
-static int g_finished;
-static void count_finish(ul_seq_t *q, ul_finish_t reason, int status) {
-    on_finish(q, reason, status);
-    g_finished++;
-}
-static void on_closed(ul_driver_t *d) { *(int *)d->data = 1; }
-
 Test(sched, loop_driver_runs_to_completion_and_closes) {
-    uv_loop_t loop;
-    cr_assert_eq(uv_loop_init(&loop), 0);
-    ul_backend_t *b;
-    ul_null_config_t cfg = {.delay_us = 1000, .n_vocab = 1000, .page_size = 4, .n_pages = 64};
-    cr_assert_eq(ul_null_backend_create(&cfg, &b), 0);
-    ul_sched_t s;
-    cr_assert_eq(ul_sched_init(&s, b, NULL), 0);
-    ul_driver_t d;
-    cr_assert_eq(ul_driver_init(&loop, &d, &s), 0);
-    static tseq_t t[20];
-    g_finished = 0;
+    rec_loop_t f;
+    rec_loop_init(
+        &f, (ul_null_config_t){.delay_us = 1000, .n_vocab = 1000, .page_size = 4, .n_pages = 64},
+        NULL);
+    static rec_seq_t t[20];
     for (int i = 0; i < 20; i++) {
-        tseq_init(&t[i], 8);
-        t[i].seq.on_finish = count_finish;
-        cr_assert_eq(add(&s, &t[i], 3), 0);
+        rec_init(&t[i], NULL, 8);
+        cr_assert_eq(add(&f.s, &t[i], 3), 0);
     }
-    while (g_finished < 20) uv_run(&loop, UV_RUN_ONCE);
+    rec_loop_run(&f, 20);
     for (int i = 0; i < 20; i++) cr_assert_eq(t[i].n_out, 8);
     /* Closing with a sequence still running cancels it. */
-    tseq_t late;
-    tseq_init(&late, 1000);
-    cr_assert_eq(add(&s, &late, 3), 0);
-    int closed = 0;
-    d.data = &closed;
-    ul_driver_close(&d, on_closed);
-    uv_run(&loop, UV_RUN_DEFAULT);
-    cr_assert(closed);
+    rec_seq_t late;
+    rec_init(&late, NULL, 1000);
+    cr_assert_eq(add(&f.s, &late, 3), 0);
+    rec_loop_close(&f);
     cr_assert(late.finished);
     cr_assert_eq(late.reason, UL_FINISH_CANCELLED);
-    ul_sched_free(&s);
-    ul_backend_destroy(b);
-    cr_assert_eq(uv_loop_close(&loop), 0);
 }
