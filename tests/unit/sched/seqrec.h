@@ -93,6 +93,18 @@ static inline ul_backend_t *rec_null_backend(int32_t page_size, int32_t n_pages,
     return b;
 }
 
+/* The scheduler on backend b with cfg (NULL: defaults), stepped by hand; returns b. */
+static inline ul_backend_t *rec_sched_open(ul_sched_t *s, ul_backend_t *b,
+                                           const ul_sched_config_t *cfg) {
+    cr_assert_eq(ul_sched_init(s, b, cfg), 0);
+    return b;
+}
+
+static inline void rec_sched_close(ul_sched_t *s, ul_backend_t *b) {
+    ul_sched_free(s);
+    ul_backend_destroy(b);
+}
+
 /* ---- the loop driver on a real loop -------------------------------------------------- */
 
 typedef struct {

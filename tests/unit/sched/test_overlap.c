@@ -56,9 +56,9 @@ Test(overlap, same_output_as_one_step_at_a_time) {
     for (int pool = 0; pool < 2; pool++) {
         rec_seq_t ref[4], t[4];
         for (int mode = 0; mode < 2; mode++) {
-            ul_backend_t *b = rec_null_backend(4, pool ? 7 : 256, 11);
             ul_sched_t s;
-            cr_assert_eq(ul_sched_init(&s, b, &(ul_sched_config_t){.max_batch_tokens = 16}), 0);
+            ul_backend_t *b = rec_sched_open(&s, rec_null_backend(4, pool ? 7 : 256, 11),
+                                             &(ul_sched_config_t){.max_batch_tokens = 16});
             rec_seq_t *v = mode ? t : ref;
             for (int i = 0; i < 4; i++) {
                 rec_init(&v[i], &s, i == 3 ? 3 : 14);
@@ -72,8 +72,7 @@ Test(overlap, same_output_as_one_step_at_a_time) {
             if (pool) cr_assert_gt(s.stats.preemptions, 0, "a 28-token pool must preempt");
             cr_assert_eq(s.pool.n_free, s.pool.n_pages, "every page back in the pool");
             cr_assert_eq(ul_sched_n_active(&s), 0);
-            ul_sched_free(&s);
-            ul_backend_destroy(b);
+            rec_sched_close(&s, b);
         }
         for (int i = 0; i < 4; i++) {
             cr_assert_eq(t[i].n_out, ref[i].n_out, "seq %d: %d vs %d tokens", i, t[i].n_out,
@@ -93,9 +92,9 @@ Test(overlap, same_output_as_one_step_at_a_time) {
  * heads its top list with the sampled token at logprob 0, the next ids at -10 per rank.
  * Sequences that asked for no candidates get none. */
 Test(overlap, logprobs_belong_to_the_token_delivered) {
-    ul_backend_t *b = rec_null_backend(4, 256, 0);
     ul_sched_t s;
-    cr_assert_eq(ul_sched_init(&s, b, &(ul_sched_config_t){.max_batch_tokens = 16}), 0);
+    ul_backend_t *b = rec_sched_open(&s, rec_null_backend(4, 256, 0),
+                                     &(ul_sched_config_t){.max_batch_tokens = 16});
     rec_seq_t t[3];
     for (int i = 0; i < 3; i++) {
         rec_init(&t[i], &s, 12);
@@ -116,14 +115,12 @@ Test(overlap, logprobs_belong_to_the_token_delivered) {
             }
         }
     }
-    ul_sched_free(&s);
-    ul_backend_destroy(b);
+    rec_sched_close(&s, b);
 }
 
 Test(overlap, stop_while_the_next_step_is_in_flight_drops_its_token) {
-    ul_backend_t *b = rec_null_backend(4, 64, 0);
     ul_sched_t s;
-    cr_assert_eq(ul_sched_init(&s, b, NULL), 0);
+    ul_backend_t *b = rec_sched_open(&s, rec_null_backend(4, 64, 0), NULL);
     rec_seq_t a, other;
     rec_init(&a, &s, 50);
     rec_init(&other, &s, 6);
@@ -139,14 +136,12 @@ Test(overlap, stop_while_the_next_step_is_in_flight_drops_its_token) {
     cr_assert_eq(s.stats.tokens_generated, 3 + 6, "the dropped token is not counted");
     cr_assert_eq(s.pool.n_free, 64);
     cr_assert_eq(ul_sched_n_active(&s), 0);
-    ul_sched_free(&s);
-    ul_backend_destroy(b);
+    rec_sched_close(&s, b);
 }
 
 Test(overlap, cancel_from_a_callback_while_in_flight) {
-    ul_backend_t *b = rec_null_backend(4, 64, 0);
     ul_sched_t s;
-    cr_assert_eq(ul_sched_init(&s, b, NULL), 0);
+    ul_backend_t *b = rec_sched_open(&s, rec_null_backend(4, 64, 0), NULL);
     rec_seq_t a, other;
     rec_init(&a, &s, 50);
     rec_init(&other, &s, 8);
@@ -160,16 +155,14 @@ Test(overlap, cancel_from_a_callback_while_in_flight) {
     cr_assert_eq(other.n_out, 8);
     cr_assert_eq(s.pool.n_free, 64);
     cr_assert_eq(ul_sched_n_active(&s), 0);
-    ul_sched_free(&s);
-    ul_backend_destroy(b);
+    rec_sched_close(&s, b);
 }
 
 /* max_tokens needs no callback: the step built right after absorbing the last token does
  * not contain the sequence, and its pages are free for that step already. */
 Test(overlap, length_is_decided_before_the_next_step) {
-    ul_backend_t *b = rec_null_backend(4, 64, 0);
     ul_sched_t s;
-    cr_assert_eq(ul_sched_init(&s, b, NULL), 0);
+    ul_backend_t *b = rec_sched_open(&s, rec_null_backend(4, 64, 0), NULL);
     rec_seq_t a, c;
     rec_init(&a, &s, 2);
     rec_init(&c, &s, 10);
@@ -197,16 +190,14 @@ Test(overlap, length_is_decided_before_the_next_step) {
     ul_sched_step_complete(&s);
     run_overlapped(&s);
     cr_assert_eq(c.n_out, 10);
-    ul_sched_free(&s);
-    ul_backend_destroy(b);
+    rec_sched_close(&s, b);
 }
 
 /* Backpressure: pausing from on_token lets the step in flight finish (one more token),
  * then the sequence gets no step until it is resumed. */
 Test(overlap, pause_from_a_callback_takes_effect_after_the_step_in_flight) {
-    ul_backend_t *b = rec_null_backend(4, 64, 0);
     ul_sched_t s;
-    cr_assert_eq(ul_sched_init(&s, b, NULL), 0);
+    ul_backend_t *b = rec_sched_open(&s, rec_null_backend(4, 64, 0), NULL);
     rec_seq_t a, other;
     rec_init(&a, &s, 12);
     rec_init(&other, &s, 8);
@@ -222,8 +213,7 @@ Test(overlap, pause_from_a_callback_takes_effect_after_the_step_in_flight) {
     cr_assert(a.finished);
     cr_assert_eq(a.n_out, 12);
     cr_assert_eq(s.pool.n_free, 64);
-    ul_sched_free(&s);
-    ul_backend_destroy(b);
+    rec_sched_close(&s, b);
 }
 
 /* ---- the loop driver ------------------------------------------------------------------ */

@@ -13,11 +13,11 @@ static int add(ul_sched_t *s, rec_seq_t *t, int32_t n_prompt) {
 }
 
 Test(sched, decode_first_then_prefill_chunks_under_budget) {
-    ul_backend_t *b = rec_null_backend(4, 64, 0);
     ul_sched_t s;
     /* the prompts share their first tokens: without the cache, to see the chunks whole */
-    cr_assert_eq(
-        ul_sched_init(&s, b, &(ul_sched_config_t){.max_batch_tokens = 8, .no_prefix_cache = 1}), 0);
+    ul_backend_t *b =
+        rec_sched_open(&s, rec_null_backend(4, 64, 0),
+                       &(ul_sched_config_t){.max_batch_tokens = 8, .no_prefix_cache = 1});
     rec_seq_t a, bb, c;
     rec_init(&a, NULL, 10);
     rec_init(&bb, NULL, 10);
@@ -57,14 +57,13 @@ Test(sched, decode_first_then_prefill_chunks_under_budget) {
     cr_assert_eq(a.reason, UL_FINISH_LENGTH);
     cr_assert_eq(a.n_out, 10);
     cr_assert_eq(s.pool.n_free, 64, "all pages back in the pool");
-    ul_sched_free(&s);
-    ul_backend_destroy(b);
+    rec_sched_close(&s, b);
 }
 
 Test(sched, decoders_beyond_budget_take_turns) {
-    ul_backend_t *b = rec_null_backend(4, 256, 0);
     ul_sched_t s;
-    cr_assert_eq(ul_sched_init(&s, b, &(ul_sched_config_t){.max_batch_tokens = 4}), 0);
+    ul_backend_t *b = rec_sched_open(&s, rec_null_backend(4, 256, 0),
+                                     &(ul_sched_config_t){.max_batch_tokens = 4});
     rec_seq_t t[6];
     for (int i = 0; i < 6; i++) {
         rec_init(&t[i], NULL, 5);
@@ -75,8 +74,7 @@ Test(sched, decoders_beyond_budget_take_turns) {
         cr_assert(t[i].finished);
         cr_assert_eq(t[i].n_out, 5);
     }
-    ul_sched_free(&s);
-    ul_backend_destroy(b);
+    rec_sched_close(&s, b);
 }
 
 /* Generates with a roomy pool and with a tiny one that forces preemption: the output must
@@ -84,9 +82,9 @@ Test(sched, decoders_beyond_budget_take_turns) {
 Test(sched, preemption_under_page_pressure_keeps_output) {
     int32_t ref[3][256];
     for (int pass = 0; pass < 2; pass++) {
-        ul_backend_t *b = rec_null_backend(4, pass == 0 ? 256 : 6, 0);
         ul_sched_t s;
-        cr_assert_eq(ul_sched_init(&s, b, &(ul_sched_config_t){.max_batch_tokens = 16}), 0);
+        ul_backend_t *b = rec_sched_open(&s, rec_null_backend(4, pass == 0 ? 256 : 6, 0),
+                                         &(ul_sched_config_t){.max_batch_tokens = 16});
         rec_seq_t t[3];
         for (int i = 0; i < 3; i++) {
             rec_init(&t[i], NULL, 12);
@@ -107,16 +105,14 @@ Test(sched, preemption_under_page_pressure_keeps_output) {
         else
             cr_assert_gt(s.stats.preemptions, 0, "a 24-token pool must preempt");
         cr_assert_eq(s.pool.n_free, s.pool.n_pages);
-        ul_sched_free(&s);
-        ul_backend_destroy(b);
+        rec_sched_close(&s, b);
     }
 }
 
 Test(sched, preempts_the_newest) {
     /* Two prompts of 8 tokens fill 4 pages of 4; the older one's decode needs a 3rd page. */
-    ul_backend_t *b = rec_null_backend(4, 4, 0);
     ul_sched_t s;
-    cr_assert_eq(ul_sched_init(&s, b, NULL), 0);
+    ul_backend_t *b = rec_sched_open(&s, rec_null_backend(4, 4, 0), NULL);
     rec_seq_t a, c;
     rec_init(&a, NULL, 4);
     rec_init(&c, NULL, 4);
@@ -136,14 +132,12 @@ Test(sched, preempts_the_newest) {
     run_all(&s);
     cr_assert(a.finished && c.finished);
     cr_assert_eq(c.n_out, 4);
-    ul_sched_free(&s);
-    ul_backend_destroy(b);
+    rec_sched_close(&s, b);
 }
 
 Test(sched, admission_waits_for_pages) {
-    ul_backend_t *b = rec_null_backend(4, 4, 0);
     ul_sched_t s;
-    cr_assert_eq(ul_sched_init(&s, b, NULL), 0);
+    ul_backend_t *b = rec_sched_open(&s, rec_null_backend(4, 4, 0), NULL);
     rec_seq_t a, c;
     rec_init(&a, NULL, 1);
     rec_init(&c, NULL, 1);
@@ -157,14 +151,12 @@ Test(sched, admission_waits_for_pages) {
     cr_assert(a.finished, "max_tokens 1 finishes after the prefill");
     cr_assert_eq(one_step(&s), 1);
     cr_assert(c.finished);
-    ul_sched_free(&s);
-    ul_backend_destroy(b);
+    rec_sched_close(&s, b);
 }
 
 Test(sched, cancellation_frees_pages_before_the_next_step) {
-    ul_backend_t *b = rec_null_backend(4, 32, 0);
     ul_sched_t s;
-    cr_assert_eq(ul_sched_init(&s, b, NULL), 0);
+    ul_backend_t *b = rec_sched_open(&s, rec_null_backend(4, 32, 0), NULL);
     rec_seq_t a, c;
     rec_init(&a, NULL, 100);
     rec_init(&c, NULL, 100);
@@ -189,14 +181,12 @@ Test(sched, cancellation_frees_pages_before_the_next_step) {
     cr_assert(c.finished);
     cr_assert_eq(s.pool.n_free, 32);
     cr_assert_eq(ul_sched_n_active(&s), 0);
-    ul_sched_free(&s);
-    ul_backend_destroy(b);
+    rec_sched_close(&s, b);
 }
 
 Test(sched, paused_sequences_are_skipped) {
-    ul_backend_t *b = rec_null_backend(4, 32, 0);
     ul_sched_t s;
-    cr_assert_eq(ul_sched_init(&s, b, NULL), 0);
+    ul_backend_t *b = rec_sched_open(&s, rec_null_backend(4, 32, 0), NULL);
     rec_seq_t a, c;
     rec_init(&a, NULL, 5);
     rec_init(&c, NULL, 5);
@@ -214,8 +204,7 @@ Test(sched, paused_sequences_are_skipped) {
     run_all(&s);
     cr_assert(a.finished);
     cr_assert_eq(a.n_out, 5);
-    ul_sched_free(&s);
-    ul_backend_destroy(b);
+    rec_sched_close(&s, b);
 }
 
 Test(sched, stop_conditions) {
@@ -224,7 +213,7 @@ Test(sched, stop_conditions) {
         .n_vocab = 1000, .n_ctx = 20, .page_size = 4, .n_pages = 64, .eos_every = 8};
     cr_assert_eq(ul_null_backend_create(&cfg, &b), 0);
     ul_sched_t s;
-    cr_assert_eq(ul_sched_init(&s, b, NULL), 0);
+    rec_sched_open(&s, b, NULL);
     rec_seq_t eos, ctx, cb;
     rec_init(&eos, NULL, 100);
     rec_init(&ctx, NULL, 100);
@@ -240,8 +229,7 @@ Test(sched, stop_conditions) {
     cr_assert_eq(ctx.n_out, 3, "generation stops at the context length");
     cr_assert_eq(cb.reason, UL_FINISH_STOP);
     cr_assert_eq(cb.n_out, 2);
-    ul_sched_free(&s);
-    ul_backend_destroy(b);
+    rec_sched_close(&s, b);
 }
 
 /* ignore_eos: the end-of-generation token does not end the sequence; it is delivered like
@@ -252,7 +240,7 @@ Test(sched, ignore_eos_continues_past_eos) {
         .n_vocab = 1000, .n_ctx = 64, .page_size = 4, .n_pages = 64, .eos_every = 8};
     cr_assert_eq(ul_null_backend_create(&cfg, &b), 0);
     ul_sched_t s;
-    cr_assert_eq(ul_sched_init(&s, b, NULL), 0);
+    rec_sched_open(&s, b, NULL);
     rec_seq_t keep, stop;
     rec_init(&keep, NULL, 12);
     rec_init(&stop, NULL, 12);
@@ -268,14 +256,13 @@ Test(sched, ignore_eos_continues_past_eos) {
     for (int i = 0; i < 12; i++)
         if (i != 5) cr_assert_neq(keep.out[i], b->eos_id);
     cr_assert_eq(s.pool.n_free, 64);
-    ul_sched_free(&s);
-    ul_backend_destroy(b);
+    rec_sched_close(&s, b);
 }
 
 Test(sched, add_validates) {
-    ul_backend_t *b = rec_null_backend(4, 4, 0);
     ul_sched_t s;
-    cr_assert_eq(ul_sched_init(&s, b, &(ul_sched_config_t){.max_seqs = 1}), 0);
+    ul_backend_t *b =
+        rec_sched_open(&s, rec_null_backend(4, 4, 0), &(ul_sched_config_t){.max_seqs = 1});
     rec_seq_t a, c;
     rec_init(&a, NULL, 5);
     cr_assert_eq(add(&s, &a, 0), UL_EINVAL);
@@ -288,8 +275,7 @@ Test(sched, add_validates) {
     rec_init(&c, NULL, 5);
     cr_assert_eq(add(&s, &c, 3), UL_EFULL);
     run_all(&s);
-    ul_sched_free(&s);
-    ul_backend_destroy(b);
+    rec_sched_close(&s, b);
 }
 
 /* The driver on a real loop with the asynchronous backend. */
