@@ -560,18 +560,8 @@ static void xq_q8k(const float *x, void *dst, int64_t n) {
         __m512 m = _mm512_setzero_ps();
         for (int j = 0; j < QKK; j += 16)
             m = _mm512_max_ps(m, _mm512_andnot_ps(sign, _mm512_loadu_ps(x + j)));
-        float amax = _mm512_reduce_max_ps(m), max = 0;
-        if (amax == 0) {
-            memset(&y[i], 0, sizeof(y[i]));
-            continue;
-        }
-        for (int j = 0; j < QKK; j++) /* the first element of largest magnitude, as scalar */
-            if (x[j] == amax || x[j] == -amax) {
-                max = x[j];
-                break;
-            }
-        const float iscale = -127.f / max;
-        if (isinf(iscale)) {
+        float iscale;
+        if (!ul_q8k_iscale(x, _mm512_reduce_max_ps(m), &iscale)) {
             memset(&y[i], 0, sizeof(y[i]));
             continue;
         }

@@ -225,6 +225,22 @@ static inline uint32_t ul_q5_qh(const uint8_t qh[4]) {
 }
 
 /* Q4_K 6-bit scales/mins of sub-block j (ggml get_scale_min_k4). */
+/* The Q8K scale of a super-block x[0..QKK) whose largest magnitude amax the caller's SIMD max
+ * found: *iscale = -127 / the first element of that magnitude (the one quant.c's scalar loop
+ * keeps). 0 when the block quantises to all zeros (amax 0, or a denormal max whose iscale
+ * overflows), else 1. */
+static inline int ul_q8k_iscale(const float *x, float amax, float *iscale) {
+    if (amax == 0) return 0;
+    float max = 0;
+    for (int j = 0; j < QKK; j++)
+        if (x[j] == amax || x[j] == -amax) {
+            max = x[j];
+            break;
+        }
+    *iscale = -127.f / max;
+    return !isinf(*iscale);
+}
+
 static inline void ul_q4k_scale_min(int j, const uint8_t *q, uint8_t *d, uint8_t *m) {
     if (j < 4) {
         *d = q[j] & 63;
