@@ -53,6 +53,30 @@ typedef struct {
     const ul_pack_kern_t ul_pack_q4_0_##isa = {gb_q4_0, pack_q4_0, mm_q4_0};                       \
     const ul_pack_kern_t ul_pack_q8_0_##isa = {gb_q8_0, pack_q8_0, mm_q8_0}
 
+/* One token over n_groups packed 16-row groups of gs elements each (the F16 packed layouts):
+ * DEC(NG, n_cols, group, gs, x, y) with a compile-time NG, four groups at a time, then the
+ * three, two or one left; group g's 16 outputs at y + 16 g. */
+#define UL_PACK_DEC_GROUPS4(DEC, n_cols, w, gs, n_groups, x, y)                                    \
+    do {                                                                                           \
+        int gi_ = 0;                                                                               \
+        for (; gi_ + 4 <= (n_groups); gi_ += 4)                                                    \
+            DEC(4, n_cols, (w) + (size_t)gi_ * (gs), gs, x, (y) + 16 * gi_);                       \
+        const uint16_t *g_ = (w) + (size_t)gi_ * (gs);                                             \
+        switch ((n_groups)-gi_) {                                                                  \
+        case 3:                                                                                    \
+            DEC(3, n_cols, g_, gs, x, (y) + 16 * gi_);                                             \
+            break;                                                                                 \
+        case 2:                                                                                    \
+            DEC(2, n_cols, g_, gs, x, (y) + 16 * gi_);                                             \
+            break;                                                                                 \
+        case 1:                                                                                    \
+            DEC(1, n_cols, g_, gs, x, (y) + 16 * gi_);                                             \
+            break;                                                                                 \
+        default:                                                                                   \
+            break;                                                                                 \
+        }                                                                                          \
+    } while (0)
+
 /* The packed kernels of (type, isa), or NULL when that pair keeps the row layout. */
 const ul_pack_kern_t *ul_cpu_pack_kern(int type, ul_isa_t isa);
 
