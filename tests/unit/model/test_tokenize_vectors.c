@@ -35,18 +35,10 @@ static int each_set(void (*fn)(const char *dir, const char *name)) {
     return n;
 }
 
-/* dir's ggml-vocab-NAME.gguf and its test strings */
-static void load_set(const char *dir, const char *name, tv_vocab_t *t, tv_set_t *s) {
-    char path[1400];
-    snprintf(path, sizeof path, "%s/ggml-vocab-%s.gguf", dir, name);
-    tv_load(t, path);
-    tv_set_read(s, dir, name);
-}
-
 static void check_ids(const char *dir, const char *name) {
     tv_vocab_t t;
     tv_set_t s;
-    load_set(dir, name, &t, &s);
+    tv_open_set(dir, name, &t, &s);
     cr_assert(s.n > 0, "%s: no test strings", name);
     for (size_t i = 0; i < s.n; i++) {
         int n;
@@ -71,7 +63,7 @@ Test(tokenize_vectors, ids_match_llama_cpp) {
 static void check_roundtrip(const char *dir, const char *name) {
     tv_vocab_t t;
     tv_set_t s;
-    load_set(dir, name, &t, &s);
+    tv_open_set(dir, name, &t, &s);
     int32_t unk = ul_vocab_find(t.v, "<unk>", 5);
     for (size_t i = 0; i < s.n; i++) {
         int n;

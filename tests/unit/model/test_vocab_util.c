@@ -124,3 +124,10 @@ int tv_utf8_ok(const char *s, size_t n) {
     }
     return 1;
 }
+
+void tv_open_set(const char *dir, const char *name, tv_vocab_t *t, tv_set_t *s) {
+    char path[1400];
+    snprintf(path, sizeof path, "%s/ggml-vocab-%s.gguf", dir, name);
+    tv_load(t, path);
+    tv_set_read(s, dir, name);
+}
