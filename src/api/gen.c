@@ -123,6 +123,26 @@ int ul_gen_send_event(ul_gen_t *g, ul_choice_t *ch, const char *event) {
     return rc;
 }
 
+ul_buf_t *ul_gen_event_head(ul_gen_t *g, const char *type) {
+    ul_buf_t *f = &g->frame;
+    f->len = 0;
+    ul_gen_printf(f, "{\"type\":\"%s\"", type);
+    return f;
+}
+
+int ul_gen_event_send(ul_gen_t *g, ul_choice_t *ch, const char *type) {
+    ul_gen_add(&g->frame, "}", 1);
+    return ul_gen_send_event(g, ch, type);
+}
+
+void ul_gen_answer_object(ul_gen_t *g, void (*build)(ul_buf_t *b, ul_gen_t *g, int final)) {
+    ul_buf_t b = {0};
+    build(&b, g, 1);
+    ul_api_timing_answer(g);
+    ul_http_respond(g->req, 200, NULL, b.p, b.len);
+    ul_buf_free(&b);
+}
+
 /* Text the client may see now. */
 static void deliver(ul_choice_t *ch, const char *text, size_t len) {
     if (!len || !ch->g->req) return;

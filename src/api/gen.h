@@ -204,6 +204,14 @@ void ul_gen_discard(ul_gen_t *g);
 int ul_gen_send(ul_gen_t *g, ul_choice_t *ch);
 /* The same as a named SSE event ("event: NAME"); ch NULL: never held. */
 int ul_gen_send_event(ul_gen_t *g, ul_choice_t *ch, const char *event);
+/* The typed events of the Messages and Responses streams: ul_gen_event_head starts g->frame
+ * as {"type":"TYPE" for the endpoint's fields; ul_gen_event_send closes the object and sends
+ * it as the SSE event TYPE (ul_gen_send_event). */
+ul_buf_t *ul_gen_event_head(ul_gen_t *g, const char *type);
+int ul_gen_event_send(ul_gen_t *g, ul_choice_t *ch, const char *type);
+/* Not streaming, for endpoints whose answer is one object (Messages, Responses): answers 200
+ * with what build(b, g, 1) writes, after the timing fields (ul_api_timing_answer). */
+void ul_gen_answer_object(ul_gen_t *g, void (*build)(ul_buf_t *b, ul_gen_t *g, int final));
 /* Appends the common head {"id":..,"object":OBJ,"created":..,"model":..,"choices":[ to b. */
 void ul_gen_json_head(ul_gen_t *g, ul_buf_t *b, const char *object);
 /* Not streaming: closes the choices array of b (begun with ul_gen_json_head), adds usage,

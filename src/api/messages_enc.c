@@ -104,43 +104,24 @@ static void message(ul_buf_t *b, ul_gen_t *g, int final) {
     put(b, "}");
 }
 
-static void answer(ul_gen_t *g) {
-    ul_buf_t b = {0};
-    message(&b, g, 1);
-    ul_api_timing_answer(g);
-    ul_http_respond(g->req, 200, NULL, b.p, b.len);
-    ul_buf_free(&b);
-}
+static void answer_message(ul_gen_t *g) { ul_gen_answer_object(g, message); }
 
 /* ---- events ------------------------------------------------------------------------- */
 
-/* Starts an event in g->frame: {"type":TYPE */
-static ul_buf_t *ev_head(ul_gen_t *g, const char *type) {
-    ul_buf_t *f = &g->frame;
-    f->len = 0;
-    ul_gen_printf(f, "{\"type\":\"%s\"", type);
-    return f;
-}
-
-static void ev_send(ul_gen_t *g, ul_choice_t *ch, const char *type) {
-    put(&g->frame, "}");
-    ul_gen_send_event(g, ch, type);
-}
-
 static void start(ul_gen_t *g) {
-    ul_buf_t *f = ev_head(g, "message_start");
+    ul_buf_t *f = ul_gen_event_head(g, "message_start");
     put(f, ",\"message\":");
     message(f, g, 0);
-    ev_send(g, NULL, "message_start");
-    ev_head(g, "ping");
-    ev_send(g, NULL, "ping");
+    ul_gen_event_send(g, NULL, "message_start");
+    ul_gen_event_head(g, "ping");
+    ul_gen_event_send(g, NULL, "ping");
 }
 
 static void blk_open(ul_choice_t *ch, const ul_cblk_t *k) {
-    ul_buf_t *f = ev_head(ch->g, "content_block_start");
+    ul_buf_t *f = ul_gen_event_head(ch->g, "content_block_start");
     ul_gen_printf(f, ",\"index\":%d,\"content_block\":", k->index);
     block(f, k, 0);
-    ev_send(ch->g, ch, "content_block_start");
+    ul_gen_event_send(ch->g, ch, "content_block_start");
 }
 
 static void blk_delta(ul_choice_t *ch, const ul_cblk_t *k, const char *s, size_t n) {
@@ -149,42 +130,42 @@ static void blk_delta(ul_choice_t *ch, const ul_cblk_t *k, const char *s, size_t
         [UL_CBLK_REASONING] = {"thinking_delta", "thinking"},
         [UL_CBLK_TOOL] = {"input_json_delta", "partial_json"},
     };
-    ul_buf_t *f = ev_head(ch->g, "content_block_delta");
+    ul_buf_t *f = ul_gen_event_head(ch->g, "content_block_delta");
     ul_gen_printf(f, ",\"index\":%d,\"delta\":{\"type\":\"%s\",\"%s\":", k->index,
                   kinds[k->kind][0], kinds[k->kind][1]);
     ul_gen_json_str(f, s, n);
     put(f, "}");
-    ev_send(ch->g, ch, "content_block_delta");
+    ul_gen_event_send(ch->g, ch, "content_block_delta");
 }
 
 static void blk_close(ul_choice_t *ch, const ul_cblk_t *k) {
-    ul_buf_t *f = ev_head(ch->g, "content_block_stop");
+    ul_buf_t *f = ul_gen_event_head(ch->g, "content_block_stop");
     ul_gen_printf(f, ",\"index\":%d", k->index);
-    ev_send(ch->g, ch, "content_block_stop");
+    ul_gen_event_send(ch->g, ch, "content_block_stop");
 }
 
 static void blk_end(ul_choice_t *ch) {}
 
 static int stream_end(ul_gen_t *g) {
-    ul_buf_t *f = ev_head(g, "message_delta");
+    ul_buf_t *f = ul_gen_event_head(g, "message_delta");
     put(f, ",\"delta\":{");
     stop_fields(f, &g->choices[0]);
     put(f, "},\"usage\":");
     usage(f, g, 1);
-    ev_send(g, NULL, "message_delta");
-    ev_head(g, "message_stop");
-    ev_send(g, NULL, "message_stop");
+    ul_gen_event_send(g, NULL, "message_delta");
+    ul_gen_event_head(g, "message_stop");
+    ul_gen_event_send(g, NULL, "message_stop");
     ul_sse_end(g->sse);
     return 1;
 }
 
 /* Anthropic's error event: {"type":"error","error":{"type","message"}} */
 static int stream_error(ul_gen_t *g, int status, const char *type, const char *msg) {
-    ul_buf_t *f = ev_head(g, "error");
+    ul_buf_t *f = ul_gen_event_head(g, "error");
     ul_gen_printf(f, ",\"error\":{\"type\":\"%s\",\"message\":", ul_api_anthropic_type(status));
     ul_gen_json_str(f, msg, strlen(msg));
     put(f, "}");
-    ev_send(g, NULL, "error");
+    ul_gen_event_send(g, NULL, "error");
     (void)type;
     return 1;
 }
@@ -198,4 +179,4 @@ const ul_chat_enc_t ul_messages_enc = {.id_prefix = "msg_",
                                        .end = blk_end,
                                        .stream_end = stream_end,
                                        .stream_error = stream_error,
-                                       .answer = answer};
+                                       .answer = answer_message};

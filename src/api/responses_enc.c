@@ -136,27 +136,15 @@ static void response(ul_buf_t *b, ul_gen_t *g, int final) {
                   (int)prompt, (int)cached, (int)gen, (int)cc->n_thinking, (int)(prompt + gen));
 }
 
-static void answer(ul_gen_t *g) {
-    ul_buf_t b = {0};
-    response(&b, g, 1);
-    ul_api_timing_answer(g);
-    ul_http_respond(g->req, 200, NULL, b.p, b.len);
-    ul_buf_free(&b);
-}
+static void answer_response(ul_gen_t *g) { ul_gen_answer_object(g, response); }
 
 /* ---- events ------------------------------------------------------------------------- */
 
 /* Starts an event in g->frame: {"type":TYPE,"sequence_number":N */
 static ul_buf_t *ev_head(ul_gen_t *g, const char *type) {
-    ul_buf_t *f = &g->frame;
-    f->len = 0;
-    ul_gen_printf(f, "{\"type\":\"%s\",\"sequence_number\":%d", type, rreq(g)->seq++);
+    ul_buf_t *f = ul_gen_event_head(g, type);
+    ul_gen_printf(f, ",\"sequence_number\":%d", rreq(g)->seq++);
     return f;
-}
-
-static void ev_send(ul_gen_t *g, ul_choice_t *ch, const char *type) {
-    put(&g->frame, "}");
-    ul_gen_send_event(g, ch, type);
 }
 
 /* ,"item_id":..,"output_index":N[,"content_index":0] */
@@ -171,7 +159,7 @@ static void ev_response(ul_gen_t *g, const char *type, int final) {
     ul_buf_t *f = ev_head(g, type);
     put(f, ",\"response\":");
     response(f, g, final);
-    ev_send(g, NULL, type);
+    ul_gen_event_send(g, NULL, type);
 }
 
 static void start(ul_gen_t *g) {
@@ -184,7 +172,7 @@ static void ev_output_item(ul_choice_t *ch, const ul_cblk_t *k, int done) {
     ul_buf_t *f = ev_head(ch->g, type);
     ul_gen_printf(f, ",\"output_index\":%d,\"item\":", k->index);
     item(f, ch->g, k, done);
-    ev_send(ch->g, ch, type);
+    ul_gen_event_send(ch->g, ch, type);
 }
 
 static void ev_part(ul_choice_t *ch, const ul_cblk_t *k, int done) {
@@ -193,7 +181,7 @@ static void ev_part(ul_choice_t *ch, const ul_cblk_t *k, int done) {
     ev_item(f, ch->g, k, 1);
     put(f, ",\"part\":");
     part(f, k, done);
-    ev_send(ch->g, ch, type);
+    ul_gen_event_send(ch->g, ch, type);
 }
 
 static void blk_open(ul_choice_t *ch, const ul_cblk_t *k) {
@@ -213,7 +201,7 @@ static void blk_delta(ul_choice_t *ch, const ul_cblk_t *k, const char *s, size_t
     put(f, ",\"delta\":");
     ul_gen_json_str(f, s, n);
     if (k->kind == UL_CBLK_TEXT) put(f, ",\"logprobs\":[]");
-    ev_send(ch->g, ch, delta_type(k));
+    ul_gen_event_send(ch->g, ch, delta_type(k));
 }
 
 static void blk_close(ul_choice_t *ch, const ul_cblk_t *k) {
@@ -229,7 +217,7 @@ static void blk_close(ul_choice_t *ch, const ul_cblk_t *k) {
     put(f, k->kind == UL_CBLK_TOOL ? ",\"arguments\":" : ",\"text\":");
     ul_gen_json_str(f, text_of(k), k->text.len);
     if (k->kind == UL_CBLK_TEXT) put(f, ",\"logprobs\":[]");
-    ev_send(ch->g, ch, type);
+    ul_gen_event_send(ch->g, ch, type);
     if (k->kind != UL_CBLK_TOOL) ev_part(ch, k, 1);
     ev_output_item(ch, k, 1);
 }
@@ -251,7 +239,7 @@ static int stream_error(ul_gen_t *g, int status, const char *type, const char *m
     put(f, ",\"message\":");
     ul_gen_json_str(f, msg, strlen(msg));
     put(f, ",\"param\":null");
-    ev_send(g, NULL, "error");
+    ul_gen_event_send(g, NULL, "error");
     return 1;
 }
 
@@ -265,4 +253,4 @@ const ul_chat_enc_t ul_responses_enc = {.id_prefix = "resp_",
                                         .end = blk_end,
                                         .stream_end = stream_end,
                                         .stream_error = stream_error,
-                                        .answer = answer};
+                                        .answer = answer_response};

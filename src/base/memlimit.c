@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "base/size.h"
+#include "base/small_file.h"
 
 /* A cgroup limit above this is "no limit": v1 writes it as the largest page-aligned int64. */
 #define NO_LIMIT ((int64_t)1 << 62)
@@ -18,16 +19,6 @@ static int join(char *buf, size_t cap, const char *root, const char *rel) {
     const char *sep = rl && root[rl - 1] == '/' ? "" : "/";
     int n = snprintf(buf, cap, "%s%s%s", root, sep, rel[0] == '/' ? rel + 1 : rel);
     return n < 0 || (size_t)n >= cap ? -1 : 0;
-}
-
-/* A small text file, NUL-terminated; 0, or -1 when missing, empty or unreadable. */
-static int read_text(const char *path, char *buf, size_t cap) {
-    FILE *f = fopen(path, "r");
-    if (!f) return -1;
-    size_t n = fread(buf, 1, cap - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    return n ? 0 : -1;
 }
 
 /* "Key:   N kB" of a /proc/meminfo text, in bytes, or -1. */
@@ -94,7 +85,8 @@ static int64_t walk_limits(const char *root, int version, char *path, char *sour
     for (;;) {
         if (snprintf(rel, sizeof rel, "%s%s/%s", mount, strcmp(path, "/") ? path : "", file) <
                 (int)sizeof rel &&
-            !join(full, sizeof full, root, rel) && !read_text(full, text, sizeof text)) {
+            !join(full, sizeof full, root, rel) &&
+            ul_small_file_read(full, text, sizeof text) > 0) {
             int64_t v = limit_value(text);
             if (v >= 0 && (best < 0 || v < best)) {
                 best = v;
@@ -114,12 +106,14 @@ void ul_mem_info_read(const char *root, ul_mem_info_t *out) {
     char text[8192], path[4096], file[1024];
     memset(out, 0, sizeof *out);
     out->total = out->available = out->cgroup = -1;
-    if (!join(file, sizeof file, root, "proc/meminfo") && !read_text(file, text, sizeof text)) {
+    if (!join(file, sizeof file, root, "proc/meminfo") &&
+        ul_small_file_read(file, text, sizeof text) > 0) {
         out->total = meminfo_value(text, "MemTotal");
         out->available = meminfo_value(text, "MemAvailable");
     }
     int version = 0;
-    if (!join(file, sizeof file, root, "proc/self/cgroup") && !read_text(file, text, sizeof text))
+    if (!join(file, sizeof file, root, "proc/self/cgroup") &&
+        ul_small_file_read(file, text, sizeof text) > 0)
         version = cgroup_path(text, path, sizeof path);
     if (version)
         out->cgroup =

@@ -88,27 +88,30 @@ static int sort_list(jstate *st, jlist *items, jlist *keys, int ci, int rev, jv 
     return msort(st, out->u.l->v, k, n, ci, rev, tv, tk);
 }
 
-static int keys_of(jstate *st, jlist *l, const jv *attr, jlist **out) {
-    if (!attr) {
-        *out = l;
+/* The items of v and their keys: with attribute= (argument attr_pos) each item's attribute,
+ * else the items themselves. */
+static int items_keyed(jstate *st, jv v, const jfargs *a, int attr_pos, jlist **l, jlist **keys) {
+    jv attr;
+    int has_attr = jj_arg(a, attr_pos, "attribute", &attr);
+    TRY(jv_iter(st, v, l));
+    if (!has_attr) {
+        *keys = *l;
         return 0;
     }
-    jv keys;
-    TRY(jv_newlist(st, l->n, &keys));
-    for (size_t i = 0; i < l->n; i++) TRY(attr_path(st, l->v[i], *attr, &keys.u.l->v[i]));
-    keys.u.l->n = l->n;
-    *out = keys.u.l;
+    jv k;
+    TRY(jv_newlist(st, (*l)->n, &k));
+    for (size_t i = 0; i < (*l)->n; i++) TRY(attr_path(st, (*l)->v[i], attr, &k.u.l->v[i]));
+    k.u.l->n = (*l)->n;
+    *keys = k.u.l;
     return 0;
 }
 
 static int f_sort(jstate *st, jv v, const jfargs *a, jv *out) {
-    jv rev = jv_bool(0), cs = jv_bool(0), attr;
+    jv rev = jv_bool(0), cs = jv_bool(0);
     jlist *l, *keys;
     jj_arg(a, 0, "reverse", &rev);
     jj_arg(a, 1, "case_sensitive", &cs);
-    int has_attr = jj_arg(a, 2, "attribute", &attr);
-    TRY(jv_iter(st, v, &l));
-    TRY(keys_of(st, l, has_attr ? &attr : NULL, &keys));
+    TRY(items_keyed(st, v, a, 2, &l, &keys));
     return sort_list(st, l, keys, !jv_truthy(cs), jv_truthy(rev), out);
 }
 
@@ -185,12 +188,10 @@ static int f_map(jstate *st, jv v, const jfargs *a, jv *out) {
 }
 
 static int f_unique(jstate *st, jv v, const jfargs *a, jv *out) {
-    jv cs = jv_bool(0), attr;
+    jv cs = jv_bool(0);
     jlist *l, *keys;
     jj_arg(a, 0, "case_sensitive", &cs);
-    int has_attr = jj_arg(a, 1, "attribute", &attr);
-    TRY(jv_iter(st, v, &l));
-    TRY(keys_of(st, l, has_attr ? &attr : NULL, &keys));
+    TRY(items_keyed(st, v, a, 1, &l, &keys));
     TRY(jv_newlist(st, 0, out));
     for (size_t i = 0; i < l->n; i++) {
         int dup = 0;
@@ -209,12 +210,10 @@ static int f_unique(jstate *st, jv v, const jfargs *a, jv *out) {
 }
 
 static int f_minmax(jstate *st, jv v, const jfargs *a, int want_max, jv *out) {
-    jv cs = jv_bool(0), attr;
+    jv cs = jv_bool(0);
     jlist *l, *keys;
     jj_arg(a, 0, "case_sensitive", &cs);
-    int has_attr = jj_arg(a, 1, "attribute", &attr);
-    TRY(jv_iter(st, v, &l));
-    TRY(keys_of(st, l, has_attr ? &attr : NULL, &keys));
+    TRY(items_keyed(st, v, a, 1, &l, &keys));
     if (!l->n) {
         *out = jv_undef("No aggregated item, sequence was empty.");
         return 0;
@@ -230,12 +229,10 @@ static int f_minmax(jstate *st, jv v, const jfargs *a, int want_max, jv *out) {
 }
 
 static int f_sum(jstate *st, jv v, const jfargs *a, jv *out) {
-    jv attr, start = jv_int(0);
+    jv start = jv_int(0);
     jlist *l, *keys;
-    int has_attr = jj_arg(a, 0, "attribute", &attr);
     jj_arg(a, 1, "start", &start);
-    TRY(jv_iter(st, v, &l));
-    TRY(keys_of(st, l, has_attr ? &attr : NULL, &keys));
+    TRY(items_keyed(st, v, a, 0, &l, &keys));
     *out = start;
     for (size_t i = 0; i < keys->n; i++) TRY(jj_binop(st, OP_ADD, *out, keys->v[i], out));
     return 0;

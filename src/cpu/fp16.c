@@ -4,35 +4,24 @@
  * flushing of denormals. */
 #include <string.h>
 
-#include "cpu/kernels.h"
-
-static inline uint32_t f2u(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-}
-static inline float u2f(uint32_t u) {
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
+#include "cpu/kernels_impl.h"
 
 float ul_fp16_to_fp32(uint16_t h) {
     uint32_t sign = (uint32_t)(h & 0x8000) << 16;
     uint32_t exp = (h >> 10) & 0x1f, man = h & 0x3ff;
     if (exp == 0x1f) /* inf, or nan made quiet as F16C does */
-        return u2f(sign | 0x7f800000 | (man ? 0x400000 : 0) | (man << 13));
+        return ul_f32_from_bits(sign | 0x7f800000 | (man ? 0x400000 : 0) | (man << 13));
     if (exp == 0) {
-        if (man == 0) return u2f(sign);
+        if (man == 0) return ul_f32_from_bits(sign);
         /* denormal: exact in f32, value man * 2^-24 */
         float v = (float)man * 0x1p-24f;
         return sign ? -v : v;
     }
-    return u2f(sign | ((exp + 112) << 23) | (man << 13));
+    return ul_f32_from_bits(sign | ((exp + 112) << 23) | (man << 13));
 }
 
 uint16_t ul_fp32_to_fp16(float f) {
-    uint32_t u = f2u(f);
+    uint32_t u = ul_f32_bits(f);
     uint16_t sign = (uint16_t)((u >> 16) & 0x8000);
     uint32_t a = u & 0x7fffffff;
     if (a > 0x7f800000) return sign | 0x7e00 | (uint16_t)((a >> 13) & 0x3ff); /* quiet nan */
@@ -53,10 +42,10 @@ uint16_t ul_fp32_to_fp16(float f) {
     return sign | (uint16_t)(r >> 13);
 }
 
-float ul_bf16_to_fp32(uint16_t h) { return u2f((uint32_t)h << 16); }
+float ul_bf16_to_fp32(uint16_t h) { return ul_f32_from_bits((uint32_t)h << 16); }
 
 uint16_t ul_fp32_to_bf16(float f) {
-    uint32_t u = f2u(f);
+    uint32_t u = ul_f32_bits(f);
     if ((u & 0x7fffffff) > 0x7f800000) return (uint16_t)((u >> 16) | 64);
     return (uint16_t)((u + (0x7fff + ((u >> 16) & 1))) >> 16);
 }

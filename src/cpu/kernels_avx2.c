@@ -295,19 +295,8 @@ static void xq_q8k(const float *x, void *dst, int64_t n) {
         __m256 m = _mm256_setzero_ps();
         for (int j = 0; j < QKK; j += 8)
             m = _mm256_max_ps(m, _mm256_andnot_ps(sign, _mm256_loadu_ps(x + j)));
-        const float amax = hmax8(m);
-        float max = 0;
-        if (amax == 0) {
-            memset(&y[i], 0, sizeof(y[i]));
-            continue;
-        }
-        for (int j = 0; j < QKK; j++) /* the first element of largest magnitude, as scalar */
-            if (x[j] == amax || x[j] == -amax) {
-                max = x[j];
-                break;
-            }
-        const float iscale = -127.f / max;
-        if (isinf(iscale)) {
+        float iscale;
+        if (!ul_q8k_iscale(x, hmax8(m), &iscale)) {
             memset(&y[i], 0, sizeof(y[i]));
             continue;
         }

@@ -4,7 +4,7 @@
 #include <immintrin.h>
 #include <math.h>
 
-#include "cpu/kernels.h"
+#include "cpu/kernels_impl.h"
 
 /* Index of the first largest p[i] (i < n, n a multiple of 8), or -1 when none compares
  * greater than -inf (NaN rows). */
@@ -25,16 +25,5 @@ static int argmax8(const float *p, int n) {
 }
 
 int ul_topk_avx2(float *p, int n, int k, int32_t *sel, float *val) {
-    if (n % 8 || k > n) return -1;
-    for (int j = 0; j < k; j++) {
-        const int i = argmax8(p, n);
-        if (i < 0) { /* leave p as it was */
-            while (j-- > 0) p[sel[j]] = val[j];
-            return -1;
-        }
-        sel[j] = i;
-        val[j] = p[i];
-        p[i] = -INFINITY;
-    }
-    return 0;
+    return ul_topk_picks(p, n, k, sel, val, argmax8);
 }

@@ -18,16 +18,10 @@
 #include <math.h>
 #include <string.h>
 
+#include "cpu/kernels_avx512_impl.h"
 #include "cpu/kernels_impl.h"
 
 #include "cpu/kernels_tile.h"
-
-AI __m512i join256(__m256i a, __m256i b) {
-    return _mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1);
-}
-AI __m512 halves_to_ps(uint16_t a, uint16_t b) { /* [a x8, b x8] */
-    return _mm512_cvtph_ps(_mm256_set_m128i(_mm_set1_epi16((short)b), _mm_set1_epi16((short)a)));
-}
 
 /* ---- Q4_0 x Q8A ---- */
 
@@ -378,38 +372,11 @@ MM_DRIVER(bf16, 4, 4)
 
 /* ---- K-quants x Q8K ---- */
 
-/* word i of the chunk-c scale vector is the scale of the element pair 2i of that chunk */
-static const uint16_t k_q4k_idx[4][32] = {{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-                                           1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1},
-                                          {2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2,
-                                           3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3},
-                                          {4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4,
-                                           5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5},
-                                          {6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6,
-                                           7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7}};
-static const uint16_t k_q6k_idx[4][32] = {
-    {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
-     2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3},
-    {4, 4, 4, 4, 4, 4, 4, 4, 5, 5, 5, 5, 5, 5, 5, 5,
-     6, 6, 6, 6, 6, 6, 6, 6, 7, 7, 7, 7, 7, 7, 7, 7},
-    {8,  8,  8,  8,  8,  8,  8,  8,  9,  9,  9,  9,  9,  9,  9,  9,
-     10, 10, 10, 10, 10, 10, 10, 10, 11, 11, 11, 11, 11, 11, 11, 11},
-    {12, 12, 12, 12, 12, 12, 12, 12, 13, 13, 13, 13, 13, 13, 13, 13,
-     14, 14, 14, 14, 14, 14, 14, 14, 15, 15, 15, 15, 15, 15, 15, 15}};
-static const uint16_t k_dup_idx[16] = {0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7};
-
-/* scales (8 bytes) then mins (8 bytes) from the packed 12 (llama.cpp's utmp shuffle) */
-AI void q4k_unpack_scales(const uint8_t *s12, uint8_t out[16]) {
-    uint32_t u[4];
-    memcpy(u, s12, 12);
-    const uint32_t km1 = 0x3f3f3f3f, km2 = 0x0f0f0f0f, km3 = 0x03030303;
-    u[3] = ((u[2] >> 4) & km2) | (((u[1] >> 6) & km3) << 4);
-    const uint32_t aux = u[1] & km1;
-    u[1] = (u[2] & km2) | (((u[0] >> 6) & km3) << 4);
-    u[2] = aux;
-    u[0] &= km1;
-    memcpy(out, u, 16);
-}
+/* Q6_K's k_q4k_idx (kernels_avx512_impl.h): word i of chunk c, the scale of its 16-group */
+static const uint16_t k_q6k_idx[4][32] = {{UL_R8(0), UL_R8(1), UL_R8(2), UL_R8(3)},
+                                          {UL_R8(4), UL_R8(5), UL_R8(6), UL_R8(7)},
+                                          {UL_R8(8), UL_R8(9), UL_R8(10), UL_R8(11)},
+                                          {UL_R8(12), UL_R8(13), UL_R8(14), UL_R8(15)}};
 
 AI void tile_q4_K(const int NR, const int NT, int64_t n_cols, const uint8_t *w, size_t ws,
                   const uint8_t *x, size_t xs, float *y, int64_t ys) {
@@ -593,18 +560,8 @@ static void xq_q8k(const float *x, void *dst, int64_t n) {
         __m512 m = _mm512_setzero_ps();
         for (int j = 0; j < QKK; j += 16)
             m = _mm512_max_ps(m, _mm512_andnot_ps(sign, _mm512_loadu_ps(x + j)));
-        float amax = _mm512_reduce_max_ps(m), max = 0;
-        if (amax == 0) {
-            memset(&y[i], 0, sizeof(y[i]));
-            continue;
-        }
-        for (int j = 0; j < QKK; j++) /* the first element of largest magnitude, as scalar */
-            if (x[j] == amax || x[j] == -amax) {
-                max = x[j];
-                break;
-            }
-        const float iscale = -127.f / max;
-        if (isinf(iscale)) {
+        float iscale;
+        if (!ul_q8k_iscale(x, _mm512_reduce_max_ps(m), &iscale)) {
             memset(&y[i], 0, sizeof(y[i]));
             continue;
         }

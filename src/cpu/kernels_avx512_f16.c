@@ -118,22 +118,7 @@ static void mm_f16(int64_t n_cols, const uint8_t *wp, int n_groups, const uint8_
     const float *x = (const float *)xb;
     const size_t xsf = xs / sizeof(float);
     if (nt == 1) {
-        int gi = 0;
-        for (; gi + 4 <= n_groups; gi += 4) dec(4, n_cols, w + (size_t)gi * gs, gs, x, y + 16 * gi);
-        const uint16_t *g = w + (size_t)gi * gs;
-        switch (n_groups - gi) {
-        case 3:
-            dec(3, n_cols, g, gs, x, y + 16 * gi);
-            break;
-        case 2:
-            dec(2, n_cols, g, gs, x, y + 16 * gi);
-            break;
-        case 1:
-            dec(1, n_cols, g, gs, x, y + 16 * gi);
-            break;
-        default:
-            break;
-        }
+        UL_PACK_DEC_GROUPS4(dec, n_cols, w, gs, n_groups, x, y);
         return;
     }
     for (int gi = 0; gi < n_groups; gi += 2) {

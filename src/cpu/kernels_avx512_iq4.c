@@ -9,12 +9,9 @@
 #include <immintrin.h>
 #include <string.h>
 
+#include "cpu/kernels_avx512_impl.h"
 #include "cpu/kernels_impl.h"
 #include "cpu/kernels_tile.h"
-
-AI __m512i join256(__m256i a, __m256i b) {
-    return _mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1);
-}
 
 /* the table of levels + 128 in every 128-bit lane */
 AI __m512i utable(void) {
@@ -31,10 +28,6 @@ AI __m512i ulevels64(const uint8_t *a, const uint8_t *c, __m512i table) {
     __m512i v = join256(va, vc);
     v = _mm512_mask_srli_epi16(v, (__mmask32)0xFF00FF00u, v, 4);
     return _mm512_shuffle_epi8(table, _mm512_and_si512(v, _mm512_set1_epi8(0x0F)));
-}
-
-AI __m512 halves_to_ps(uint16_t a, uint16_t b) { /* [a x8, b x8] */
-    return _mm512_cvtph_ps(_mm256_set_m128i(_mm_set1_epi16((short)b), _mm_set1_epi16((short)a)));
 }
 
 /* Activation blocks b, b+1: the 64 bytes, [dx0 x8, dx1 x8] and the accumulator start

@@ -9,17 +9,11 @@
 #include <immintrin.h>
 #include <string.h>
 
+#include "cpu/kernels_avx512_impl.h"
 #include "cpu/kernels_impl.h"
 #include "cpu/kernels_tile.h"
 
 enum { K_Q4_1, K_Q5_0, K_Q5_1 };
-
-AI __m512i join256(__m256i a, __m256i b) {
-    return _mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1);
-}
-AI __m512 halves_to_ps(uint16_t a, uint16_t b) { /* [a x8, b x8] */
-    return _mm512_cvtph_ps(_mm256_set_m128i(_mm_set1_epi16((short)b), _mm_set1_epi16((short)a)));
-}
 
 AI size_t blk_bytes(const int KIND) {
     return KIND == K_Q4_1 ? sizeof(blk_q4_1) : KIND == K_Q5_0 ? sizeof(blk_q5_0) : sizeof(blk_q5_1);

@@ -6,36 +6,9 @@
 #include <immintrin.h>
 #include <string.h>
 
+#include "cpu/kernels_avx512_impl.h"
 #include "cpu/kernels_impl.h"
 #include "cpu/kernels_tile.h"
-
-AI __m512i join256(__m256i a, __m256i b) {
-    return _mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1);
-}
-
-/* word i of the chunk-c scale vector is the scale of the element pair 2i of that chunk */
-static const uint16_t k_idx[4][32] = {{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-                                       1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1},
-                                      {2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2,
-                                       3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3},
-                                      {4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4,
-                                       5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5},
-                                      {6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6,
-                                       7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7}};
-static const uint16_t k_dup_idx[16] = {0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7};
-
-/* scales (8 bytes) then mins (8 bytes) from the packed 12 (llama.cpp's utmp shuffle) */
-AI void unpack_scales(const uint8_t *s12, uint8_t out[16]) {
-    uint32_t u[4];
-    memcpy(u, s12, 12);
-    const uint32_t km1 = 0x3f3f3f3f, km2 = 0x0f0f0f0f, km3 = 0x03030303;
-    u[3] = ((u[2] >> 4) & km2) | (((u[1] >> 6) & km3) << 4);
-    const uint32_t aux = u[1] & km1;
-    u[1] = (u[2] & km2) | (((u[0] >> 6) & km3) << 4);
-    u[2] = aux;
-    u[0] &= km1;
-    memcpy(out, u, 16);
-}
 
 AI void tile_q5_K(const int NR, const int NT, int64_t n_cols, const uint8_t *w, size_t ws,
                   const uint8_t *x, size_t xs, float *y, int64_t ys) {
@@ -50,7 +23,7 @@ AI void tile_q5_K(const int NR, const int NT, int64_t n_cols, const uint8_t *w, 
         _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {
             const blk_q5_K *q = (const blk_q5_K *)(w + (size_t)r * ws) + b;
             uint8_t sm[16];
-            unpack_scales(q->scales, sm);
+            q4k_unpack_scales(q->scales, sm);
             sc16[r] =
                 _mm512_castsi256_si512(_mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)sm)));
             qh[r] = _mm256_loadu_si256((const __m256i *)q->qh);
@@ -68,7 +41,7 @@ AI void tile_q5_K(const int NR, const int NT, int64_t n_cols, const uint8_t *w, 
         }
         for (int c = 0; c < 4; c++) {
             __m512i W[4], S[4];
-            const __m512i idx = _mm512_loadu_si512(k_idx[c]);
+            const __m512i idx = _mm512_loadu_si512(k_q4k_idx[c]);
             _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {
                 const blk_q5_K *q = (const blk_q5_K *)(w + (size_t)r * ws) + b;
                 __m256i v = _mm256_loadu_si256((const __m256i *)(q->qs + 32 * c));

@@ -4,11 +4,45 @@
 #ifndef UL_CPU_KERNELS_IMPL_H
 #define UL_CPU_KERNELS_IMPL_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "cpu/kernels.h"
 #include "uvllm/log.h"
+
+/* A float's bit pattern and back (memcpy: no aliasing trouble, one move once optimised). */
+static inline uint32_t ul_f32_bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+static inline float ul_f32_from_bits(uint32_t u) {
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* The loop of the SIMD top-k kernels (ul_topk_avx2's contract, kernels.h): k picks of argmax
+ * (the index of the first largest of p[0..n), n a multiple of 8, or -1 when none compares
+ * above -inf), each pick taken out of the row as -inf; a refused row is restored. Inlined
+ * with the caller's static argmax. */
+static inline int ul_topk_picks(float *p, int n, int k, int32_t *sel, float *val,
+                                int (*argmax)(const float *p, int n)) {
+    if (n % 8 || k > n) return -1;
+    for (int j = 0; j < k; j++) {
+        const int i = argmax(p, n);
+        if (i < 0) { /* leave p as it was */
+            while (j-- > 0) p[sel[j]] = val[j];
+            return -1;
+        }
+        sel[j] = i;
+        val[j] = p[i];
+        p[i] = -INFINITY;
+    }
+    return 0;
+}
 
 #define QK 32   /* Q8_0 / Q4_0 block */
 #define QKK 256 /* K-quant super-block */
@@ -191,6 +225,22 @@ static inline uint32_t ul_q5_qh(const uint8_t qh[4]) {
 }
 
 /* Q4_K 6-bit scales/mins of sub-block j (ggml get_scale_min_k4). */
+/* The Q8K scale of a super-block x[0..QKK) whose largest magnitude amax the caller's SIMD max
+ * found: *iscale = -127 / the first element of that magnitude (the one quant.c's scalar loop
+ * keeps). 0 when the block quantises to all zeros (amax 0, or a denormal max whose iscale
+ * overflows), else 1. */
+static inline int ul_q8k_iscale(const float *x, float amax, float *iscale) {
+    if (amax == 0) return 0;
+    float max = 0;
+    for (int j = 0; j < QKK; j++)
+        if (x[j] == amax || x[j] == -amax) {
+            max = x[j];
+            break;
+        }
+    *iscale = -127.f / max;
+    return !isinf(*iscale);
+}
+
 static inline void ul_q4k_scale_min(int j, const uint8_t *q, uint8_t *d, uint8_t *m) {
     if (j < 4) {
         *d = q[j] & 63;

@@ -49,12 +49,6 @@ static void pack_rows(int q8, const uint8_t *rows, size_t rs, int64_t n_cols, ui
         }
     }
 }
-static void pack_q4_0(const uint8_t *rows, size_t rs, int64_t n_cols, uint8_t *dst) {
-    pack_rows(0, rows, rs, n_cols, dst);
-}
-static void pack_q8_0(const uint8_t *rows, size_t rs, int64_t n_cols, uint8_t *dst) {
-    pack_rows(1, rows, rs, n_cols, dst);
-}
 
 #define AI static inline __attribute__((always_inline))
 
@@ -134,14 +128,4 @@ AI void mm_any(const int Q8, int64_t n_cols, const uint8_t *wp, int n_groups, co
     }
 }
 
-static void mm_q4_0(int64_t n_cols, const uint8_t *wp, int n_groups, const uint8_t *x, size_t xs,
-                    int nt, float *y, int64_t ys) {
-    mm_any(0, n_cols, wp, n_groups, x, xs, nt, y, ys);
-}
-static void mm_q8_0(int64_t n_cols, const uint8_t *wp, int n_groups, const uint8_t *x, size_t xs,
-                    int nt, float *y, int64_t ys) {
-    mm_any(1, n_cols, wp, n_groups, x, xs, nt, y, ys);
-}
-
-const ul_pack_kern_t ul_pack_q4_0_dotprod = {gb_q4_0, pack_q4_0, mm_q4_0};
-const ul_pack_kern_t ul_pack_q8_0_dotprod = {gb_q8_0, pack_q8_0, mm_q8_0};
+UL_PACK_Q4_0_Q8_0_TABLES(dotprod);

@@ -98,24 +98,35 @@ static inline float dot_q5(int q5_1, int64_t n, const uint8_t *w, const uint8_t 
 static float dot_q5_0(int64_t n, const void *w, const void *x) { return dot_q5(0, n, w, x); }
 static float dot_q5_1(int64_t n, const void *w, const void *x) { return dot_q5(1, n, w, x); }
 
+/* One super-block of Q4_K or Q5_K against Q8K: 8 sub-blocks of 32 with 6-bit scales and
+ * mins (the mins against the activation's block sums); qh: Q5_K's fifth bits (bit j of
+ * qh[l] for sub-block j), NULL for Q4_K. */
+static inline float dot_q45_K_blk(const uint8_t *scales, const uint8_t *qs, const uint8_t *qh,
+                                  uint16_t d, uint16_t dmin, const blk_q8K *b) {
+    int32_t sumi = 0, summ = 0;
+    for (int j = 0; j < 8; j++) {
+        uint8_t sc, m;
+        ul_q4k_scale_min(j, scales, &sc, &m);
+        const uint8_t *q = qs + (j / 2) * 32;
+        const int8_t *y = b->qs + j * 32;
+        int32_t dj = 0;
+        for (int l = 0; l < 32; l++) {
+            int v = (j & 1) ? (q[l] >> 4) : (q[l] & 15);
+            if (qh) v += ((qh[l] >> j) & 1) << 4;
+            dj += v * y[l];
+        }
+        sumi += sc * dj;
+        summ += m * (b->bsums[2 * j] + b->bsums[2 * j + 1]);
+    }
+    return b->d * (F16(d) * (float)sumi - F16(dmin) * (float)summ);
+}
+
 static float dot_q4_K(int64_t n, const void *w, const void *x) {
     const blk_q4_K *a = w;
     const blk_q8K *b = x;
     float s = 0;
-    for (int64_t i = 0; i < n / QKK; i++) {
-        int32_t sumi = 0, summ = 0;
-        for (int j = 0; j < 8; j++) {
-            uint8_t sc, m;
-            ul_q4k_scale_min(j, a[i].scales, &sc, &m);
-            const uint8_t *q = a[i].qs + (j / 2) * 32;
-            const int8_t *y = b[i].qs + j * 32;
-            int32_t d = 0;
-            for (int l = 0; l < 32; l++) d += ((j & 1) ? (q[l] >> 4) : (q[l] & 15)) * y[l];
-            sumi += sc * d;
-            summ += m * (b[i].bsums[2 * j] + b[i].bsums[2 * j + 1]);
-        }
-        s += b[i].d * (F16(a[i].d) * (float)sumi - F16(a[i].dmin) * (float)summ);
-    }
+    for (int64_t i = 0; i < n / QKK; i++)
+        s += dot_q45_K_blk(a[i].scales, a[i].qs, NULL, a[i].d, a[i].dmin, &b[i]);
     return s;
 }
 
@@ -123,23 +134,8 @@ static float dot_q5_K(int64_t n, const void *w, const void *x) {
     const blk_q5_K *a = w;
     const blk_q8K *b = x;
     float s = 0;
-    for (int64_t i = 0; i < n / QKK; i++) {
-        int32_t sumi = 0, summ = 0;
-        for (int j = 0; j < 8; j++) {
-            uint8_t sc, m;
-            ul_q4k_scale_min(j, a[i].scales, &sc, &m);
-            const uint8_t *q = a[i].qs + (j / 2) * 32;
-            const int8_t *y = b[i].qs + j * 32;
-            int32_t d = 0;
-            for (int l = 0; l < 32; l++) {
-                int v = ((j & 1) ? (q[l] >> 4) : (q[l] & 15)) + (((a[i].qh[l] >> j) & 1) << 4);
-                d += v * y[l];
-            }
-            sumi += sc * d;
-            summ += m * (b[i].bsums[2 * j] + b[i].bsums[2 * j + 1]);
-        }
-        s += b[i].d * (F16(a[i].d) * (float)sumi - F16(a[i].dmin) * (float)summ);
-    }
+    for (int64_t i = 0; i < n / QKK; i++)
+        s += dot_q45_K_blk(a[i].scales, a[i].qs, a[i].qh, a[i].d, a[i].dmin, &b[i]);
     return s;
 }
 

@@ -30,6 +30,53 @@ typedef struct {
                float *y, int64_t ys);
 } ul_pack_kern_t;
 
+/* The tail every packed Q4_0 / Q8_0 kernel file shares (kernels_avx2_pack.c,
+ * kernels_avx512_pack.c, kernels_neon_dotprod_pack.c): from the file's static
+ * gb_q4_0 / gb_q8_0, pack_rows(q8, ...) and mm_any(Q8, ...) (always inlined, so Q8 is a
+ * constant in each instance), the two entries and the tables ul_pack_q4_0_##isa and
+ * ul_pack_q8_0_##isa. A macro: the instances must be the file's own statics. */
+#define UL_PACK_Q4_0_Q8_0_TABLES(isa)                                                              \
+    static void pack_q4_0(const uint8_t *rows, size_t rs, int64_t n_cols, uint8_t *dst) {          \
+        pack_rows(0, rows, rs, n_cols, dst);                                                       \
+    }                                                                                              \
+    static void pack_q8_0(const uint8_t *rows, size_t rs, int64_t n_cols, uint8_t *dst) {          \
+        pack_rows(1, rows, rs, n_cols, dst);                                                       \
+    }                                                                                              \
+    static void mm_q4_0(int64_t n_cols, const uint8_t *wp, int n_groups, const uint8_t *x,         \
+                        size_t xs, int nt, float *y, int64_t ys) {                                 \
+        mm_any(0, n_cols, wp, n_groups, x, xs, nt, y, ys);                                         \
+    }                                                                                              \
+    static void mm_q8_0(int64_t n_cols, const uint8_t *wp, int n_groups, const uint8_t *x,         \
+                        size_t xs, int nt, float *y, int64_t ys) {                                 \
+        mm_any(1, n_cols, wp, n_groups, x, xs, nt, y, ys);                                         \
+    }                                                                                              \
+    const ul_pack_kern_t ul_pack_q4_0_##isa = {gb_q4_0, pack_q4_0, mm_q4_0};                       \
+    const ul_pack_kern_t ul_pack_q8_0_##isa = {gb_q8_0, pack_q8_0, mm_q8_0}
+
+/* One token over n_groups packed 16-row groups of gs elements each (the F16 packed layouts):
+ * DEC(NG, n_cols, group, gs, x, y) with a compile-time NG, four groups at a time, then the
+ * three, two or one left; group g's 16 outputs at y + 16 g. */
+#define UL_PACK_DEC_GROUPS4(DEC, n_cols, w, gs, n_groups, x, y)                                    \
+    do {                                                                                           \
+        int gi_ = 0;                                                                               \
+        for (; gi_ + 4 <= (n_groups); gi_ += 4)                                                    \
+            DEC(4, n_cols, (w) + (size_t)gi_ * (gs), gs, x, (y) + 16 * gi_);                       \
+        const uint16_t *g_ = (w) + (size_t)gi_ * (gs);                                             \
+        switch ((n_groups)-gi_) {                                                                  \
+        case 3:                                                                                    \
+            DEC(3, n_cols, g_, gs, x, (y) + 16 * gi_);                                             \
+            break;                                                                                 \
+        case 2:                                                                                    \
+            DEC(2, n_cols, g_, gs, x, (y) + 16 * gi_);                                             \
+            break;                                                                                 \
+        case 1:                                                                                    \
+            DEC(1, n_cols, g_, gs, x, (y) + 16 * gi_);                                             \
+            break;                                                                                 \
+        default:                                                                                   \
+            break;                                                                                 \
+        }                                                                                          \
+    } while (0)
+
 /* The packed kernels of (type, isa), or NULL when that pair keeps the row layout. */
 const ul_pack_kern_t *ul_cpu_pack_kern(int type, ul_isa_t isa);
 

@@ -30,6 +30,7 @@
 #include <sys/syscall.h>
 #endif
 
+#include "base/small_file.h"
 #include "cpu/kernels.h"
 #include "cpu/pool.h"
 #include "uvllm/err.h"
@@ -288,15 +289,6 @@ void ul_pool_free(ul_pool_t *p) {
 
 /* ---- default thread count ------------------------------------------------------------ */
 
-static int read_text(const char *path, char *buf, size_t cap) {
-    FILE *f = fopen(path, "r");
-    if (!f) return -1;
-    size_t n = fread(buf, 1, cap - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    return (int)n;
-}
-
 double ul_pool_parse_cpu_max(const char *text) {
     char quota[32];
     long long period = 0;
@@ -311,10 +303,10 @@ double ul_pool_parse_cpu_max(const char *text) {
 static double v1_quota(const char *dir) {
     char path[4200], buf[64];
     snprintf(path, sizeof path, "%s/cpu.cfs_quota_us", dir);
-    if (read_text(path, buf, sizeof buf) <= 0) return 0;
+    if (ul_small_file_read(path, buf, sizeof buf) <= 0) return 0;
     long long q = strtoll(buf, NULL, 10);
     snprintf(path, sizeof path, "%s/cpu.cfs_period_us", dir);
-    if (read_text(path, buf, sizeof buf) <= 0) return 0;
+    if (ul_small_file_read(path, buf, sizeof buf) <= 0) return 0;
     long long per = strtoll(buf, NULL, 10);
     return q > 0 && per > 0 ? (double)q / (double)per : 0;
 }
@@ -322,7 +314,7 @@ static double v1_quota(const char *dir) {
 static double v2_quota(const char *dir) {
     char path[4200], buf[64];
     snprintf(path, sizeof path, "%s/cpu.max", dir);
-    return read_text(path, buf, sizeof buf) > 0 ? ul_pool_parse_cpu_max(buf) : 0;
+    return ul_small_file_read(path, buf, sizeof buf) > 0 ? ul_pool_parse_cpu_max(buf) : 0;
 }
 
 /* The smallest quota from mount/cgpath up to the mount's root (a container sees its own
@@ -347,7 +339,7 @@ static double walk_quota(const char *mount, const char *cgpath, int v2) {
 /* The process's cgroup CPU quota in CPUs, 0 when unlimited or unknown. */
 static double cgroup_quota(void) {
     char text[8192];
-    if (read_text("/proc/self/cgroup", text, sizeof text) <= 0) return 0;
+    if (ul_small_file_read("/proc/self/cgroup", text, sizeof text) <= 0) return 0;
     double best = 0;
     for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
         char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;

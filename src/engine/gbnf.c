@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/gbnf_escape.h"
 #include "engine/grammar_impl.h"
 #include "uvllm/err.h"
 
@@ -118,13 +119,6 @@ static uint32_t utf8_next(gp_t *p) {
     return c;
 }
 
-static int hexval(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
-
 /* A character of a literal or class, escapes decoded; -1 (error set) when malformed. */
 static int64_t char_at(gp_t *p) {
     if (p->s >= p->e) return fail(p, "unexpected end of grammar"), -1;
@@ -135,7 +129,7 @@ static int64_t char_at(gp_t *p) {
     if (digits) {
         uint32_t v = 0;
         for (int i = 0; i < digits; i++) {
-            int h = p->s < p->e ? hexval(*p->s) : -1;
+            int h = p->s < p->e ? ul_gbnf_hexval(*p->s) : -1;
             if (h < 0) return fail(p, "bad \\%c escape", c), -1;
             v = v << 4 | (uint32_t)h;
             p->s++;
@@ -143,15 +137,9 @@ static int64_t char_at(gp_t *p) {
         if (v > 0x10ffff) return fail(p, "escape beyond U+10FFFF"), -1;
         return v;
     }
+    int64_t ctl = ul_gbnf_ctl_escape(c);
+    if (ctl >= 0) return ctl;
     switch (c) {
-    case 'n':
-        return '\n';
-    case 'r':
-        return '\r';
-    case 't':
-        return '\t';
-    case '0':
-        return 0;
     case '\\':
     case '"':
     case '[':

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/gbnf_escape.h"
 #include "engine/json_gbnf.h"
 #include "uvllm/err.h"
 
@@ -109,12 +110,6 @@ static int class_escape(char c, set_t *s) {
     return 1;
 }
 
-static int hexv(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if ((c | 0x20) >= 'a' && (c | 0x20) <= 'f') return (c | 0x20) - 'a' + 10;
-    return -1;
-}
-
 static uint32_t utf8_cp(rx_t *x) {
     const unsigned char *u = (const unsigned char *)x->s;
     uint32_t c = u[0];
@@ -135,19 +130,13 @@ static int64_t escape(rx_t *x, set_t *s) {
     char c = *x->s++;
     int k = class_escape(c, s);
     if (k) return k < 0 ? (fail(x, "pattern class too large"), -1) : -2;
+    int64_t ctl = ul_gbnf_ctl_escape(c);
+    if (ctl >= 0) return ctl;
     switch (c) {
-    case 'n':
-        return '\n';
-    case 'r':
-        return '\r';
-    case 't':
-        return '\t';
     case 'f':
         return '\f';
     case 'v':
         return '\v';
-    case '0':
-        return 0;
     case 'b':
     case 'B':
         return fail(x, "pattern: word boundaries ('\\%c') are not supported", c), -1;
@@ -157,16 +146,17 @@ static int64_t escape(rx_t *x, set_t *s) {
         uint32_t v = 0;
         if (c == 'u' && x->s < x->e && *x->s == '{') {
             x->s++;
-            while (x->s < x->e && *x->s != '}' && hexv(*x->s) >= 0 && v <= 0x10ffff)
-                v = v << 4 | (uint32_t)hexv(*x->s++);
+            while (x->s < x->e && *x->s != '}' && ul_gbnf_hexval(*x->s) >= 0 && v <= 0x10ffff)
+                v = v << 4 | (uint32_t)ul_gbnf_hexval(*x->s++);
             if (x->s >= x->e || *x->s != '}' || v > 0x10ffff)
                 return fail(x, "pattern: bad \\u{...} escape"), -1;
             x->s++;
             return v;
         }
         for (int i = 0; i < n; i++) {
-            if (x->s >= x->e || hexv(*x->s) < 0) return fail(x, "pattern: bad \\%c escape", c), -1;
-            v = v << 4 | (uint32_t)hexv(*x->s++);
+            if (x->s >= x->e || ul_gbnf_hexval(*x->s) < 0)
+                return fail(x, "pattern: bad \\%c escape", c), -1;
+            v = v << 4 | (uint32_t)ul_gbnf_hexval(*x->s++);
         }
         return v;
     }

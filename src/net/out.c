@@ -117,21 +117,29 @@ static unsigned staged_bufs(ul_conn_t *c, uv_buf_t b[2]) {
     return n;
 }
 
-/* Sends the staged answer (ul_http_respond_buf) straight from its own buffers: what the
- * socket takes now, the rest in one uv_write of both; then whatever out collected since. */
-static void flush_staged(ul_conn_t *c) {
-    uv_buf_t b[2];
-    unsigned nb = staged_bufs(c, b);
+/* What the socket takes of b now, counted as sent: the bytes written (0 when it is full), or
+ * -1 when the write failed and the connection was closed. */
+static int try_write(ul_conn_t *c, const uv_buf_t *b, unsigned nb) {
     int n = uv_try_write((uv_stream_t *)&c->tcp, b, nb);
-    if (n == UV_EAGAIN || n == UV_ENOSYS) n = 0;
+    if (n == UV_EAGAIN || n == UV_ENOSYS) return 0;
     if (n < 0) {
         ul_conn_close(c, n);
-        return;
+        return -1;
     }
     if (n > 0) {
         c->srv->stats.bytes_out += (uint64_t)n;
         c->last_out = uv_now(c->srv->loop);
     }
+    return n;
+}
+
+/* Sends the staged answer (ul_http_respond_buf) straight from its own buffers: what the
+ * socket takes now, the rest in one uv_write of both; then whatever out collected since. */
+static void flush_staged(ul_conn_t *c) {
+    uv_buf_t b[2];
+    unsigned nb = staged_bufs(c, b);
+    int n = try_write(c, b, nb);
+    if (n < 0) return;
     size_t head = (size_t)n < c->wbuf.len ? (size_t)n : c->wbuf.len;
     ul_buf_consume(&c->wbuf, head);
     c->wbody_off += (size_t)n - head;
@@ -163,16 +171,8 @@ void ul_conn_flush(ul_conn_t *c) {
         return;
     }
     uv_buf_t b = uv_buf_init(c->out.p, (unsigned)c->out.len);
-    int n = uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
-    if (n == UV_EAGAIN || n == UV_ENOSYS) n = 0;
-    if (n < 0) {
-        ul_conn_close(c, n);
-        return;
-    }
-    if (n > 0) {
-        c->srv->stats.bytes_out += (uint64_t)n;
-        c->last_out = uv_now(c->srv->loop);
-    }
+    int n = try_write(c, &b, 1);
+    if (n < 0) return;
     if ((size_t)n == c->out.len) {
         c->out.len = 0;
         drained(c);

@@ -28,6 +28,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
+sys.path.insert(0, os.path.join(HERE, "..", "integration"))
+from uvllm_harness import rss_kib  # noqa: E402
 KINDS = ("trailer", "slowbody", "unread", "tokenize", "hog")
 # Each kind is one attacker with its own loopback address (its 64 connections share it), so
 # the per-client limits (job slots, --max-seqs-per-client) see five clients, not one.
@@ -44,17 +46,6 @@ def pct(xs, p):
         return float("nan")
     xs = sorted(xs)
     return xs[min(len(xs) - 1, int(p / 100 * len(xs)))]
-
-
-def rss_kib(pid):
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for ln in f:
-                if ln.startswith("VmRSS:"):
-                    return int(ln.split()[1])
-    except OSError:
-        pass
-    return 0
 
 
 def req(method, path, body=b"", extra=b""):
@@ -147,7 +138,7 @@ async def prober(port, m, stop):
 async def rss_sampler(pid, m, stop):
     while not stop.is_set():
         if m.phase in m.rss:
-            m.rss[m.phase].append(rss_kib(pid))
+            m.rss[m.phase].append(rss_kib(pid) or 0)
         await asyncio.sleep(0.25)
 
 

@@ -1,13 +1,16 @@
 """Shared setup of the integration tests that drive `uvllm` sub-commands one process at a
-time (test_synth.py, test_quantize_mix.py): where the binary and the shared data are, a
-check() that prints ok/FAIL lines and collects failures, run(), a GGUF reader for what the
+time (test_synth.py, test_synth_arch.py, test_quantize_mix.py): where the binary and the shared data are, a
+check() that prints ok/FAIL lines and collects failures, report(), scratch_dir(), run(), a GGUF reader for what the
 C code wrote, and the "does it generate" check.
 
 Env: UVLLM_BIN, UVLLM_SHARED or UVLLM_SOURCE_DIR. Python 3 standard library only."""
+import contextlib
 import math
 import os
+import shutil
 import struct
 import subprocess
+import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.environ.get("UVLLM_SOURCE_DIR", os.path.join(HERE, "..", ".."))
@@ -20,6 +23,22 @@ def check(cond, what):
     print(("ok   " if cond else "FAIL ") + what)
     if not cond:
         failures.append(what)
+
+
+def report():
+    """Prints the failure count; the exit status of the test (1 when a check failed)."""
+    print(f"{len(failures)} failure(s)")
+    return 1 if failures else 0
+
+
+@contextlib.contextmanager
+def scratch_dir(prefix="uvllm-"):
+    """A fresh directory for the test's files, removed with them afterwards."""
+    tmp = tempfile.mkdtemp(prefix=prefix)
+    try:
+        yield tmp
+    finally:
+        shutil.rmtree(tmp)
 
 
 def run(*args):

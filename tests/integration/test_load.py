@@ -30,15 +30,6 @@ def n_golden(case):
     return len(json.loads(t) if isinstance(t, str) else t)
 
 
-def metrics(srv):
-    out = {}
-    for ln in srv.request("GET", "/metrics").body.decode().splitlines():
-        if ln and not ln.startswith("#"):
-            k, v = ln.rsplit(" ", 1)
-            out[k] = float(v)
-    return out
-
-
 def post(srv, path, body, headers=None):
     r = srv.request("POST", path, body=json.dumps(body), headers=headers)
     return r
@@ -66,12 +57,12 @@ def second_request_reuses_a_64_token_prefix():
         with cpu_server(*flag) as srv:
             outs = []
             for tail in (" The ball", " Her mom said"):
-                m0 = metrics(srv)
+                m0 = srv.metrics()
                 r = post(srv, "/v1/completions",
                          {"prompt": PREFIX + tail, "max_tokens": 24, "temperature": 0})
                 assert r.status == 200, r.body
                 j = r.json()
-                m1 = metrics(srv)
+                m1 = srv.metrics()
                 hit = m1["uvllm_prefix_cache_hit_tokens_total"] - \
                     m0["uvllm_prefix_cache_hit_tokens_total"]
                 outs.append((j["choices"][0]["text"], j["usage"]["prompt_tokens"], hit))
@@ -105,12 +96,12 @@ def second_chat_turn_reuses_the_first():
             ans = r.json()["choices"][0]["message"]["content"]
             msgs += [{"role": "assistant", "content": ans},
                      {"role": "user", "content": "And then?"}]
-            m0 = metrics(srv)
+            m0 = srv.metrics()
             r = post(srv, "/v1/chat/completions",
                      {"messages": msgs, "max_tokens": 4, "temperature": 0})
             assert r.status == 200, r.body
             j = r.json()
-            hit = metrics(srv)["uvllm_prefix_cache_hit_tokens_total"] - \
+            hit = srv.metrics()["uvllm_prefix_cache_hit_tokens_total"] - \
                 m0["uvllm_prefix_cache_hit_tokens_total"]
             res[bool(flag)] = (ans, j["choices"][0]["message"]["content"], hit,
                                j["usage"]["prompt_tokens"], n1)
@@ -157,7 +148,7 @@ def goldens_exact_among_16_concurrent_mixed_requests():
             assert not errors, errors
             for i, (_, case) in enumerate(threads):
                 assert out[i] == case["text"], (i, case["prompt"], out[i], case["text"])
-        m = metrics(srv)
+        m = srv.metrics()
         print(f"  pages {int(m['uvllm_kv_pages_total'])}, preemptions "
               f"{int(m['uvllm_preemptions_total'])}, cache hits "
               f"{int(m['uvllm_prefix_cache_hit_tokens_total'])} tokens, evictions "
@@ -175,8 +166,8 @@ def goldens_exact_among_16_concurrent_mixed_requests():
                               "temperature": 0}, out, 0, errors)
             assert not errors and out[0] == case["text"], (errors, out)
             if k == 0:
-                before = metrics(srv)["uvllm_prefix_cache_hit_tokens_total"]
-        hits = metrics(srv)["uvllm_prefix_cache_hit_tokens_total"]
+                before = srv.metrics()["uvllm_prefix_cache_hit_tokens_total"]
+        hits = srv.metrics()["uvllm_prefix_cache_hit_tokens_total"]
         assert hits >= before + 16, f"a repeated prompt missed the cache ({before} -> {hits})"
 
 
@@ -209,7 +200,7 @@ def stream_first_token(srv, body, t_first, key, errors, rejected=None, barrier=N
                     seen.append(1)
                     t_first[key] = time.monotonic()
                     if dev_first is not None:  # the backend's time spent so far
-                        dev_first[key] = metrics(srv)["uvllm_step_compute_seconds_total"]
+                        dev_first[key] = srv.metrics()["uvllm_step_compute_seconds_total"]
             rd.body(headers, "POST", status, on_chunk=on_chunk)
     except Exception as e:  # noqa: BLE001
         errors.append(f"{key}: {e!r}")
@@ -240,13 +231,13 @@ def overloaded_429_retry_after_is_honest_and_the_retry_is_served():
         # a canary step alone teaches only a decode token's cost). On a loaded or sanitised
         # host this takes longer, and the assertions below do not change.
         def queued_and_priced():
-            m = metrics(srv)
+            m = srv.metrics()
             seen = m["uvllm_completions_total"] + m["uvllm_completions_overloaded_total"]
             return seen >= 8 and m["uvllm_step_compute_seconds_total"] >= 0.5
-        assert wait_for(queued_and_priced, 60), metrics(srv)
+        assert wait_for(queued_and_priced, 60), srv.metrics()
         r = post(srv, "/v1/completions", {"prompt": "late comer", "max_tokens": 4})
         t429 = time.monotonic()
-        dev429 = metrics(srv)["uvllm_step_compute_seconds_total"]
+        dev429 = srv.metrics()["uvllm_step_compute_seconds_total"]
         assert r.status == 429, (r.status, r.body)
         ra = int(r.header("retry-after"))
         assert r.json()["error"]["code"] == "queue_full", r.body
@@ -268,7 +259,7 @@ def overloaded_429_retry_after_is_honest_and_the_retry_is_served():
         time.sleep(max(0, t429 + ra - time.monotonic()))
         r = post(srv, "/v1/completions", {"prompt": "late comer", "max_tokens": 4})
         assert r.status == 200, (r.status, r.body)
-        assert metrics(srv)["uvllm_completions_overloaded_total"] == 1 + len(rejected)
+        assert srv.metrics()["uvllm_completions_overloaded_total"] == 1 + len(rejected)
 
 
 @test
@@ -315,7 +306,7 @@ def deadline_ends_with_finish_reason_deadline():
         assert json.loads(ev[-2])["choices"][0]["finish_reason"] == "deadline", ev[-2]
         r = post(srv, "/v1/completions", {"prompt": "x", "timeout": -1})
         assert r.status == 400 and r.json()["error"]["param"] == "timeout", r.body
-        assert metrics(srv)["uvllm_deadlines_total"] == 2
+        assert srv.metrics()["uvllm_deadlines_total"] == 2
 
 
 # ---- slow readers -------------------------------------------------------------------------
@@ -376,7 +367,7 @@ def a_paused_reader_does_not_slow_the_others():
         assert with_slow < 1.5 * alone + 0.03, (alone, with_slow, alone_wall, with_wall)
         st, h = srv.health()
         assert h["active_sequences"] == 1, h
-        assert metrics(srv)["uvllm_tokens_generated_total"] == g + 6000, "still paused"
+        assert srv.metrics()["uvllm_tokens_generated_total"] == g + 6000, "still paused"
         assert h["kv_pages_free"] < h["kv_pages_total"], "its pages are kept"
         # it drains: the stalled stream resumes and completes
         rd = Reader(slow)
@@ -400,7 +391,7 @@ def stall_until_paused(srv, slow):
     t_moved = time.monotonic()
     while time.monotonic() < t_end:
         time.sleep(0.3)
-        g, g_prev = metrics(srv)["uvllm_tokens_generated_total"], g
+        g, g_prev = srv.metrics()["uvllm_tokens_generated_total"], g
         quiet = quiet + 1 if g == g_prev else 0
         if not quiet:
             t_moved = time.monotonic()
@@ -447,7 +438,7 @@ def latency_histograms_in_metrics():
         for _ in range(3):
             r = post(srv, "/v1/completions", {"prompt": "a b c", "max_tokens": 5, "stream": True})
             assert r.status == 200
-        m = metrics(srv)
+        m = srv.metrics()
         assert m["uvllm_time_to_first_token_seconds_count"] == 3, m
         assert m["uvllm_inter_token_seconds_count"] == 12
         assert m["uvllm_queue_seconds_count"] == 3 and m["uvllm_e2e_seconds_count"] == 3

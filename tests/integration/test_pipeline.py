@@ -54,14 +54,9 @@ def serve_all(depth):
             t.start()
         for t in threads:
             t.join()
-        metrics = srv.request("GET", "/metrics").body.decode()
+        m = srv.metrics()
         st, h = srv.health()
         assert h["kv_pages_free"] == h["kv_pages_total"], h
-    m = {}
-    for line in metrics.splitlines():
-        if line.startswith("uvllm_") and " " in line:
-            k, v = line.rsplit(" ", 1)
-            m[k] = float(v)
     return out, m
 
 

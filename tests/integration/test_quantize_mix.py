@@ -15,9 +15,8 @@ same code on more bytes, single-threaded, and several minutes there; the Release
 import hashlib
 import os
 import sys
-import tempfile
 
-from cli_check import SHARED, SRC, Gguf, check, failures, generates, run
+from cli_check import SHARED, SRC, Gguf, check, generates, report, run, scratch_dir
 
 DATA = os.path.join(SRC, "tests", "data", "quant_mix")
 TYPE_NAMES = {0: "f32", 1: "f16", 2: "q4_0", 3: "q4_1", 6: "q5_0", 7: "q5_1", 8: "q8_0",
@@ -54,8 +53,7 @@ def main():
     if os.environ.get("UVLLM_SANITIZER_BUILD") == "1":
         sums = [s for s in sums if s[1] in SANITIZER_MODELS]
         check(len(sums) == 5 * len(SANITIZER_MODELS), f"sanitizer build: {len(sums)} of them")
-    tmp = tempfile.mkdtemp(prefix="uvllm-qmix-")
-    try:
+    with scratch_dir("uvllm-qmix-") as tmp:
         for want, model, recipe in sums:
             src = os.path.join(SHARED, "models", model)
             out = os.path.join(tmp, "out.gguf")
@@ -88,12 +86,7 @@ def main():
             os.unlink(out)
         check(run("quantize", vocab, os.path.join(tmp, "x.gguf"), "q4_k_s")[0] == 2,
               "unknown recipe: exit 2")
-    finally:
-        for f in os.listdir(tmp):
-            os.unlink(os.path.join(tmp, f))
-        os.rmdir(tmp)
-    print(f"{len(failures)} failures")
-    return 1 if failures else 0
+    return report()
 
 
 if __name__ == "__main__":

@@ -75,14 +75,9 @@ def serve_all(*flags):
             assert r.status == 200
             sampled.append(r.json()["choices"][0]["text"])
         assert sampled[0] == sampled[1], sampled
-        metrics = srv.request("GET", "/metrics").body.decode()
+        m = srv.metrics()
         st, h = srv.health()
         assert h["kv_pages_free"] == h["kv_pages_total"], h
-    m = {}
-    for line in metrics.splitlines():
-        if line.startswith("uvllm_") and " " in line:
-            k, v = line.rsplit(" ", 1)
-            m[k] = float(v)
     return out, m
 
 

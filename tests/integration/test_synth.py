@@ -8,9 +8,8 @@ Env: UVLLM_BIN, UVLLM_SHARED or UVLLM_SOURCE_DIR."""
 import math
 import os
 import sys
-import tempfile
 
-from cli_check import SHARED, Gguf, check, failures, generates, run
+from cli_check import SHARED, Gguf, check, generates, report, run, scratch_dir
 
 
 def std(xs):
@@ -53,9 +52,8 @@ def main():
         if not os.path.isfile(f):
             print(f"FAIL shared test data not found: {f} (set UVLLM_SHARED)")
             return 1
-    tmp = tempfile.mkdtemp(prefix="uvllm-synth-")
-    out = os.path.join(tmp, "mini.gguf")
-    try:
+    with scratch_dir("uvllm-synth-") as tmp:
+        out = os.path.join(tmp, "mini.gguf")
         rc, _, err = run("synth", "--shape", "mini", "--vocab", vocab, out)
         check(rc == 0, f"synth mini exits 0 (got {rc}: {err.strip()})")
         if rc:
@@ -106,12 +104,7 @@ def main():
         check(run("quantize", out, q8, "q3_x")[0] == 2, "unknown type: exit 2")
         rc, _, err = run("quantize", os.path.join(tmp, "nope.gguf"), q8, "q8_0")
         check(rc == 1 and len(err.splitlines()) == 1, "missing input: exit 1, one line")
-    finally:
-        for f in os.listdir(tmp):
-            os.unlink(os.path.join(tmp, f))
-        os.rmdir(tmp)
-    print(f"{len(failures)} failure(s)")
-    return 1 if failures else 0
+    return report()
 
 
 if __name__ == "__main__":

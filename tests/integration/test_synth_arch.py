@@ -8,16 +8,14 @@ architecture with another --arch is refused. Env: UVLLM_BIN, UVLLM_SHARED or
 UVLLM_SOURCE_DIR."""
 import os
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cli_check import SHARED, SRC, Gguf, check, failures, run  # noqa: E402
+from cli_check import SHARED, SRC, Gguf, check, report, run, scratch_dir  # noqa: E402
 
 
 def main():
     vocab = os.path.join(SHARED, "models", "aidreams260K.gguf")
-    tmp = tempfile.mkdtemp()
-    try:
+    with scratch_dir() as tmp:
         for arch in ("gemma3", "phi3"):
             out = os.path.join(tmp, f"{arch}-tiny.gguf")
             rc, _, err = run("synth", "--arch", arch, "--shape", f"{arch}-tiny", "--vocab", vocab,
@@ -60,12 +58,7 @@ def main():
         rc, _, _ = run("synth", "--arch", "phi3", "--shape", "phi3-tiny", "--layers", "-1",
                        "--vocab", vocab, os.path.join(tmp, "x.gguf"))
         check(rc == 2, "--layers -1: exit 2")
-    finally:
-        for f in os.listdir(tmp):
-            os.unlink(os.path.join(tmp, f))
-        os.rmdir(tmp)
-    print(f"{len(failures)} failure(s)")
-    return 1 if failures else 0
+    return report()
 
 
 if __name__ == "__main__":

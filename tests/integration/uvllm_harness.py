@@ -203,6 +203,15 @@ class Server:
         r = self.request("GET", "/health")
         return r.status, r.json()
 
+    def metrics(self):
+        """/metrics as {name with labels: value}."""
+        out = {}
+        for ln in self.request("GET", "/metrics").body.decode().splitlines():
+            if ln and not ln.startswith("#"):
+                k, v = ln.rsplit(" ", 1)
+                out[k] = float(v)
+        return out
+
     def post(self, path, body):
         """POST a JSON body."""
         return self.request("POST", path, body=json.dumps(body))
@@ -221,6 +230,18 @@ class Server:
                                body=json.dumps({"tokens": [i]})).json()["content"] == text]
         assert ids, (text, r.json())
         return ids[0]
+
+
+def rss_kib(pid):
+    """The resident set of process pid in KiB (VmRSS), or None when it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for ln in f:
+                if ln.startswith("VmRSS:"):
+                    return int(ln.split()[1])
+    except OSError:
+        pass
+    return None
 
 
 def build_request(method, path, body=None, headers=None, version="1.1", close=False):

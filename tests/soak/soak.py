@@ -28,22 +28,11 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
-from uvllm_harness import Reader, Server, build_request, sse_events  # noqa: E402
+from uvllm_harness import Reader, Server, build_request, rss_kib, sse_events  # noqa: E402
 
 WORDS = ("the a dream robot sky light river machine quiet garden night silver memory road "
          "window ocean paper clock forest signal winter engine voice mirror city stone "
          "cloud fire glass song").split()
-
-
-def rss_kib(pid):
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for ln in f:
-                if ln.startswith("VmRSS:"):
-                    return int(ln.split()[1])
-    except OSError:
-        pass
-    return None
 
 
 class Soak:

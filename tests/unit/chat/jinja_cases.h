@@ -132,6 +132,12 @@ static const struct jcase {
      "sort(reverse=true) }}|{{ msgs | sort(attribute='content') | map(attribute='content') | join "
      "}}",
      "[1, 2, 3]|['A', 'a', 'b', 'c']|['A', 'a', 'b', 'c']|[3, 2, 1]|byehiyo", NULL},
+    {"{{ msgs | unique(attribute='role') | map(attribute='content') | join(',') }}|{{ [{'k': 'A'}, "
+     "{'k': 'a'}] | unique(attribute='k', case_sensitive=true) | list | length }}|{{ (msgs | "
+     "min(attribute='content')).content }}|{{ (msgs | max(attribute='content')).content }}|{{ "
+     "[{'v': 1}, {'v': 2.5}] | sum(attribute='v') }}|{{ [{'v': 1}, {'v': 2}] | sum(attribute='v', "
+     "start=10) }}",
+     "hi,yo|2|bye|yo|3.5|13", NULL},
     {"{{ l | reverse | list }}|{{ s | reverse }}|{{ nums | sum }}|{{ nums | min }}|{{ nums | max "
      "}}|{{ words | max }}",
      "['c', 'b', 'a']|dlroW olleH|6|1|3|c", NULL},

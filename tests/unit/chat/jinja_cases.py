@@ -75,6 +75,7 @@ CASES = [
     "{{ msgs | rejectattr('role', 'eq', 'user') | list | length }}|{{ nums | select('odd') | list }}|{{ nums | reject('odd') | list }}",
     "{{ [none, 1, 0, 'a'] | select | list }}|{{ l | map('upper') | list }}|{{ ['a', 'A', 'b'] | unique | list }}",
     "{{ nums | sort }}|{{ words | sort }}|{{ words | sort(case_sensitive=true) }}|{{ nums | sort(reverse=true) }}|{{ msgs | sort(attribute='content') | map(attribute='content') | join }}",
+    "{{ msgs | unique(attribute='role') | map(attribute='content') | join(',') }}|{{ [{'k': 'A'}, {'k': 'a'}] | unique(attribute='k', case_sensitive=true) | list | length }}|{{ (msgs | min(attribute='content')).content }}|{{ (msgs | max(attribute='content')).content }}|{{ [{'v': 1}, {'v': 2.5}] | sum(attribute='v') }}|{{ [{'v': 1}, {'v': 2}] | sum(attribute='v', start=10) }}",
     "{{ l | reverse | list }}|{{ s | reverse }}|{{ nums | sum }}|{{ nums | min }}|{{ nums | max }}|{{ words | max }}",
     "{{ 'line1\\nline2\\n\\nline4' | indent(2) }}|{{ 'a\\nb' | indent(4, true) }}|{{ 'a\\n\\nb' | indent('> ', blank=true) }}",
     "{{ 'one two  three' | wordcount }}|{{ '<b>x</b> <i>y</i>' | striptags }}|{{ '<a href=\"x\">&' | e }}|{{ 'x' | safe }}",

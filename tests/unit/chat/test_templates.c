@@ -13,36 +13,11 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "../test_data.h"
 #include "chat/chat.h"
 #include "uvllm/err.h"
 
 #define NOW_2026_11_24_NOON 1795521600LL
-
-static const char *shared_dir(void) {
-    static char buf[1024];
-    const char *e = getenv("UVLLM_SHARED");
-    struct stat sb;
-    if (e && *e) return e;
-    snprintf(buf, sizeof buf, "%s/../shared", UVLLM_SOURCE_DIR);
-    if (stat(buf, &sb) == 0) return buf;
-    /* a git worktree one level further down (/work/wt/NAME) */
-    snprintf(buf, sizeof buf, "%s/../../shared", UVLLM_SOURCE_DIR);
-    return buf;
-}
-
-static char *slurp(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    cr_assert(f, "cannot open %s (set UVLLM_SHARED to the shared test data directory)", path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    cr_assert(s && fread(s, 1, (size_t)n, f) == (size_t)n);
-    s[n] = 0;
-    fclose(f);
-    if (len) *len = (size_t)n;
-    return s;
-}
 
 static const char tools_json[] =
     "[{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description\": "
@@ -131,16 +106,16 @@ static int run_case(const ul_chat_tmpl_t *t, const char *tmpl, const char *set, 
 
 Test(chat_templates, goldens_render_byte_identical) {
     char path[1200];
-    snprintf(path, sizeof path, "%s/chat-templates/renderings.jsonl", shared_dir());
-    char *all = slurp(path, NULL), *save = NULL;
+    snprintf(path, sizeof path, "%s/chat-templates/renderings.jsonl", ut_shared_dir());
+    char *all = ut_slurp(path, NULL), *save = NULL;
     int total = 0, pass = 0, unexpected = 0;
     for (char *line = strtok_r(all, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
         cJSON *d = cJSON_Parse(line);
         cr_assert(d, "bad line in renderings.jsonl");
         const char *tmpl = cJSON_GetObjectItem(d, "template")->valuestring;
-        snprintf(path, sizeof path, "%s/chat-templates/templates/%s", shared_dir(), tmpl);
+        snprintf(path, sizeof path, "%s/chat-templates/templates/%s", ut_shared_dir(), tmpl);
         size_t len;
-        char *src = slurp(path, &len), err[256];
+        char *src = ut_slurp(path, &len), err[256];
         ul_chat_tmpl_t *t;
         cr_assert_eq(ul_chat_tmpl_new(src, len, &t, err, sizeof err), 0, "%s: %s", tmpl, err);
         cJSON *r;
@@ -190,9 +165,10 @@ static void *render_many(void *arg) {
 
 Test(chat_templates, one_template_renders_on_many_threads) {
     char path[1200], err[256], msg[256];
-    snprintf(path, sizeof path, "%s/chat-templates/templates/Qwen-Qwen3-0.6B.jinja", shared_dir());
+    snprintf(path, sizeof path, "%s/chat-templates/templates/Qwen-Qwen3-0.6B.jinja",
+             ut_shared_dir());
     size_t len;
-    char *src = slurp(path, &len);
+    char *src = ut_slurp(path, &len);
     ul_chat_tmpl_t *t;
     cr_assert_eq(ul_chat_tmpl_new(src, len, &t, err, sizeof err), 0, "%s", err);
     cJSON *req = make_request("tools_roundtrip", "qwen");

@@ -8,23 +8,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../test_data.h"
 #include "engine/sampling.h"
 
 const ul_cpu_config_t golden_cfg = {
     .n_threads = 2, .kv_type = UL_TYPE_F16, .page_size = 16, .max_batch_tokens = 256};
 
-char *golden_slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
-    cr_assert(f, "cannot open %s (shared data: set UVLLM_SHARED to its directory)", path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    cr_assert(s && fread(s, 1, (size_t)n, f) == (size_t)n);
-    s[n] = 0;
-    fclose(f);
-    return s;
-}
+char *golden_slurp(const char *path) { return ut_slurp(path, NULL); }
 
 ul_model_t *golden_load(const char *path) {
     char err[256];

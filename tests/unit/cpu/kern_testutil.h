@@ -34,6 +34,39 @@ static inline float tk_unif(uint64_t *s) { /* [-1, 1) */
     return (float)((tk_rng(s) >> 40) * 0x1p-24 * 2.0 - 1.0);
 }
 
+/* The bitwise-exact kernels' equality: the same bits, or both NaN, whatever their payload. */
+static inline int tk_same(float a, float b) {
+    return ul_f32_bits(a) == ul_f32_bits(b) || (isnan(a) && isnan(b));
+}
+
+/* The MoE router's top-k rule, written as a sort so that it shares nothing with the kernels
+ * it checks: the indices of p[0..n) ordered by value, largest first, equal values (+0 and
+ * -0 too) by index; sel gets the first k. n <= 256. */
+static inline void tk_topk_ref(const float *p, int n, int k, int32_t *sel) {
+    int32_t idx[256];
+    for (int i = 0; i < n; i++) {
+        int j = i;
+        for (; j > 0 && p[idx[j - 1]] < p[i]; j--) idx[j] = idx[j - 1]; /* stable: ties stay */
+        idx[j] = i;
+    }
+    memcpy(sel, idx, sizeof(int32_t) * (size_t)k);
+}
+
+/* One ul_cpu_matmul_mat call as a pool job (what the forward pass runs on its threads). */
+typedef struct {
+    ul_pool_t *p;
+    const ul_cpu_mat_t *m;
+    const float *x;
+    int nt;
+    float *const *y;
+    void *scratch;
+} tk_mat_job_t;
+
+static inline void tk_mat_job(void *ctx, int ith, int nth) {
+    tk_mat_job_t *j = ctx;
+    ul_cpu_matmul_mat(j->p, j->m, j->x, j->nt, j->y, j->scratch, ith, nth);
+}
+
 /* n_rows rows of a type; K-quants and IQ4 get random bytes (every pattern is a valid
  * block) with small positive scales, the others quantise random floats. Caller frees. */
 static inline uint8_t *tk_weights(int type, int n_rows, int64_t n_cols, uint64_t seed) {

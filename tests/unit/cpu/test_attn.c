@@ -207,20 +207,18 @@ Test(attn, per_token_avx2_matches_f64_reference) {
     each_shape(0, UL_ISA_AVX2, UL_TYPE_F32, 2e-5);
 }
 
-/* AVX2's per-token path keeps the scalar path's roundings (the same f16 accumulator steps
- * and glibc's expf); only score summation order differs, so the two stay much closer to
- * each other than either is to the reference. */
-Test(attn, per_token_avx2_tracks_scalar) {
-    UL_TEST_REQUIRE_ISA(UL_ISA_AVX2);
+/* The per-token path on isa against the scalar one, shape by shape, on the same inputs: the
+ * largest difference at most tol. */
+static void per_token_tracks_scalar(ul_isa_t isa, double tol) {
     for (size_t i = 0; i < sizeof k_shapes / sizeof k_shapes[0]; i++) {
         const shape_t *s = &k_shapes[i];
         rig_t a, b;
         rig_init(&a, s->hd, s->n_head, s->n_kv, s->ps, s->pos0, s->n, s->swa, UL_TYPE_F16, 5 + i);
         rig_init(&b, s->hd, s->n_head, s->n_kv, s->ps, s->pos0, s->n, s->swa, UL_TYPE_F16, 5 + i);
         a.f.isa = UL_ISA_SCALAR;
-        b.f.isa = UL_ISA_AVX2;
+        b.f.isa = isa;
         a.f.ops = ul_cpu_ops(UL_ISA_SCALAR);
-        b.f.ops = ul_cpu_ops(UL_ISA_AVX2);
+        b.f.ops = ul_cpu_ops(isa);
         run_per_token(&a);
         run_per_token(&b);
         double worst = 0;
@@ -230,11 +228,19 @@ Test(attn, per_token_avx2_tracks_scalar) {
             worst = fmax(worst, d);
             n_diff += d != 0;
         }
-        cr_expect_leq(worst, 4e-3, "hd=%d: scalar vs avx2 %g", s->hd, worst);
+        cr_expect_leq(worst, tol, "hd=%d: scalar vs %s %g", s->hd, ul_cpu_isa_name(isa), worst);
         cr_log_info("hd=%d: %zu of %zu outputs differ, largest %g", s->hd, n_diff, total, worst);
         rig_free(&a);
         rig_free(&b);
     }
+}
+
+/* AVX2's per-token path keeps the scalar path's roundings (the same f16 accumulator steps
+ * and glibc's expf); only score summation order differs, so the two stay much closer to
+ * each other than either is to the reference. */
+Test(attn, per_token_avx2_tracks_scalar) {
+    UL_TEST_REQUIRE_ISA(UL_ISA_AVX2);
+    per_token_tracks_scalar(UL_ISA_AVX2, 4e-3);
 }
 
 /* AArch64: the per-token path through the NEON table (kernels_neon_attn.c) keeps the scalar
@@ -249,27 +255,5 @@ Test(attn, per_token_neon_matches_f64_reference) {
 
 Test(attn, per_token_neon_tracks_scalar) {
     UL_TEST_REQUIRE_ISA(UL_ISA_NEON);
-    for (size_t i = 0; i < sizeof k_shapes / sizeof k_shapes[0]; i++) {
-        const shape_t *s = &k_shapes[i];
-        rig_t a, b;
-        rig_init(&a, s->hd, s->n_head, s->n_kv, s->ps, s->pos0, s->n, s->swa, UL_TYPE_F16, 5 + i);
-        rig_init(&b, s->hd, s->n_head, s->n_kv, s->ps, s->pos0, s->n, s->swa, UL_TYPE_F16, 5 + i);
-        a.f.isa = UL_ISA_SCALAR;
-        b.f.isa = UL_ISA_NEON;
-        a.f.ops = ul_cpu_ops(UL_ISA_SCALAR);
-        b.f.ops = ul_cpu_ops(UL_ISA_NEON);
-        run_per_token(&a);
-        run_per_token(&b);
-        double worst = 0;
-        size_t n_diff = 0, total = (size_t)s->n * a.f.q_dim;
-        for (size_t k = 0; k < total; k++) {
-            const double d = fabs((double)a.f.att[k] - b.f.att[k]);
-            worst = fmax(worst, d);
-            n_diff += d != 0;
-        }
-        cr_expect_leq(worst, 4e-3, "hd=%d: scalar vs neon %g", s->hd, worst);
-        cr_log_info("hd=%d: %zu of %zu outputs differ, largest %g", s->hd, n_diff, total, worst);
-        rig_free(&a);
-        rig_free(&b);
-    }
+    per_token_tracks_scalar(UL_ISA_NEON, 4e-3);
 }

@@ -93,20 +93,6 @@ Test(kernels_arm, packed_q8_0_q4_0_equal_row_kernels_bitwise) {
     }
 }
 
-typedef struct {
-    ul_pool_t *p;
-    const ul_cpu_mat_t *m;
-    const float *x;
-    int nt;
-    float *const *y;
-    void *scratch;
-} mat_job_t;
-
-static void mat_job(void *ctx, int ith, int nth) {
-    mat_job_t *j = ctx;
-    ul_cpu_matmul_mat(j->p, j->m, j->x, j->nt, j->y, j->scratch, ith, nth);
-}
-
 /* What the forward pass runs: a stacked matrix (three parts of 16-multiples, all packed)
  * and one of 83 rows (5 packed groups, 3 rows read in place), on a 2-thread pool, gives
  * the row layout's outputs bit for bit, for a decode step and small batches. */
@@ -146,8 +132,8 @@ Test(kernels_arm, packed_matrices_equal_row_layout_bitwise) {
                     cr_assert_eq(ul_cpu_mat_init(&m, parts, np, l), 0);
                     cr_expect_eq(m.pk != NULL, l, "%s: packed=%d with pack=%d", ul_type_name(type),
                                  m.pk != NULL, l);
-                    mat_job_t j = {p, &m, x, nt, y[l], scratch};
-                    ul_pool_run(p, mat_job, &j);
+                    tk_mat_job_t j = {p, &m, x, nt, y[l], scratch};
+                    ul_pool_run(p, tk_mat_job, &j);
                     ul_cpu_mat_free(&m);
                 }
                 int bad = 0;

@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "golden_check.h"
+#include "kern_testutil.h"
 
 #define NAME "qwen3moe-tiny-f16"
 #define TOL 0.004f
@@ -150,18 +151,6 @@ Test(moe, copied_experts_equal_mapped) {
  * descending, ties to the lower index) on rows with many ties and every k up to 8; rows the
  * AVX2 one refuses (a length not a multiple of 8, no value above -inf left) are left
  * exactly as they were. */
-static void topk_ref(const float *p, int n, int k, int32_t *sel) {
-    for (int j = 0; j < k; j++) {
-        int best = -1;
-        for (int i = 0; i < n; i++) {
-            int taken = 0;
-            for (int q = 0; q < j && !taken; q++) taken = sel[q] == i;
-            if (!taken && (best < 0 || p[i] > p[best])) best = i;
-        }
-        sel[j] = best;
-    }
-}
-
 Test(moe, topk_avx2_equals_scalar_rule) {
     if (ul_cpu_isa() < UL_ISA_AVX2) cr_skip_test("needs avx2");
     static const int ns[] = {8, 16, 64, 128, 256};
@@ -177,7 +166,7 @@ Test(moe, topk_avx2_equals_scalar_rule) {
                     p[i] = rep % 2 ? (float)(s >> 29) * 0.125f : (float)(s >> 8) * 0x1p-24f;
                     q[i] = p[i];
                 }
-                topk_ref(p, n, k, ref);
+                tk_topk_ref(p, n, k, ref);
                 for (int isa = UL_ISA_SCALAR; isa <= UL_ISA_AVX2; isa++) { /* the ops tables' */
                     memcpy(q, p, sizeof(float) * (size_t)n);
                     cr_assert_eq(ul_cpu_ops((ul_isa_t)isa)->topk(q, n, k, sel, val), 0);

@@ -18,89 +18,25 @@
 
 #include "cpu/forward.h"
 #include "cpu/kernels.h"
-#include "kern_testutil.h"
+#include "ops_check.h"
 
 #if defined(__aarch64__)
 #include "cpu/kernels_neon_attn.h"
 
-#define NEED_NEON()                                                                                \
-    do {                                                                                           \
-        if (!ul_cpu_isa_within(UL_ISA_NEON, ul_cpu_isa()))                                         \
-            cr_skip_test("needs NEON; this CPU (or UVLLM_ISA) gives %s",                           \
-                         ul_cpu_isa_name(ul_cpu_isa()));                                           \
-    } while (0)
-
-static float from_bits(uint32_t u) {
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-static uint32_t bits(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-}
-static int same(float a, float b) { return bits(a) == bits(b) || (isnan(a) && isnan(b)); }
-
 Test(kernels_arm, expf8_neon_equals_libm_expf_bitwise) {
-    NEED_NEON();
-    float x[8], y[8];
-    long bad = 0, n = 0;
-    for (uint32_t u = 0;;) {
-        int k = 0;
-        for (; k < 8 && u <= 0xFFFFFFFFu - 61; k++, u += 61) x[k] = from_bits(u);
-        if (k < 8) break;
-        ul_expf8_neon(x, y, 8);
-        for (int i = 0; i < 8; i++, n++) {
-            const float r = expf(x[i]);
-            if (!same(r, y[i]) && bad++ < 5)
-                cr_log_error("expf(%a) = %a, ours %a", (double)x[i], (double)r, (double)y[i]);
-        }
-    }
-    cr_expect_eq(bad, 0, "%ld of %ld values differ from expf", bad, n);
-    cr_expect_gt(n, 70000000);
+    UL_TEST_REQUIRE_ISA(UL_ISA_NEON);
+    tk_expf_all_patterns(ul_expf8_neon, 8);
 }
 
 Test(kernels_arm, expf8_neon_special_values_and_partial_vectors) {
-    NEED_NEON();
-    const float x[16] = {-INFINITY, INFINITY, NAN,   0.0f,  -0.0f,   -80.0f, -79.99999f, -87.5f,
-                         -103.9f,   -104.0f,  89.0f, 88.7f, -1e-30f, 1.0f,   -1.0f,      -0.5f};
-    float y[16];
-    ul_expf8_neon(x, y, 8);
-    ul_expf8_neon(x + 8, y + 8, 8);
-    for (int i = 0; i < 16; i++)
-        cr_expect(same(expf(x[i]), y[i]), "expf(%a): %a vs %a", (double)x[i], (double)expf(x[i]),
-                  (double)y[i]);
-    for (int n = 0; n <= 8; n++)
-        for (int off = 0; off < 8; off++) {
-            float z[16];
-            for (int i = 0; i < 16; i++) z[i] = 42.0f;
-            ul_expf8_neon(x + off, z, n);
-            for (int i = 0; i < 16; i++)
-                cr_expect(i < n ? same(z[i], expf(x[off + i])) : z[i] == 42.0f,
-                          "n=%d from %d: lane %d", n, off, i);
-        }
+    UL_TEST_REQUIRE_ISA(UL_ISA_NEON);
+    tk_expf_special_and_partial(ul_expf8_neon, 8);
 }
 
 /* odd lengths (the scalar tail), gates over the range where expf over- and underflows */
 Test(kernels_arm, swiglu_neon_equals_scalar_expression) {
-    NEED_NEON();
-    enum { N = 1000 + 7 };
-    static float g[N], u[N], ref[N];
-    uint64_t s = 5;
-    for (int i = 0; i < N; i++) {
-        g[i] = tk_unif(&s) * (i % 7 == 0 ? 120.0f : 8.0f);
-        u[i] = tk_unif(&s);
-        ref[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
-    }
-    g[3] = INFINITY, g[10] = -INFINITY, g[17] = NAN;
-    ref[3] = g[3] / (1.0f + expf(-g[3])) * u[3];
-    ref[10] = g[10] / (1.0f + expf(-g[10])) * u[10];
-    ref[17] = g[17];
-    ul_swiglu_neon(g, u, N);
-    int bad = 0;
-    for (int i = 0; i < N; i++) bad += !same(g[i], ref[i]);
-    cr_expect_eq(bad, 0, "%d of %d SwiGLU outputs differ from the scalar expression", bad, N);
+    UL_TEST_REQUIRE_ISA(UL_ISA_NEON);
+    tk_swiglu_check(ul_swiglu_neon);
     cr_expect(ul_cpu_ops(ul_cpu_isa())->swiglu == ul_swiglu_neon, "the AArch64 table's SwiGLU");
     cr_expect(ul_cpu_ops(ul_cpu_isa())->expf8 == ul_expf8_neon, "the AArch64 table's expf");
 }
@@ -138,9 +74,9 @@ static void one_tile(int nq, int hd, int n, uint64_t seed) {
     memcpy(kq[1], kq[0], sizeof(float) * (size_t)(nq * T)); /* the same scores into softmax */
     int bad = 0;
     for (int w = 0; w < 2; w++) ks[w]->softmax(kq[w], nq, o[w], hd, M[w], S[w]);
-    for (int i = 0; i < nq * T; i++) bad += !same(kq[0][i], kq[1][i]);
-    for (int i = 0; i < nq * hd; i++) bad += !same(o[0][i], o[1][i]);
-    for (int r = 0; r < nq; r++) bad += !same(M[0][r], M[1][r]);
+    for (int i = 0; i < nq * T; i++) bad += !tk_same(kq[0][i], kq[1][i]);
+    for (int i = 0; i < nq * hd; i++) bad += !tk_same(o[0][i], o[1][i]);
+    for (int r = 0; r < nq; r++) bad += !tk_same(M[0][r], M[1][r]);
     cr_expect_eq(bad, 0, "nq=%d hd=%d n=%d: probabilities, rescale or max differ", nq, hd, n);
     for (int r = 0; r < nq; r++)
         cr_expect_leq(fabs(S[0][r] - S[1][r]), 1e-5 * S[0][r], "row %d: sum %a vs %a", r,
@@ -154,7 +90,7 @@ static void one_tile(int nq, int hd, int n, uint64_t seed) {
 }
 
 Test(kernels_arm, attn_tile_neon_tracks_scalar) {
-    NEED_NEON();
+    UL_TEST_REQUIRE_ISA(UL_ISA_NEON);
     cr_expect(ul_cpu_ops(ul_cpu_isa())->attn_tile == &ul_attn_tile_neon, "the AArch64 table's");
     /* row counts around the 4-row register tile, hd of 16-column tiles and 4-column rests */
     static const int shapes[][3] = {{64, 64, 64}, {7, 128, 40}, {1, 36, 64}, {5, 80, 1}, {3, 4, 9}};
@@ -166,7 +102,7 @@ Test(kernels_arm, attn_tile_neon_tracks_scalar) {
  * and their neighbours with ups of both signs (a gate <= -10 gives +0 whatever up is), and
  * an odd tail; NaN gates stay NaN. */
 Test(kernels_arm, geglu_neon_equals_scalar_on_every_f16_gate) {
-    NEED_NEON();
+    UL_TEST_REQUIRE_ISA(UL_ISA_NEON);
     ul_fwd_gemma3_init();
     cr_expect(ul_cpu_ops(ul_cpu_isa())->geglu == ul_geglu_neon, "the AArch64 table's");
     static const float edges[] = {10.0f,         -10.0f,         0x1.3ffffep3f, -0x1.3ffffep3f,
@@ -186,7 +122,7 @@ Test(kernels_arm, geglu_neon_equals_scalar_on_every_f16_gate) {
     ul_cpu_ops(ul_cpu_isa())->geglu(b, u, n);
     size_t bad = 0;
     for (size_t i = 0; i < n; i++)
-        if (!same(a[i], b[i]) && bad++ < 5)
+        if (!tk_same(a[i], b[i]) && bad++ < 5)
             cr_log_error("gate %zu: scalar %a, neon %a", i, (double)a[i], (double)b[i]);
     cr_expect_eq(bad, 0, "%zu of %zu results differ", bad, n);
     free(a), free(b), free(u);
@@ -196,20 +132,8 @@ Test(kernels_arm, geglu_neon_equals_scalar_on_every_f16_gate) {
  * ties to the lower index) on rows with many ties, +0 / -0 ties and every k up to 8; rows
  * it refuses (a length not a multiple of 8, a NaN, no value above -inf left) are left
  * exactly as they were, and the caller's scalar fallback answers them. */
-static void topk_ref(const float *p, int n, int k, int32_t *sel) {
-    for (int j = 0; j < k; j++) {
-        int best = -1;
-        for (int i = 0; i < n; i++) {
-            int taken = 0;
-            for (int q = 0; q < j && !taken; q++) taken = sel[q] == i;
-            if (!taken && (best < 0 || p[i] > p[best])) best = i;
-        }
-        sel[j] = best;
-    }
-}
-
 Test(kernels_arm, topk_neon_equals_scalar_rule) {
-    NEED_NEON();
+    UL_TEST_REQUIRE_ISA(UL_ISA_NEON);
     const ul_cpu_ops_t *ops = ul_cpu_ops(ul_cpu_isa());
     cr_expect(ops->topk == ul_topk_neon, "the AArch64 table's");
     static const int ns[] = {8, 16, 64, 128, 256};
@@ -226,13 +150,13 @@ Test(kernels_arm, topk_neon_equals_scalar_rule) {
                            : rep % 3 == 1 ? (float)(s >> 8) * 0x1p-24f
                                           : ((s >> 20) & 1 ? 0.0f : -0.0f) - (float)(s >> 30);
                 }
-                topk_ref(p, n, k, ref);
+                tk_topk_ref(p, n, k, ref);
                 memcpy(q, p, sizeof(float) * (size_t)n);
                 cr_assert_eq(ops->topk(q, n, k, sel, val), 0);
                 for (int j = 0; j < k; j++) {
                     cr_assert_eq(sel[j], ref[j], "n %d k %d pick %d: %d, rule %d", n, k, j, sel[j],
                                  ref[j]);
-                    cr_assert(same(val[j], p[ref[j]]));
+                    cr_assert(tk_same(val[j], p[ref[j]]));
                     cr_assert(q[sel[j]] == -INFINITY);
                 }
             }

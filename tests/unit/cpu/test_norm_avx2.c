@@ -8,16 +8,10 @@
 #include <string.h>
 
 #include "cpu/forward.h"
-#include "kern_testutil.h"
+#include "ops_check.h"
 
 /* x86 kernels only: the AVX2 RMSNorm and RoPE */
 #if defined(__x86_64__) || defined(__i386__)
-
-static uint32_t bits(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-}
 
 static void rope_ref(float *x, const float *cs, int n_rot, int neox) {
     const int half = n_rot / 2;
@@ -29,43 +23,23 @@ static void rope_ref(float *x, const float *cs, int n_rot, int neox) {
     }
 }
 
+static void rope_ref_norm(float *x, const float *cs, int n_rot) { rope_ref(x, cs, n_rot, 0); }
+static void rope_ref_neox(float *x, const float *cs, int n_rot) { rope_ref(x, cs, n_rot, 1); }
+
+static void rmsnorm_ref(float *dst, const float *x, const float *w, int n, float eps) {
+    double ss = 0;
+    for (int i = 0; i < n; i++) ss += (double)(x[i] * x[i]);
+    const float scale = 1.0f / sqrtf((float)(ss / n) + eps);
+    for (int i = 0; i < n; i++) dst[i] = (x[i] * scale) * w[i];
+}
+
 Test(norm_avx2, rope_equals_scalar_bitwise) {
     UL_TEST_REQUIRE_ISA(UL_ISA_AVX2);
-    static const int widths[] = {2, 10, 16, 24, 64, 80, 128};
-    uint64_t s = 3;
-    for (int neox = 0; neox < 2; neox++)
-        for (size_t wi = 0; wi < sizeof widths / sizeof widths[0]; wi++) {
-            const int n = widths[wi];
-            float x[160], y[160], cs[160];
-            for (int i = 0; i < 160; i++) x[i] = y[i] = tk_unif(&s) * 3, cs[i] = tk_unif(&s);
-            rope_ref(x, cs, n, neox);
-            (neox ? ul_rope_neox_avx2 : ul_rope_norm_avx2)(y, cs, n);
-            int bad = 0;
-            for (int i = 0; i < 160; i++) bad += bits(x[i]) != bits(y[i]);
-            cr_expect_eq(bad, 0, "%s n_rot=%d: %d values differ", neox ? "neox" : "norm", n, bad);
-        }
+    tk_rope_check(rope_ref_norm, rope_ref_neox, ul_rope_norm_avx2, ul_rope_neox_avx2, "avx2");
 }
 
 Test(norm_avx2, rmsnorm_within_one_ulp_of_scalar) {
     UL_TEST_REQUIRE_ISA(UL_ISA_AVX2);
-    static const int sizes[] = {7, 64, 2048, 2048 + 5, 5632};
-    static float x[6000], w[6000], a[6000], b[6000];
-    uint64_t s = 9;
-    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
-        const int n = sizes[k];
-        for (int i = 0; i < n; i++)
-            x[i] = tk_unif(&s) * (i % 13 ? 1.0f : 40.0f), w[i] = tk_unif(&s);
-        double ss = 0;
-        for (int i = 0; i < n; i++) ss += (double)(x[i] * x[i]);
-        const float scale = 1.0f / sqrtf((float)(ss / n) + 1e-5f);
-        for (int i = 0; i < n; i++) a[i] = (x[i] * scale) * w[i];
-        ul_rmsnorm_avx2(b, x, w, n, 1e-5f);
-        int bad = 0;
-        for (int i = 0; i < n; i++) bad += fabsf(a[i] - b[i]) > fabsf(a[i]) * 0x1p-23f;
-        cr_expect_eq(bad, 0, "n=%d: %d outputs beyond one ulp", n, bad);
-        memcpy(a, x, sizeof(float) * n);
-        ul_rmsnorm_avx2(a, a, w, n, 1e-5f); /* in place, as gemma3's post norms */
-        cr_expect_eq(memcmp(a, b, sizeof(float) * n), 0, "n=%d: in place differs", n);
-    }
+    tk_rmsnorm_check(rmsnorm_ref, ul_rmsnorm_avx2, "avx2");
 }
 #endif

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "cpu/forward.h"
-#include "kern_testutil.h"
+#include "ops_check.h"
 
 static const ul_cpu_ops_t *active(void) {
     if (ul_cpu_isa() == UL_ISA_SCALAR) cr_skip_test("scalar ISA: nothing to compare");
@@ -22,38 +22,13 @@ static int n_diff(const float *a, const float *b, int n) {
 
 Test(ops_isa, rope_equals_scalar_bitwise) {
     const ul_cpu_ops_t *o = active(), *sc = ul_cpu_ops(UL_ISA_SCALAR);
-    static const int widths[] = {2, 6, 10, 16, 24, 64, 80, 128};
-    uint64_t s = 3;
-    for (int neox = 0; neox < 2; neox++)
-        for (size_t wi = 0; wi < sizeof widths / sizeof widths[0]; wi++) {
-            const int n = widths[wi];
-            float x[160], y[160], cs[160];
-            for (int i = 0; i < 160; i++) x[i] = y[i] = tk_unif(&s) * 3, cs[i] = tk_unif(&s);
-            (neox ? sc->rope_neox : sc->rope_norm)(x, cs, n);
-            (neox ? o->rope_neox : o->rope_norm)(y, cs, n);
-            cr_expect_eq(n_diff(x, y, 160), 0, "%s n_rot=%d on %s", neox ? "neox" : "norm", n,
-                         ul_cpu_isa_name(ul_cpu_isa()));
-        }
+    tk_rope_check(sc->rope_norm, sc->rope_neox, o->rope_norm, o->rope_neox,
+                  ul_cpu_isa_name(ul_cpu_isa()));
 }
 
 Test(ops_isa, rmsnorm_within_one_ulp_of_scalar) {
     const ul_cpu_ops_t *o = active(), *sc = ul_cpu_ops(UL_ISA_SCALAR);
-    static const int sizes[] = {3, 7, 64, 2048 + 5, 5632};
-    static float x[6000], w[6000], a[6000], b[6000];
-    uint64_t s = 9;
-    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
-        const int n = sizes[k];
-        for (int i = 0; i < n; i++)
-            x[i] = tk_unif(&s) * (i % 13 ? 1.0f : 40.0f), w[i] = tk_unif(&s);
-        sc->rmsnorm(a, x, w, n, 1e-5f);
-        o->rmsnorm(b, x, w, n, 1e-5f);
-        int bad = 0;
-        for (int i = 0; i < n; i++) bad += fabsf(a[i] - b[i]) > fabsf(a[i]) * 0x1p-23f;
-        cr_expect_eq(bad, 0, "n=%d: %d outputs beyond one ulp", n, bad);
-        memcpy(a, x, sizeof(float) * n);
-        o->rmsnorm(a, a, w, n, 1e-5f); /* in place, as gemma3's post norms */
-        cr_expect_eq(memcmp(a, b, sizeof(float) * n), 0, "n=%d: in place differs", n);
-    }
+    tk_rmsnorm_check(sc->rmsnorm, o->rmsnorm, ul_cpu_isa_name(ul_cpu_isa()));
 }
 
 /* values around f16's range and precision: ties, denormals, overflow to inf */

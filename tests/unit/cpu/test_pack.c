@@ -10,20 +10,6 @@
 #include "kern_testutil.h"
 #include "uvllm/err.h"
 
-typedef struct {
-    ul_pool_t *p;
-    const ul_cpu_mat_t *m;
-    const float *x;
-    int nt;
-    float *const *y;
-    void *scratch;
-} job_t;
-
-static void job(void *ctx, int ith, int nth) {
-    job_t *j = ctx;
-    ul_cpu_matmul_mat(j->p, j->m, j->x, j->nt, j->y, j->scratch, ith, nth);
-}
-
 /* Returns the number of outputs outside the bound; *packed says which layout ran. */
 static int check_stack(ul_pool_t *p, int type, const int *rows, int n_parts, int64_t n_cols, int nt,
                        int pack, int *packed) {
@@ -50,8 +36,8 @@ static int check_stack(ul_pool_t *p, int type, const int *rows, int n_parts, int
     void *scratch = malloc(ul_cpu_matmul_scratch(type, n_cols, nt) + 64);
     uint64_t s = (uint64_t)(n_cols + nt);
     for (int64_t i = 0; i < n_cols * nt; i++) x[i] = tk_unif(&s) * 3;
-    job_t j = {p, &m, x, nt, y, scratch};
-    ul_pool_run(p, job, &j);
+    tk_mat_job_t j = {p, &m, x, nt, y, scratch};
+    ul_pool_run(p, tk_mat_job, &j);
     int bad = 0;
     const size_t ws = ul_type_row_bytes(type, n_cols);
     for (int tk = 0; tk < nt; tk++) {

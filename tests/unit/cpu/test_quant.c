@@ -7,17 +7,6 @@
 
 #include "kern_testutil.h"
 
-static uint32_t f2u(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-}
-static float u2f(uint32_t u) {
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
 Test(fp16, edge_cases) {
     cr_expect_eq(ul_fp32_to_fp16(INFINITY), 0x7c00);
     cr_expect_eq(ul_fp32_to_fp16(-INFINITY), 0xfc00);
@@ -65,14 +54,14 @@ Test(fp16, matches_f16c) {
     cr_assert(HAS_HW_F16(), "no F16C on this CPU to compare with");
     int bad = 0;
     for (uint64_t u = 0; u < (1ull << 32); u += 4099) {
-        float f = u2f((uint32_t)u);
+        float f = ul_f32_from_bits((uint32_t)u);
         uint16_t a = ul_fp32_to_fp16(f), b = hw_to_h(f);
         if (a != b && bad++ < 5) cr_log_error("f32 %08x -> %04x, F16C %04x", (unsigned)u, a, b);
     }
     for (uint32_t h = 0; h < 65536; h++) {
         float a = ul_fp16_to_fp32((uint16_t)h), b = hw_to_f((uint16_t)h);
-        if (f2u(a) != f2u(b) && bad++ < 10)
-            cr_log_error("f16 %04x -> %08x, F16C %08x", h, f2u(a), f2u(b));
+        if (ul_f32_bits(a) != ul_f32_bits(b) && bad++ < 10)
+            cr_log_error("f16 %04x -> %08x, F16C %08x", h, ul_f32_bits(a), ul_f32_bits(b));
     }
     cr_expect_eq(bad, 0);
 }
@@ -84,9 +73,11 @@ Test(bf16, edge_cases) {
     cr_expect_eq(ul_fp32_to_bf16(1.0f + 0x1.8p-7f), 0x3f82); /* tie to even: up */
     cr_expect_eq(ul_fp32_to_bf16(1.0f + 0x1.2p-8f), 0x3f81); /* above the tie */
     cr_expect_eq(ul_fp32_to_bf16(INFINITY), 0x7f80);
-    cr_expect_eq(ul_fp32_to_bf16(u2f(0x7f800001)) & 0x7fc0, 0x7fc0); /* snan -> quiet nan */
-    cr_expect_eq(ul_fp32_to_bf16(u2f(0x00010000)), 0x0001);          /* denormals kept */
-    cr_expect_eq(ul_fp32_to_bf16(u2f(0x7f7fffff)), 0x7f80);          /* max float rounds to inf */
+    cr_expect_eq(ul_fp32_to_bf16(ul_f32_from_bits(0x7f800001)) & 0x7fc0,
+                 0x7fc0);                                                /* snan -> quiet nan */
+    cr_expect_eq(ul_fp32_to_bf16(ul_f32_from_bits(0x00010000)), 0x0001); /* denormals kept */
+    cr_expect_eq(ul_fp32_to_bf16(ul_f32_from_bits(0x7f7fffff)),
+                 0x7f80); /* max float rounds to inf */
     cr_expect_eq(ul_bf16_to_fp32(0xc040), -3.0f);
 }
 

@@ -339,19 +339,33 @@ static void set_hold(fake_t *f, int hold) {
 
 #define WD_TIMEOUT_NS 100000000 /* 100 ms */
 
+/* A fake device with ops on a bridge to loop, for the watchdog tests. */
+static fake_t *wd_open(uv_loop_t *loop, wd_loop_t *c, const ul_worker_ops_t *ops) {
+    cr_assert_eq(uv_loop_init(loop), 0);
+    cr_assert_eq(ul_bridge_init(loop, &c->bridge, wd_on_step), 0);
+    fake_t *f = calloc(1, sizeof *f);
+    fake_init_ops(f, 1, 0, ops);
+    f->base.bridge = &c->bridge;
+    return f;
+}
+
+/* Frees f (fake_free done), closes the bridge and checks the loop closes. */
+static void wd_close(uv_loop_t *loop, wd_loop_t *c, fake_t *f) {
+    free(f);
+    ul_bridge_close(&c->bridge, NULL);
+    uv_run(loop, UV_RUN_DEFAULT);
+    cr_assert_eq(uv_loop_close(loop), 0);
+}
+
 /* A hung step fails with UL_ETIMEDOUT after the bound (the server answers its requests
  * with an error), steps submitted while the device still holds it fail at once, and once
  * the device returns it (late: dropped, its finish never runs) steps succeed again. */
 Test(worker, watchdog_fails_a_hung_step_and_serving_resumes) {
     uv_loop_t loop;
-    cr_assert_eq(uv_loop_init(&loop), 0);
     wd_loop_t c = {0};
-    cr_assert_eq(ul_bridge_init(&loop, &c.bridge, wd_on_step), 0);
-    fake_t *f = calloc(1, sizeof *f);
     static const ul_worker_ops_t ops = {
         .step = launch, .max_in_flight = 2, .step_timeout_ns = WD_TIMEOUT_NS};
-    fake_init_ops(f, 1, 0, &ops);
-    f->base.bridge = &c.bridge;
+    fake_t *f = wd_open(&loop, &c, &ops);
     /* a healthy step first: the watchdog does not fire on normal work */
     wd_submit(f, 0);
     wd_wait(&loop, &c, 1);
@@ -399,10 +413,7 @@ Test(worker, watchdog_fails_a_hung_step_and_serving_resumes) {
     cr_assert_eq(c.token[5], 1005);
     fake_free(f);
     cr_assert_eq(ul_worker_orphaned(&f->worker), 0);
-    free(f);
-    ul_bridge_close(&c.bridge, NULL);
-    uv_run(&loop, UV_RUN_DEFAULT);
-    cr_assert_eq(uv_loop_close(&loop), 0);
+    wd_close(&loop, &c, f);
 }
 
 /* A device that never calls back: the step still fails within the bound, and shutdown does
@@ -410,14 +421,10 @@ Test(worker, watchdog_fails_a_hung_step_and_serving_resumes) {
  * memory stays valid for a callback that might still come. */
 Test(worker, watchdog_device_that_never_calls_back_cannot_hang_shutdown) {
     uv_loop_t loop;
-    cr_assert_eq(uv_loop_init(&loop), 0);
     wd_loop_t c = {0};
-    cr_assert_eq(ul_bridge_init(&loop, &c.bridge, wd_on_step), 0);
-    fake_t *f = calloc(1, sizeof *f);
     static const ul_worker_ops_t ops = {
         .step = launch, .max_in_flight = 1, .step_timeout_ns = WD_TIMEOUT_NS};
-    fake_init_ops(f, 1, 0, &ops);
-    f->base.bridge = &c.bridge;
+    fake_t *f = wd_open(&loop, &c, &ops);
     set_hold(f, 1);
     wd_submit(f, 2);
     wd_wait(&loop, &c, 1);
@@ -434,8 +441,5 @@ Test(worker, watchdog_device_that_never_calls_back_cannot_hang_shutdown) {
     cr_assert_eq(f->worker.n_lost, 0);
     pthread_mutex_unlock(&f->worker.mu);
     fake_free(f); /* drops the held job; the worker's locks were left alone */
-    free(f);
-    ul_bridge_close(&c.bridge, NULL);
-    uv_run(&loop, UV_RUN_DEFAULT);
-    cr_assert_eq(uv_loop_close(&loop), 0);
+    wd_close(&loop, &c, f);
 }

@@ -4,6 +4,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "../test_data.h"
 #include "test_gguf_fixture.h"
 #include "model/gguf_write.h"
 
@@ -183,15 +184,4 @@ uint64_t fx_get_u64(const img_t *im, size_t off) {
     return v;
 }
 
-const char *fx_shared(void) {
-    static char path[4096];
-    const char *s = getenv("UVLLM_SHARED");
-    if (s && *s)
-        snprintf(path, sizeof path, "%s", s);
-    else
-        snprintf(path, sizeof path, "%s/../shared", UVLLM_SOURCE_DIR);
-    struct stat st;
-    cr_assert(stat(path, &st) == 0 && S_ISDIR(st.st_mode),
-              "shared test data not found at %s (set UVLLM_SHARED)", path);
-    return path;
-}
+const char *fx_shared(void) { return ut_shared_dir(); }

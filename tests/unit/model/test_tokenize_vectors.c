@@ -36,12 +36,9 @@ static int each_set(void (*fn)(const char *dir, const char *name)) {
 }
 
 static void check_ids(const char *dir, const char *name) {
-    char path[1400];
-    snprintf(path, sizeof path, "%s/ggml-vocab-%s.gguf", dir, name);
     tv_vocab_t t;
-    tv_load(&t, path);
     tv_set_t s;
-    tv_set_read(&s, dir, name);
+    tv_open_set(dir, name, &t, &s);
     cr_assert(s.n > 0, "%s: no test strings", name);
     for (size_t i = 0; i < s.n; i++) {
         int n;
@@ -64,12 +61,9 @@ Test(tokenize_vectors, ids_match_llama_cpp) {
 }
 
 static void check_roundtrip(const char *dir, const char *name) {
-    char path[1400];
-    snprintf(path, sizeof path, "%s/ggml-vocab-%s.gguf", dir, name);
     tv_vocab_t t;
-    tv_load(&t, path);
     tv_set_t s;
-    tv_set_read(&s, dir, name);
+    tv_open_set(dir, name, &t, &s);
     int32_t unk = ul_vocab_find(t.v, "<unk>", 5);
     for (size_t i = 0; i < s.n; i++) {
         int n;

@@ -7,18 +7,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
-const char *tv_shared(void) {
-    static char path[1024];
-    const char *s = getenv("UVLLM_SHARED");
-    if (s && *s)
-        snprintf(path, sizeof path, "%s", s);
-    else
-        snprintf(path, sizeof path, "%s/../shared", UVLLM_SOURCE_DIR);
-    struct stat st;
-    if (stat(path, &st) || !S_ISDIR(st.st_mode))
-        cr_assert_fail("shared test data not found at %s (set UVLLM_SHARED)", path);
-    return path;
-}
+#include "../test_data.h"
+
+const char *tv_shared(void) { return ut_shared_dir(); }
 
 void tv_load(tv_vocab_t *t, const char *path) {
     char err[256];
@@ -33,29 +24,15 @@ void tv_free(tv_vocab_t *t) {
     ul_gguf_free(&t->g);
 }
 
-static char *slurp(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) cr_assert_fail("cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
-    cr_assert(b && fread(b, 1, (size_t)n, f) == (size_t)n);
-    b[n] = 0;
-    fclose(f);
-    *len = (size_t)n;
-    return b;
-}
-
 void tv_set_read(tv_set_t *s, const char *dir, const char *name) {
     char path[1200];
     static const char sep[] = "\n__ggml_vocab_test__\n";
     size_t n, on;
     memset(s, 0, sizeof *s);
     snprintf(path, sizeof path, "%s/ggml-vocab-%s.gguf.inp", dir, name);
-    s->inp = slurp(path, &n);
+    s->inp = ut_slurp(path, &n);
     snprintf(path, sizeof path, "%s/ggml-vocab-%s.gguf.out", dir, name);
-    char *out = slurp(path, &on);
+    char *out = ut_slurp(path, &on);
     size_t cap = 64;
     s->str = malloc(cap * sizeof *s->str);
     s->len = malloc(cap * sizeof *s->len);
@@ -146,4 +123,11 @@ int tv_utf8_ok(const char *s, size_t n) {
         i += l;
     }
     return 1;
+}
+
+void tv_open_set(const char *dir, const char *name, tv_vocab_t *t, tv_set_t *s) {
+    char path[1400];
+    snprintf(path, sizeof path, "%s/ggml-vocab-%s.gguf", dir, name);
+    tv_load(t, path);
+    tv_set_read(s, dir, name);
 }

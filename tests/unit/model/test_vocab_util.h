@@ -30,6 +30,8 @@ typedef struct tv_set_s {
 } tv_set_t;
 /* Reads ggml-vocab-NAME.gguf.inp/.out from dir; fails the test if missing. */
 void tv_set_read(tv_set_t *s, const char *dir, const char *name);
+/* dir's ggml-vocab-NAME.gguf into t and its test strings into s. */
+void tv_open_set(const char *dir, const char *name, tv_vocab_t *t, tv_set_t *s);
 void tv_set_free(tv_set_t *s);
 
 /* Tokenizes into a malloc'ed array (*n ids); fails the test on error. */

@@ -91,6 +91,15 @@ void harness_config(harness_t *h);
  * h->client_rc / h->msg. */
 int harness_run(harness_t *h, client_fn fn);
 
+/* harness_run, then the assertions every loop test makes on it (needs criterion): the client
+ * succeeded and the loop closed. */
+#define HARNESS_RUN(h, fn)                                                                         \
+    do {                                                                                           \
+        int rc_ = harness_run((h), (fn));                                                          \
+        cr_assert_eq((h)->client_rc, 0, "client: %s", (h)->msg);                                   \
+        cr_assert_eq(rc_, 0, "uv_loop_close / harness: %d", rc_);                                  \
+    } while (0)
+
 #define CHECK(cond, ...)                                                                           \
     do {                                                                                           \
         if (!(cond)) {                                                                             \

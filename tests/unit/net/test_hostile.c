@@ -17,13 +17,6 @@
 #include "client.h"
 #include "uvllm/err.h"
 
-#define RUN(h, fn)                                                                                 \
-    do {                                                                                           \
-        int rc_ = harness_run((h), (fn));                                                          \
-        cr_assert_eq((h)->client_rc, 0, "client: %s", (h)->msg);                                   \
-        cr_assert_eq(rc_, 0, "uv_loop_close / harness: %d", rc_);                                  \
-    } while (0)
-
 /* One raw exchange on a new connection: the status of the answer (0: none). */
 static int status_of(harness_t *h, const char *raw, cl_resp_t *out) {
     cl_conn_t c;
@@ -76,7 +69,7 @@ static int strict_client(harness_t *h, char *msg, size_t cap) {
 Test(hostile, strict_http) {
     harness_t h;
     harness_config(&h);
-    RUN(&h, strict_client);
+    HARNESS_RUN(&h, strict_client);
 }
 
 /* ---- trailers ------------------------------------------------------------------------- */
@@ -112,7 +105,7 @@ static int trailer_client(harness_t *h, char *msg, size_t cap) {
 Test(hostile, trailers_are_dropped_and_bounded) {
     harness_t h;
     harness_config(&h);
-    RUN(&h, trailer_client);
+    HARNESS_RUN(&h, trailer_client);
 }
 
 /* ---- credentials at the head ---------------------------------------------------------- */
@@ -163,7 +156,7 @@ Test(hostile, credentials_checked_before_the_body) {
     harness_t h;
     harness_config(&h);
     h.cfg.on_head = deny_head;
-    RUN(&h, head_client);
+    HARNESS_RUN(&h, head_client);
 }
 
 /* ---- slow bodies ---------------------------------------------------------------------- */
@@ -202,7 +195,7 @@ Test(hostile, slow_body_is_cut_by_rate) {
     harness_config(&h);
     h.cfg.header_timeout_ms = 300; /* the grace before the rate counts, and the idle gap */
     h.cfg.min_body_rate = 1000;
-    RUN(&h, slow_client);
+    HARNESS_RUN(&h, slow_client);
     cr_assert_geq(h.srv.stats.timeouts, 1);
 }
 
@@ -219,7 +212,7 @@ Test(hostile, request_deadline) {
     harness_config(&h);
     h.cfg.request_timeout_ms = 1000;
     h.cfg.min_body_rate = 10;
-    RUN(&h, deadline_client);
+    HARNESS_RUN(&h, deadline_client);
 }
 
 /* ---- memory: backpressure and the budget ---------------------------------------------- */
@@ -249,7 +242,7 @@ static int unread_client(harness_t *h, char *msg, size_t cap) {
 Test(hostile, unread_answers_stop_the_parser) {
     harness_t h;
     harness_config(&h);
-    RUN(&h, unread_client);
+    HARNESS_RUN(&h, unread_client);
 }
 
 /* An answer of /take: n bytes, byte i 'a' + i % 23. */
@@ -299,7 +292,7 @@ Test(hostile, answers_handed_over_whole_keep_their_bytes_and_order) {
     harness_config(&h);
     h.cfg.max_buffered_mem = 40u << 20;
     h.cfg.max_conn_mem = 10u << 20;
-    RUN(&h, take_client);
+    HARNESS_RUN(&h, take_client);
     cr_assert_eq(h.srv.stats.mem_buffered, 0, "accounting must return to 0: %llu",
                  (unsigned long long)h.srv.stats.mem_buffered);
 }
@@ -354,7 +347,7 @@ Test(hostile, memory_budget_refuses_beside_a_reader_not_yet_stalled) {
     h.cfg.max_buffered_mem = 20u << 20;
     h.cfg.max_conn_mem = 10u << 20;
     h.cfg.mem_evict_after_ms = 3600 * 1000;
-    RUN(&h, refuse_client);
+    HARNESS_RUN(&h, refuse_client);
     cr_assert_geq(h.srv.stats.mem_refused, 1);
     cr_assert_eq(h.srv.stats.mem_buffered, 0, "accounting must return to 0: %llu",
                  (unsigned long long)h.srv.stats.mem_buffered);
@@ -397,7 +390,7 @@ Test(hostile, memory_budget_evicts_stalled_readers) {
     h.cfg.max_buffered_mem = 20u << 20;
     h.cfg.max_conn_mem = 10u << 20;
     h.cfg.mem_evict_after_ms = 0;
-    RUN(&h, evict_client);
+    HARNESS_RUN(&h, evict_client);
     cr_assert_geq(h.srv.stats.mem_refused, 1);
     cr_assert_eq(h.srv.stats.mem_buffered, 0, "accounting must return to 0: %llu",
                  (unsigned long long)h.srv.stats.mem_buffered);
@@ -408,7 +401,7 @@ Test(hostile, too_many_header_fields) {
     harness_config(&h);
     h.cfg.max_headers = 8;
     h.client = NULL;
-    RUN(&h, ({
+    HARNESS_RUN(&h, ({
         int f(harness_t * hh, char *msg, size_t cap) {
             char req[1024];
             int n = sprintf(req, "GET /health HTTP/1.1\r\n");

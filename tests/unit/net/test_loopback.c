@@ -12,13 +12,6 @@
 #include "client.h"
 #include "uvllm/err.h"
 
-#define RUN(h, fn)                                                                                 \
-    do {                                                                                           \
-        int rc_ = harness_run((h), (fn));                                                          \
-        cr_assert_eq((h)->client_rc, 0, "client: %s", (h)->msg);                                   \
-        cr_assert_eq(rc_, 0, "uv_loop_close / harness: %d", rc_);                                  \
-    } while (0)
-
 static int get(cl_conn_t *c, const char *path, cl_resp_t *r) {
     char req[256];
     snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", path);
@@ -62,7 +55,7 @@ static int keepalive_client(harness_t *h, char *msg, size_t cap) {
 Test(loopback, keepalive_round_trip) {
     harness_t h;
     harness_config(&h);
-    RUN(&h, keepalive_client);
+    HARNESS_RUN(&h, keepalive_client);
     cr_assert_eq(h.srv.stats.requests_total, 5);
     cr_assert_eq(h.srv.stats.conns_total, 1);
     cr_assert_eq(h.srv.stats.conns_open, 0);
@@ -114,7 +107,7 @@ static int routing_client(harness_t *h, char *msg, size_t cap) {
 Test(loopback, routing_404_405_head_query) {
     harness_t h;
     harness_config(&h);
-    RUN(&h, routing_client);
+    HARNESS_RUN(&h, routing_client);
 }
 
 static int pipeline_client(harness_t *h, char *msg, size_t cap) {
@@ -163,7 +156,7 @@ static int pipeline_many_client(harness_t *h, char *msg, size_t cap) {
 Test(loopback, pipelined_200_in_one_write) {
     harness_t h;
     harness_config(&h);
-    RUN(&h, pipeline_many_client);
+    HARNESS_RUN(&h, pipeline_many_client);
     cr_assert_eq(h.srv.stats.requests_total, 200);
 }
 
@@ -201,14 +194,14 @@ static int half_close_client(harness_t *h, char *msg, size_t cap) {
 Test(loopback, half_close_answers_pipeline_then_closes) {
     harness_t h;
     harness_config(&h);
-    RUN(&h, half_close_client);
+    HARNESS_RUN(&h, half_close_client);
     cr_assert_eq(h.srv.stats.requests_total, 3001);
 }
 
 Test(loopback, pipelined_in_order_with_async_and_chunked) {
     harness_t h;
     harness_config(&h);
-    RUN(&h, pipeline_client);
+    HARNESS_RUN(&h, pipeline_client);
     cr_assert_eq(h.srv.stats.requests_total, 4);
 }
 
@@ -290,7 +283,7 @@ Test(loopback, limits_431_413_400) {
     harness_t h;
     harness_config(&h);
     h.cfg.max_body = 1024;
-    RUN(&h, limits_client);
+    HARNESS_RUN(&h, limits_client);
 }
 
 static int continue_client(harness_t *h, char *msg, size_t cap) {
@@ -318,7 +311,7 @@ Test(loopback, expect_100_continue) {
     harness_t h;
     harness_config(&h);
     h.cfg.max_body = 1024;
-    RUN(&h, continue_client);
+    HARNESS_RUN(&h, continue_client);
 }
 
 static int timeout_client(harness_t *h, char *msg, size_t cap) {
@@ -362,7 +355,7 @@ Test(loopback, header_and_idle_timeouts) {
     harness_config(&h);
     h.cfg.header_timeout_ms = 200;
     h.cfg.idle_timeout_ms = 300;
-    RUN(&h, timeout_client);
+    HARNESS_RUN(&h, timeout_client);
 }
 
 static int maxconns_client(harness_t *h, char *msg, size_t cap) {
@@ -384,7 +377,7 @@ Test(loopback, max_conns_503) {
     harness_t h;
     harness_config(&h);
     h.cfg.max_conns = 1;
-    RUN(&h, maxconns_client);
+    HARNESS_RUN(&h, maxconns_client);
     cr_assert_eq(h.srv.stats.conns_rejected, 1);
 }
 
@@ -423,7 +416,7 @@ static int sse_client(harness_t *h, char *msg, size_t cap) {
 Test(loopback, sse_chunked_and_http10) {
     harness_t h;
     harness_config(&h);
-    RUN(&h, sse_client);
+    HARNESS_RUN(&h, sse_client);
     cr_assert_eq(h.srv.stats.streams_active, 0);
 }
 
@@ -444,7 +437,7 @@ static int disconnect_client(harness_t *h, char *msg, size_t cap) {
 Test(loopback, disconnect_aborts_open_request) {
     harness_t h;
     harness_config(&h);
-    RUN(&h, disconnect_client);
+    HARNESS_RUN(&h, disconnect_client);
     cr_assert_eq(h.srv.stats.conns_open, 0);
 }
 
@@ -475,7 +468,7 @@ Test(loopback, sse_ping_on_silence) {
     harness_t h;
     harness_config(&h);
     h.cfg.sse_ping_ms = 100;
-    RUN(&h, ping_client);
+    HARNESS_RUN(&h, ping_client);
 }
 
 static int backpressure_client(harness_t *h, char *msg, size_t cap) {
@@ -513,7 +506,7 @@ Test(loopback, sse_backpressure_and_hard_limit) {
     harness_config(&h);
     h.cfg.out_soft_limit = 64 * 1024;
     h.cfg.out_hard_limit = 1024 * 1024;
-    RUN(&h, backpressure_client);
+    HARNESS_RUN(&h, backpressure_client);
 }
 
 /* ---- graceful shutdown ---- */
@@ -547,7 +540,7 @@ Test(loopback, shutdown_force_closes_everything) {
     h.shutdown_grace_ms = 0;
     /* the client returns with two connections still open (one with an open request):
      * shutdown(0) must close both, call on_abort and still let the loop close */
-    RUN(&h, shutdown_client);
+    HARNESS_RUN(&h, shutdown_client);
     cr_assert_eq(h.srv.stats.conns_open, 0);
     cr_assert_eq(atomic_load(&h.aborts), 1);
     close_fds();
@@ -595,7 +588,7 @@ Test(loopback, shutdown_drains_refuses_and_answers_in_flight) {
     harness_t h;
     harness_config(&h);
     h.shutdown_grace_ms = 5000;
-    RUN(&h, drain_client);
+    HARNESS_RUN(&h, drain_client);
     cr_assert_eq(atomic_load(&h.aborts), 0);
     cr_assert_eq(h.srv.stats.requests_total, 2);
 }
@@ -605,7 +598,7 @@ Test(loopback, shutdown_lets_streams_finish) {
     harness_config(&h);
     h.shutdown_grace_ms = 2000;
     h.cfg.linger_ms = 100; /* the client keeps its socket: do not wait 2 s for it */
-    RUN(&h, graceful_client);
+    HARNESS_RUN(&h, graceful_client);
     cr_assert_eq(atomic_load(&h.aborts), 0, "stream was cut instead of finishing");
     cr_assert_eq(h.srv.stats.requests_total, 1);
     close_fds();

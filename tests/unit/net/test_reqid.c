@@ -101,9 +101,7 @@ Test(reqid, echoed_on_every_answer) {
     harness_t h;
     harness_config(&h);
     h.cfg.max_body = 1000;
-    int rc = harness_run(&h, rid_client);
-    cr_assert_eq(h.client_rc, 0, "client: %s", h.msg);
-    cr_assert_eq(rc, 0);
+    HARNESS_RUN(&h, rid_client);
 }
 
 static int cors_client(harness_t *h, char *msg, size_t cap) {
@@ -171,7 +169,5 @@ Test(cors, preflight_and_response_headers) {
     static const char *const list[] = {"https://a.example"};
     h.cfg.cors_origins = list;
     h.cfg.n_cors_origins = 1;
-    int rc = harness_run(&h, cors_client);
-    cr_assert_eq(h.client_rc, 0, "client: %s", h.msg);
-    cr_assert_eq(rc, 0);
+    HARNESS_RUN(&h, cors_client);
 }

@@ -27,6 +27,17 @@ static int finish(uv_loop_t *loop, ul_http_server_t *s) {
     return uv_loop_close(loop);
 }
 
+/* A loop, a router and a server for host, port 0: initialised, not listening. */
+static void open_server(uv_loop_t *loop, ul_router_t *r, ul_http_config_t *c, ul_http_server_t *s,
+                        const char *host) {
+    uv_loop_init(loop);
+    ul_router_init(r);
+    ul_http_config_default(c);
+    c->port = 0;
+    c->host = host;
+    cr_assert_eq(ul_http_server_init(loop, s, c, r), 0);
+}
+
 Test(server, config_validation) {
     uv_loop_t loop;
     uv_loop_init(&loop);
@@ -64,15 +75,10 @@ Test(server, config_validation) {
 
 Test(server, port_zero_localhost_and_clean_close) {
     uv_loop_t loop;
-    uv_loop_init(&loop);
     ul_router_t r;
-    ul_router_init(&r);
     ul_http_config_t c;
-    ul_http_config_default(&c);
-    c.port = 0;
-    c.host = "localhost";
     ul_http_server_t s;
-    cr_assert_eq(ul_http_server_init(&loop, &s, &c, &r), 0);
+    open_server(&loop, &r, &c, &s, "localhost");
     cr_assert_eq(ul_http_server_port(&s), 0);
     cr_assert_eq(ul_http_server_listen(&s), 0);
     cr_assert_gt(ul_http_server_port(&s), 0);
@@ -95,15 +101,10 @@ Test(server, port_zero_localhost_and_clean_close) {
 
 Test(server, bad_address_and_shutdown_before_listen) {
     uv_loop_t loop;
-    uv_loop_init(&loop);
     ul_router_t r;
-    ul_router_init(&r);
     ul_http_config_t c;
-    ul_http_config_default(&c);
-    c.port = 0;
-    c.host = "not-an-address";
     ul_http_server_t s;
-    cr_assert_eq(ul_http_server_init(&loop, &s, &c, &r), 0);
+    open_server(&loop, &r, &c, &s, "not-an-address");
     cr_assert_eq(ul_http_server_listen(&s), UL_EINVAL);
     cr_assert_eq(finish(&loop, &s), 0);
 

@@ -9,96 +9,41 @@
 #include <criterion/criterion.h>
 #include <string.h>
 
-#include "sched/driver.h"
-#include "sched/sched.h"
-#include "uvllm/err.h"
+#include "seqrec.h"
 
 #define N_SEQS 24
-
-typedef struct {
-    ul_seq_t seq;
-    int32_t out[128];
-    int n_out;
-    int finished;
-    ul_finish_t reason;
-    int status;
-    int stop_after;   /* on_token asks to stop after this many tokens (0: never) */
-    int cancel_after; /* ul_sched_cancel from on_token after this many (0: never) */
-    ul_sched_t *s;
-} pseq_t;
-
-static int g_finished;
-
-static int on_token(ul_seq_t *q, int32_t tok, const ul_token_lp_t *lp) {
-    pseq_t *t = (pseq_t *)q;
-    cr_assert_not_null(lp);
-    cr_assert_eq(t->finished, 0, "token after the finish");
-    cr_assert_lt(t->n_out, 128);
-    t->out[t->n_out++] = tok;
-    if (t->cancel_after && t->n_out == t->cancel_after) ul_sched_cancel(t->s, q);
-    return t->stop_after && t->n_out >= t->stop_after;
-}
-
-static void on_finish(ul_seq_t *q, ul_finish_t reason, int status) {
-    pseq_t *t = (pseq_t *)q;
-    cr_assert_eq(t->finished, 0, "on_finish twice");
-    t->finished = 1;
-    t->reason = reason;
-    t->status = status;
-    g_finished++;
-}
 
 typedef struct {
     uint64_t steps_ahead, tokens_chained, steps, preemptions;
 } run_stats_t;
 
-static void run_mix(int pipeline, int32_t n_pages, pseq_t *t, run_stats_t *st) {
-    uv_loop_t loop;
-    cr_assert_eq(uv_loop_init(&loop), 0);
-    ul_backend_t *b;
+static void run_mix(int pipeline, int32_t n_pages, rec_seq_t *t, run_stats_t *st) {
+    rec_loop_t f;
     ul_null_config_t cfg = {.delay_us = 300,
                             .n_vocab = 1000,
                             .n_ctx = 256,
                             .page_size = 4,
                             .n_pages = n_pages,
                             .eos_every = 53};
-    cr_assert_eq(ul_null_backend_create(&cfg, &b), 0);
-    ul_sched_t s;
-    ul_sched_config_t sc = {.pipeline = pipeline, .max_batch_tokens = 64};
-    cr_assert_eq(ul_sched_init(&s, b, &sc), 0);
-    cr_assert_eq(s.depth, pipeline);
-    ul_driver_t d;
-    cr_assert_eq(ul_driver_init(&loop, &d, &s), 0);
-    g_finished = 0;
+    rec_loop_init(&f, cfg, &(ul_sched_config_t){.pipeline = pipeline, .max_batch_tokens = 64});
+    cr_assert_eq(f.s.depth, pipeline);
     for (int i = 0; i < N_SEQS; i++) {
-        pseq_t *q = &t[i];
-        memset(q, 0, sizeof *q);
-        q->s = &s;
-        q->seq.max_tokens = 1 + (i * 7) % 60;
-        ul_sampling_default(&q->seq.sampling);
+        rec_seq_t *q = &t[i];
+        rec_init(q, &f.s, 1 + (i * 7) % 60);
         if (i % 5 == 3) q->seq.sampling.repeat_penalty = 1.2f; /* reads its history */
         if (i % 6 == 1) q->stop_after = 2 + i % 9;
         if (i % 7 == 2) q->cancel_after = 1 + i % 5;
-        q->seq.on_token = on_token;
-        q->seq.on_finish = on_finish;
-        int32_t p[40];
-        int32_t np = 3 + (i * 5) % 30;
-        for (int32_t k = 0; k < np; k++) p[k] = 100 + k + i;
-        cr_assert_eq(ul_sched_add(&s, &q->seq, p, np), 0);
+        cr_assert_eq(rec_add(&f.s, q, 3 + (i * 5) % 30, 100 + i), 0);
     }
-    while (g_finished < N_SEQS) uv_run(&loop, UV_RUN_ONCE);
-    cr_assert_eq(s.pool.n_free, s.pool.n_pages, "pages not returned");
-    *st = (run_stats_t){s.stats.steps_ahead, s.stats.tokens_chained, s.stats.steps,
-                        s.stats.preemptions};
-    ul_driver_close(&d, NULL);
-    uv_run(&loop, UV_RUN_DEFAULT);
-    ul_sched_free(&s);
-    ul_backend_destroy(b);
-    cr_assert_eq(uv_loop_close(&loop), 0);
+    rec_loop_run(&f, N_SEQS);
+    cr_assert_eq(f.s.pool.n_free, f.s.pool.n_pages, "pages not returned");
+    *st = (run_stats_t){f.s.stats.steps_ahead, f.s.stats.tokens_chained, f.s.stats.steps,
+                        f.s.stats.preemptions};
+    rec_loop_close(&f);
 }
 
 static void compare(int32_t n_pages) {
-    static pseq_t one[N_SEQS], two[N_SEQS];
+    static rec_seq_t one[N_SEQS], two[N_SEQS];
     run_stats_t s1, s2;
     run_mix(1, n_pages, one, &s1);
     run_mix(2, n_pages, two, &s2);

@@ -5,69 +5,23 @@
 #include <criterion/criterion.h>
 #include <string.h>
 
-#include "sched/driver.h"
-#include "sched/sched.h"
-#include "uvllm/err.h"
-
+#include "seqrec.h"
 #include "steps.h"
 
-typedef struct {
-    ul_seq_t seq;
-    int32_t out[256];
-    int n_out;
-    int finished;
-    ul_finish_t reason;
-    int stop_after; /* on_token returns 1 after this many tokens (0 = never) */
-} tseq_t;
-
-static int on_token(ul_seq_t *q, int32_t tok, const ul_token_lp_t *lp) {
-    tseq_t *t = (tseq_t *)q;
-    cr_assert_not_null(lp);
-    cr_assert_eq(t->finished, 0);
-    t->out[t->n_out++] = tok;
-    return t->stop_after && t->n_out >= t->stop_after;
-}
-
-static void on_finish(ul_seq_t *q, ul_finish_t reason, int status) {
-    tseq_t *t = (tseq_t *)q;
-    cr_assert_eq(t->finished, 0, "on_finish twice");
-    t->finished = 1;
-    t->reason = reason;
-    cr_assert_eq(status, 0);
-}
-
-static void tseq_init(tseq_t *t, int32_t max_tokens) {
-    memset(t, 0, sizeof *t);
-    t->seq.max_tokens = max_tokens;
-    ul_sampling_default(&t->seq.sampling);
-    t->seq.on_token = on_token;
-    t->seq.on_finish = on_finish;
-}
-
-static int add(ul_sched_t *s, tseq_t *t, int32_t n_prompt) {
-    int32_t p[512];
-    for (int32_t i = 0; i < n_prompt; i++) p[i] = 100 + i;
-    return ul_sched_add(s, &t->seq, p, n_prompt);
-}
-
-static ul_backend_t *null_backend(int32_t page_size, int32_t n_pages) {
-    ul_backend_t *b;
-    ul_null_config_t cfg = {
-        .n_vocab = 1000, .n_ctx = 256, .page_size = page_size, .n_pages = n_pages};
-    cr_assert_eq(ul_null_backend_create(&cfg, &b), 0);
-    return b;
+static int add(ul_sched_t *s, rec_seq_t *t, int32_t n_prompt) {
+    return rec_add(s, t, n_prompt, 100);
 }
 
 Test(sched, decode_first_then_prefill_chunks_under_budget) {
-    ul_backend_t *b = null_backend(4, 64);
     ul_sched_t s;
     /* the prompts share their first tokens: without the cache, to see the chunks whole */
-    cr_assert_eq(
-        ul_sched_init(&s, b, &(ul_sched_config_t){.max_batch_tokens = 8, .no_prefix_cache = 1}), 0);
-    tseq_t a, bb, c;
-    tseq_init(&a, 10);
-    tseq_init(&bb, 10);
-    tseq_init(&c, 10);
+    ul_backend_t *b =
+        rec_sched_open(&s, rec_null_backend(4, 64, 0),
+                       &(ul_sched_config_t){.max_batch_tokens = 8, .no_prefix_cache = 1});
+    rec_seq_t a, bb, c;
+    rec_init(&a, NULL, 10);
+    rec_init(&bb, NULL, 10);
+    rec_init(&c, NULL, 10);
     cr_assert_eq(add(&s, &a, 5), 0);
     cr_assert_eq(one_step(&s), 1); /* A's whole prompt, sampled */
     cr_assert_eq(s.step->seqs[0].n_tokens, 5);
@@ -103,17 +57,16 @@ Test(sched, decode_first_then_prefill_chunks_under_budget) {
     cr_assert_eq(a.reason, UL_FINISH_LENGTH);
     cr_assert_eq(a.n_out, 10);
     cr_assert_eq(s.pool.n_free, 64, "all pages back in the pool");
-    ul_sched_free(&s);
-    ul_backend_destroy(b);
+    rec_sched_close(&s, b);
 }
 
 Test(sched, decoders_beyond_budget_take_turns) {
-    ul_backend_t *b = null_backend(4, 256);
     ul_sched_t s;
-    cr_assert_eq(ul_sched_init(&s, b, &(ul_sched_config_t){.max_batch_tokens = 4}), 0);
-    tseq_t t[6];
+    ul_backend_t *b = rec_sched_open(&s, rec_null_backend(4, 256, 0),
+                                     &(ul_sched_config_t){.max_batch_tokens = 4});
+    rec_seq_t t[6];
     for (int i = 0; i < 6; i++) {
-        tseq_init(&t[i], 5);
+        rec_init(&t[i], NULL, 5);
         cr_assert_eq(add(&s, &t[i], 1), 0);
     }
     run_all(&s);
@@ -121,8 +74,7 @@ Test(sched, decoders_beyond_budget_take_turns) {
         cr_assert(t[i].finished);
         cr_assert_eq(t[i].n_out, 5);
     }
-    ul_sched_free(&s);
-    ul_backend_destroy(b);
+    rec_sched_close(&s, b);
 }
 
 /* Generates with a roomy pool and with a tiny one that forces preemption: the output must
@@ -130,12 +82,12 @@ Test(sched, decoders_beyond_budget_take_turns) {
 Test(sched, preemption_under_page_pressure_keeps_output) {
     int32_t ref[3][256];
     for (int pass = 0; pass < 2; pass++) {
-        ul_backend_t *b = null_backend(4, pass == 0 ? 256 : 6);
         ul_sched_t s;
-        cr_assert_eq(ul_sched_init(&s, b, &(ul_sched_config_t){.max_batch_tokens = 16}), 0);
-        tseq_t t[3];
+        ul_backend_t *b = rec_sched_open(&s, rec_null_backend(4, pass == 0 ? 256 : 6, 0),
+                                         &(ul_sched_config_t){.max_batch_tokens = 16});
+        rec_seq_t t[3];
         for (int i = 0; i < 3; i++) {
-            tseq_init(&t[i], 12);
+            rec_init(&t[i], NULL, 12);
             cr_assert_eq(add(&s, &t[i], 6), 0);
         }
         run_all(&s);
@@ -153,19 +105,17 @@ Test(sched, preemption_under_page_pressure_keeps_output) {
         else
             cr_assert_gt(s.stats.preemptions, 0, "a 24-token pool must preempt");
         cr_assert_eq(s.pool.n_free, s.pool.n_pages);
-        ul_sched_free(&s);
-        ul_backend_destroy(b);
+        rec_sched_close(&s, b);
     }
 }
 
 Test(sched, preempts_the_newest) {
     /* Two prompts of 8 tokens fill 4 pages of 4; the older one's decode needs a 3rd page. */
-    ul_backend_t *b = null_backend(4, 4);
     ul_sched_t s;
-    cr_assert_eq(ul_sched_init(&s, b, NULL), 0);
-    tseq_t a, c;
-    tseq_init(&a, 4);
-    tseq_init(&c, 4);
+    ul_backend_t *b = rec_sched_open(&s, rec_null_backend(4, 4, 0), NULL);
+    rec_seq_t a, c;
+    rec_init(&a, NULL, 4);
+    rec_init(&c, NULL, 4);
     cr_assert_eq(add(&s, &a, 8), 0);
     cr_assert_eq(add(&s, &c, 8), 0);
     cr_assert_eq(one_step(&s), 2); /* both prefills: 8 tokens in 2 pages each, 9th sampled */
@@ -182,17 +132,15 @@ Test(sched, preempts_the_newest) {
     run_all(&s);
     cr_assert(a.finished && c.finished);
     cr_assert_eq(c.n_out, 4);
-    ul_sched_free(&s);
-    ul_backend_destroy(b);
+    rec_sched_close(&s, b);
 }
 
 Test(sched, admission_waits_for_pages) {
-    ul_backend_t *b = null_backend(4, 4);
     ul_sched_t s;
-    cr_assert_eq(ul_sched_init(&s, b, NULL), 0);
-    tseq_t a, c;
-    tseq_init(&a, 1);
-    tseq_init(&c, 1);
+    ul_backend_t *b = rec_sched_open(&s, rec_null_backend(4, 4, 0), NULL);
+    rec_seq_t a, c;
+    rec_init(&a, NULL, 1);
+    rec_init(&c, NULL, 1);
     cr_assert_eq(add(&s, &a, 16), 0); /* the whole pool */
     cr_assert_eq(add(&s, &c, 4), 0);
     cr_assert_eq(ul_sched_step_build(&s), 1, "no page left for the second prompt");
@@ -203,17 +151,15 @@ Test(sched, admission_waits_for_pages) {
     cr_assert(a.finished, "max_tokens 1 finishes after the prefill");
     cr_assert_eq(one_step(&s), 1);
     cr_assert(c.finished);
-    ul_sched_free(&s);
-    ul_backend_destroy(b);
+    rec_sched_close(&s, b);
 }
 
 Test(sched, cancellation_frees_pages_before_the_next_step) {
-    ul_backend_t *b = null_backend(4, 32);
     ul_sched_t s;
-    cr_assert_eq(ul_sched_init(&s, b, NULL), 0);
-    tseq_t a, c;
-    tseq_init(&a, 100);
-    tseq_init(&c, 100);
+    ul_backend_t *b = rec_sched_open(&s, rec_null_backend(4, 32, 0), NULL);
+    rec_seq_t a, c;
+    rec_init(&a, NULL, 100);
+    rec_init(&c, NULL, 100);
     cr_assert_eq(add(&s, &a, 10), 0);
     cr_assert_eq(add(&s, &c, 10), 0);
     cr_assert_eq(one_step(&s), 2);
@@ -235,17 +181,15 @@ Test(sched, cancellation_frees_pages_before_the_next_step) {
     cr_assert(c.finished);
     cr_assert_eq(s.pool.n_free, 32);
     cr_assert_eq(ul_sched_n_active(&s), 0);
-    ul_sched_free(&s);
-    ul_backend_destroy(b);
+    rec_sched_close(&s, b);
 }
 
 Test(sched, paused_sequences_are_skipped) {
-    ul_backend_t *b = null_backend(4, 32);
     ul_sched_t s;
-    cr_assert_eq(ul_sched_init(&s, b, NULL), 0);
-    tseq_t a, c;
-    tseq_init(&a, 5);
-    tseq_init(&c, 5);
+    ul_backend_t *b = rec_sched_open(&s, rec_null_backend(4, 32, 0), NULL);
+    rec_seq_t a, c;
+    rec_init(&a, NULL, 5);
+    rec_init(&c, NULL, 5);
     cr_assert_eq(add(&s, &a, 2), 0);
     cr_assert_eq(add(&s, &c, 2), 0);
     cr_assert_eq(one_step(&s), 2);
@@ -260,8 +204,7 @@ Test(sched, paused_sequences_are_skipped) {
     run_all(&s);
     cr_assert(a.finished);
     cr_assert_eq(a.n_out, 5);
-    ul_sched_free(&s);
-    ul_backend_destroy(b);
+    rec_sched_close(&s, b);
 }
 
 Test(sched, stop_conditions) {
@@ -270,11 +213,11 @@ Test(sched, stop_conditions) {
         .n_vocab = 1000, .n_ctx = 20, .page_size = 4, .n_pages = 64, .eos_every = 8};
     cr_assert_eq(ul_null_backend_create(&cfg, &b), 0);
     ul_sched_t s;
-    cr_assert_eq(ul_sched_init(&s, b, NULL), 0);
-    tseq_t eos, ctx, cb;
-    tseq_init(&eos, 100);
-    tseq_init(&ctx, 100);
-    tseq_init(&cb, 100);
+    rec_sched_open(&s, b, NULL);
+    rec_seq_t eos, ctx, cb;
+    rec_init(&eos, NULL, 100);
+    rec_init(&ctx, NULL, 100);
+    rec_init(&cb, NULL, 100);
     cb.stop_after = 2;
     cr_assert_eq(add(&s, &eos, 2), 0);  /* positions 2..6 sampled, eos at position 7 */
     cr_assert_eq(add(&s, &ctx, 17), 0); /* positions 17..19, then the context is full */
@@ -286,8 +229,7 @@ Test(sched, stop_conditions) {
     cr_assert_eq(ctx.n_out, 3, "generation stops at the context length");
     cr_assert_eq(cb.reason, UL_FINISH_STOP);
     cr_assert_eq(cb.n_out, 2);
-    ul_sched_free(&s);
-    ul_backend_destroy(b);
+    rec_sched_close(&s, b);
 }
 
 /* ignore_eos: the end-of-generation token does not end the sequence; it is delivered like
@@ -298,10 +240,10 @@ Test(sched, ignore_eos_continues_past_eos) {
         .n_vocab = 1000, .n_ctx = 64, .page_size = 4, .n_pages = 64, .eos_every = 8};
     cr_assert_eq(ul_null_backend_create(&cfg, &b), 0);
     ul_sched_t s;
-    cr_assert_eq(ul_sched_init(&s, b, NULL), 0);
-    tseq_t keep, stop;
-    tseq_init(&keep, 12);
-    tseq_init(&stop, 12);
+    rec_sched_open(&s, b, NULL);
+    rec_seq_t keep, stop;
+    rec_init(&keep, NULL, 12);
+    rec_init(&stop, NULL, 12);
     keep.seq.ignore_eos = 1;
     cr_assert_eq(add(&s, &keep, 2), 0); /* samples positions 2..13: eos at 7 and 15 */
     cr_assert_eq(add(&s, &stop, 2), 0);
@@ -314,16 +256,15 @@ Test(sched, ignore_eos_continues_past_eos) {
     for (int i = 0; i < 12; i++)
         if (i != 5) cr_assert_neq(keep.out[i], b->eos_id);
     cr_assert_eq(s.pool.n_free, 64);
-    ul_sched_free(&s);
-    ul_backend_destroy(b);
+    rec_sched_close(&s, b);
 }
 
 Test(sched, add_validates) {
-    ul_backend_t *b = null_backend(4, 4);
     ul_sched_t s;
-    cr_assert_eq(ul_sched_init(&s, b, &(ul_sched_config_t){.max_seqs = 1}), 0);
-    tseq_t a, c;
-    tseq_init(&a, 5);
+    ul_backend_t *b =
+        rec_sched_open(&s, rec_null_backend(4, 4, 0), &(ul_sched_config_t){.max_seqs = 1});
+    rec_seq_t a, c;
+    rec_init(&a, NULL, 5);
     cr_assert_eq(add(&s, &a, 0), UL_EINVAL);
     cr_assert_eq(add(&s, &a, 256), UL_E2BIG, "longer than the context");
     cr_assert_eq(add(&s, &a, 17), UL_E2BIG, "larger than the KV pool");
@@ -331,52 +272,30 @@ Test(sched, add_validates) {
     cr_assert_eq(add(&s, &a, 3), UL_EINVAL);
     a.seq.max_tokens = 5;
     cr_assert_eq(add(&s, &a, 3), 0);
-    tseq_init(&c, 5);
+    rec_init(&c, NULL, 5);
     cr_assert_eq(add(&s, &c, 3), UL_EFULL);
     run_all(&s);
-    ul_sched_free(&s);
-    ul_backend_destroy(b);
+    rec_sched_close(&s, b);
 }
 
 /* The driver on a real loop with the asynchronous backend. */
-static int g_finished;
-static void count_finish(ul_seq_t *q, ul_finish_t reason, int status) {
-    on_finish(q, reason, status);
-    g_finished++;
-}
-static void on_closed(ul_driver_t *d) { *(int *)d->data = 1; }
-
 Test(sched, loop_driver_runs_to_completion_and_closes) {
-    uv_loop_t loop;
-    cr_assert_eq(uv_loop_init(&loop), 0);
-    ul_backend_t *b;
-    ul_null_config_t cfg = {.delay_us = 1000, .n_vocab = 1000, .page_size = 4, .n_pages = 64};
-    cr_assert_eq(ul_null_backend_create(&cfg, &b), 0);
-    ul_sched_t s;
-    cr_assert_eq(ul_sched_init(&s, b, NULL), 0);
-    ul_driver_t d;
-    cr_assert_eq(ul_driver_init(&loop, &d, &s), 0);
-    static tseq_t t[20];
-    g_finished = 0;
+    rec_loop_t f;
+    rec_loop_init(
+        &f, (ul_null_config_t){.delay_us = 1000, .n_vocab = 1000, .page_size = 4, .n_pages = 64},
+        NULL);
+    static rec_seq_t t[20];
     for (int i = 0; i < 20; i++) {
-        tseq_init(&t[i], 8);
-        t[i].seq.on_finish = count_finish;
-        cr_assert_eq(add(&s, &t[i], 3), 0);
+        rec_init(&t[i], NULL, 8);
+        cr_assert_eq(add(&f.s, &t[i], 3), 0);
     }
-    while (g_finished < 20) uv_run(&loop, UV_RUN_ONCE);
+    rec_loop_run(&f, 20);
     for (int i = 0; i < 20; i++) cr_assert_eq(t[i].n_out, 8);
     /* Closing with a sequence still running cancels it. */
-    tseq_t late;
-    tseq_init(&late, 1000);
-    cr_assert_eq(add(&s, &late, 3), 0);
-    int closed = 0;
-    d.data = &closed;
-    ul_driver_close(&d, on_closed);
-    uv_run(&loop, UV_RUN_DEFAULT);
-    cr_assert(closed);
+    rec_seq_t late;
+    rec_init(&late, NULL, 1000);
+    cr_assert_eq(add(&f.s, &late, 3), 0);
+    rec_loop_close(&f);
     cr_assert(late.finished);
     cr_assert_eq(late.reason, UL_FINISH_CANCELLED);
-    ul_sched_free(&s);
-    ul_backend_destroy(b);
-    cr_assert_eq(uv_loop_close(&loop), 0);
 }
