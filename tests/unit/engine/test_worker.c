@@ -54,7 +54,10 @@ static void *device(void *arg) {
             if (f->stop) break;
             continue;
         }
-        int from = f->head, to = f->tail;
+        /* exactly one burst (the rest at stop): had it taken every job launched by the time
+         * it woke (more than a burst when it woke late, on a loaded or TSan host), the last
+         * group would be smaller than a burst and wait forever */
+        int from = f->head, to = f->stop ? f->tail : f->head + f->burst;
         f->head = to;
         pthread_mutex_unlock(&f->mu);
         struct timespec d = {0, 200000}; /* the "kernels" */
