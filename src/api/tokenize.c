@@ -182,9 +182,7 @@ static cJSON *parse_object(tokjob_t *t) {
         bad(t, NULL, "the request body is not a JSON object");
         return NULL;
     }
-    free(t->owned); /* cJSON copied what it needs */
-    t->owned = NULL;
-    t->body = NULL;
+    t->body = NULL; /* cJSON copied what it needs; the loop frees the body (api/job.c) */
     return root;
 }
 
