@@ -140,7 +140,10 @@ lines = []
 w = lines.append
 w("## Structured output: the mask's cost per token (issue 25; bench/grammar.sh)")
 w("")
-w(f"- machine: {cpu}, {os.cpu_count()} cores, AVX2+FMA+F16C (no AVX-512); load average at "
+flags = open("/proc/cpuinfo").read()
+isa = os.environ.get("UVLLM_ISA") or ("avx512" if " avx512f" in flags else "avx2" if " avx2" in flags
+                                      else "scalar")
+w(f"- machine: {cpu}, {os.cpu_count()} cores, uvllm ISA {isa}; load average at "
   f"start {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}, at the end "
   f"{' '.join(f'{x:.2f}' for x in os.getloadavg())} (a shared machine); {rounds} rounds, "
   "interleaved, medians")

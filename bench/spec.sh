@@ -9,14 +9,18 @@
 #   never  TinyLlama-shaped Q4_0 with mini-q4_0 as its draft (same vocabulary, other random
 #          weights: never right), the planner deciding K: what a useless proposer costs
 #   peer   `serve` vs llama-server, target TinyLlama-shaped F16 and its own Q4_0 as the draft,
-#          draft max 4 on both, one non-streamed request at a time (64 tokens, ignore_eos)
-# Writes the "spec" section of RESULTS.md.  BENCH_RUNS=3 SPEC_CASES="self ngram never peer"
+#          draft max 4 on both, one non-streamed request at a time (64 tokens, ignore_eos);
+#          random weights: the Q4_0 draft rarely agrees with its F16 target
+#   peerself the same with the Q4_0 file as target and draft: every proposal right on both
+#          servers, so what is compared is the speculative machinery itself
+# Writes the "spec" section of RESULTS.md (SPEC_SECTION=NAME: another, e.g. for a re-run of
+# some cases).  BENCH_RUNS=3 SPEC_CASES="self ngram never peer peerself"
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 own_session "$@"
 D="$WORK/spec"; rm -rf "$D"; mkdir -p "$D"
 RUNS="${BENCH_RUNS:-3}"
-CASES="${SPEC_CASES:-self ngram never peer}"
+CASES="${SPEC_CASES:-self ngram never peer peerself}"
 TH="${SPEC_THREADS:-2}"
 NT="${SPEC_TOKENS:-64}"
 NICE=(nice -n "${BENCH_NICE:--15}")
@@ -50,28 +54,41 @@ case_run() { # case variant round
     never-off) gen "$o" --model "$Q4" --prompt "Once upon a time" --max-tokens "$NT" ;;
     never-on) gen "$o" --model "$Q4" --model-draft "$SHARED/models/mini-q4_0.gguf" \
         --prompt "Once upon a time" --max-tokens "$NT" ;;
-    peer-uvllm | peer-llama) peer_run "$v" "$o" ;;
+    peer-uvllm | peer-llama) peer_run "$v" "$o" "$F16" "$Q4" ;;
+    peerself-uvllm | peerself-llama) peer_run "$v" "$o" "$Q4" "$Q4" ;;
     esac
 }
 
 # One server, one request after a warm-up; writes {"tok_s":..} (completion tokens / wall).
-peer_run() { # uvllm|llama out
+peer_run() { # uvllm|llama out target draft
     local port pid
     port=$(free_port)
     if [ "$1" = uvllm ]; then
-        "${NICE[@]}" "$UVLLM_BIN" serve --model "$F16" --model-draft "$Q4" --draft-max 4 \
+        "${NICE[@]}" "$UVLLM_BIN" serve --model "$3" --model-draft "$4" --draft-max 4 \
             --threads "$TH" --ctx-size 512 --max-seqs 4 --port "$port" --log-level warn \
             2>"$2.err" &
     else
-        "${NICE[@]}" "$LLAMA_BIN/llama-server" -m "$F16" -md "$Q4" --spec-draft-n-max 4 \
-            -t "$TH" -td "$TH" -c 512 -np 1 --port "$port" 2>"$2.err" >/dev/null &
+        # -md alone only loads the draft: this llama.cpp drafts with it only when the
+        # type is named (its default type is none; the peer's draft_n says it drafted)
+        "${NICE[@]}" "$LLAMA_BIN/llama-server" -m "$3" -md "$4" --spec-type draft-simple \
+            --spec-draft-n-max 4 -t "$TH" -td "$TH" -c 512 -np 1 --port "$port" \
+            2>"$2.err" >/dev/null &
     fi
     pid=$!
     pids+=("$pid")
     wait_http "$port" /health 300 || { echo "spec: $1 server did not start: $2.err" >&2; return; }
     "${NICE[@]}" python3 - "$port" "$NT" >"$2" <<'PY' || echo "spec: $1 client failed" >&2
-import json, sys, time, urllib.request
+import json, re, sys, time, urllib.request
 port, n = int(sys.argv[1]), int(sys.argv[2])
+def get(path):
+    return urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=60).read().decode()
+def spec_counts():  # uvllm's proposals and acceptances so far (/metrics); None elsewhere
+    try:
+        m = get("/metrics")
+    except Exception:
+        return None
+    v = [re.search(r"^uvllm_spec_%s_tokens_total (\S+)" % k, m, re.M) for k in ("proposed", "accepted")]
+    return [float(x.group(1)) if x else 0.0 for x in v]
 def ask(m):
     body = json.dumps(dict(prompt="Once upon a time", max_tokens=m, temperature=0,
                            ignore_eos=True)).encode()
@@ -79,16 +96,25 @@ def ask(m):
     r = json.load(urllib.request.urlopen(urllib.request.Request(
         f"http://127.0.0.1:{port}/v1/completions", body, {"Content-Type": "application/json"}),
         timeout=900))
-    return r["usage"]["completion_tokens"], time.monotonic() - t0
+    return r, time.monotonic() - t0
 ask(4)
-k, dt = ask(n)
-print(json.dumps(dict(tokens=k, seconds=dt, tok_s=k / dt)))
+c0 = spec_counts()
+r, dt = ask(n)
+k = r["usage"]["completion_tokens"]
+out = dict(tokens=k, seconds=dt, tok_s=k / dt)
+t = r.get("timings") or {}
+if "draft_n" in t or c0 is None:  # llama-server: its own count for this request
+    out.update(spec_proposed=t.get("draft_n", 0), spec_accepted=t.get("draft_n_accepted", 0))
+else:
+    c1 = spec_counts()
+    out.update(spec_proposed=c1[0] - c0[0], spec_accepted=c1[1] - c0[1])
+print(json.dumps(out))
 PY
     kill "$pid" 2>/dev/null || true
     wait "$pid" 2>/dev/null || true
 }
 
-variants() { case $1 in peer) echo "llama uvllm" ;; *) echo "off on" ;; esac; }
+variants() { case $1 in peer*) echo "llama uvllm" ;; *) echo "off on" ;; esac; }
 
 load_start="$(cut -d' ' -f1-3 /proc/loadavg)"
 for ((r = 1; r <= RUNS; r++)); do
@@ -104,9 +130,9 @@ med() { # case variant field
     for f in "$D/$1-$2-"[0-9]*.json; do x=$(field "$f" "$3"); [ -n "$x" ] && v+=("$x"); done
     median "${v[@]}"
 }
-acc() { # case: accepted of proposed, summed over the rounds
+acc() { # case [variant]: accepted of proposed, summed over the rounds
     local p=0 a=0 f x
-    for f in "$D/$1-on-"[0-9]*.json; do
+    for f in "$D/$1-${2:-on}-"[0-9]*.json; do
         x=$(field "$f" spec_proposed); p=$((p + ${x%.*}))
         x=$(field "$f" spec_accepted); a=$((a + ${x%.*}))
     done
@@ -132,15 +158,15 @@ sec="$D/section.md"
     echo "- uvllm: $(uvllm_commit); llama.cpp: $(peer_commit); $RUNS rounds, the variants of every case interleaved in each; medians; every process at nice ${BENCH_NICE:--15} in a session of its own; $TH threads"
     echo "- models: $MODELS_SRC; aidreams260K and mini-q4_0 from the shared models"
     echo "- self: \`generate --model tinyllama-q4_0 [--model-draft tinyllama-q4_0 --draft-max 4 --spec-eager]\`, $NT tokens; ngram: \`generate --model aidreams260K --prompt STORY [--spec-ngram 3]\` (STORY: its own greedy continuation of "Once upon a time", then "Once upon a time" again), 48 tokens; never: \`generate --model tinyllama-q4_0 [--model-draft mini-q4_0]\`, $NT tokens (decode tokens/s as generate reports it: after the first token)"
-    echo "- peer: \`serve --model tinyllama-f16 --model-draft tinyllama-q4_0 --draft-max 4\` against \`llama-server -m tinyllama-f16 -md tinyllama-q4_0 --spec-draft-n-max 4\`; one greedy request of $NT tokens (ignore_eos) after a warm-up; tokens / wall time of the request"
+    echo "- peer: \`serve --model tinyllama-f16 --model-draft tinyllama-q4_0 --draft-max 4\` against \`llama-server -m tinyllama-f16 -md tinyllama-q4_0 --spec-type draft-simple --spec-draft-n-max 4\` (this llama.cpp drafts only with a type named: with \`-md\` alone it loads the draft and never proposes); one greedy request of $NT tokens (ignore_eos) after a warm-up; tokens / wall time of the request; proposals: llama-server's timings.draft_n / draft_n_accepted, uvllm's /metrics counters, for that request; peerself: the same with tinyllama-q4_0 as target and draft"
     echo
     echo "| case | without (tok/s) | with (tok/s) | ratio | proposals accepted |"
     echo "|---|---|---|---|---|"
     for c in $CASES; do
-        if [ "$c" = peer ]; then
-            a=$(med peer llama tok_s); b=$(med peer uvllm tok_s)
-            printf '| peer: llama-server / uvllm serve, both speculative | %s | %s | %s | - |\n' \
-                "${a:-n/a}" "${b:-n/a}" "$(ratio "$b" "$a")"
+        if [[ $c == peer* ]]; then
+            a=$(med "$c" llama tok_s); b=$(med "$c" uvllm tok_s)
+            printf '| %s: llama-server / uvllm serve, both speculative | %.2f | %.2f | %s | llama-server %s; uvllm %s |\n' \
+                "$c" "${a:-0}" "${b:-0}" "$(ratio "$b" "$a")" "$(acc "$c" llama)" "$(acc "$c" uvllm)"
         else
             a=$(med "$c" off decode_tokens_per_s); b=$(med "$c" on decode_tokens_per_s)
             printf '| %s | %.2f | %.2f | %s | %s |\n' "$c" "${a:-0}" "${b:-0}" "$(ratio "$b" "$a")" "$(acc "$c")"
@@ -153,4 +179,4 @@ sec="$D/section.md"
     fi
 } >"$sec"
 cat "$sec"
-results_section spec "$sec"
+results_section "${SPEC_SECTION:-spec}" "$sec"
