@@ -45,13 +45,13 @@ model_file() {
         [ -s "$f" ] || "$UVLLM_BIN" synth --shape small --arch qwen3 --type f16 --seed 7 \
             --vocab "$SHARED/models/qwen3-tiny-f16.gguf" "$f" >&2 ;;
     bge-small)
-        [ -s "$f" ] || python3 "$ROOT/tools/gguf_bert.py" "$f.tmp" --seed 7 --pooling cls \
+        [ -s "$f" ] || { python3 "$ROOT/tools/gguf_bert.py" "$f.tmp" --seed 7 --pooling cls \
             --embd 384 --layers 12 --heads 12 --ff 1536 --ctx 512 --vocab 30522 >&2 &&
-            mv "$f.tmp" "$f" ;;
+            mv "$f.tmp" "$f"; } ;;
     nomic-embed)
-        [ -s "$f" ] || python3 "$ROOT/tools/gguf_bert.py" "$f.tmp" --arch nomic-bert --seed 7 \
+        [ -s "$f" ] || { python3 "$ROOT/tools/gguf_bert.py" "$f.tmp" --arch nomic-bert --seed 7 \
             --pooling mean --embd 768 --layers 12 --heads 12 --ff 3072 --ctx 2048 \
-            --vocab 30522 >&2 && mv "$f.tmp" "$f" ;;
+            --vocab 30522 >&2 && mv "$f.tmp" "$f"; } ;;
     *) f="$SHARED/models/$1.gguf" ;;
     esac
     echo "$f"
