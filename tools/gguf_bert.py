@@ -6,6 +6,10 @@ tokens as they are). Pure Python, no numpy; the same arguments give the same byt
 
     tools/gguf_bert.py OUT.gguf [--arch bert|nomic-bert] [--seed 7] [--pooling mean|cls]
                        [--embd 64] [--layers 2] [--heads 4] [--ff 128] [--ctx 128]
+                       [--vocab N]
+
+--vocab N pads the vocabulary to N tokens with made-up words (bench/embed.sh's bge-small and
+nomic-embed shapes use 30522, BERT's own count); without it the files are as before.
 
 Tensors (llama.cpp's names for LLM_ARCH_BERT): token_embd, token_types, position_embd,
 token_embd_norm.{weight,bias}; per layer attn_{q,k,v,output}.{weight,bias},
@@ -27,7 +31,7 @@ SUFFIXES = "s ing ed er ly ding tor ument ity able ness".split()
 PUNCT = list(".,+=*!?-()'\"/:")  # ';' left out on purpose: a word of its own, [UNK]
 
 
-def vocab():
+def vocab(n=0):
     toks = list(SPECIAL)
     toks += [SP + w for w in WORDS]
     toks += SUFFIXES
@@ -42,6 +46,10 @@ def vocab():
         if t not in seen:
             seen.add(t)
             out.append(t)
+    i = 0
+    while len(out) < n:  # whole words "▁w0", "▁w1", ... none of them is in the base list
+        out.append(f"{SP}w{i}")
+        i += 1
     return out
 
 
@@ -85,17 +93,21 @@ def main():
     ap.add_argument("--heads", type=int, default=4)
     ap.add_argument("--ff", type=int, default=128)
     ap.add_argument("--ctx", type=int, default=128)
+    ap.add_argument("--vocab", type=int, default=0, help="pad the vocabulary to this many tokens")
     a = ap.parse_args()
     rng = random.Random(a.seed)
     E, F = a.embd, a.ff
-    toks = vocab()
+    toks = vocab(a.vocab)
     V = len(toks)
 
     tensors = []  # (name, shape ne0.., type, bytes)
 
     def mat(name, ne0, ne1, scale):
-        vals = [rng.gauss(0.0, scale) for _ in range(ne0 * ne1)]
-        tensors.append((name, (ne0, ne1), 1, struct.pack(f"<{len(vals)}e", *vals)))
+        parts = []  # a row at a time: the bench shapes' lists of floats would not fit memory
+        for _ in range(ne1):
+            vals = [rng.gauss(0.0, scale) for _ in range(ne0)]
+            parts.append(struct.pack(f"<{ne0}e", *vals))
+        tensors.append((name, (ne0, ne1), 1, b"".join(parts)))
 
     def vec(name, n, mean, scale, ne1=None):
         cnt = n * (ne1 or 1)

@@ -181,8 +181,8 @@ void ul_fwd_pool_embd(ul_fwd_t *f, int ith, int nth);
 int ul_fwd_bert_check(const ul_model_t *m);
 void ul_fwd_bert_job(ul_fwd_t *f, int ith, int nth);
 /* x[i] = gelu(x[i]), i < n, as ggml's CPU gelu (the f16 table of ul_fwd_geglu; call
- * ul_fwd_gemma3_init first). (forward_gemma3.c) */
-void ul_fwd_gelu(float *x, size_t n);
+ * ul_fwd_gemma3_init first); avx2: with AVX2 and F16C (the same bits). (forward_gemma3.c) */
+void ul_fwd_gelu(float *x, size_t n, int avx2);
 /* phi3 (forward_phi3.c): the RoPE frequency divisors for sequences of up to n_ctx tokens:
  * rope_freqs (llama), or phi3's long factors above n_ctx_orig and short ones up to it
  * (llama.cpp's get_rope_factors); NULL for none. */

@@ -76,12 +76,44 @@ void ul_fwd_geglu(float *g, const float *u, size_t n, int avx512) {
         geglu_scalar(g, u, n);
 }
 
-void ul_fwd_gelu(float *x, size_t n) {
+static void gelu_scalar(float *x, size_t n) {
     for (size_t i = 0; i < n; i++)
         if (x[i] <= -10.0f)
             x[i] = 0.0f;
         else if (x[i] < 10.0f)
             x[i] = ul_fp16_to_fp32(g_gelu[ul_fp32_to_fp16(x[i])]);
+}
+
+#if defined(__x86_64__) || defined(__i386__)
+/* 8 at a time as geglu_avx512 (the same table entries, the same conversions): the scalar
+ * loop's two software f16 conversions were 13% of a bge-small-shaped bert step (perf). */
+__attribute__((target("avx2,f16c"))) static void gelu_avx2(float *x, size_t n) {
+    size_t i = 0;
+    const __m256 hi = _mm256_set1_ps(10.0f), lo = _mm256_set1_ps(-10.0f);
+    for (; i + 8 <= n; i += 8) {
+        const __m256 v = _mm256_loadu_ps(x + i);
+        const __m256i idx = _mm256_cvtepu16_epi32(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+        const __m256i t = _mm256_i32gather_epi32((const int *)(const void *)g_gelu, idx, 2);
+        /* the low half of each 32 bits read: pack the 8 into 8 halves */
+        const __m256i t16 = _mm256_and_si256(t, _mm256_set1_epi32(0xffff));
+        const __m128i h =
+            _mm_packus_epi32(_mm256_castsi256_si128(t16), _mm256_extracti128_si256(t16, 1));
+        __m256 y = _mm256_cvtph_ps(h);
+        y = _mm256_blendv_ps(y, v, _mm256_cmp_ps(v, hi, _CMP_NLT_UQ)); /* >= 10, NaN: x */
+        y = _mm256_blendv_ps(y, _mm256_setzero_ps(), _mm256_cmp_ps(v, lo, _CMP_LE_OQ));
+        _mm256_storeu_ps(x + i, y);
+    }
+    gelu_scalar(x + i, n - i);
+}
+#else
+static void gelu_avx2(float *x, size_t n) { gelu_scalar(x, n); }
+#endif
+
+void ul_fwd_gelu(float *x, size_t n, int avx2) {
+    if (avx2)
+        gelu_avx2(x, n);
+    else
+        gelu_scalar(x, n);
 }
 
 void ul_fwd_softcap(float *x, size_t n, float cap) {
