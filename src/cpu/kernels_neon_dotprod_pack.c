@@ -2,7 +2,7 @@
  * of 4 rows; in every vector, 32-bit lane r belongs to row r of the quad, so one SDOT by
  * lane (vdotq_laneq_s32) adds 4 products of each of the quad's 4 rows for one token.
  * Compiled with +dotprod (cpu.cmake's kernels_neon_dotprod*.c), reached only through
- * ul_cpu_pack_kern_arm at the dotprod or i8mm ISA.
+ * ul_cpu_pack_kern_arm at the dotprod ISA (i8mm has its own, kernels_neon_i8mm_pack.c).
  *
  * Layout of a group: one record per block (32 columns), in block order:
  *   [16 f16 scales, rows 0..15][QV chunks x 4 quads of 16 bytes]
