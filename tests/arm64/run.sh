@@ -58,7 +58,7 @@ crit() {
 }
 # per CPU model: that model's kernel table against the f64 reference, the AArch64 products
 # against the scalar ones bit for bit, the stacked and packed matrices (test_pack.c; Q8_0
-# and Q4_0 are packed from dotprod up, SDOT's layout on dotprod and SMMLA's on i8mm,
+# and Q4_0 are packed on every model, quads for NEON and SDOT, row pairs for SMMLA;
 # test_kernels_arm.c holds them to the row kernels' bits), the ops table (expf, SwiGLU, GeGLU, top-k, the tiled attention:
 # test_neon_ops.c, test_attn.c's *_neon_*), the ISA detection, the activation
 # converters and products through a pool; under max also the fp16/quant edge cases,
