@@ -5,7 +5,9 @@
 #    under three CPU models: cortex-a72 (NEON only), neoverse-n1 (+dotprod), max (+i8mm);
 #  - every shared golden (unit_cpu golden/*) on the arm64 binary, at the best ISA (max);
 #  - unit_base and unit_model, once (max);
-#  - `uvllm serve` answering a chat request (tests/arm64/serve_chat.py) under each model.
+#  - `uvllm serve` answering a chat request (tests/arm64/serve_chat.py) under each model;
+#  - docker/Dockerfile's packages exist for arm64, its instructions name nothing x86-only
+#    (tests/arm64/image_packages.sh, a second: no arm64 image is built here).
 # qemu is 10-50x slower than the host: the slow forward-pass suites (batching, pipelines,
 # MoE, long-context) stay in `make test` on x86, where the same C runs natively.
 #   usage: tests/arm64/run.sh [BUILD_DIR]   (default build-arm64)
@@ -31,6 +33,7 @@ chmod +x "$wrap"
 fail=0
 T0=$(date +%s)
 step() { echo "=== test-arm64: $1 ($(($(date +%s) - T0)) s)"; }
+bash tests/arm64/image_packages.sh || fail=1
 # Each qemu process emulates one core, so the runs below go side by side, as many at a time
 # as there are cores (longest first); each writes its own log, printed when it ends.
 par=${JOBS:-$(nproc)}
