@@ -7,7 +7,7 @@
 #  - unit_base and unit_model, once (max);
 #  - `uvllm serve` answering a chat request (tests/arm64/serve_chat.py) under each model;
 #  - docker/Dockerfile's packages exist for arm64, its instructions name nothing x86-only
-#    (tests/arm64/image_packages.sh, a second: no arm64 image is built here).
+#    (tests/arm64/image_packages.sh, one apt-cache call: no arm64 image is built here).
 # qemu is 10-50x slower than the host: the slow forward-pass suites (batching, pipelines,
 # MoE, long-context) stay in `make test` on x86, where the same C runs natively.
 #   usage: tests/arm64/run.sh [BUILD_DIR]   (default build-arm64)
