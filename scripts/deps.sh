@@ -5,7 +5,8 @@
 #   --deploy  also what `make test-deploy` runs: Debian's docker daemon and compose, mmdebstrap
 #             (the base image is made locally), python3-kubernetes (manifest validation), kubectl,
 #             nginx with its njs module (the routing test runs docker/nginx/nginx.conf on the host)
-#   --image   only what compiles the server (no test tools): docker/Dockerfile's build stage
+#   --image   only what compiles the server (no test tools): docker/Dockerfile's build stage;
+#             `--image --list` prints those package names instead (tests/arm64/image_packages.sh)
 #   --arm64 [DIR]  make test-arm64: the aarch64 cross compiler and qemu-user, and the arm64
 #             -dev libraries unpacked into a private sysroot DIR (default build-arm64/sysroot;
 #             scripts/arm64_sysroot.sh: apt-get download + dpkg -x, never a multiarch install)
@@ -40,7 +41,8 @@ fi
 if [ "${1:-}" = "--image" ]; then
     pkgs=(build-essential cmake pkg-config libuv1-dev libcjson-dev libpcre2-dev)
     # llhttp's C sources: Debian's node-llhttp, unless already copied in (docker/Dockerfile.cuda)
-    [ -f /usr/share/llhttp/llhttp.c ] || pkgs+=(node-llhttp)
+    [ -f /usr/share/llhttp/llhttp.c ] && [ "${2:-}" != --list ] || pkgs+=(node-llhttp)
+    [ "${2:-}" = --list ] && { printf '%s\n' "${pkgs[@]}"; exit 0; }
     missing=()
     for p in "${pkgs[@]}"; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

@@ -31,9 +31,9 @@ typedef struct {
 } ul_pack_kern_t;
 
 /* The tail every packed Q4_0 / Q8_0 kernel file shares (kernels_avx2_pack.c,
- * kernels_avx512_pack.c, kernels_neon_dotprod_pack.c): from the file's static
- * gb_q4_0 / gb_q8_0, pack_rows(q8, ...) and mm_any(Q8, ...) (always inlined, so Q8 is a
- * constant in each instance), the two entries and the tables ul_pack_q4_0_##isa and
+ * kernels_avx512_pack.c, kernels_neon_pack_mull.c, kernels_neon_{dotprod,i8mm}_pack.c):
+ * from the file's static gb_q4_0 / gb_q8_0, pack_rows(q8, ...) and mm_any(Q8, ...) (always inlined,
+ * so Q8 is a constant in each instance), the two entries and the tables ul_pack_q4_0_##isa and
  * ul_pack_q8_0_##isa. A macro: the instances must be the file's own statics. */
 #define UL_PACK_Q4_0_Q8_0_TABLES(isa)                                                              \
     static void pack_q4_0(const uint8_t *rows, size_t rs, int64_t n_cols, uint8_t *dst) {          \
@@ -104,9 +104,15 @@ extern const ul_pack_kern_t ul_pack_iq4_xs_avx2;
 extern const ul_pack_kern_t ul_pack_iq4_nl_avx2;
 
 /* AArch64's packed layouts (kernels_neon_pack.c), NULL where a (type, ISA) has none */
-/* kernels_neon_dotprod_pack.c: Q4_0 and Q8_0 (Q8A activations), dotprod and i8mm CPUs */
+/* Q4_0 and Q8_0 (Q8A activations): kernels_neon_pack_mull.c (plain NEON) and
+ * kernels_neon_dotprod_pack.c (SDOT, dotprod CPUs) over one layout (kernels_neon_quads.h),
+ * kernels_neon_i8mm_pack.c (SMMLA, i8mm CPUs) over its own */
+extern const ul_pack_kern_t ul_pack_q4_0_neon;
+extern const ul_pack_kern_t ul_pack_q8_0_neon;
 extern const ul_pack_kern_t ul_pack_q4_0_dotprod;
 extern const ul_pack_kern_t ul_pack_q8_0_dotprod;
+extern const ul_pack_kern_t ul_pack_q4_0_i8mm;
+extern const ul_pack_kern_t ul_pack_q8_0_i8mm;
 const ul_pack_kern_t *ul_cpu_pack_kern_arm(int type, ul_isa_t isa);
 
 #endif

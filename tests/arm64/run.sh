@@ -5,7 +5,9 @@
 #    under three CPU models: cortex-a72 (NEON only), neoverse-n1 (+dotprod), max (+i8mm);
 #  - every shared golden (unit_cpu golden/*) on the arm64 binary, at the best ISA (max);
 #  - unit_base and unit_model, once (max);
-#  - `uvllm serve` answering a chat request (tests/arm64/serve_chat.py) under each model.
+#  - `uvllm serve` answering a chat request (tests/arm64/serve_chat.py) under each model;
+#  - docker/Dockerfile's packages exist for arm64, its instructions name nothing x86-only
+#    (tests/arm64/image_packages.sh, one apt-cache call: no arm64 image is built here).
 # qemu is 10-50x slower than the host: the slow forward-pass suites (batching, pipelines,
 # MoE, long-context) stay in `make test` on x86, where the same C runs natively.
 #   usage: tests/arm64/run.sh [BUILD_DIR]   (default build-arm64)
@@ -31,6 +33,7 @@ chmod +x "$wrap"
 fail=0
 T0=$(date +%s)
 step() { echo "=== test-arm64: $1 ($(($(date +%s) - T0)) s)"; }
+bash tests/arm64/image_packages.sh || fail=1
 # Each qemu process emulates one core, so the runs below go side by side, as many at a time
 # as there are cores (longest first); each writes its own log, printed when it ends.
 par=${JOBS:-$(nproc)}
@@ -58,8 +61,8 @@ crit() {
 }
 # per CPU model: that model's kernel table against the f64 reference, the AArch64 products
 # against the scalar ones bit for bit, the stacked and packed matrices (test_pack.c; Q8_0
-# and Q4_0 are packed from dotprod up, test_kernels_arm.c holds them to the row kernels'
-# bits), the ops table (expf, SwiGLU, GeGLU, top-k, the tiled attention:
+# and Q4_0 are packed on every model, quads for NEON and SDOT, row pairs for SMMLA;
+# test_kernels_arm.c holds them to the row kernels' bits), the ops table (expf, SwiGLU, GeGLU, top-k, the tiled attention:
 # test_neon_ops.c, test_attn.c's *_neon_*), the ISA detection, the activation
 # converters and products through a pool; under max also the fp16/quant edge cases,
 # every shared golden (test_golden.c) and the MoE golden (test_moe.c: the router's
