@@ -39,25 +39,7 @@ static size_t gb_q4_0(int64_t n_cols) { return (size_t)(n_cols / QK) * REC(2); }
 static size_t gb_q8_0(int64_t n_cols) { return (size_t)(n_cols / QK) * REC(4); }
 
 static void pack_rows(int q8, const uint8_t *rows, size_t rs, int64_t n_cols, uint8_t *dst) {
-    const int64_t nb = n_cols / QK;
-    const int qc = q8 ? 4 : 2;
-    for (int64_t b = 0; b < nb; b++) {
-        uint8_t *rec = dst + (size_t)b * REC(qc);
-        for (int r = 0; r < UL_PACK_ROWS; r++) {
-            const uint8_t *row = rows + (size_t)r * rs;
-            uint8_t *q = rec + 32 + 16 * (r / 2) + 8 * (r % 2);
-            const uint8_t *d, *qs;
-            if (q8) {
-                d = (const uint8_t *)&((const blk_q8_0 *)row)[b].d;
-                qs = (const uint8_t *)((const blk_q8_0 *)row)[b].qs;
-            } else {
-                d = (const uint8_t *)&((const blk_q4_0 *)row)[b].d;
-                qs = ((const blk_q4_0 *)row)[b].qs;
-            }
-            memcpy(rec + 2 * r, d, 2);
-            for (int c = 0; c < qc; c++) memcpy(q + 128 * c, qs + 8 * c, 8);
-        }
-    }
+    ul_neon_pack_chunks(q8, 8, rows, rs, n_cols, dst);
 }
 
 #define AI static inline __attribute__((always_inline))

@@ -38,25 +38,7 @@ static size_t gb_q4_0(int64_t n_cols) { return (size_t)(n_cols / QK) * REC(4); }
 static size_t gb_q8_0(int64_t n_cols) { return (size_t)(n_cols / QK) * REC(8); }
 
 static void pack_rows(int q8, const uint8_t *rows, size_t rs, int64_t n_cols, uint8_t *dst) {
-    const int64_t nb = n_cols / QK;
-    const int qv = q8 ? 8 : 4;
-    for (int64_t b = 0; b < nb; b++) {
-        uint8_t *rec = dst + (size_t)b * REC(qv);
-        for (int r = 0; r < UL_PACK_ROWS; r++) {
-            const uint8_t *row = rows + (size_t)r * rs;
-            uint8_t *q = rec + 32 + 16 * (r / 4) + 4 * (r % 4);
-            const uint8_t *d, *qs;
-            if (q8) {
-                d = (const uint8_t *)&((const blk_q8_0 *)row)[b].d;
-                qs = (const uint8_t *)((const blk_q8_0 *)row)[b].qs;
-            } else {
-                d = (const uint8_t *)&((const blk_q4_0 *)row)[b].d;
-                qs = ((const blk_q4_0 *)row)[b].qs;
-            }
-            memcpy(rec + 2 * r, d, 2);
-            for (int j = 0; j < qv; j++) memcpy(q + 64 * j, qs + 4 * j, 4);
-        }
-    }
+    ul_neon_pack_chunks(q8, 4, rows, rs, n_cols, dst);
 }
 
 #define AI static inline __attribute__((always_inline))
