@@ -6,17 +6,9 @@
  * belong to the backend and the loop first: on 2 cores a second tokenizer thread doubled
  * the honest streams' inter-token p99 under a tokenize flood), at
  * most JOBS_WAITING waiting (more is a 503) and JOBS_PER_CLIENT per client waiting or
- * running (more is a 429), so one client's flood waits behind itself. A job runs JOB_NICE
- * nice levels below the pool, so it takes the CPU the backend and the loop leave, on a
- * thread of its own that the pool thread starts and joins: the pool threads also free the loop's
- * large buffers and trim malloc's heaps (net/budget.c), holding allocator locks the loop
- * waits on, and when they were the niced ones (a thread cannot raise its priority again
- * without privilege), one preempted inside such a lock stalled the loop 16-55 ms at a time
- * under a tokenize flood (perf: the loop in __lll_lock_wait_private, woken by the job
- * thread). For the same reason a job frees nothing the loop allocated (the request body goes
- * with the job, on the loop). Loop thread only, except run() and ul_api_job_thread(). */
-#include <errno.h>
-#include <pthread.h>
+ * running (more is a 429), so one client's flood waits behind itself. A pool thread that
+ * runs a job lowers its own priority (nice JOB_NICE) once: a job takes the CPU the backend
+ * and the loop leave. Loop thread only, except run() and ul_api_job_thread(). */
 #include <stdio.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -28,37 +20,20 @@
 
 #define JOBS_WAITING 64
 #define JOBS_PER_CLIENT 4
-#define JOB_NICE 10 /* nice levels below the thread that starts it */
+#define JOB_NICE 10
 
-static _Thread_local int t_in_job;
+static _Thread_local int t_niced, t_in_job;
 
 int ul_api_job_thread(void) { return t_in_job; }
 
-/* The job itself, on a thread of its own that lowers its priority and ends with the job. */
-static void *run_niced(void *arg) {
-    ul_api_job_t *j = arg;
-    const id_t tid = (id_t)syscall(SYS_gettid);
-    errno = 0;
-    int nice = getpriority(PRIO_PROCESS, tid);
-    if (nice != -1 || errno == 0) { /* best effort: not being able to yield is no failure */
-        nice = nice + JOB_NICE < 19 ? nice + JOB_NICE : 19;
-        int rc = setpriority(PRIO_PROCESS, tid, nice);
-        (void)rc;
-    }
-    t_in_job = 1;
-    j->run(j);
-    t_in_job = 0;
-    return NULL;
-}
-
 static void work_cb(uv_work_t *w) {
     ul_api_job_t *j = w->data;
-    pthread_t t;
-    if (pthread_create(&t, NULL, run_niced, j) == 0) {
-        pthread_join(t, NULL);
-        return;
+    if (!t_niced) {
+        t_niced = 1;
+        int rc = setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), JOB_NICE);
+        (void)rc; /* best effort: not being able to yield is no reason to fail */
     }
-    t_in_job = 1; /* no thread to spare: run it here, at the pool's priority */
+    t_in_job = 1;
     j->run(j);
     t_in_job = 0;
 }

@@ -182,7 +182,9 @@ static cJSON *parse_object(tokjob_t *t) {
         bad(t, NULL, "the request body is not a JSON object");
         return NULL;
     }
-    t->body = NULL; /* cJSON copied what it needs; the loop frees the body (api/job.c) */
+    free(t->owned); /* cJSON copied what it needs */
+    t->owned = NULL;
+    t->body = NULL;
     return root;
 }
 
