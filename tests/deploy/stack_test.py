@@ -405,7 +405,11 @@ def stream_arrives_token_by_token():
     expect(len(times) == 10, f"{len(times)} token events")
     span = times[-1] - times[0]
     gaps = sum(1 for a, b in zip(times, times[1:]) if b - a >= 0.05)
-    expect(span >= 0.9 and gaps >= 8, f"first-to-last {span:.3f} s, {gaps} gaps >= 50 ms")
+    # a buffering proxy delivers the 10 at once; unbuffered, they come 100 ms apart (the null
+    # backend's --null-token-us), so 9 x 100 ms is the nominal span, not a floor: a first
+    # event that reaches the client late shortens it (0.896 s seen on a loaded host). At least
+    # 8 gaps of 50 ms or more is what buffering cannot give.
+    expect(span >= 0.45 and gaps >= 8, f"first-to-last {span:.3f} s, {gaps} gaps >= 50 ms")
     return f"10 tokens, first-to-last {span:.3f} s, {gaps} of 9 gaps >= 50 ms"
 
 
