@@ -41,6 +41,12 @@ if(UVLLM_TSAN)
   # the rows they are given; instrumented, every vector load became a range check and a
   # TSan-built forward pass ran ~50x slower than Release (an SDK test's 300-token answer
   # took 109 s), so they are compiled without it. ASan still checks their every access.
-  file(GLOB _cpu_kernels CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/cpu/kernels_*.c)
+  # The row quantisers, converters and the weight packer (quant*.c, fp16.c, pack.c; no
+  # threads) are the same kind of code, rows in and rows out: instrumented, they were a
+  # fifth of unit_cpu's time under TSan (its packed layout checks dequantise every weight
+  # row for their float64 references; every golden model packs its weights).
+  file(GLOB _cpu_kernels CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/cpu/kernels_*.c
+    ${CMAKE_SOURCE_DIR}/src/cpu/quant*.c ${CMAKE_SOURCE_DIR}/src/cpu/fp16.c
+    ${CMAKE_SOURCE_DIR}/src/cpu/pack.c)
   set_property(SOURCE ${_cpu_kernels} APPEND PROPERTY COMPILE_OPTIONS -fno-sanitize=thread)
 endif()
