@@ -4,7 +4,7 @@ WordPiece vocabulary in llama.cpp's GGUF spelling (tokenizer.ggml.model "bert": 
 starts a word carries U+2581 in front, a "##" continuation piece is stored bare, the special
 tokens as they are). Pure Python, no numpy; the same arguments give the same bytes.
 
-    tools/gguf_bert.py OUT.gguf [--arch bert|nomic-bert] [--seed 7] [--pooling mean|cls]
+    tools/gguf_bert.py OUT.gguf [--arch bert|nomic-bert] [--seed 7] [--pooling mean|cls|rank]
                        [--embd 64] [--layers 2] [--heads 4] [--ff 128] [--ctx 128]
                        [--vocab N]
 
@@ -17,7 +17,13 @@ attn_output_norm.{weight,bias}, ffn_{up,down}.{weight,bias}, layer_output_norm.{
 Matrices (token, attention, FFN) are F16, everything else F32.
 nomic-bert (as nomic-embed-text-v1.5's GGUF): no position_embd (RoPE, NEOX, rope.freq_base
 1000), a fused attn_qkv.weight [n_embd, 3 n_embd] and attn_output.weight without biases,
-ffn_gate/ffn_up/ffn_down (SwiGLU) without biases."""
+ffn_gate/ffn_up/ffn_down (SwiGLU) without biases.
+--pooling rank (a reranker, llama.cpp's LLAMA_POOLING_TYPE_RANK) adds the classification head
+as a converted BERT cross-encoder carries it: cls.weight [n_embd, n_embd] F16 and cls.bias,
+cls.output.weight [n_embd, 1] F16 and cls.output.bias (one label), and the tokenizer keys
+convert_hf_to_gguf writes for BERT's "[CLS] $A [SEP] $B [SEP]" post-processor: eos [SEP],
+add_bos_token and add_eos_token true, add_sep_token false (so llama-server joins a query and a
+document as [CLS] q [SEP] d [SEP])."""
 import argparse
 import random
 import struct
@@ -87,7 +93,7 @@ def main():
     ap.add_argument("out")
     ap.add_argument("--arch", choices=["bert", "nomic-bert"], default="bert")
     ap.add_argument("--seed", type=int, default=7)
-    ap.add_argument("--pooling", choices=["mean", "cls"], default="mean")
+    ap.add_argument("--pooling", choices=["mean", "cls", "rank"], default="mean")
     ap.add_argument("--embd", type=int, default=64)
     ap.add_argument("--layers", type=int, default=2)
     ap.add_argument("--heads", type=int, default=4)
@@ -142,6 +148,12 @@ def main():
             vec(f"blk.{i}.ffn_down.bias", E, 0.0, 0.1)
         vec(f"blk.{i}.layer_output_norm.weight", E, 1.0, 0.1)
         vec(f"blk.{i}.layer_output_norm.bias", E, 0.0, 0.1)
+    rank = a.pooling == "rank"
+    if rank:
+        mat("cls.weight", E, E, E ** -0.5)
+        vec("cls.bias", E, 0.0, 0.1)
+        mat("cls.output.weight", E, 1, 1.0)  # wide: random encoders give close CLS states
+        vec("cls.output.bias", 1, 0.0, 0.5)
 
     arch = a.arch
     kvs = [
@@ -155,7 +167,7 @@ def main():
         kv_u32(f"{arch}.attention.head_count", a.heads),
         kv_f32(f"{arch}.attention.layer_norm_epsilon", 1e-12),
         kv_bool(f"{arch}.attention.causal", False),
-        kv_u32(f"{arch}.pooling_type", {"mean": 1, "cls": 2}[a.pooling]),
+        kv_u32(f"{arch}.pooling_type", {"mean": 1, "cls": 2, "rank": 4}[a.pooling]),
         kv_str("tokenizer.ggml.model", "bert"),
         kv_arr("tokenizer.ggml.tokens", 8, toks),
         kv_arr("tokenizer.ggml.token_type", 5, [3 if t in SPECIAL else 1 for t in toks]),
@@ -170,6 +182,13 @@ def main():
     ]
     if nomic:
         kvs.append(kv_f32(f"{arch}.rope.freq_base", 1000.0))
+    if rank:
+        kvs += [
+            kv_u32("tokenizer.ggml.eos_token_id", toks.index("[SEP]")),
+            kv_bool("tokenizer.ggml.add_bos_token", True),
+            kv_bool("tokenizer.ggml.add_eos_token", True),
+            kv_bool("tokenizer.ggml.add_sep_token", False),
+        ]
     align = 32
     infos, blobs, pos = [], [], 0
     for name, shape, typ, data in tensors:

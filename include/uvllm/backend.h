@@ -73,7 +73,9 @@
  * chained), so pooling needs no state across steps and a bidirectional encoder sees every
  * token. The backend writes into out_embd the final hidden state (after the output norm)
  * pooled as the entry's pooling says: the mean of its rows, its first row (cls) or its last
- * row; not normalised (the caller normalises). Its K/V may be written to its pages like any
+ * row; not normalised (the caller normalises). A reranker's entry (pooling rank, a bert
+ * encoder's classification head, as llama.cpp's LLAMA_POOLING_TYPE_RANK) gets its relevance
+ * score in out_embd[0] (the rest zero). Its K/V may be written to its pages like any
  * entry's, but nobody reads them after the step. Backends that cannot (backend->n_embd 0:
  * the CUDA backend) refuse such a step with UL_ENOTSUP. */
 #ifndef UVLLM_BACKEND_H
@@ -89,8 +91,9 @@ typedef struct ul_bridge_s ul_bridge_t;
 typedef struct ul_model_s ul_model_t;
 
 /* Pooling of an embedding entry: llama.cpp's llama_pooling_type values, as a GGUF's
- * <arch>.pooling_type stores them (none: a vector per token, which no endpoint serves). */
-enum { UL_POOL_NONE = 0, UL_POOL_MEAN = 1, UL_POOL_CLS = 2, UL_POOL_LAST = 3 };
+ * <arch>.pooling_type stores them (none: a vector per token, which no endpoint serves; rank:
+ * a reranker's score, "Embeddings" below). */
+enum { UL_POOL_NONE = 0, UL_POOL_MEAN = 1, UL_POOL_CLS = 2, UL_POOL_LAST = 3, UL_POOL_RANK = 4 };
 
 /* One entry of a request's logit bias (OpenAI semantics): bias is added to the logit of
  * token id before the token is chosen; -100 effectively bans it, +100 effectively forces it. */

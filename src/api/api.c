@@ -92,6 +92,10 @@ int ul_api_register(ul_api_t *a, ul_router_t *r) {
                            ul_api_messages_count_tokens, a);
     if (!rc) rc = ul_router_add(r, UL_HTTP_POST, "/v1/embeddings", ul_api_embeddings, a);
     if (!rc) rc = ul_router_add(r, UL_HTTP_POST, "/embedding", ul_api_embedding, a);
+    /* llama-server's four names */
+    static const char *const rerank[] = {"/v1/rerank", "/rerank", "/v1/reranking", "/reranking"};
+    for (size_t i = 0; i < sizeof rerank / sizeof rerank[0] && !rc; i++)
+        rc = ul_router_add(r, UL_HTTP_POST, rerank[i], ul_api_rerank, a);
     if (!rc) rc = ul_router_add(r, UL_HTTP_POST, "/tokenize", ul_api_tokenize, a);
     if (!rc) rc = ul_router_add(r, UL_HTTP_POST, "/detokenize", ul_api_detokenize, a);
     /* GET /v1/models/{id}: the router matches exact paths, so one route per name */

@@ -51,6 +51,11 @@ struct ul_codec_s {
      * -(needed) when cap is too small, or UL_EINVAL for an id out of range. */
     int (*token_piece)(const ul_codec_t *c, int32_t id, int special, int lstrip, char *out,
                        int cap);
+    /* Optional (rerank.c): the ids of a query a and a document b (each tokenized without
+     * specials) joined into one cross-encoder input (model/vocab.h ul_vocab_join_pair);
+     * without it, a then b. Returns the count, -(needed) when cap is too small, or UL_E*. */
+    int (*join_pair)(const ul_codec_t *c, const int32_t *a, int na, const int32_t *b, int nb,
+                     int32_t *out, int cap);
 };
 
 /* The pseudo-token codec for the null backend. */
@@ -144,7 +149,10 @@ typedef struct ul_api_s {
     int parse_special;       /* 1 (default): special token texts in prompts become their ids, as
                                 llama-server does; 0: plain text (--no-parse-special) */
     int32_t pooling;         /* embeddings (embed.c): UL_POOL_* (--pooling, else the model's
-                                pooling_type); UL_POOL_NONE refuses them */
+                                pooling_type); UL_POOL_NONE refuses them; UL_POOL_RANK
+                                serves /v1/rerank instead */
+    int rank_ok;             /* 1: the backend computes pooling rank (a bert encoder with its
+                                classification head, or the null backend's stand-in) */
     int embed_only;          /* 1: the model is an encoder (bert): it embeds, never generates;
                                 the generation endpoints answer 501 (ul_api_refuse_generate) */
     char *chat_template_override; /* --chat-template FILE's text, NUL-terminated, or NULL;
@@ -223,6 +231,7 @@ int ul_api_messages(ul_http_req_t *req, void *data);              /* messages.c 
 int ul_api_messages_count_tokens(ul_http_req_t *req, void *data); /* messages.c */
 int ul_api_embeddings(ul_http_req_t *req, void *data);            /* embed.c: /v1/embeddings */
 int ul_api_embedding(ul_http_req_t *req, void *data);             /* embed.c: /embedding */
+int ul_api_rerank(ul_http_req_t *req, void *data); /* embed.c, rerank.c: /v1/rerank */
 
 /* Readiness (ready.c). GET /health/live: 200 {"status":"live"} while the process runs.
  * GET /health/ready: 200 {"status":"ready"} or 503 {"status":"loading"|"draining"|

@@ -38,6 +38,11 @@ static int vocab_token_piece(const ul_codec_t *c, int32_t id, int special, int l
 
 static int vocab_is_eog(void *ctx, int32_t id) { return ul_vocab_is_eog(ctx, id); }
 
+static int vocab_join_pair(const ul_codec_t *c, const int32_t *a, int na, const int32_t *b, int nb,
+                           int32_t *out, int cap) {
+    return ul_vocab_join_pair(c->vocab, a, na, b, nb, out, cap);
+}
+
 void ul_codec_init_vocab(ul_codec_t *c, const ul_vocab_t *v) {
     *c = (ul_codec_t){.vocab = v,
                       .n_vocab = ul_vocab_n_tokens(v),
@@ -47,5 +52,6 @@ void ul_codec_init_vocab(ul_codec_t *c, const ul_vocab_t *v) {
                       .piece = vocab_piece,
                       .flush = vocab_flush,
                       .is_eog = vocab_is_eog,
-                      .token_piece = vocab_token_piece};
+                      .token_piece = vocab_token_piece,
+                      .join_pair = vocab_join_pair};
 }

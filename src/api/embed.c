@@ -10,6 +10,7 @@
  * input over what one step computes (min(context - 1, --max-batch-tokens) tokens),
  * "dimensions" other than the model's size (no model here is trained to be cut), and a
  * model without pooling (pooling_type none: start the server with --pooling).
+ * POST /v1/rerank (rerank.c parses and answers it) runs here too: one sequence per document.
  *
  * Parsing and tokenizing grow with the body: bodies over UL_API_JOB_BYTES are parsed on a
  * pool thread (job.c), like the completions endpoints; the answer is written on the loop. */
@@ -157,6 +158,21 @@ static int check_lengths(ul_embed_req_t *e) {
     return 0;
 }
 
+static int parse_embed(ul_embed_req_t *e, const cJSON *root) {
+    const cJSON *input = cJSON_GetObjectItemCaseSensitive(root, "input");
+    if (!input && !e->oai) {
+        input = cJSON_GetObjectItemCaseSensitive(root, "content");
+        if (input) e->input_name = "content";
+    }
+    if (!input || cJSON_IsNull(input))
+        return ul_api_bad(&e->bad, e->input_name, "'%s' is required", e->input_name);
+    int rc = parse_model(e, root);
+    if (!rc) rc = parse_format(e, root);
+    if (!rc) rc = parse_dimensions(e, root);
+    if (!rc) rc = parse_inputs(e, input);
+    return rc;
+}
+
 /* The job's run (or inline): the body into token ids, or e->bad set. */
 static void prepare(ul_api_job_t *j) {
     ul_embed_req_t *e = (ul_embed_req_t *)j;
@@ -171,30 +187,26 @@ static void prepare(ul_api_job_t *j) {
         return;
     }
     cJSON *root = cJSON_ParseWithLength(e->body, e->body_len);
-    const cJSON *input = NULL;
+    int keep = 0;
     if (!root || !cJSON_IsObject(root)) {
         e->bad.code = "invalid_json";
         rc = ul_api_bad(&e->bad, NULL, "the request body is not a JSON object");
+    } else if (e->rerank) {
+        rc = parse_model(e, root);
+        if (!rc) rc = ul_rerank_parse(e, root, &keep);
     } else {
-        input = cJSON_GetObjectItemCaseSensitive(root, "input");
-        if (!input && !e->oai) {
-            input = cJSON_GetObjectItemCaseSensitive(root, "content");
-            if (input) e->input_name = "content";
-        }
-        if (!input || cJSON_IsNull(input))
-            rc = ul_api_bad(&e->bad, e->input_name, "'%s' is required", e->input_name);
+        rc = parse_embed(e, root);
     }
-    if (!rc) rc = parse_model(e, root);
-    if (!rc) rc = parse_format(e, root);
-    if (!rc) rc = parse_dimensions(e, root);
-    if (!rc) rc = parse_inputs(e, input);
     if (!rc) rc = check_lengths(e);
     if (rc == UL_ENOMEM) {
         e->bad = (ul_api_bad_t){.status = 503, .type = "server_error"};
         ul_api_bad(&e->bad, NULL, "out of memory");
     }
     e->failed = rc != 0;
-    cJSON_Delete(root);
+    if (keep && !rc)
+        e->keep = root; /* the documents' texts, for the answer */
+    else
+        cJSON_Delete(root);
 }
 
 /* ---- the sequences (loop thread) -------------------------------------------------------- */
@@ -205,6 +217,8 @@ static void ereq_free(ul_embed_req_t *e) {
     free(e->seqs);
     free(e->vec);
     free(e->owned);
+    free(e->doc_text);
+    cJSON_Delete(e->keep);
     free(e);
 }
 
@@ -319,15 +333,36 @@ static void on_job_abort(ul_http_req_t *req, void *data, int reason) {
 }
 
 /* Refuses what no input could change: draining, embeddings off (no pooling, a backend
- * without them). Returns 1 after answering. */
-static int refuse_server(ul_api_t *a, ul_http_req_t *req) {
+ * without them), reranking off (a model that is not a reranker) or embeddings of a
+ * reranker. Returns 1 after answering. */
+static int refuse_server(ul_api_t *a, ul_http_req_t *req, int rerank) {
     if (ul_api_refuse_draining(a, req)) return 1;
     ul_api_bad_t bad = {0};
     if (a->sched->backend->n_embd <= 0) {
         bad.status = 501;
         bad.code = "embeddings_not_supported";
-        ul_api_bad(&bad, NULL, "the %s backend does not compute embeddings",
-                   a->sched->backend->vt->name);
+        ul_api_bad(&bad, NULL, "the %s backend does not compute %s", a->sched->backend->vt->name,
+                   rerank ? "rerank scores" : "embeddings");
+    } else if (rerank && (a->pooling != UL_POOL_RANK || !a->rank_ok)) {
+        bad.status = 501; /* llama-server: 501, "Start it with `--reranking`" */
+        bad.code = "rerank_not_supported";
+        if (a->pooling != UL_POOL_RANK)
+            ul_api_bad(&bad, NULL,
+                       "this server does not rerank: the model is not a reranker (its "
+                       "pooling_type is not rank); serve a reranker, or start the server with "
+                       "--pooling rank");
+        else
+            ul_api_bad(&bad, NULL,
+                       "this server does not rerank: pooling rank is computed for bert "
+                       "rerankers (a classification head on [CLS]) only");
+    } else if (rerank) {
+        return 0;
+    } else if (a->pooling == UL_POOL_RANK) {
+        bad.code = "model_is_reranker";
+        ul_api_bad(&bad, NULL,
+                   "this model is a reranker (pooling rank): it scores documents against a "
+                   "query on /v1/rerank and gives no embedding; start the server with "
+                   "--pooling mean|cls|last for embeddings of its hidden states");
     } else if (a->pooling < UL_POOL_MEAN || a->pooling > UL_POOL_LAST) {
         bad.code = "pooling_none";
         ul_api_bad(&bad, NULL,
@@ -340,12 +375,16 @@ static int refuse_server(ul_api_t *a, ul_http_req_t *req) {
     return 1;
 }
 
-static int handle(ul_http_req_t *req, ul_api_t *a, int oai) {
-    if (refuse_server(a, req)) return 0;
+static int handle(ul_http_req_t *req, ul_api_t *a, int oai, int rerank) {
+    if (refuse_server(a, req, rerank)) return 0;
     ul_embed_req_t *e = calloc(1, sizeof *e);
     if (!e) return ul_api_error(req, 503, "server_error", NULL, NULL, "out of memory");
     const ul_backend_t *b = a->sched->backend;
-    *e = (ul_embed_req_t){.a = a, .req = req, .oai = oai, .input_name = "input"};
+    *e = (ul_embed_req_t){.a = a,
+                          .req = req,
+                          .oai = oai,
+                          .rerank = rerank,
+                          .input_name = rerank ? "documents" : "input"};
     e->codec = &a->codec;
     e->n_vocab = a->codec.n_vocab;
     e->n_embd = b->n_embd;
@@ -373,5 +412,6 @@ static int handle(ul_http_req_t *req, ul_api_t *a, int oai) {
     return 0;
 }
 
-int ul_api_embeddings(ul_http_req_t *req, void *data) { return handle(req, data, 1); }
-int ul_api_embedding(ul_http_req_t *req, void *data) { return handle(req, data, 0); }
+int ul_api_embeddings(ul_http_req_t *req, void *data) { return handle(req, data, 1, 0); }
+int ul_api_embedding(ul_http_req_t *req, void *data) { return handle(req, data, 0, 0); }
+int ul_api_rerank(ul_http_req_t *req, void *data) { return handle(req, data, 1, 1); }

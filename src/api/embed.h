@@ -1,5 +1,7 @@
-/* Internal to the api module: one embeddings request (embed.c parses it and runs its
- * sequences, embed_out.c writes the answer). Loop thread only, except the parsing half of
+/* Internal to the api module: one embeddings or rerank request (embed.c parses it and runs
+ * its sequences, embed_out.c writes an embeddings answer; rerank.c parses a rerank body and
+ * writes its answer: one sequence per document, its input the query and the document joined,
+ * its pooling rank). Loop thread only, except the parsing half of
  * embed.c, which may run as a job (job.c) and then reads nothing but the fields set before
  * it was submitted. */
 #ifndef UL_API_EMBED_H
@@ -21,6 +23,7 @@ typedef struct ul_embed_req_s {
     ul_api_t *a;
     ul_http_req_t *req;     /* NULL once the client left */
     int oai;                /* 1: /v1/embeddings' shapes; 0: /embedding's (llama-server) */
+    int rerank;             /* 1: /v1/rerank (rerank.c); oai is 1 */
     const char *input_name; /* "input", or "content" (/embedding) */
     /* set before parsing (the job reads them, never a) */
     const ul_codec_t *codec;
@@ -36,6 +39,11 @@ typedef struct ul_embed_req_s {
     ul_embed_input_t *in; /* [n] */
     int n;
     int64_t n_tokens; /* of every input: usage.prompt_tokens */
+    /* rerank: results kept (top_n, at most n), and with return_documents each document's
+     * text (doc_text[i] into keep, the parsed body, freed with the request; else NULL) */
+    int top_n;
+    const char **doc_text;
+    void *keep; /* cJSON * */
     /* running */
     ul_seq_t *seqs; /* [n] */
     float *vec;     /* [n][n_embd]: the pooled hidden states the backend writes */
@@ -43,8 +51,14 @@ typedef struct ul_embed_req_s {
     int error; /* a sequence ended otherwise than by its embedding: UL_E* */
 } ul_embed_req_t;
 
-/* Normalises every vector (L2) and answers the request; 0 or UL_ENOMEM (nothing sent). */
+/* Normalises every vector (L2) and answers the request (rerank: ul_rerank_answer); 0 or
+ * UL_ENOMEM (nothing sent). */
 int ul_embed_answer(ul_embed_req_t *e);
+/* rerank.c: the body's query, documents, top_n and return_documents into e (on the job's
+ * thread for large bodies, as embed.c's parsing); 0, UL_ENOMEM, or e->bad set. */
+int ul_rerank_parse(ul_embed_req_t *e, const void *root /* cJSON */, int *keep_root);
+/* rerank.c: the scores sorted (highest first, llama-server's order), top_n of them. */
+int ul_rerank_answer(ul_embed_req_t *e);
 /* x /= |x| (Euclidean, summed in double as llama.cpp's common_embd_normalize); a zero vector
  * stays zero. */
 void ul_embed_normalize(float *x, int32_t n);

@@ -95,6 +95,7 @@ static int answer_llama(ul_embed_req_t *e, ul_buf_t *b) {
 }
 
 int ul_embed_answer(ul_embed_req_t *e) {
+    if (e->rerank) return ul_rerank_answer(e);
     for (int i = 0; i < e->n; i++)
         ul_embed_normalize(e->vec + (size_t)i * (size_t)e->n_embd, e->n_embd);
     ul_buf_t b = {0};

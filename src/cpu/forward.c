@@ -372,10 +372,12 @@ static int prepare(ul_fwd_t *f, ul_step_t *st, int all) {
                         s->spec->n_draft >= s->n_tokens || s->spec->n_draft >= f->logit_rows ||
                         s->spec->n_draft > UL_MAX_DRAFT))
             return UL_EINVAL;
-        if (s->out_embd && (s->pos0 || s->sample || s->spec || s->chain ||
-                            (s->pooling != UL_POOL_MEAN && s->pooling != UL_POOL_CLS &&
-                             s->pooling != UL_POOL_LAST)))
-            return UL_EINVAL; /* an embedding entry holds its whole sequence (backend.h) */
+        if (s->out_embd &&
+            (s->pos0 || s->sample || s->spec || s->chain ||
+             (s->pooling != UL_POOL_MEAN && s->pooling != UL_POOL_CLS &&
+              s->pooling != UL_POOL_LAST && (s->pooling != UL_POOL_RANK || !f->hp.encoder))))
+            return UL_EINVAL; /* an embedding entry holds its whole sequence (backend.h); rank:
+                               * the bert head only (a decoder's, qwen3's, is not built) */
         if (f->hp.encoder && !s->out_embd) return UL_EINVAL; /* an encoder only embeds */
         for (int32_t i = 0; i < need; i++)
             if (s->pages[i] < 0 || s->pages[i] >= f->kv.n_pages) return UL_EINVAL;
@@ -566,6 +568,10 @@ void ul_fwd_pool_embd(ul_fwd_t *f, int ith, int nth) {
     for (int32_t si = ith; si < f->step->n_seqs; si += nth) {
         ul_step_seq_t *s = &f->step->seqs[si];
         if (!s->out_embd) continue;
+        if (s->pooling == UL_POOL_RANK) {
+            ul_fwd_bert_rank(f, s);
+            continue;
+        }
         int32_t r0 = s->tok_offset, r1 = s->tok_offset + s->n_tokens;
         if (s->pooling == UL_POOL_CLS) r1 = r0 + 1;
         if (s->pooling == UL_POOL_LAST) r0 = r1 - 1;

@@ -180,6 +180,9 @@ void ul_fwd_pool_embd(ul_fwd_t *f, int ith, int nth);
  * whole step of an encoder, run by every pool thread (embedding entries only). */
 int ul_fwd_bert_check(const ul_model_t *m);
 void ul_fwd_bert_job(ul_fwd_t *f, int ith, int nth);
+/* A reranker entry's score (pooling rank) into s->out_embd[0], from its [CLS] row of f->x;
+ * uses the entry's own xb and xo rows as scratch (ul_fwd_pool_embd's caller). */
+void ul_fwd_bert_rank(ul_fwd_t *f, ul_step_seq_t *s);
 /* x[i] = gelu(x[i]), i < n, as ggml's CPU gelu (the f16 table of ul_fwd_geglu; call
  * ul_fwd_gemma3_init first); avx2: with AVX2 and F16C (the same bits). (forward_gemma3.c) */
 void ul_fwd_gelu(float *x, size_t n, int avx2);

@@ -284,6 +284,36 @@ void ul_fwd_bert_job(ul_fwd_t *f, int ith, int nth) {
     ul_fwd_pool_embd(f, ith, nth);
 }
 
+/* llama.cpp's build_pooling for LLAMA_POOLING_TYPE_RANK on bert: the [CLS] row, then
+ * h = tanh(cls x + cls_b) and score = cls_out h + cls_out_b, each step when the model has
+ * the tensor; llama-server answers the first output as the score, raw (no sigmoid). A row
+ * of a head matrix at a time is dequantized into the entry's xo [CLS] row (free after the
+ * last layer), h goes to its xb row: E^2 multiply-adds per entry, nothing next to the
+ * encoder's. */
+void ul_fwd_bert_rank(ul_fwd_t *f, ul_step_seq_t *s) {
+    const ul_model_t *m = f->m;
+    const int32_t E = f->hp.n_embd;
+    const float *x = f->x + (size_t)s->tok_offset * E;
+    float *h = f->xb + (size_t)s->tok_offset * E, *row = f->xo + (size_t)s->tok_offset * E;
+    if (m->cls) {
+        const size_t rb = ul_type_row_bytes((int)m->cls->type, E);
+        for (int32_t i = 0; i < E; i++) {
+            ul_cpu_dequant_row((int)m->cls->type, (const uint8_t *)m->cls->data + (size_t)i * rb,
+                               row, E);
+            const float b = m->cls_b ? ((const float *)m->cls_b->data)[i] : 0.0f;
+            h[i] = tanhf(dot(row, x, E) + b);
+        }
+        x = h;
+    }
+    float score = x[0];
+    if (m->cls_out) {
+        ul_cpu_dequant_row((int)m->cls_out->type, m->cls_out->data, row, E);
+        score = dot(row, x, E) + (m->cls_out_b ? ((const float *)m->cls_out_b->data)[0] : 0.0f);
+    }
+    memset(s->out_embd, 0, (size_t)E * sizeof *s->out_embd);
+    s->out_embd[0] = score;
+}
+
 int ul_fwd_bert_check(const ul_model_t *m) {
     const ul_hparams_t *hp = &m->hp;
     if (!m->layers || !m->tok_embd || (!m->pos_embd && !hp->rope_neox) || !m->tok_norm ||
@@ -291,7 +321,9 @@ int ul_fwd_bert_check(const ul_model_t *m) {
         return UL_EINVAL;
     if (!ul_type_block_elems((int)m->tok_embd->type) ||
         (m->pos_embd && !ul_type_block_elems((int)m->pos_embd->type)) ||
-        (m->tok_types && !ul_type_block_elems((int)m->tok_types->type)))
+        (m->tok_types && !ul_type_block_elems((int)m->tok_types->type)) ||
+        (m->cls && !ul_type_block_elems((int)m->cls->type)) ||
+        (m->cls_out && !ul_type_block_elems((int)m->cls_out->type)))
         return UL_ENOTSUP;
     for (int il = 0; il < hp->n_layer; il++) {
         const ul_layer_t *L = &m->layers[il];

@@ -201,8 +201,9 @@ static void verify(null_backend_t *nb, const ul_step_t *step, ul_step_seq_t *s) 
 }
 
 /* An embedding entry (backend.h, "Embeddings"): each token's vector is a hash of its id
- * (per element, in [-1, 1)), pooled as the entry asks; so equal inputs give equal vectors,
- * different ones different vectors, and the serving layer can be tested exactly. */
+ * (per element, in [-1, 1)), pooled as the entry asks (rank: element 0's mean is the score); so
+ * equal inputs give equal vectors, different ones different vectors, and the serving layer can be
+ * tested exactly. */
 static float pseudo_elem(int32_t tok, int32_t i) {
     uint64_t h = ul_mix64((uint64_t)(uint32_t)tok * UL_GOLDEN64 + (uint64_t)i);
     return (float)(h >> 40) / (float)(1u << 23) - 1.0f;
@@ -212,7 +213,10 @@ static void embed_one(const null_backend_t *nb, const ul_step_t *step, ul_step_s
     const int32_t E = nb->base.n_embd, *tok = step->tokens + s->tok_offset, n = s->n_tokens;
     for (int32_t i = 0; i < E; i++) {
         float v = 0;
-        if (s->pooling == UL_POOL_CLS) {
+        if (s->pooling == UL_POOL_RANK) { /* a score: the mean of element 0, the rest 0 */
+            for (int32_t t = 0; i == 0 && t < n; t++) v += pseudo_elem(tok[t], 0);
+            v /= (float)n;
+        } else if (s->pooling == UL_POOL_CLS) {
             v = pseudo_elem(tok[0], i);
         } else if (s->pooling == UL_POOL_LAST) {
             v = pseudo_elem(tok[n - 1], i);
@@ -228,7 +232,7 @@ static int check_embed(const ul_step_seq_t *s) {
     if (!s->out_embd) return 0;
     return s->pos0 || s->sample || s->spec || s->chain ||
                    (s->pooling != UL_POOL_MEAN && s->pooling != UL_POOL_CLS &&
-                    s->pooling != UL_POOL_LAST)
+                    s->pooling != UL_POOL_LAST && s->pooling != UL_POOL_RANK)
                ? UL_EINVAL
                : 0;
 }

@@ -44,6 +44,7 @@ typedef struct ul_hparams_s {
     int32_t encoder;       /* 1: bert, nomic-bert */
     float norm_eps;        /* LayerNorm epsilon */
     int32_t n_token_types; /* tokenizer.ggml.token_type_count (rows of tok_types) */
+    int32_t n_cls_out;     /* rows of cls_out: <arch>.classifier.output_labels' count, else 1 */
 } ul_hparams_t;
 
 typedef struct ul_layer_s {
@@ -83,6 +84,10 @@ struct ul_model_s {
      * position_embd [n_ctx_train][n_embd] (NULL for nomic-bert), the embeddings' LayerNorm
      * [n_embd] (all f32 but the two tables, any row type); output and output_norm are NULL */
     const ul_gguf_tensor_t *tok_types, *pos_embd, *tok_norm, *tok_norm_b;
+    /* bert reranker (pooling rank): the classification head llama.cpp applies to the [CLS]
+     * row, each optional as there: cls [n_embd][n_embd] and cls_b [n_embd] (then tanh),
+     * cls_out [n_cls_out][n_embd] and cls_out_b [n_cls_out] (f32 biases, any row type) */
+    const ul_gguf_tensor_t *cls, *cls_b, *cls_out, *cls_out_b;
     ul_gguf_tensor_t *views; /* owned: row ranges of fused tensors (attn_qkv, phi3's 2*n_ff
                               * ffn_up) that stand in for wq/wk/wv and ffn_gate/ffn_up */
     ul_layer_t *layers;      /* [n_layer] */

@@ -11,9 +11,11 @@
  *  - nomic-bert: no position table; RoPE (NEOX) on q and k with rope.freq_base; FFN
  *    SwiGLU (gate, up, down) without biases (llama.cpp's graph passes none, so ffn biases
  *    in the file are not loaded).
- * Tensors llama.cpp's bert graph would also use but this engine does not compute (attention
- * q/k norms, a second attention norm, a fused qkv bias, the classifier head of a reranker)
- * are refused by name rather than ignored. */
+ * A reranker (pooling_type rank) adds llama.cpp's classification head (src/models/bert.cpp:
+ * cls.weight/bias and cls.output.weight/bias, each optional; forward.c applies it to the
+ * [CLS] row). Tensors llama.cpp's bert graph would also use but this engine does not compute
+ * (attention q/k norms, a second attention norm, a fused qkv bias) are refused by name
+ * rather than ignored. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,6 +43,9 @@ int ul_model_bert_hparams(ul_model_ld_t *l) {
     if (rc || nt < 1 || nt > 1024)
         return ul_model_ld_fail(l, "key 'tokenizer.ggml.token_type_count': bad value");
     hp->n_token_types = (int32_t)nt;
+    snprintf(key, sizeof key, "%s.classifier.output_labels", hp->arch);
+    const ul_gguf_kv_t *labels = ul_gguf_find(g, key);
+    hp->n_cls_out = labels && labels->n > 0 && labels->n < 65536 ? (int32_t)labels->n : 1;
     if (hp->n_head_kv != hp->n_head)
         return ul_model_ld_fail(l, "%s: head_count_kv %d differs from head_count %d", hp->arch,
                                 hp->n_head_kv, hp->n_head);
@@ -135,14 +140,37 @@ static int bert_layer(ul_model_ld_t *l, int i, ul_layer_t *ly) {
     return 0;
 }
 
+/* The reranker's head: every part optional (llama.cpp's TENSOR_NOT_REQUIRED), checked in
+ * shape when present. */
+static int cls_head(ul_model_ld_t *l) {
+    ul_model_t *m = l->m;
+    const int64_t e = m->hp.n_embd, n = m->hp.n_cls_out;
+    const struct {
+        const char *name;
+        int kind;
+        int64_t ne0, ne1;
+        const ul_gguf_tensor_t **out;
+    } w[] = {
+        {"cls.weight", 0, e, e, &m->cls},
+        {"cls.bias", 2, e, 1, &m->cls_b},
+        {"cls.output.weight", 0, e, n, &m->cls_out},
+        {"cls.output.bias", 2, n, 1, &m->cls_out_b},
+    };
+    for (size_t k = 0; k < sizeof w / sizeof w[0]; k++) {
+        if (!ul_gguf_find_tensor(&m->gguf, w[k].name)) continue;
+        int rc = ul_model_ld_weight(l, w[k].name, w[k].kind, w[k].ne0, w[k].ne1, w[k].out);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
 int ul_model_bert_weights(ul_model_ld_t *l) {
     ul_model_t *m = l->m;
     const ul_hparams_t *hp = &m->hp;
     const int64_t e = hp->n_embd;
     int rc;
     if (!(m->views = calloc((size_t)hp->n_layer * 3, sizeof *m->views))) return UL_ENOMEM;
-    if ((rc = refuse(l, "cls.weight")) || (rc = refuse(l, "cls.output.weight")) ||
-        (rc = ul_model_ld_weight(l, "token_embd.weight", 0, e, hp->n_vocab, &m->tok_embd)) ||
+    if ((rc = ul_model_ld_weight(l, "token_embd.weight", 0, e, hp->n_vocab, &m->tok_embd)) ||
         (!hp->rope_neox && (rc = ul_model_ld_weight(l, "position_embd.weight", 0, e,
                                                     hp->n_ctx_train, &m->pos_embd))) ||
         (rc = ul_model_ld_weight(l, "token_embd_norm.weight", 1, e, 1, &m->tok_norm)) ||
@@ -154,5 +182,5 @@ int ul_model_bert_weights(ul_model_ld_t *l) {
         return rc;
     for (int i = 0; i < hp->n_layer; i++)
         if ((rc = bert_layer(l, i, &m->layers[i]))) return rc;
-    return 0;
+    return cls_head(l);
 }

@@ -193,7 +193,7 @@ static int read_model(ld_t *l, int *no_bos) {
     if (str_is(model, "bert")) { /* llama.cpp's WPM defaults */
         v->type = UL_VOCAB_WPM;
         v->bos = 101, v->unk = 100, v->sep = 102, v->pad = 0;
-        v->add_bos = 1;
+        v->add_bos = 1, v->add_sep = 1;
         return 0;
     }
     if (!str_is(model, "gpt2"))
@@ -238,6 +238,7 @@ static int read_specials(ld_t *l, int32_t fim[6]) {
         return rc;
     if ((rc = opt_bool(l, "tokenizer.ggml.add_bos_token", &v->add_bos)) ||
         (rc = opt_bool(l, "tokenizer.ggml.add_eos_token", &v->add_eos)) ||
+        (rc = opt_bool(l, "tokenizer.ggml.add_sep_token", &v->add_sep)) ||
         (rc = opt_bool(l, "tokenizer.ggml.add_space_prefix", &v->add_space_prefix)))
         return rc;
     return 0;
@@ -520,6 +521,23 @@ int32_t ul_vocab_eos(const ul_vocab_t *v) { return v->eos; }
 int ul_vocab_adds_bos(const ul_vocab_t *v) { return v->add_bos && v->bos >= 0; }
 int ul_vocab_adds_eos(const ul_vocab_t *v) { return v->add_eos && v->eos >= 0; }
 int ul_vocab_adds_space_prefix(const ul_vocab_t *v) { return v->add_space_prefix; }
+
+int ul_vocab_join_pair(const ul_vocab_t *v, const int32_t *a, int na, const int32_t *b, int nb,
+                       int32_t *out, int cap) {
+    const int32_t end = v->eos >= 0 ? v->eos : v->sep; /* llama.cpp: eos, else sep */
+    const int bos = v->add_bos && v->bos >= 0, eos = v->add_eos && end >= 0,
+              sep = v->add_sep && v->sep >= 0;
+    const int64_t need = (int64_t)bos + na + eos + sep + nb + eos;
+    if (need > cap) return need > (1 << 30) ? UL_ENOMEM : -(int)need;
+    int n = 0;
+    if (bos) out[n++] = v->bos;
+    memcpy(out + n, a, (size_t)na * sizeof *a), n += na;
+    if (eos) out[n++] = end;
+    if (sep) out[n++] = v->sep;
+    memcpy(out + n, b, (size_t)nb * sizeof *b), n += nb;
+    if (eos) out[n++] = end;
+    return n;
+}
 int ul_vocab_is_eog(const ul_vocab_t *v, int32_t id) {
     return id >= 0 && id < v->n_tokens && v->eog[id];
 }

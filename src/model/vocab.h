@@ -24,6 +24,13 @@ int ul_vocab_adds_bos(const ul_vocab_t *v);
 int ul_vocab_adds_eos(const ul_vocab_t *v);
 /* 1 if tokenizing puts a space before the text (SPM): detokenizers drop it again. */
 int ul_vocab_adds_space_prefix(const ul_vocab_t *v);
+/* Two texts' ids (tokenized without specials) as one input of a cross-encoder, as
+ * llama-server's format_prompt_rerank joins a query and a document: [BOS] a [EOS] [SEP] b
+ * [EOS], each special as the vocabulary's add_bos / add_eos / add_sep say (EOS falling back
+ * to SEP; BERT's converted GGUFs: [CLS] a [SEP] b [SEP]). Writes up to cap ids; returns the
+ * count, -(needed) when cap is too small, or UL_ENOMEM. */
+int ul_vocab_join_pair(const ul_vocab_t *v, const int32_t *a, int na, const int32_t *b, int nb,
+                       int32_t *out, int cap);
 /* Looks up the id of an exact token text; -1 if absent. */
 int32_t ul_vocab_find(const ul_vocab_t *v, const char *text, size_t len);
 

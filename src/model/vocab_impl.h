@@ -131,6 +131,7 @@ struct ul_vocab_s {
 
     int32_t bos, eos, eot, eom, unk, pad, sep;
     int add_bos, add_eos, add_space_prefix;
+    int add_sep; /* tokenizer.ggml.add_sep_token (WPM default 1): ul_vocab_join_pair only */
     /* WordPiece (wpm.c): [CLS] text [SEP] with add_special (bos is [CLS], sep [SEP]);
      * tokenizer.ggml.normalizer.lowercase / strip_accents (default: as lowercase) */
     int wpm_lowercase, wpm_strip_accents;

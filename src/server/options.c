@@ -129,12 +129,13 @@ const ul_opt_t g_ul_server_opts[] = {
              "their ids)"},
     {"model-alias", UL_OPT_LIST, F(aliases), 0, 8, .metavar = "NAME",
      .help = "another name the model answers to and /v1/models lists (repeatable, up to 8)"},
-    {"pooling", UL_OPT_STR, F(pooling), .choices = "none|mean|cls|last",
-     .metavar = "none|mean|cls|last",
+    {"pooling", UL_OPT_STR, F(pooling), .choices = "none|mean|cls|last|rank",
+     .metavar = "none|mean|cls|last|rank",
      .def_help = "the model's <arch>.pooling_type (none when absent; mean with --backend null)",
      .help = "embeddings (/v1/embeddings, /embedding): how a sequence's hidden states become "
              "one vector: their mean, the first token's (cls) or the last token's; none "
-             "refuses embeddings"},
+             "refuses embeddings; rank makes a bert reranker score query/document pairs on "
+             "/v1/rerank (its classification head on [CLS])"},
     {"chat-template", UL_OPT_STR, F(chat_template), 1, .metavar = "FILE",
      .help = "a chat template (Jinja) that replaces the model's tokenizer.chat_template"},
     {"canary-interval-s", UL_OPT_DOUBLE, F(canary_interval_s), 0.05, 86400, 5,

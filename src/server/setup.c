@@ -113,8 +113,8 @@ const char *ul_server_model_id(const ul_server_t *sv) {
 /* Embeddings' pooling (UL_POOL_*): --pooling, else the model's pooling_type, else (null
  * backend) mean. */
 static int32_t pooling_of(const ul_server_t *sv) {
-    static const char *const names[] = {"none", "mean", "cls", "last"};
-    for (int32_t i = 0; sv->cfg.pooling && i < 4; i++)
+    static const char *const names[] = {"none", "mean", "cls", "last", "rank"};
+    for (int32_t i = 0; sv->cfg.pooling && i < 5; i++)
         if (!strcmp(sv->cfg.pooling, names[i])) return i;
     return sv->backend && sv->backend->model ? sv->backend->model->hp.pooling : UL_POOL_MEAN;
 }
@@ -127,6 +127,7 @@ int ul_server_setup_api(ul_server_t *sv) {
     api->truncate_max_tokens = c->truncate_max_tokens;
     api->parse_special = !c->no_parse_special;
     api->pooling = pooling_of(sv);
+    api->rank_ok = !sv->backend || !sv->backend->model || sv->backend->model->hp.encoder;
     api->embed_only = sv->backend && sv->backend->model && sv->backend->model->hp.encoder;
     api->max_queue = c->max_queue;
     api->max_queue_wait_s = c->max_queue_wait_s;

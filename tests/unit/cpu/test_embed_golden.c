@@ -110,3 +110,74 @@ Test(embed_golden, qwen3_tiny_mean_cls_last) {
     double worst = check_file(model, golden);
     cr_log_info("qwen3-tiny embeddings vs llama-embedding: worst cos %.7f", worst);
 }
+
+/* A reranker (tools/gguf_bert.py --pooling rank --seed 23: bert-tiny's shape plus cls.weight,
+ * cls.bias, cls.output.weight, cls.output.bias) against llama-server --rerank's scores
+ * (scripts/golden_rerank.py: per document the tokens it scored, [CLS] q [SEP] d [SEP], and
+ * its relevance_score). The score is a raw logit (3.5 to 6.8 here), not normalised, so the
+ * bound is absolute: 0.02. The encoder's rows differ from llama.cpp's by what the cosines
+ * above show (f16 activations, sum order: ~1e-3 relative per element); the head then sums 64
+ * tanh outputs with weights of size ~1 (gguf_bert.py makes them wide so that documents'
+ * scores spread), which grows that to 0.0062 at worst over the file (measured; rounding the
+ * head's inputs to f16 as ggml does made it 0.010, not better). Dropping cls.bias moves a
+ * score by 0.059 at least, dropping cls.output.bias by 0.70, tanh by 4 (all seen failing).
+ * The closest two scores of a set are 0.031 apart: llama-server's order is checked too. */
+#define RANK_TOL 0.02
+
+Test(embed_golden, bert_rerank_tiny_scores) {
+    char model[1200], golden[1200];
+    snprintf(model, sizeof model, "%s/tests/models/bert-rerank-tiny-f16.gguf", UVLLM_SOURCE_DIR);
+    snprintf(golden, sizeof golden, "%s/tests/golden/bert-rerank-tiny.jsonl", UVLLM_SOURCE_DIR);
+    ul_model_t *m = golden_load(model);
+    cr_assert_eq(m->hp.pooling, UL_POOL_RANK);
+    ul_cpu_config_t cfg = golden_cfg;
+    cfg.n_ctx = 512;
+    ul_fwd_t *f;
+    cr_assert_eq(ul_fwd_create(m, &cfg, &f), 0);
+    float *v = malloc((size_t)m->hp.n_embd * sizeof *v);
+    int32_t pages[64];
+    for (int i = 0; i < 64; i++) pages[i] = (f->kv.n_pages - 1 - i) % f->kv.n_pages;
+    char *text = golden_slurp(golden), *save = NULL;
+    double worst = 0;
+    int lines = 0;
+    for (char *ln = strtok_r(text, "\n", &save); ln; ln = strtok_r(NULL, "\n", &save), lines++) {
+        cJSON *j = cJSON_Parse(ln);
+        cr_assert_not_null(j);
+        const cJSON *toks = cJSON_GetObjectItem(j, "tokens"),
+                    *sc = cJSON_GetObjectItem(j, "scores");
+        const int nd = cJSON_GetArraySize(toks);
+        double got[16];
+        cr_assert_leq(nd, 16);
+        for (int d = 0; d < nd; d++) {
+            int n;
+            int32_t *ids = golden_int_array(cJSON_GetArrayItem(toks, d), &n);
+            ul_step_seq_t s = {.n_tokens = n,
+                               .pages = pages,
+                               .n_pages = (n + 15) / 16,
+                               .out_embd = v,
+                               .pooling = UL_POOL_RANK};
+            ul_step_t st = {.n_tokens = n, .tokens = ids, .n_seqs = 1, .seqs = &s};
+            cr_assert_eq(ul_fwd_step(f, &st, NULL), 0);
+            got[d] = v[0];
+            const double want = cJSON_GetArrayItem(sc, d)->valuedouble, err = fabs(got[d] - want);
+            cr_expect_leq(err, RANK_TOL, "line %d document %d: score %.6f, llama-server %.6f",
+                          lines + 1, d, got[d], want);
+            worst = err > worst ? err : worst;
+            free(ids);
+        }
+        /* llama-server's order: every adjacent pair in it is in order here too */
+        const cJSON *ord = cJSON_GetObjectItem(j, "order");
+        for (int k = 0; k + 1 < nd; k++) {
+            const int a = cJSON_GetArrayItem(ord, k)->valueint,
+                      b = cJSON_GetArrayItem(ord, k + 1)->valueint;
+            cr_expect_geq(got[a], got[b], "line %d: document %d ranks above %d in llama-server",
+                          lines + 1, a, b);
+        }
+        cJSON_Delete(j);
+    }
+    cr_assert_gt(lines, 0);
+    cr_log_info("bert-rerank-tiny scores vs llama-server: worst |diff| %.7f", worst);
+    free(text), free(v);
+    ul_fwd_free(f);
+    ul_model_free(m);
+}
