@@ -13,17 +13,17 @@
 #                pooling), tools/gguf_bert.py
 #   nomic-embed  a synthetic `nomic-bert` of nomic-embed-text-v1.5's shape (768 wide, 12
 #                layers, 12 heads, SwiGLU FFN 3072, RoPE, 30522 tokens, F16, mean pooling)
-# EMBED_ISAS: the uvllm ISAs to measure (e.g. "avx512 avx2": UVLLM_ISA caps uvllm; the peer is
-# the one llama.cpp build either way); default: the host's best.
+# EMBED_ISAS: the ISAs to measure (e.g. "avx512 avx2"): UVLLM_ISA caps uvllm, and llama-server
+# is the build for that ISA (bench/lib.sh llama_bin_for: on an AVX-512 host the avx2 rows run
+# llama.cpp built without AVX-512, bench/peer.sh PEER_ISA=avx2); default: the host's best.
 # EMBED_SECTION: the RESULTS.md section written (default "embed"; the BERT rows: "embed-bert").
-# LLAMA_SERVER: the llama-server binary (default: bench/peer.sh's build).
+# LLAMA_SERVER: one llama-server binary for every row (default: the ISA's build, above).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 own_session "$@" # a session of its own at autogroup nice -15, as the other bench scripts
 D="$WORK/embed"; rm -rf "$D"; mkdir -p "$D"
 need_shared models/qwen3-tiny-f16.gguf
-LLAMA_SERVER="${LLAMA_SERVER:-$LLAMA_BIN/llama-server}"
-[ -x "$LLAMA_SERVER" ] || { bash "$BENCH_DIR/peer.sh" >&2; LLAMA_SERVER="$LLAMA_BIN/llama-server"; }
+[ -n "${LLAMA_SERVER:-}" ] || [ -x "$LLAMA_BIN/llama-server" ] || bash "$BENCH_DIR/peer.sh" >&2
 # seconds of load per round: a round stops sending then and waits for the answers in flight,
 # so it spans whole batches; qwen3-small's batch of 16 takes ~10 s here, hence its longer rounds
 SECS="${EMBED_SECONDS:-10}" SECS_SMALL="${EMBED_SECONDS_SMALL:-40}"
@@ -68,7 +68,15 @@ cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
 rows=()
 declare -A COS=()
-ISAS="${EMBED_ISAS:-$(uvllm_isa)}"
+HOST_ISA="$(uvllm_isa)" # llama_bin_for and llama_build_note read it (set here: they run in $(...))
+ISAS="${EMBED_ISAS:-$HOST_ISA}"
+declare -A LS=() # the llama-server of each ISA
+for isa in $ISAS; do
+    LS[$isa]="${LLAMA_SERVER:-$(llama_bin_for "$isa")/llama-server}" || die "no llama.cpp build for $isa"
+    [ -x "${LS[$isa]}" ] || die "no llama-server for $isa (${LS[$isa]})"
+done
+# the peer build named in the header, per ISA
+peer_note() { if [ -n "${LLAMA_SERVER:-}" ]; then echo "LLAMA_SERVER=$LLAMA_SERVER"; else llama_build_note "$1"; fi; }
 for name in ${EMBED_MODELS:-qwen3-tiny-f16 qwen3-small}; do
   for isa in $ISAS; do
     MODEL=$(model_file "$name") pool=$(pooling "$name") secs=$(seconds "$name")
@@ -79,12 +87,12 @@ for name in ${EMBED_MODELS:-qwen3-tiny-f16 qwen3-small}; do
         --port "$pu" --log-level warn >"$D/uvllm-$name-$isa.log" 2>&1 &
     pids+=($!)
     pl=$(free_port)
-    taskset -c "$CPU_SERVER" "$LLAMA_SERVER" -m "$MODEL" --embedding --pooling "$pool" -t 1 -tb 1 \
+    taskset -c "$CPU_SERVER" "${LS[$isa]}" -m "$MODEL" --embedding --pooling "$pool" -t 1 -tb 1 \
         -c 2048 -np "$CLIENTS" -b 1024 -ub 1024 --host 127.0.0.1 --port "$pl" \
-        >"$D/llama-$name.log" 2>&1 &
+        >"$D/llama-$name-$isa.log" 2>&1 &
     pids+=($!)
     wait_http "$pu" /health 30 || die "uvllm did not start (see $D/uvllm-$name-$isa.log)"
-    wait_http "$pl" /health 60 || die "llama-server did not start (see $D/llama-$name.log)"
+    wait_http "$pl" /health 60 || die "llama-server did not start (see $D/llama-$name-$isa.log)"
     # the same model on both sides: the worst cosine of a few inputs' vectors (the goldens'
     # bound, tests/unit/cpu/test_embed_golden.c)
     cos=$(python3 "$BENCH_DIR/embed_cos.py" "$pu" "$pl" --tokens $TOKENS)
@@ -122,11 +130,11 @@ sec="$D/section.md"
 {
     echo "## Embeddings: /v1/embeddings inputs/s, 16 clients, 64-token inputs, vs llama-server --embedding"
     echo
-    echo "- machine: $(machine_line); uvllm ISAs: $ISAS (\`UVLLM_ISA\`; the peer is the one native build, AVX-512 on an AVX-512 host, for every row)"
-    echo "- uvllm: $(uvllm_commit); llama.cpp: $(git -C "$(dirname "$LLAMA_SERVER")/../.." log -1 --format='%h (%cs)' 2>/dev/null || echo unknown) (-DGGML_NATIVE=ON)"
+    echo "- machine: $(machine_line); ISAs: $ISAS (uvllm with \`UVLLM_ISA\`, llama-server built for the same ISA)"
+    echo "- uvllm: $(uvllm_commit); llama.cpp: $(git -C "$WORK/llama.cpp" log -1 --format='%h (%cs)' 2>/dev/null || echo unknown); llama.cpp per ISA: $(for i in $ISAS; do printf '%s: %s; ' "$i" "$(peer_note "$i")"; done)"
     echo "- models: ${EMBED_MODELS:-qwen3-tiny-f16 qwen3-small} (see the script), each with its own pooling on both servers (\`--pooling\`); each input 64 random token ids (the same sequence of inputs for both); both servers pinned with \`taskset -c $CPU_SERVER\`, 1 thread, steps of up to 1024 tokens (uvllm \`--max-batch-tokens 1024 --ctx-size 2048\`, bge-small 512, its positions; llama-server \`-np 16 -c 2048 -b 1024 -ub 1024\`); load: \`bench/embed_load.py --clients 16 --tokens 64 --seconds S\` on CPU $CPU_CLIENT (S: $SECS_SMALL for qwen3-small and nomic-embed, $SECS for the others; the answers in flight at S are waited for and counted). $RUNS rounds, interleaved; median."
     echo
-    echo "| model | pooling | uvllm ISA | worst cos | uvllm inputs/s (median) | uvllm rounds | llama-server inputs/s (median) | llama-server rounds | ratio | uvllm inputs per CPU s | llama-server inputs per CPU s | ratio per CPU s |"
+    echo "| model | pooling | ISA | worst cos | uvllm inputs/s (median) | uvllm rounds | llama-server inputs/s (median) | llama-server rounds | ratio | uvllm inputs per CPU s | llama-server inputs per CPU s | ratio per CPU s |"
     echo "| --- | --- | --- | ---: | ---: | --- | ---: | --- | ---: | ---: | ---: | ---: |"
     printf '%s\n' "${rows[@]}"
     echo

@@ -96,6 +96,7 @@ static void attend(ul_fwd_t *f, int32_t t, float *sc) {
  * bge-small-shaped step (perf). Sums run in another order than attend(): the results
  * differ in the last bits (the goldens' cosine bound covers it). */
 #define AVX2_FN __attribute__((target("avx2,fma")))
+#define AI __attribute__((target("avx2,fma"), always_inline)) inline
 
 AVX2_FN static inline __m256 hsum8x8(const __m256 a[8]) {
     const __m256 h01 = _mm256_hadd_ps(a[0], a[1]), h23 = _mm256_hadd_ps(a[2], a[3]);
@@ -129,30 +130,38 @@ AVX2_FN static void scores_avx2(const float *q, const float *k, size_t ks, int h
     }
 }
 
-/* o[d] = sum_j w[j] v_j[d], d < hd, values vs floats apart; 32 columns at a time */
+/* o[d] = sum_j w[j] v_j[d] for NV * 8 columns from d, each column's sum in j order: NV
+ * independent chains of FMAs (8 keep both FMA units busy; 4 waited on their latency, perf) */
+AI static void wsum_cols(const int NV, const float *w, const float *v, size_t vs, int32_t n,
+                         float *o) {
+    __m256 a[8];
+    _Pragma("GCC unroll 8") for (int u = 0; u < NV; u++) a[u] = _mm256_setzero_ps();
+    for (int32_t j = 0; j < n; j++) {
+        const float *vj = v + (size_t)j * vs;
+        const __m256 wj = _mm256_set1_ps(w[j]);
+        _Pragma("GCC unroll 8") for (int u = 0; u < NV; u++) a[u] =
+            _mm256_fmadd_ps(wj, _mm256_loadu_ps(vj + 8 * u), a[u]);
+    }
+    _Pragma("GCC unroll 8") for (int u = 0; u < NV; u++) _mm256_storeu_ps(o + 8 * u, a[u]);
+}
+
+/* o[d] = sum_j w[j] v_j[d], d < hd, values vs floats apart; 64 columns at a time */
 AVX2_FN static void wsum_avx2(const float *w, const float *v, size_t vs, int hd, int32_t n,
                               float *o) {
     int d = 0;
-    for (; d + 32 <= hd; d += 32) {
-        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-        for (int32_t j = 0; j < n; j++) {
-            const float *vj = v + (size_t)j * vs + d;
-            const __m256 wj = _mm256_set1_ps(w[j]);
-            a0 = _mm256_fmadd_ps(wj, _mm256_loadu_ps(vj), a0);
-            a1 = _mm256_fmadd_ps(wj, _mm256_loadu_ps(vj + 8), a1);
-            a2 = _mm256_fmadd_ps(wj, _mm256_loadu_ps(vj + 16), a2);
-            a3 = _mm256_fmadd_ps(wj, _mm256_loadu_ps(vj + 24), a3);
-        }
-        _mm256_storeu_ps(o + d, a0);
-        _mm256_storeu_ps(o + d + 8, a1);
-        _mm256_storeu_ps(o + d + 16, a2);
-        _mm256_storeu_ps(o + d + 24, a3);
-    }
-    for (; d < hd; d += 8) {
-        __m256 a = _mm256_setzero_ps();
-        for (int32_t j = 0; j < n; j++)
-            a = _mm256_fmadd_ps(_mm256_set1_ps(w[j]), _mm256_loadu_ps(v + (size_t)j * vs + d), a);
-        _mm256_storeu_ps(o + d, a);
+    for (; d + 64 <= hd; d += 64) wsum_cols(8, w, v + d, vs, n, o + d);
+    for (; d + 32 <= hd; d += 32) wsum_cols(4, w, v + d, vs, n, o + d);
+    for (; d < hd; d += 8) wsum_cols(1, w, v + d, vs, n, o + d);
+}
+
+/* sc[j] = expf(sc[j] - mx) for j < n, 8 at a time through expf8 (glibc's bits, as the scalar
+ * loop's expf calls, which were a tenth of the attention's time, perf) */
+static void exp_shifted(const ul_fwd_t *f, float *sc, int32_t n, float mx) {
+    for (int32_t j = 0; j < n; j += 8) {
+        const int m = n - j < 8 ? (int)(n - j) : 8;
+        float a[8];
+        for (int i = 0; i < m; i++) a[i] = sc[j + i] - mx;
+        f->ops->expf8(a, sc + j, m);
     }
 }
 
@@ -167,7 +176,8 @@ static void attend_avx2(ul_fwd_t *f, int32_t t, float *sc) {
         scores_avx2(f->q + (size_t)t * D + (size_t)h * hd, f->k + off, (size_t)D, hd, n, scale, sc);
         float mx = -INFINITY, sum = 0;
         for (int32_t j = 0; j < n; j++) mx = sc[j] > mx ? sc[j] : mx;
-        for (int32_t j = 0; j < n; j++) sum += sc[j] = expf(sc[j] - mx);
+        exp_shifted(f, sc, n, mx);
+        for (int32_t j = 0; j < n; j++) sum += sc[j];
         const float inv = 1.0f / sum;
         for (int32_t j = 0; j < n; j++) sc[j] *= inv;
         wsum_avx2(sc, f->v + off, (size_t)D, hd, n, f->att + (size_t)t * D + (size_t)h * hd);
