@@ -296,8 +296,9 @@ int ul_api_job_refuse(ul_api_t *a, ul_http_req_t *req, int rc);
  * the model does not), is answered 400 naming the field. Returns 1 after answering. */
 int ul_api_body_refuse(ul_api_t *a, ul_http_req_t *req, const char *body, size_t len);
 
-/* Tokenizes with the codec into a malloc'ed array (*n ids), or NULL with *n = UL_E*. */
+/* Tokenizes with the codec into a malloc'ed array (*n ids), or NULL with *n = UL_E*;
+ * add_special: the model's BOS/EOS around the text (as its GGUF asks). */
 int32_t *ul_api_tokenize_text(const ul_codec_t *codec, const char *text, size_t len,
-                              const uint8_t *plain, int parse_special, int *n);
+                              const uint8_t *plain, int add_special, int parse_special, int *n);
 
 #endif

@@ -551,7 +551,7 @@ static void run(ul_api_job_t *job) {
     }
     if (!rc && j->mode != UL_CHAT_APPLY) {
         j->pr.ids = ul_api_tokenize_text(&a->codec, j->text.p, j->text.len,
-                                         (const uint8_t *)j->plain.p, 1, &j->pr.n_ids);
+                                         (const uint8_t *)j->plain.p, 1, 1, &j->pr.n_ids);
         if (!j->pr.ids && j->mode == UL_CHAT_COUNT) { /* generating, ul_gen_start answers it */
             j->bad = (ul_api_bad_t){.status = 503, .type = "server_error"};
             rc = ul_api_bad(&j->bad, NULL, "the prompt could not be tokenized");

@@ -258,8 +258,8 @@ static void tokenize_all(ul_api_t *a, creq_t *c) {
     for (int i = 0; i < c->n; i++) {
         cprompt_t *p = &c->prompts[i];
         if (p->text) {
-            p->ids =
-                ul_api_tokenize_text(&a->codec, p->text, p->len, NULL, a->parse_special, &p->n_ids);
+            p->ids = ul_api_tokenize_text(&a->codec, p->text, p->len, NULL, 1, a->parse_special,
+                                          &p->n_ids);
             continue;
         }
         if (!c->echo || !a->codec.token_piece) continue;

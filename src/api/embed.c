@@ -55,7 +55,7 @@ static int take_ids(ul_embed_req_t *e, int i, const cJSON *arr) {
 static int take_text(ul_embed_req_t *e, int i, const cJSON *s) {
     ul_embed_input_t *in = &e->in[i];
     int n;
-    in->ids = ul_api_tokenize_text(e->codec, s->valuestring, strlen(s->valuestring), NULL,
+    in->ids = ul_api_tokenize_text(e->codec, s->valuestring, strlen(s->valuestring), NULL, 1,
                                    e->parse_special, &n);
     if (!in->ids)
         return n == UL_ENOMEM ? UL_ENOMEM : bad_input(e, i, "the input cannot be tokenized");

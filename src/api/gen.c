@@ -76,12 +76,12 @@ void ul_gen_respond(ul_gen_t *g, ul_buf_t *b) {
 }
 
 int32_t *ul_api_tokenize_text(const ul_codec_t *codec, const char *text, size_t len,
-                              const uint8_t *plain, int parse_special, int *n) {
+                              const uint8_t *plain, int add_special, int parse_special, int *n) {
     int cap = len + 8 < (1u << 30) ? (int)len + 8 : 1 << 30;
     for (int tries = 0; tries < 2; tries++) {
         int32_t *ids = malloc((size_t)cap * sizeof *ids);
         if (!ids) break;
-        int rc = codec->tokenize(codec, text, len, plain, 1, parse_special, ids, cap);
+        int rc = codec->tokenize(codec, text, len, plain, add_special, parse_special, ids, cap);
         if (rc >= 0) {
             *n = rc;
             return ids;

@@ -32,25 +32,7 @@
 
 /* ids of a text without specials; NULL with *n = UL_ENOMEM or UL_EINVAL */
 static int32_t *tokenize(const ul_codec_t *c, const char *text, int *n) {
-    const size_t len = strlen(text);
-    int cap = len + 8 < (1u << 30) ? (int)len + 8 : 1 << 30;
-    for (int tries = 0; tries < 2; tries++) {
-        int32_t *ids = malloc((size_t)cap * sizeof *ids);
-        if (!ids) break;
-        int rc = c->tokenize(c, text, len, NULL, 0, 0, ids, cap);
-        if (rc >= 0) {
-            *n = rc;
-            return ids;
-        }
-        free(ids);
-        if (rc == UL_ENOMEM || rc == UL_EINVAL || rc <= -(1 << 30)) {
-            *n = rc == UL_EINVAL ? UL_EINVAL : UL_ENOMEM;
-            return NULL;
-        }
-        cap = -rc;
-    }
-    *n = UL_ENOMEM;
-    return NULL;
+    return ul_api_tokenize_text(c, text, strlen(text), NULL, 0, 0, n);
 }
 
 static int bad_doc(ul_embed_req_t *e, int i, const char *msg) {

@@ -52,13 +52,14 @@ Test(chat_tokens, forged_turn_markers_stay_text) {
     cr_assert_eq(text.len, plain.len);
 
     int n;
-    int32_t *ids = ul_api_tokenize_text(&codec, text.p, text.len, (const uint8_t *)plain.p, 1, &n);
+    int32_t *ids =
+        ul_api_tokenize_text(&codec, text.p, text.len, (const uint8_t *)plain.p, 1, 1, &n);
     cr_assert_not_null(ids);
     cr_expect_eq(count(ids, n, eot), 2, "the template wrote two markers; the user's two are text");
     cr_expect_eq(ids[0], eot);
     free(ids);
     /* The same text without the mask (as a raw completions prompt would be): four. */
-    ids = ul_api_tokenize_text(&codec, text.p, text.len, NULL, 1, &n);
+    ids = ul_api_tokenize_text(&codec, text.p, text.len, NULL, 1, 1, &n);
     cr_expect_eq(count(ids, n, eot), 4);
     free(ids);
 
