@@ -187,6 +187,7 @@ typedef struct ul_api_s {
     /* Worker jobs (job.c) */
     ul_queue_t jobs_waiting;
     int jobs_init, jobs_running, jobs_queued;
+    int jobs_pending; /* admitted by ul_api_head, body still being read (ul_api_job_hold) */
     uint64_t jobs_total, jobs_refused;
 } ul_api_t;
 
@@ -285,6 +286,10 @@ int ul_api_job_thread(void);
 /* Whether a request with a large body would find a job slot: 0, UL_EFULL or UL_EBUSY, as
  * ul_api_job_submit would say now (before the body is read). */
 int ul_api_job_precheck(ul_api_t *a, const ul_http_req_t *req);
+/* After a precheck that passed: the request holds one of its client's job slots (and one
+ * of the waiting ones) until it is dispatched or its connection ends, so bodies still
+ * being read count against the share; 0 or UL_EBUSY / UL_ENOMEM. */
+int ul_api_job_hold(ul_api_t *a, ul_http_req_t *req);
 /* Answers a refused submission (429 or 503 with Retry-After). */
 int ul_api_job_refuse(ul_api_t *a, ul_http_req_t *req, int rc);
 /* Bodies larger than this are handled as jobs; smaller ones inline (a hop to the pool and

@@ -82,6 +82,8 @@ int ul_api_head(ul_http_req_t *req, void *data) {
     int st = 0;
     if (!rc && ul_http_resp_room(req, &st) / 4 < (size_t)req->content_length)
         rc = st == 413 ? UL_E2BIG : UL_ENOMEM;
+    /* the body about to be read holds a job slot: a flood cannot pass this all at once */
+    if (!rc) rc = ul_api_job_hold(a, req);
     if (!rc) return 0;
     a->jobs_refused++;
     ul_api_job_refuse(a, req, rc); /* the body stays unread: the connection ends */

@@ -84,9 +84,24 @@ static void start_next(ul_api_t *a) {
 }
 
 int ul_api_job_precheck(ul_api_t *a, const ul_http_req_t *req) {
-    if (a->jobs_queued >= JOBS_WAITING) return UL_EFULL;
+    if (a->jobs_queued + a->jobs_pending >= JOBS_WAITING) return UL_EFULL;
     uint64_t client = ul_api_client_of(a, req);
     if (ul_api_share_get(&a->share, client, UL_API_SHARE_JOBS) >= JOBS_PER_CLIENT) return UL_EBUSY;
+    return 0;
+}
+
+static void hold_release(void *data, uint64_t client) {
+    ul_api_t *a = data;
+    a->jobs_pending--;
+    ul_api_share_del(&a->share, client, UL_API_SHARE_JOBS, 1);
+}
+
+int ul_api_job_hold(ul_api_t *a, ul_http_req_t *req) {
+    uint64_t client = ul_api_client_of(a, req);
+    int rc = ul_api_share_add(&a->share, client, UL_API_SHARE_JOBS, 1, JOBS_PER_CLIENT);
+    if (rc) return rc == UL_EFULL ? UL_EBUSY : rc;
+    a->jobs_pending++;
+    ul_http_req_hold(req, hold_release, a, client);
     return 0;
 }
 

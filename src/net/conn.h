@@ -75,6 +75,9 @@ typedef struct ul_conn_s {
     ul_arena_t arena;
     ul_http_req_cbs_t cbs;
     void *cbs_data;
+    void (*hold_release)(void *data, uint64_t key); /* ul_http_req_hold, until dispatch */
+    void *hold_data;
+    uint64_t hold_key;
     int req_open; /* a dispatched request is not finished yet */
 
     /* response of the current request */
@@ -243,5 +246,8 @@ void ul_http_server_conn_gone(ul_http_server_t *s);
  * error event, or a 503 when nothing was answered yet) and closes once they are written. */
 void ul_conn_cut(ul_conn_t *c);
 const char *ul_http_server_date(ul_http_server_t *s);
+
+/* Runs and clears the head hook's hold (ul_http_req_hold), if any. */
+void ul_conn_hold_release(ul_conn_t *c);
 
 #endif

@@ -207,6 +207,13 @@ const ul_http_header_t *ul_http_req_header(const ul_http_req_t *req, const char 
  * the request stays open after the handler returns. */
 void ul_http_req_set_cbs(ul_http_req_t *req, const ul_http_req_cbs_t *cbs, void *data);
 
+/* For on_head only: what the hook admitted the request with (a client's job slot) is held
+ * while its body is read: release(data, key) runs once, when the request is dispatched to
+ * its handler or when the connection ends before that. Without it the hook cannot count
+ * bodies still being read, so a flood of large bodies passes it all at once. */
+void ul_http_req_hold(ul_http_req_t *req, void (*release)(void *data, uint64_t key), void *data,
+                      uint64_t key);
+
 /* ---- responses -------------------------------------------------------------------- */
 
 /* Adds a response header for the response not yet started ("Retry-After", "5").

@@ -171,6 +171,15 @@ void ul_http_req_set_cbs(ul_http_req_t *req, const ul_http_req_cbs_t *cbs, void 
     c->cbs_data = data;
 }
 
+void ul_http_req_hold(ul_http_req_t *req, void (*release)(void *data, uint64_t key), void *data,
+                      uint64_t key) {
+    ul_conn_t *c = req->conn_;
+    ul_conn_hold_release(c); /* one hold at a time */
+    c->hold_release = release;
+    c->hold_data = data;
+    c->hold_key = key;
+}
+
 static int has_crlf(const char *s) { return strpbrk(s, "\r\n") != NULL; }
 
 int ul_http_resp_header(ul_http_req_t *req, const char *name, const char *value) {

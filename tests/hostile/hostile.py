@@ -463,11 +463,9 @@ def report(a, m, att, metrics_text, free_ok, h, rc):
         (f"clean exit on SIGTERM (rc {rc})", rc == 0),
     ]
     # --latency-advisory: the two latency bounds (/health p99, the honest inter-token ratio)
-    # are reported, not gating (CI). Both are issue 23's targets, not yet met reliably: across
-    # quiet-host CI proofs /health p99 measured 33-61 ms and the ratio 1.65-2.90; aimed at a
-    # decoy server the same attack moves them 5 ms and 1.05x, and run kind by kind only the
-    # tokenize flood moves them, so the excess is that flood inside the process. Every probe
-    # answered, memory, streams, pages and the exit still gate.
+    # are reported, not gating (for runs on a host busy with other work). CI gates on them:
+    # the tokenize flood that carried the whole excess (ratio 1.65-2.90, /health 33-61 ms on
+    # quiet hosts) no longer passes the head check with every body at once (api job holds).
     ok = all(c for i, (_, c) in enumerate(checks) if not (a.latency_advisory and i in (1, 2)))
     cpu = ""
     try:
@@ -560,7 +558,7 @@ def parse():
     ap.add_argument("--per-kind", type=int, default=64)
     ap.add_argument("--attacker-nice", type=int, default=10)
     ap.add_argument("--latency-advisory", action="store_true",
-                    help="report the honest inter-token bound without failing on it")
+                    help="report the /health and inter-token bounds without failing on them")
     ap.add_argument("--decoy", action="store_true",
                     help="aim the attackers at a second server (a control: the host's share "
                          "of the honest clients' latency)")

@@ -167,6 +167,33 @@ def tokenizer_answers_are_bounded():
         assert s.health()[0] == 200
 
 
+@test
+def bodies_being_read_hold_their_clients_job_slots():
+    # A client's large bodies hold its job slots (4) from their heads on, not only once read:
+    # a flood of 2 MiB /tokenize bodies otherwise passed the head check all at once and the
+    # loop read (and paged in) every body only to refuse most at submission, which tripled
+    # the honest streams' inter-token p99 in make test-hostile.
+    body = json.dumps({"content": "the little girl " * 65536}).encode()  # 1 MiB
+    head = build_request("POST", "/tokenize", body, None, close=True)[:-len(body)]
+    with vocab_server() as s:
+        socks = []
+        for _ in range(4):  # four heads and a part of each body: four slots held
+            c = socket.create_connection(("127.0.0.1", s.port))
+            c.sendall(head + body[:1000])
+            socks.append(c)
+        time.sleep(0.3)  # the server has read those heads (no answer is due to any yet)
+        r = raw(s, head + body)  # a fifth: refused at its head, its body never read
+        assert r.status == 429, (r.status, r.body[:200])
+        assert strict_json(r)["error"]["code"] == "too_many_requests"
+        socks.pop().close()  # a client that left gives its slot back
+        assert wait_for(lambda: raw(s, head + body).status == 200, 5)
+        for c in socks:  # the held ones finish their bodies and are answered
+            c.sendall(body[1000:])
+            with c:
+                r = Reader(c).response()
+                assert r.status == 200 and len(strict_json(r)["tokens"]) > 100000, r.status
+
+
 def big_chat(schema, n_pad=6000, **extra):
     """A chat request over UL_API_JOB_BYTES (so it is prepared on a job's thread) asking for
     structured output."""
