@@ -100,8 +100,10 @@ static int alloc_scratch(ul_fwd_t *f) {
         const size_t tf = ul_fwd_attn_tile_floats(hp->head_dim);
         f->attn_tmp_floats = tf > f->attn_tmp_floats ? tf : f->attn_tmp_floats;
     }
-    if (hp->encoder && f->attn_tmp_floats < B) /* forward_bert.c: one score per token */
-        f->attn_tmp_floats = B;
+    if (hp->encoder) { /* forward_bert.c: a head's keys transposed and a block's scores */
+        const size_t n = (size_t)ul_fwd_bert_attn_tmp_floats(hp->head_dim, f->max_tokens, f->n_ctx);
+        f->attn_tmp_floats = n > f->attn_tmp_floats ? n : f->attn_tmp_floats;
+    }
     /* per-token items for every token, plus at most two tiles per 64 tokens per query head */
     const size_t n_items = B * (size_t)hp->n_head_kv + (B / 32 + 1) * (size_t)hp->n_head;
     f->smp_bytes = (ul_sample_scratch_size(hp->n_vocab) + 63) & ~(size_t)63;

@@ -180,6 +180,9 @@ void ul_fwd_pool_embd(ul_fwd_t *f, int ith, int nth);
  * whole step of an encoder, run by every pool thread (embedding entries only). */
 int ul_fwd_bert_check(const ul_model_t *m);
 void ul_fwd_bert_job(ul_fwd_t *f, int ith, int nth);
+/* The attention scratch (floats per thread) an encoder step of up to max_tokens tokens and
+ * sequences of up to n_ctx needs (forward_bert.c). */
+size_t ul_fwd_bert_attn_tmp_floats(int32_t head_dim, int32_t max_tokens, int32_t n_ctx);
 /* A reranker entry's score (pooling rank) into s->out_embd[0], from its [CLS] row of f->x;
  * uses the entry's own xb and xo rows as scratch (ul_fwd_pool_embd's caller). */
 void ul_fwd_bert_rank(ul_fwd_t *f, ul_step_seq_t *s);

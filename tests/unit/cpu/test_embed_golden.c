@@ -84,6 +84,61 @@ static void shared_model(char *out, size_t cap, const char *name) {
         snprintf(out, cap, "%s/../shared/models/%s", UVLLM_SOURCE_DIR, name);
 }
 
+/* Entries of 5, 13 and 38 tokens in one step (two threads: the token split cuts the middle
+ * one) give the vectors each gets alone: attention runs per sequence, in blocks of queries
+ * (forward_bert.c attend_rows), never across entries. The steps differ in size, so the
+ * matmul tiles do too: equal within 1e-4, not bit for bit. */
+static void batched_matches_alone(const char *name) {
+    char path[1200];
+    snprintf(path, sizeof path, "%s/tests/models/%s", UVLLM_SOURCE_DIR, name);
+    ul_model_t *m = golden_load(path);
+    ul_cpu_config_t cfg = golden_cfg;
+    cfg.n_ctx = 512;
+    ul_fwd_t *f;
+    cr_assert_eq(ul_fwd_create(m, &cfg, &f), 0);
+    const int E = m->hp.n_embd, len[3] = {5, 13, 38};
+    int32_t toks[56], pages[64];
+    for (int i = 0; i < 56; i++) toks[i] = (int32_t)((i * 37 + 11) % m->hp.n_vocab);
+    for (int i = 0; i < 64; i++) pages[i] = i;
+    float *alone = calloc(3 * (size_t)E, sizeof *alone),
+          *both = calloc(3 * (size_t)E, sizeof *both);
+    ul_step_seq_t seqs[3];
+    for (int e = 0, off = 0; e < 3; off += len[e++]) {
+        seqs[e] = (ul_step_seq_t){.seq_id = e + 1,
+                                  .tok_offset = off,
+                                  .n_tokens = len[e],
+                                  .pages = pages + 8 * e,
+                                  .n_pages = 8,
+                                  .out_embd = both + (size_t)e * E,
+                                  .pooling = UL_POOL_MEAN};
+        ul_step_seq_t one = seqs[e];
+        one.tok_offset = 0;
+        one.out_embd = alone + (size_t)e * E;
+        ul_step_t st = {.n_tokens = len[e], .tokens = toks + off, .n_seqs = 1, .seqs = &one};
+        cr_assert_eq(ul_fwd_step(f, &st, NULL), 0);
+    }
+    ul_step_t st = {.n_tokens = 56, .tokens = toks, .n_seqs = 3, .seqs = seqs};
+    cr_assert_eq(ul_fwd_step(f, &st, NULL), 0);
+    for (int e = 0; e < 3; e++) {
+        double d = 0, norm = 0;
+        for (int i = 0; i < E; i++) {
+            const size_t k = (size_t)e * E + i;
+            d = fmax(d, fabs((double)alone[k] - both[k]));
+            norm += (double)alone[k] * alone[k];
+        }
+        cr_assert_gt(norm, 1e-6, "%s entry %d: a vector was written", name, e);
+        cr_assert_lt(d, 1e-4, "%s entry %d (%d tokens): batched vs alone %g", name, e, len[e], d);
+    }
+    free(alone), free(both);
+    ul_fwd_free(f);
+    ul_model_free(m);
+}
+
+Test(embed_golden, bert_entries_batched_match_alone) {
+    batched_matches_alone("bert-tiny-f16.gguf");
+    batched_matches_alone("nomic-bert-tiny-f16.gguf");
+}
+
 /* The bert encoder (forward_bert.c) on the committed tools/gguf_bert.py model. */
 Test(embed_golden, bert_tiny_mean_cls) {
     char model[1200], golden[1200];
