@@ -400,6 +400,55 @@ def wait_for(pred, timeout, interval=0.02):
     return pred()
 
 
+def post_json(s, path, body):
+    """POST body to s: a dict is sent as JSON, a str as it is (malformed on purpose)."""
+    return s.request("POST", path, body=body if isinstance(body, str) else json.dumps(body))
+
+
+def expect_error(s, path, body, param, status=400):
+    """POST body; the answer must be `status` with an OpenAI error naming `param`."""
+    r = post_json(s, path, body)
+    assert r.status == status, (body, r.status, r.body)
+    err = r.json()["error"]
+    assert err["param"] == param, (body, err)
+    return err
+
+
+def leave_mid_request(s, path, body):
+    """Send a request and close the socket 0.1 s later; then the server must come back to
+    no active sequences. Returns its /health body."""
+    sock = s.connect()
+    sock.sendall(build_request("POST", path, json.dumps(body)))
+    time.sleep(0.1)
+    sock.close()
+
+    def idle():
+        st, h = s.health()
+        return st == 200 and h.get("active_sequences", h.get("sequences", 0)) == 0 and h
+    h = wait_for(idle, 10)
+    assert h, s.health()
+    return h
+
+
+def each_in_thread(n, fn):
+    """fn(i) for i in range(n), each on its own thread at once; {i: result}, re-raising the
+    first exception a thread met."""
+    got, errs = {}, []
+
+    def one(i):
+        try:
+            got[i] = fn(i)
+        except Exception as e:  # noqa: BLE001
+            errs.append(e)
+    ts = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not errs, errs
+    return got
+
+
 def null_text(n_tokens_text):
     """Number of pseudo-tokens in a null-backend completion text (' tok<ID>' each)."""
     return len(re.findall(r" tok\d+", n_tokens_text))
