@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/utf8.h"
 #include "chat/toolcall.h"
 #include "uvllm/err.h"
 
@@ -24,18 +25,8 @@ typedef struct {
     int order_err; /* an index out of sequence */
 } t_res_t;
 
-static inline int t_utf8_whole(const char *s, size_t n) {
-    size_t i = 0;
-    while (i < n) {
-        unsigned char c = (unsigned char)s[i];
-        size_t k = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-        if (!k || i + k > n) return 0;
-        for (size_t j = 1; j < k; j++)
-            if (((unsigned char)s[i + j] & 0xC0) != 0x80) return 0;
-        i += k;
-    }
-    return 1;
-}
+/* Whole, valid UTF-8: a delta never splits a character. */
+static inline int t_utf8_whole(const char *s, size_t n) { return ul_utf8_check(s, n) == n; }
 
 static inline void t_on_ev(void *ud, const ul_chat_ev_t *ev) {
     t_res_t *r = ud;
