@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../test_data.h"
 #include "base/utf8.h"
 #include "chat/toolcall.h"
 #include "uvllm/err.h"
@@ -118,39 +119,16 @@ static inline int t_json_eq(const char *a, const char *b) {
     return eq;
 }
 
-static inline const char *t_shared_dir(void) {
-    static char buf[1024];
-    const char *e = getenv("UVLLM_SHARED");
-    if (e && *e) return e;
-    e = getenv("UVLLM_SOURCE_DIR");
-    const char *src = e && *e ? e : UVLLM_SOURCE_DIR;
-    snprintf(buf, sizeof buf, "%s/../shared/chat-templates", src); /* or a worktree's ../.. */
-    FILE *f = fopen(buf, "r");
-    if (f) fclose(f);
-    snprintf(buf, sizeof buf, f ? "%s/../shared" : "%s/../../shared", src);
-    return buf;
-}
-
-/* The source of a shared chat template; NULL when missing. Caller frees. */
+/* The source of a shared chat template (a missing one fails the test). Caller frees. */
 static inline char *t_read_template(const char *file, size_t *len) {
     char path[2048];
-    snprintf(path, sizeof path, "%s/chat-templates/templates/%s", t_shared_dir(), file);
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    *len = fread(s, 1, (size_t)n, f);
-    s[*len] = 0;
-    fclose(f);
-    return s;
+    snprintf(path, sizeof path, "%s/chat-templates/templates/%s", ut_shared_dir(), file);
+    return ut_slurp(path, len);
 }
 
 static inline void t_detect(const char *file, ul_chat_syntax_t *s) {
     size_t n;
     char *src = t_read_template(file, &n);
-    cr_assert(src, "template %s not found under %s", file, t_shared_dir());
     ul_chat_syntax_detect(src, n, s);
     free(src);
 }
