@@ -9,8 +9,11 @@ line `N passed, N failed`."""
 
 import json
 import os
+import errno
 import re
+import resource
 import select
+import selectors
 import signal
 import socket
 import subprocess
@@ -447,6 +450,68 @@ def each_in_thread(n, fn):
         t.join()
     assert not errs, errs
     return got
+
+
+def raise_nofile(n):
+    """Raises the soft RLIMIT_NOFILE towards n (the hard limit caps it); returns it."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < n:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(n, hard), hard))
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+
+def dechunk(raw):
+    """The body of a whole raw 200 answer in chunked encoding (ValueError if cut short)."""
+    head, _, rest = raw.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200"), head[:80]
+    body, p = [], 0
+    while True:
+        e = rest.index(b"\r\n", p)
+        size = int(rest[p:e], 16)
+        if size == 0:
+            return b"".join(body)
+        body.append(rest[e + 2:e + 2 + size])
+        p = e + 2 + size + 2
+
+
+def stream_all(port, requests, timeout=60, recv_size=65536):
+    """Sends every request at once, each on its own non-blocking connection, and reads each
+    answer until its chunked stream ends after [DONE] or the server closes. Returns the raw
+    answers in request order and how many of them ended within timeout seconds."""
+    sel = selectors.DefaultSelector()
+    conns = []
+    for req in requests:
+        s = socket.socket()
+        s.setblocking(False)
+        err = s.connect_ex(("127.0.0.1", port))
+        assert err in (0, errno.EINPROGRESS), err
+        rec = [req, bytearray()]  # what is left to send, what has come
+        conns.append((s, rec))
+        sel.register(s, selectors.EVENT_WRITE | selectors.EVENT_READ, rec)
+    done, deadline = 0, time.monotonic() + timeout
+    while done < len(conns) and time.monotonic() < deadline:
+        for key, ev in sel.select(timeout=1):
+            s, rec = key.fileobj, key.data
+            if ev & selectors.EVENT_WRITE and rec[0]:
+                try:
+                    rec[0] = rec[0][s.send(rec[0]):]
+                except BlockingIOError:
+                    pass
+                if not rec[0]:
+                    sel.modify(s, selectors.EVENT_READ, rec)
+            if ev & selectors.EVENT_READ:
+                try:
+                    data = s.recv(recv_size)
+                except (BlockingIOError, InterruptedError):
+                    continue
+                rec[1] += data
+                if not data or rec[1].endswith(b"data: [DONE]\n\n\r\n0\r\n\r\n"):
+                    sel.unregister(s)
+                    done += 1
+    sel.close()
+    for s, _ in conns:
+        s.close()
+    return [bytes(rec[1]) for _, rec in conns], done
 
 
 def null_text(n_tokens_text):
