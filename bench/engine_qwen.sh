@@ -53,7 +53,7 @@ LOAD1="$(cut -d' ' -f1-3 /proc/loadavg)"
     echo "## Engine: Qwen2.5-1.5B shape, Q4_K_M (issue 13)"
     echo
     echo "- machine: $MACHINE; load average at the end: $LOAD1"
-    echo "- uvllm: $(uvllm_commit); peer llama.cpp $(git -C "$WORK/llama.cpp" log -1 --format=%h 2>/dev/null || peer_commit); ISAs: ${ISAS[*]} (uvllm with UVLLM_ISA=ISA, its --json \"isa\" checked; llama.cpp per ISA: $(for i in "${ISAS[@]}"; do printf '%s: %s; ' "$i" "$(llama_build_note "$i")"; done))"
+    peer_versions_line
     echo "- model: \`uvllm synth --arch qwen2 --shape qwen2.5-1.5b --type q4_k_m\` (n_embd 1536, 28 layers, 12 heads, 2 kv heads, n_ff 8960, q/k/v biases; random weights; vocabulary of qwen2-tiny-f16, $(python3 -c 'import os,sys; print(f"{os.path.getsize(sys.argv[1])/1e9:.2f}")' "$M") GB; separate output.weight), types mixed by the q4_k_m recipe (Q4_K, Q6_K for output, attn_v and ffn_down in the more-bits layers)"
     echo "- peer: \`llama-bench -m MODEL -p $N_PROMPT -n $N_GEN -t $THREADS -r 1 -o json\` (pp$N_PROMPT, tg$N_GEN); uvllm: \`uvllm generate --model MODEL --prompt P --max-tokens $N_GEN --threads $THREADS --json\`, P = $NTOK tokens (prefill, decode after it) and P = \"hello\" (decode from an empty context, against tg$N_GEN); all in a session of their own at autogroup nice -15 (\`setsid\`, \`/proc/self/autogroup\`) and \`nice -n -15\`, $RUNS rounds interleaved (peer, then uvllm), medians"
     for isa in "${ISAS[@]}"; do

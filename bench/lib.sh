@@ -110,6 +110,15 @@ peer_commit() {
     git -C "$WORK/llama.cpp" log -1 --format="%H (%cs${tag:+, release tag $tag})" 2>/dev/null || echo "not built"
 }
 
+# The versions line of a per-ISA section against llama.cpp (the ISAS array): uvllm's commit,
+# llama.cpp's (FORMAT: git's --format for it, %h by default) and its build for each ISA.
+peer_versions_line() {
+    local peer i notes=""
+    peer="$(git -C "$WORK/llama.cpp" log -1 --format="${1:-%h}" 2>/dev/null || peer_commit)"
+    for i in "${ISAS[@]}"; do notes+="$i: $(llama_build_note "$i"); "; done
+    echo "- uvllm: $(uvllm_commit); peer llama.cpp $peer; ISAs: ${ISAS[*]} (uvllm with UVLLM_ISA=ISA, its --json \"isa\" checked; llama.cpp per ISA: $notes)"
+}
+
 # The commit of the benchmarked binary: $UVLLM_BIN_COMMIT (set by
 # bench/snapshot.sh users), else HEAD when the script started.
 UVLLM_COMMIT_CACHED="${UVLLM_BIN_COMMIT:-$(git -C "$ROOT" log -1 --format='%h' 2>/dev/null)}"

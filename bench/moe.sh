@@ -72,7 +72,7 @@ KVB=$("$UVLLM_BIN" info "$M" | awk '$1 == "n_layer" {l = $2} $1 == "n_head_kv" {
     echo "## qwen3moe: Qwen3-30B-A3B layer shape, $LAYERS layers, Q4_K_M (random weights)"
     echo
     echo "- machine: $MACHINE; load average at end: $LOAD1"
-    echo "- uvllm: $(uvllm_commit); peer llama.cpp $(git -C "$WORK/llama.cpp" log -1 --format=%H 2>/dev/null || peer_commit); ISAs: ${ISAS[*]} (uvllm with UVLLM_ISA=ISA, its --json \"isa\" checked; llama.cpp per ISA: $(for i in "${ISAS[@]}"; do printf '%s: %s; ' "$i" "$(llama_build_note "$i")"; done))"
+    peer_versions_line %H
     echo "- model: $(basename "$M"), $(du -m "$M" | cut -f1) MiB: qwen3moe, n_embd 2048, $LAYERS layers, 32 heads / 4 kv heads of head_dim 128, 128 experts of n_ff 768 with 8 used per token, vocabulary $("$UVLLM_BIN" info "$M" | awk '$1 == "n_vocab" {print $2}') (of qwen3-tiny-f16.gguf); $("$UVLLM_BIN" info "$M" | awk '$1 ~ /^(f32|q[0-9]_k|q8_0)$/ {printf "%s%s x%s", sep, $1, $2; sep=", "}') tensors; written directly by uvllm synth"
     echo "- peer: \`nice -n -15 llama-bench -m MODEL -p $N_PROMPT -n $N_GEN -t $THREADS -r 1 -o json\` (pp$N_PROMPT; tg$N_GEN from an empty context); uvllm: \`nice -n -15 uvllm generate --model MODEL --prompt P --threads $THREADS --json\` with P = \"hello\" x $k ($NTOK tokens, prefill_tokens_per_s, --max-tokens 4) and P = \"hello\" (decode_tokens_per_s over --max-tokens $N_GEN); before that decode run, \`membw 2 1024\` (bench/membw.c: 2 threads, 1 GiB, best of 5); $RUNS rounds interleaved (peer, then uvllm, per round), in a session of their own at autogroup nice -15; medians"
     for isa in "${ISAS[@]}"; do

@@ -49,7 +49,7 @@ LOAD1="$(cut -d' ' -f1-3 /proc/loadavg)"
     echo "## Packed K-quant and IQ4 types against llama.cpp (issue 22), 8-layer Qwen2.5-1.5B shape"
     echo
     echo "- machine: $MACHINE; load average at end: $LOAD1"
-    echo "- uvllm: $(uvllm_commit); peer llama.cpp $(git -C "$WORK/llama.cpp" log -1 --format=%h 2>/dev/null || peer_commit); llama.cpp per ISA: $(for i in "${ISAS[@]}"; do printf '%s: %s; ' "$i" "$(llama_build_note "$i")"; done)"
+    peer_versions_line
     echo "- models: \`uvllm synth --arch qwen2 --shape qwen2.5-1.5b --layers 8 --vocab aidreams260K.gguf --type T\` (random weights, n_embd 1536, n_ff 8960, 512-token vocabulary); uvllm: \`uvllm generate --threads $THREADS --json\`, prefill of $NTOK tokens, decode of $N_GEN from \"hello\"; llama.cpp: \`llama-bench -p $N_PROMPT -n $N_GEN -t $THREADS -r 1\`; $RUNS rounds interleaved, in a session of their own at autogroup nice -15; medians"
     echo
     echo "| ISA | type (tensors) | llama.cpp pp t/s | uvllm pp t/s | pp ratio | llama.cpp tg t/s | uvllm tg t/s | tg ratio |"

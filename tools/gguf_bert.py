@@ -28,6 +28,8 @@ import argparse
 import random
 import struct
 
+from gguf_write import kv_arr, kv_bool, kv_f32, kv_str, kv_u32, write_gguf
+
 SP = "\u2581"
 SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 WORDS = ("the quick brown fox jump over lazy dog hello embed turn text into one vector similar "
@@ -57,35 +59,6 @@ def vocab(n=0):
         out.append(f"{SP}w{i}")
         i += 1
     return out
-
-
-def s(x):
-    e = x.encode()
-    return struct.pack("<Q", len(e)) + e
-
-
-def kv_u32(k, v):
-    return s(k) + struct.pack("<II", 4, v)
-
-
-def kv_f32(k, v):
-    return s(k) + struct.pack("<If", 6, v)
-
-
-def kv_bool(k, v):
-    return s(k) + struct.pack("<IB", 7, 1 if v else 0)
-
-
-def kv_str(k, v):
-    return s(k) + struct.pack("<I", 8) + s(v)
-
-
-def kv_arr(k, et, items):
-    b = s(k) + struct.pack("<IIQ", 9, et, len(items))
-    if et == 8:
-        return b + b"".join(s(x) for x in items)
-    fmt = {5: "i", 6: "f"}[et]
-    return b + struct.pack(f"<{len(items)}{fmt}", *items)
 
 
 def main():
@@ -189,21 +162,7 @@ def main():
             kv_bool("tokenizer.ggml.add_eos_token", True),
             kv_bool("tokenizer.ggml.add_sep_token", False),
         ]
-    align = 32
-    infos, blobs, pos = [], [], 0
-    for name, shape, typ, data in tensors:
-        pad = (pos + align - 1) // align * align - pos
-        blobs.append(b"\0" * pad)
-        pos += pad
-        infos.append(s(name) + struct.pack("<I", len(shape)) +
-                     struct.pack(f"<{len(shape)}Q", *shape) + struct.pack("<IQ", typ, pos))
-        blobs.append(data)
-        pos += len(data)
-    head = b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(kvs)) + b"".join(kvs)
-    head += b"".join(infos)
-    head += b"\0" * ((len(head) + align - 1) // align * align - len(head))
-    with open(a.out, "wb") as f:
-        f.write(head + b"".join(blobs))
+    write_gguf(a.out, kvs, tensors)
     print(f"{a.out}: {arch}, {V} tokens, n_embd {E}, {a.layers} layers, pooling {a.pooling}")
 
 

@@ -15,6 +15,8 @@ import argparse
 import math
 import struct
 
+from gguf_write import gguf_str, write_gguf
+
 SCALAR = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "B", 10: "Q", 11: "q",
           12: "d"}
 TYPE_SIZE = {0: (4, 1), 1: (2, 1)}  # F32, F16: bytes per element; others copied by offset
@@ -48,11 +50,6 @@ class Reader:
         if t == 8:
             return self.s()
         return self.u(SCALAR[t])[0]
-
-
-def gguf_str(s):
-    e = s.encode()
-    return struct.pack("<Q", len(e)) + e
 
 
 def llama3_factors(n_rot, base, factor, low, high, orig):
@@ -127,23 +124,10 @@ def main():
               f"{arch}.context_length": struct.pack("<II", 4, a.ctx)}
     out_kvs = [(k, set_kv.pop(k, v)) for k, v in kvs] + list(set_kv.items())
 
-    blobs, pos = [], 0
-    infos = []
-    for name, ne, typ, off in tensors + [["rope_freqs.weight", (len(factors),), 0, None]]:
-        data = (struct.pack(f"<{len(factors)}f", *factors) if off is None
-                else b[data0 + off:data0 + off + size_of[off]])
-        pad = (pos + align - 1) // align * align - pos
-        blobs.append(b"\0" * pad)
-        pos += pad
-        infos.append(gguf_str(name) + struct.pack("<I", len(ne)) +
-                     struct.pack(f"<{len(ne)}Q", *ne) + struct.pack("<IQ", typ, pos))
-        blobs.append(data)
-        pos += len(data)
-    head = b"GGUF" + struct.pack("<IQQ", version, len(infos), len(out_kvs))
-    head += b"".join(gguf_str(k) + v for k, v in out_kvs) + b"".join(infos)
-    head += b"\0" * ((len(head) + align - 1) // align * align - len(head))
-    with open(a.out, "wb") as f:
-        f.write(head + b"".join(blobs))
+    rope = ("rope_freqs.weight", (len(factors),), 0, struct.pack(f"<{len(factors)}f", *factors))
+    out = [(name, ne, typ, b[data0 + off:data0 + off + size_of[off]])
+           for name, ne, typ, off in tensors] + [rope]
+    write_gguf(a.out, [gguf_str(k) + v for k, v in out_kvs], out, align, version)
     print(f"{a.out}: rope_freqs[{len(factors)}] = " +
           " ".join(f"{x:.4g}" for x in factors))
 

@@ -14,33 +14,9 @@ pieces). The scores are not in that file; the converter takes them from tokenize
 so they are a stand-in with the same order. `uvllm synth --vocab OUT.gguf` copies the keys
 into a model."""
 import base64
-import struct
 import sys
 
-
-def gguf_str(s):
-    e = s.encode()
-    return struct.pack("<Q", len(e)) + e
-
-
-def kv_str(k, v):
-    return gguf_str(k) + struct.pack("<I", 8) + gguf_str(v)
-
-
-def kv_u32(k, v):
-    return gguf_str(k) + struct.pack("<II", 4, v)
-
-
-def kv_bool(k, v):
-    return gguf_str(k) + struct.pack("<IB", 7, 1 if v else 0)
-
-
-def kv_arr(k, et, items):
-    head = gguf_str(k) + struct.pack("<IIQ", 9, et, len(items))
-    if et == 8:
-        return head + b"".join(gguf_str(x) for x in items)
-    fmt = {5: "i", 6: "f"}[et]
-    return head + struct.pack(f"<{len(items)}{fmt}", *items)
+from gguf_write import kv_arr, kv_bool, kv_str, kv_u32, write_gguf
 
 
 def main():
@@ -74,10 +50,7 @@ def main():
         kv_bool("tokenizer.ggml.add_bos_token", True),
         kv_bool("tokenizer.ggml.add_eos_token", False),
     ]
-    out = b"GGUF" + struct.pack("<IQQ", 3, 0, len(kvs)) + b"".join(kvs)
-    out += b"\0" * ((len(out) + 31) // 32 * 32 - len(out))
-    with open(sys.argv[2], "wb") as f:
-        f.write(out)
+    write_gguf(sys.argv[2], kvs, [])
     print(f"{sys.argv[2]}: {len(tokens)} tokens, {first_normal} control/byte, "
           f"{sum(1 for t in types if t == 3)} control")
 

@@ -292,6 +292,17 @@ int ul_api_job_precheck(ul_api_t *a, const ul_http_req_t *req);
 int ul_api_job_hold(ul_api_t *a, ul_http_req_t *req);
 /* Answers a refused submission (429 or 503 with Retry-After). */
 int ul_api_job_refuse(ul_api_t *a, ul_http_req_t *req, int rc);
+/* The body the job of req reads. When small (or there is no pool) it is the request's own
+ * and the job runs at once on the loop thread: run(), then done(j, 0), which may free the
+ * job's owner; returns 1. Else the body is taken from the request into *owned (the owner
+ * frees it) before ul_api_job_start: the worker may start before that returns; returns 0. */
+int ul_api_job_inline(ul_api_t *a, ul_http_req_t *req, ul_api_job_t *j, int small,
+                      const char **body, size_t *len, char **owned);
+/* Submits the job of request req with on_abort(req, data, reason) set for while it is
+ * queued or running. 0: queued. Else the submission was refused: req is answered
+ * (ul_api_job_refuse), its callbacks cleared, and the caller frees data. */
+int ul_api_job_start(ul_api_t *a, ul_http_req_t *req, ul_api_job_t *j,
+                     void (*on_abort)(ul_http_req_t *req, void *data, int reason), void *data);
 /* Bodies larger than this are handled as jobs; smaller ones inline (a hop to the pool and
  * back costs more than the work). */
 #define UL_API_JOB_BYTES 4096

@@ -636,26 +636,11 @@ int ul_chat_serve(ul_api_t *a, ul_http_req_t *req, const ul_chat_ep_t *ep, ul_ch
     j->c.enc = ep->enc;
     ul_arena_init(&j->ar, 1024);
     j->job = (ul_api_job_t){.req = &j->req, .run = run, .done = done};
-    if ((req->body_len <= UL_API_JOB_BYTES &&
-         !ul_api_body_may_constrain(req->body, req->body_len)) ||
-        !a->server) {
-        j->body = req->body;
-        j->body_len = req->body_len;
-        run(&j->job);
-        done(&j->job, 0);
-        return 0;
-    }
-    /* the worker may start before submit returns: body and callbacks first */
-    j->owned = ul_http_req_take_body(req, &j->body_len);
-    j->body = j->owned ? j->owned : "";
+    int small =
+        req->body_len <= UL_API_JOB_BYTES && !ul_api_body_may_constrain(req->body, req->body_len);
+    if (ul_api_job_inline(a, req, &j->job, small, &j->body, &j->body_len, &j->owned)) return 0;
     j->job.charge = 5 * j->body_len; /* body, parse tree, prompt, its mask, token ids */
-    ul_http_req_set_cbs(req, &(ul_http_req_cbs_t){.on_abort = on_abort}, j);
-    int rc = ul_api_job_submit(a, &j->job);
-    if (rc) {
-        ul_http_req_set_cbs(req, NULL, NULL);
-        ul_api_job_refuse(a, req, rc);
-        cjob_free(j);
-    }
+    if (ul_api_job_start(a, req, &j->job, on_abort, j)) cjob_free(j);
     return 0;
 }
 

@@ -403,25 +403,10 @@ int ul_api_completions(ul_http_req_t *req, void *data) {
     c->req = req;
     ul_arena_init(&c->ar, 1024);
     c->job = (ul_api_job_t){.req = &c->req, .run = prepare, .done = prepared};
-    if ((req->body_len <= UL_API_JOB_BYTES &&
-         !ul_api_body_may_constrain(req->body, req->body_len)) ||
-        !a->server) {
-        c->body = req->body;
-        c->body_len = req->body_len;
-        prepare(&c->job);
-        prepared(&c->job, 0);
-        return 0;
-    }
-    /* the worker may start before submit returns: body and callbacks first */
-    c->owned = ul_http_req_take_body(req, &c->body_len);
-    c->body = c->owned ? c->owned : "";
+    int small =
+        req->body_len <= UL_API_JOB_BYTES && !ul_api_body_may_constrain(req->body, req->body_len);
+    if (ul_api_job_inline(a, req, &c->job, small, &c->body, &c->body_len, &c->owned)) return 0;
     c->job.charge = 4 * c->body_len; /* body, parse tree, prompt texts and token ids */
-    ul_http_req_set_cbs(req, &(ul_http_req_cbs_t){.on_abort = on_abort}, c);
-    int rc = ul_api_job_submit(a, &c->job);
-    if (rc) {
-        ul_http_req_set_cbs(req, NULL, NULL);
-        ul_api_job_refuse(a, req, rc);
-        creq_free(c);
-    }
+    if (ul_api_job_start(a, req, &c->job, on_abort, c)) creq_free(c);
     return 0;
 }

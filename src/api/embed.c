@@ -392,23 +392,11 @@ static int handle(ul_http_req_t *req, ul_api_t *a, int oai, int rerank) {
     e->max_len = b->n_ctx - 1 < a->sched->cfg.max_batch_tokens ? b->n_ctx - 1
                                                                : a->sched->cfg.max_batch_tokens;
     e->job = (ul_api_job_t){.req = &e->req, .run = prepare, .done = prepared};
-    if (req->body_len <= UL_API_JOB_BYTES || !a->server) {
-        e->body = req->body;
-        e->body_len = req->body_len;
-        prepare(&e->job);
-        prepared(&e->job, 0);
+    if (ul_api_job_inline(a, req, &e->job, req->body_len <= UL_API_JOB_BYTES, &e->body,
+                          &e->body_len, &e->owned))
         return 0;
-    }
-    e->owned = ul_http_req_take_body(req, &e->body_len);
-    e->body = e->owned ? e->owned : "";
     e->job.charge = 4 * e->body_len; /* body, parse tree and token ids */
-    ul_http_req_set_cbs(req, &(ul_http_req_cbs_t){.on_abort = on_job_abort}, e);
-    int rc = ul_api_job_submit(a, &e->job);
-    if (rc) {
-        ul_http_req_set_cbs(req, NULL, NULL);
-        ul_api_job_refuse(a, req, rc);
-        ereq_free(e);
-    }
+    if (ul_api_job_start(a, req, &e->job, on_job_abort, e)) ereq_free(e);
     return 0;
 }
 

@@ -32,13 +32,11 @@ void ul_gen_json_str(ul_buf_t *b, const char *s, size_t n) {
 }
 
 void ul_gen_printf(ul_buf_t *b, const char *fmt, ...) {
-    char tmp[256];
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    int rc = ul_buf_vprintf(b, fmt, ap);
     va_end(ap);
-    UL_ASSERT(n >= 0 && (size_t)n < sizeof tmp);
-    ul_gen_add(b, tmp, (size_t)n);
+    UL_ASSERT(rc == 0);
 }
 
 void ul_gen_json_head(ul_gen_t *g, ul_buf_t *b, const char *object) {

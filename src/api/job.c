@@ -155,3 +155,28 @@ int ul_api_job_refuse(ul_api_t *a, ul_http_req_t *req, int rc) {
     if (bad.status != 413) ul_http_resp_header(req, "Retry-After", "1");
     return ul_api_reject(a, req, &bad);
 }
+
+int ul_api_job_inline(ul_api_t *a, ul_http_req_t *req, ul_api_job_t *j, int small,
+                      const char **body, size_t *len, char **owned) {
+    if (small || !a->server) {
+        *body = req->body;
+        *len = req->body_len;
+        j->run(j);
+        j->done(j, 0);
+        return 1;
+    }
+    *owned = ul_http_req_take_body(req, len);
+    *body = *owned ? *owned : "";
+    return 0;
+}
+
+int ul_api_job_start(ul_api_t *a, ul_http_req_t *req, ul_api_job_t *j,
+                     void (*on_abort)(ul_http_req_t *req, void *data, int reason), void *data) {
+    ul_http_req_set_cbs(req, &(ul_http_req_cbs_t){.on_abort = on_abort}, data);
+    int rc = ul_api_job_submit(a, j);
+    if (rc) {
+        ul_http_req_set_cbs(req, NULL, NULL);
+        ul_api_job_refuse(a, req, rc);
+    }
+    return rc;
+}

@@ -265,12 +265,7 @@ static int tool_choice(cJSON *chat, const cJSON *root, ul_api_bad_t *bad) {
         return ul_tr_bad(bad, "tool_choice",
                          "'tool_choice' must be {\"type\": auto, any, none} or "
                          "{\"type\":\"tool\",\"name\":...}");
-    cJSON *o = cJSON_AddObjectToObject(chat, "tool_choice"), *f;
-    return o && cJSON_AddStringToObject(o, "type", "function") &&
-                   (f = cJSON_AddObjectToObject(o, "function")) &&
-                   cJSON_AddStringToObject(f, "name", name->valuestring)
-               ? 0
-               : oom();
+    return ul_tr_tool_choice_fn(chat, name->valuestring);
 }
 
 static int settings(cJSON *chat, cJSON *root, int count, ul_api_bad_t *bad) {

@@ -294,12 +294,7 @@ static int tools(cJSON *chat, const cJSON *root, ul_api_bad_t *bad) {
         cJSON_AddItemToArray(out, o);
         cJSON_AddItemToObject(o, "function", f);
         static const char *const keys[] = {"name", "description", "parameters", "strict"};
-        for (int k = 0; k < 4; k++) {
-            const cJSON *v = ul_tr_get(t, keys[k]);
-            cJSON *dup = v ? cJSON_Duplicate(v, 1) : NULL;
-            if (v && !dup) return UL_ENOMEM;
-            if (dup) cJSON_AddItemToObject(f, keys[k], dup);
-        }
+        if (ul_tr_copy_keys(f, t, keys, 4)) return UL_ENOMEM;
     }
     return 0;
 }
@@ -316,12 +311,7 @@ static int tool_choice(cJSON *chat, const cJSON *root, ul_api_bad_t *bad) {
         return ul_tr_bad(bad, "tool_choice",
                          "'tool_choice' must be none, auto, required or "
                          "{\"type\":\"function\",\"name\":...}");
-    cJSON *o = cJSON_AddObjectToObject(chat, "tool_choice"), *f;
-    return o && cJSON_AddStringToObject(o, "type", "function") &&
-                   (f = cJSON_AddObjectToObject(o, "function")) &&
-                   cJSON_AddStringToObject(f, "name", name->valuestring)
-               ? 0
-               : UL_ENOMEM;
+    return ul_tr_tool_choice_fn(chat, name->valuestring);
 }
 
 /* text.format -> response_format (chat's structured output). */
@@ -347,13 +337,7 @@ static int text_format(cJSON *chat, const cJSON *root, ul_api_bad_t *bad) {
     cJSON *js = cJSON_AddObjectToObject(rf, "json_schema");
     if (!js) return UL_ENOMEM;
     static const char *const keys[] = {"name", "schema", "strict", "description"};
-    for (int k = 0; k < 4; k++) {
-        const cJSON *v = ul_tr_get(f, keys[k]);
-        cJSON *dup = v ? cJSON_Duplicate(v, 1) : NULL;
-        if (v && !dup) return UL_ENOMEM;
-        if (dup) cJSON_AddItemToObject(js, keys[k], dup);
-    }
-    return 0;
+    return ul_tr_copy_keys(js, f, keys, 4);
 }
 
 /* reasoning.effort: "none"/"minimal" turn thinking off where the template can; the effort

@@ -331,13 +331,7 @@ static int handle(ul_api_t *a, ul_http_req_t *req, int detok) {
         tokjob_free(t);
         return 0;
     }
-    ul_http_req_set_cbs(req, &(ul_http_req_cbs_t){.on_abort = on_abort}, t);
-    int rc = ul_api_job_submit(a, &t->job);
-    if (rc) {
-        ul_http_req_set_cbs(req, NULL, NULL);
-        ul_api_job_refuse(a, req, rc);
-        tokjob_free(t);
-    }
+    if (ul_api_job_start(a, req, &t->job, on_abort, t)) tokjob_free(t);
     return 0;
 }
 

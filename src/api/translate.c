@@ -40,6 +40,25 @@ cJSON *ul_tr_message(cJSON *msgs, const char *role) {
     return m;
 }
 
+int ul_tr_tool_choice_fn(cJSON *chat, const char *name) {
+    cJSON *o = cJSON_AddObjectToObject(chat, "tool_choice"), *f;
+    return o && cJSON_AddStringToObject(o, "type", "function") &&
+                   (f = cJSON_AddObjectToObject(o, "function")) &&
+                   cJSON_AddStringToObject(f, "name", name)
+               ? 0
+               : UL_ENOMEM;
+}
+
+int ul_tr_copy_keys(cJSON *dst, const cJSON *src, const char *const *keys, int n) {
+    for (int k = 0; k < n; k++) {
+        const cJSON *v = ul_tr_get(src, keys[k]);
+        cJSON *dup = v ? cJSON_Duplicate(v, 1) : NULL;
+        if (v && !dup) return UL_ENOMEM;
+        if (dup) cJSON_AddItemToObject(dst, keys[k], dup);
+    }
+    return 0;
+}
+
 void ul_tr_swap(cJSON *root, cJSON *chat) {
     cJSON *it = root->child;
     root->child = chat->child;

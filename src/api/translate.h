@@ -22,6 +22,14 @@ void ul_tr_move(cJSON *dst, cJSON *src, const char *from, const char *to);
 /* Appends {"role": role} to the array msgs and returns it (NULL: out of memory). */
 cJSON *ul_tr_message(cJSON *msgs, const char *role);
 
+/* Sets chat's tool_choice to the function called name: {"type":"function","function":
+ * {"name":name}}. 0 or UL_ENOMEM. */
+int ul_tr_tool_choice_fn(cJSON *chat, const char *name);
+
+/* Copies the fields keys[0..n) of src that are present (and not null) into dst. 0 or
+ * UL_ENOMEM. */
+int ul_tr_copy_keys(cJSON *dst, const cJSON *src, const char *const *keys, int n);
+
 /* Replaces root's members with chat's (chat is freed). */
 void ul_tr_swap(cJSON *root, cJSON *chat);
 

@@ -1,5 +1,6 @@
 /* Growable byte buffers (base/buf.h). */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "base/buf.h"
@@ -46,6 +47,30 @@ int ul_buf_append(ul_buf_t *b, const void *p, size_t n) {
     memcpy(b->p + b->len, p, n);
     b->len += n;
     return 0;
+}
+
+int ul_buf_vprintf(ul_buf_t *b, const char *fmt, va_list ap) {
+    va_list again;
+    va_copy(again, ap);
+    /* Formatted straight into the free space; only a buffer too small formats twice. */
+    size_t room = b->cap - b->len;
+    int n = vsnprintf(room ? b->p + b->len : NULL, room, fmt, ap);
+    int rc = n < 0 ? UL_EINVAL : 0;
+    if (!rc && (size_t)n >= room) {
+        rc = ul_buf_reserve(b, (size_t)n + 1);
+        if (!rc) vsnprintf(b->p + b->len, (size_t)n + 1, fmt, again);
+    }
+    if (!rc) b->len += (size_t)n;
+    va_end(again);
+    return rc;
+}
+
+int ul_buf_printf(ul_buf_t *b, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = ul_buf_vprintf(b, fmt, ap);
+    va_end(ap);
+    return rc;
 }
 
 int ul_buf_append_u64(ul_buf_t *b, uint64_t v) {

@@ -5,6 +5,7 @@
 #ifndef UL_BASE_BUF_H
 #define UL_BASE_BUF_H
 
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -23,6 +24,9 @@ int ul_buf_append(ul_buf_t *b, const void *p, size_t n);
 int ul_buf_reserve_exact(ul_buf_t *b, size_t extra);
 /* The capacity b would have after ul_buf_reserve(b, extra) (b->cap when it fits). */
 size_t ul_buf_grown_cap(const ul_buf_t *b, size_t extra);
+/* Appends printf-formatted text of any length; UL_ENOMEM, or UL_EINVAL for a bad format. */
+int ul_buf_printf(ul_buf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int ul_buf_vprintf(ul_buf_t *b, const char *fmt, va_list ap);
 /* Appends the decimal / lowercase-hex form of v. */
 int ul_buf_append_u64(ul_buf_t *b, uint64_t v);
 int ul_buf_append_hex(ul_buf_t *b, uint64_t v);

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "chat/chat.h"
+#include "base/buf.h"
 #include "chat/jinja.h"
 #include "uvllm/err.h"
 
@@ -236,14 +237,10 @@ static int merge_system(cJSON *msgs) {
         cJSON *uc = cJSON_GetObjectItemCaseSensitive(second, "content");
         const char *a = cJSON_IsString(sc) ? sc->valuestring : "";
         const char *b = cJSON_IsString(uc) ? uc->valuestring : "";
-        size_t la = strlen(a), lb = strlen(b);
-        char *s = malloc(la + lb + 2);
-        if (!s) return UL_ENOMEM;
-        memcpy(s, a, la);
-        s[la] = '\n';
-        memcpy(s + la + 1, b, lb + 1);
-        cJSON *str = cJSON_CreateString(s);
-        free(s);
+        ul_buf_t joined = {0};
+        int rc = ul_buf_printf(&joined, "%s\n%s", a, b);
+        cJSON *str = rc ? NULL : cJSON_CreateString(ul_buf_cstr(&joined));
+        ul_buf_free(&joined);
         if (!str) return UL_ENOMEM;
         cJSON_ReplaceItemInObjectCaseSensitive(second, "content", str);
     }

@@ -124,14 +124,22 @@ static int exec_for(jstate *st, jframe *f, const jnode *n) {
     return 0;
 }
 
-static int exec_macro_def(jstate *st, jframe *f, const jnode *n) {
+/* A macro made of node n (a macro definition or a call block) that closes over f. */
+static int new_macro(jstate *st, jframe *f, const jnode *n, const char *name, jfunc **out) {
     jfunc *fn = jj_alloc(st, sizeof *fn);
     if (!fn) return jj_fail(st, UL_E2BIG, "LimitError: out of memory");
     memset(fn, 0, sizeof *fn);
     fn->kind = JF_MACRO;
-    fn->name = n->name;
+    fn->name = name;
     fn->macro = n;
     fn->closure = f;
+    *out = fn;
+    return 0;
+}
+
+static int exec_macro_def(jstate *st, jframe *f, const jnode *n) {
+    jfunc *fn = NULL;
+    TRY(new_macro(st, f, n, n->name, &fn));
     return jf_set(st, f, n->name, (jv){.t = JV_FUNC, .u.fn = fn});
 }
 
@@ -177,13 +185,8 @@ int jj_call_macro(jstate *st, jfunc *fn, const jv *args, int nargs, const char *
 
 static int exec_call_block(jstate *st, jframe *f, const jnode *n) {
     /* caller is a macro made of the block's body and parameters */
-    jfunc *caller = jj_alloc(st, sizeof *caller);
-    if (!caller) return jj_fail(st, UL_E2BIG, "LimitError: out of memory");
-    memset(caller, 0, sizeof *caller);
-    caller->kind = JF_MACRO;
-    caller->name = "caller";
-    caller->macro = n;
-    caller->closure = f;
+    jfunc *caller = NULL;
+    TRY(new_macro(st, f, n, "caller", &caller));
     const jnode *call = n->a;
     jv fn, args[16], kw[16], out;
     TRY(jj_eval(st, f, call->a, &fn));

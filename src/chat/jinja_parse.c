@@ -121,6 +121,23 @@ static int parse_or(parser *p, jnode **out);
 static int parse_unary(parser *p, int with_filter, jnode **out);
 static int parse_tuple(parser *p, int with_cond, int explicit_paren, jnode **out);
 
+/* Parses an expression onto v, with a keyword argument's name (or NULL). */
+static int push_expr(parser *p, vec *v, const char *name) {
+    jnode *e;
+    TRY(parse_expr(p, &e));
+    return vpush(p, v, e, name);
+}
+
+/* Hands n the nodes of kids (and of kids2, when given) as its child lists. */
+static void set_kids(jnode *n, const vec *kids, const vec *kids2) {
+    n->kids = kids->v;
+    n->nkids = kids->n;
+    if (kids2) {
+        n->kids2 = kids2->v;
+        n->nkids2 = kids2->n;
+    }
+}
+
 /* (args, name=kw) after '(' has been seen at cur. */
 static int parse_call_args(parser *p, jnode *n) {
     vec a = {0}, kw = {0};
@@ -128,24 +145,18 @@ static int parse_call_args(parser *p, jnode *n) {
     while (!is_op(cur(p), ")")) {
         if (a.n || kw.n) TRY(expect_op(p, ","));
         if (is_op(cur(p), ")")) break;
-        jnode *e;
         if (cur(p)->type == T_NAME && is_op(peek(p, 1), "=")) {
             const char *name = cur(p)->s;
             adv(p);
             adv(p);
-            TRY(parse_expr(p, &e));
-            TRY(vpush(p, &kw, e, name));
+            TRY(push_expr(p, &kw, name));
         } else {
             if (kw.n) return pfail(p, "positional argument after keyword argument");
-            TRY(parse_expr(p, &e));
-            TRY(vpush(p, &a, e, NULL));
+            TRY(push_expr(p, &a, NULL));
         }
     }
     adv(p);
-    n->kids = a.v;
-    n->nkids = a.n;
-    n->kids2 = kw.v;
-    n->nkids2 = kw.n;
+    set_kids(n, &a, &kw);
     n->names = kw.s;
     return 0;
 }
@@ -200,20 +211,14 @@ static int parse_list_like(parser *p, const char *close, int is_dict, jnode *n) 
     while (!is_op(cur(p), close)) {
         if (k.n) TRY(expect_op(p, ","));
         if (is_op(cur(p), close)) break;
-        jnode *e;
-        TRY(parse_expr(p, &e));
-        TRY(vpush(p, &k, e, NULL));
+        TRY(push_expr(p, &k, NULL));
         if (is_dict) {
             TRY(expect_op(p, ":"));
-            TRY(parse_expr(p, &e));
-            TRY(vpush(p, &v, e, NULL));
+            TRY(push_expr(p, &v, NULL));
         }
     }
     adv(p);
-    n->kids = k.v;
-    n->nkids = k.n;
-    n->kids2 = v.v;
-    n->nkids2 = v.n;
+    set_kids(n, &k, &v);
     return seal(p, n);
 }
 
@@ -308,6 +313,16 @@ static int parse_subscribed(parser *p, jnode *obj, jnode **out) {
     return expect_op(p, "]");
 }
 
+/* A call of *node, its arguments at cur; *node becomes the call. */
+static int parse_call(parser *p, jnode **node) {
+    NEW(n, N_CALL);
+    n->a = *node;
+    TRY(parse_call_args(p, n));
+    TRY(seal(p, n));
+    *node = n;
+    return 0;
+}
+
 static int parse_postfix(parser *p, jnode **node) {
     for (;;) {
         jtok *t = cur(p);
@@ -337,11 +352,7 @@ static int parse_postfix(parser *p, jnode **node) {
             adv(p);
             TRY(parse_subscribed(p, *node, node));
         } else if (is_op(t, "(")) {
-            NEW(n, N_CALL);
-            n->a = *node;
-            TRY(parse_call_args(p, n));
-            TRY(seal(p, n));
-            *node = n;
+            TRY(parse_call(p, node));
         } else {
             return 0;
         }
@@ -355,11 +366,7 @@ static int parse_filter_expr(parser *p, jnode **node) {
         } else if (is_name(cur(p), "is")) {
             TRY(parse_test(p, *node, node));
         } else if (is_op(cur(p), "(")) {
-            NEW(n, N_CALL);
-            n->a = *node;
-            TRY(parse_call_args(p, n));
-            TRY(seal(p, n));
-            *node = n;
+            TRY(parse_call(p, node));
         } else {
             return 0;
         }
@@ -487,8 +494,7 @@ static int parse_compare(parser *p, jnode **out) {
     if (!ops) return UL_ENOMEM;
     memcpy(ops, opsbuf, (size_t)v.n);
     n->a = *out;
-    n->kids = v.v;
-    n->nkids = v.n;
+    set_kids(n, &v, NULL);
     n->ops = ops;
     *out = n;
     return seal(p, n);
@@ -508,26 +514,25 @@ static int parse_not(parser *p, jnode **out) {
     return parse_compare(p, out);
 }
 
-static int parse_and(parser *p, jnode **out) {
-    TRY(parse_not(p, out));
-    while (is_name(cur(p), "and")) {
+/* operand (word operand)*, left-associative: `and` and `or`. */
+static int parse_word_chain(parser *p, const char *word, int kind,
+                            int (*operand)(parser *, jnode **), jnode **out) {
+    TRY(operand(p, out));
+    while (is_name(cur(p), word)) {
         jnode *r;
         adv(p);
-        TRY(parse_not(p, &r));
-        TRY(bin(p, N_AND, 0, *out, r, out));
+        TRY(operand(p, &r));
+        TRY(bin(p, kind, 0, *out, r, out));
     }
     return 0;
 }
 
+static int parse_and(parser *p, jnode **out) {
+    return parse_word_chain(p, "and", N_AND, parse_not, out);
+}
+
 static int parse_or(parser *p, jnode **out) {
-    TRY(parse_and(p, out));
-    while (is_name(cur(p), "or")) {
-        jnode *r;
-        adv(p);
-        TRY(parse_and(p, &r));
-        TRY(bin(p, N_OR, 0, *out, r, out));
-    }
-    return 0;
+    return parse_word_chain(p, "or", N_OR, parse_and, out);
 }
 
 static int parse_cond(parser *p, int with_cond, jnode **out) {
@@ -578,8 +583,7 @@ static int parse_tuple(parser *p, int with_cond, int explicit_paren, jnode **out
         if (!explicit_paren) return pfail(p, "expected an expression");
     }
     NEW(n, N_TUPLE);
-    n->kids = v.v;
-    n->nkids = v.n;
+    set_kids(n, &v, NULL);
     *out = n;
     return seal(p, n);
 }
@@ -849,8 +853,7 @@ static int parse_body(parser *p, const char *const *stops, jnode **out) {
         }
         TRY(vpush(p, &v, n, NULL));
     }
-    body->kids = v.v;
-    body->nkids = v.n;
+    set_kids(body, &v, NULL);
     *out = body;
     p->depth--;
     return 0;

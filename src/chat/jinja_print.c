@@ -72,19 +72,35 @@ static int put(jstate *st, jsink *s, const char *txt) {
     return jsink_put(st, s, txt, strlen(txt), NULL);
 }
 
+/* None, False and True as str(), tojson and a tojson key spell them. */
+static const char *const py_words[] = {"None", "False", "True"};
+static const char *const json_words[] = {"null", "false", "true"};
+static const char *const json_key_words[] = {"\"null\"", "\"false\"", "\"true\""};
+
+static int put_word(jstate *st, jsink *s, jv v, const char *const words[3]) {
+    return put(st, s, v.t == JV_NONE ? words[0] : words[1 + (v.u.b != 0)]);
+}
+
+/* An int or a float as str() prints it; tojson prints them the same way (but NaN and the
+ * infinities, which it spells as JavaScript does). */
+static int put_number(jstate *st, jsink *s, jv v) {
+    char buf[64];
+    if (v.t == JV_INT)
+        snprintf(buf, sizeof buf, "%lld", (long long)v.u.i);
+    else
+        jj_fmt_float(v.u.f, buf, sizeof buf);
+    return put(st, s, buf);
+}
+
 static int print_scalar(jstate *st, jsink *s, jv v) {
     char buf[64];
     switch (v.t) {
     case JV_NONE:
-        return put(st, s, "None");
     case JV_BOOL:
-        return put(st, s, v.u.b ? "True" : "False");
+        return put_word(st, s, v, py_words);
     case JV_INT:
-        snprintf(buf, sizeof buf, "%lld", (long long)v.u.i);
-        return put(st, s, buf);
     case JV_FLOAT:
-        jj_fmt_float(v.u.f, buf, sizeof buf);
-        return put(st, s, buf);
+        return put_number(st, s, v);
     case JV_NS:
         return put(st, s, "<Namespace>");
     case JV_FUNC:
@@ -100,40 +116,55 @@ static int print_scalar(jstate *st, jsink *s, jv v) {
     }
 }
 
+/* The escapes Python's repr and JSON share; NULL for any other byte. */
+static const char *common_escape(unsigned char c) {
+    switch (c) {
+    case '\\':
+        return "\\\\";
+    case '\n':
+        return "\\n";
+    case '\r':
+        return "\\r";
+    case '\t':
+        return "\\t";
+    default:
+        return NULL;
+    }
+}
+
+/* Puts the text p[run, i) as it is (with its plain marks), then the escape `esc`. */
+static int put_escape(jstate *st, jsink *s, const char *p, const uint8_t *plain, size_t run,
+                      size_t i, const char *esc) {
+    TRY(jsink_put(st, s, p + run, i - run, plain ? plain + run : NULL));
+    return jsink_put_plain(st, s, esc, strlen(esc), plain != NULL);
+}
+
 /* Python's repr of a str: quote choice and escapes. */
 static int repr_str(jstate *st, jsink *s, const jstr *str) {
     int has_sq = memchr(str->p, '\'', str->len) != NULL;
     int has_dq = memchr(str->p, '"', str->len) != NULL;
     char q = has_sq && !has_dq ? '"' : '\'';
-    int plain = str->plain != NULL;
     TRY(jsink_put(st, s, &q, 1, NULL));
     size_t run = 0;
     for (size_t i = 0; i < str->len; i++) {
         unsigned char c = (unsigned char)str->p[i];
         char esc[8] = {0};
-        if (c == '\\')
-            strcpy(esc, "\\\\");
+        const char *e = common_escape(c);
+        if (e)
+            strcpy(esc, e);
         else if (c == (unsigned char)q)
             snprintf(esc, sizeof esc, "\\%c", q);
-        else if (c == '\n')
-            strcpy(esc, "\\n");
-        else if (c == '\r')
-            strcpy(esc, "\\r");
-        else if (c == '\t')
-            strcpy(esc, "\\t");
         else if (c < 0x20 || c == 0x7f)
             snprintf(esc, sizeof esc, "\\x%02x", c);
         else if (c == 0xC2 && i + 1 < str->len && (unsigned char)str->p[i + 1] <= 0xA0) {
             snprintf(esc, sizeof esc, "\\x%02x", (unsigned char)str->p[i + 1]);
-            TRY(jsink_put(st, s, str->p + run, i - run, str->plain ? str->plain + run : NULL));
-            TRY(jsink_put_plain(st, s, esc, strlen(esc), plain));
+            TRY(put_escape(st, s, str->p, str->plain, run, i, esc));
             run = i + 2;
             i++;
             continue;
         }
         if (!esc[0]) continue;
-        TRY(jsink_put(st, s, str->p + run, i - run, str->plain ? str->plain + run : NULL));
-        TRY(jsink_put_plain(st, s, esc, strlen(esc), plain));
+        TRY(put_escape(st, s, str->p, str->plain, run, i, esc));
         run = i + 1;
     }
     TRY(jsink_put(st, s, str->p + run, str->len - run, str->plain ? str->plain + run : NULL));
@@ -251,22 +282,16 @@ static int json_str(jstate *st, jsink *s, const char *p, size_t n, const uint8_t
         size_t w = 1;
         if (ensure_ascii && c >= 0x7f) {
             ascii_escape(utf8_at((const unsigned char *)p + i, n - i, &w), esc, sizeof esc);
-            TRY(jsink_put(st, s, p + run, i - run, plain ? plain + run : NULL));
-            TRY(jsink_put_plain(st, s, esc, strlen(esc), plain != NULL));
+            TRY(put_escape(st, s, p, plain, run, i, esc));
             run = i + w;
             i += w - 1;
             continue;
         }
-        if (c == '"')
+        const char *e = common_escape(c);
+        if (e)
+            strcpy(esc, e);
+        else if (c == '"')
             strcpy(esc, "\\\"");
-        else if (c == '\\')
-            strcpy(esc, "\\\\");
-        else if (c == '\n')
-            strcpy(esc, "\\n");
-        else if (c == '\r')
-            strcpy(esc, "\\r");
-        else if (c == '\t')
-            strcpy(esc, "\\t");
         else if (c == '\b')
             strcpy(esc, "\\b");
         else if (c == '\f')
@@ -274,8 +299,7 @@ static int json_str(jstate *st, jsink *s, const char *p, size_t n, const uint8_t
         else if (c < 0x20)
             snprintf(esc, sizeof esc, "\\u%04x", c);
         if (!esc[0]) continue;
-        TRY(jsink_put(st, s, p + run, i - run, plain ? plain + run : NULL));
-        TRY(jsink_put_plain(st, s, esc, strlen(esc), plain != NULL));
+        TRY(put_escape(st, s, p, plain, run, i, esc));
         run = i + 1;
     }
     TRY(jsink_put(st, s, p + run, n - run, plain ? plain + run : NULL));
@@ -296,9 +320,8 @@ static int json_key(jstate *st, jsink *s, jv k, const jsonfmt *f) {
     case JV_STR:
         return json_str(st, s, k.u.s->p, k.u.s->len, k.u.s->plain, f->ensure_ascii);
     case JV_NONE:
-        return put(st, s, "\"null\"");
     case JV_BOOL:
-        return put(st, s, k.u.b ? "\"true\"" : "\"false\"");
+        return put_word(st, s, k, json_key_words);
     case JV_INT:
         snprintf(buf, sizeof buf, "\"%lld\"", (long long)k.u.i);
         return put(st, s, buf);
@@ -361,23 +384,19 @@ static int json_list(jstate *st, jsink *s, const jlist *l, const jsonfmt *f, int
 }
 
 static int json_val(jstate *st, jsink *s, jv v, const jsonfmt *f, int level) {
-    char buf[64];
     TRY(jj_step(st));
     if (level > MAX_PRINT_DEPTH)
         return jj_fail(st, UL_E2BIG, "LimitError: value nested too deeply for tojson");
     switch (v.t) {
     case JV_NONE:
-        return put(st, s, "null");
     case JV_BOOL:
-        return put(st, s, v.u.b ? "true" : "false");
-    case JV_INT:
-        snprintf(buf, sizeof buf, "%lld", (long long)v.u.i);
-        return put(st, s, buf);
+        return put_word(st, s, v, json_words);
     case JV_FLOAT:
         if (isnan(v.u.f)) return put(st, s, "NaN");
         if (isinf(v.u.f)) return put(st, s, v.u.f < 0 ? "-Infinity" : "Infinity");
-        jj_fmt_float(v.u.f, buf, sizeof buf);
-        return put(st, s, buf);
+        return put_number(st, s, v);
+    case JV_INT:
+        return put_number(st, s, v);
     case JV_STR:
         return json_str(st, s, v.u.s->p, v.u.s->len, v.u.s->plain, f->ensure_ascii);
     case JV_LIST:

@@ -187,11 +187,19 @@ static int f_map(jstate *st, jv v, const jfargs *a, jv *out) {
     return 0;
 }
 
-static int f_unique(jstate *st, jv v, const jfargs *a, jv *out) {
+/* unique, min and max: the items of v, their keys (attribute=) and whether case is ignored
+ * (case_sensitive=, False by default). */
+static int items_cased(jstate *st, jv v, const jfargs *a, jlist **l, jlist **keys, int *ci) {
     jv cs = jv_bool(0);
-    jlist *l, *keys;
     jj_arg(a, 0, "case_sensitive", &cs);
-    TRY(items_keyed(st, v, a, 1, &l, &keys));
+    *ci = !jv_truthy(cs);
+    return items_keyed(st, v, a, 1, l, keys);
+}
+
+static int f_unique(jstate *st, jv v, const jfargs *a, jv *out) {
+    jlist *l, *keys;
+    int ci;
+    TRY(items_cased(st, v, a, &l, &keys, &ci));
     TRY(jv_newlist(st, 0, out));
     for (size_t i = 0; i < l->n; i++) {
         int dup = 0;
@@ -199,7 +207,7 @@ static int f_unique(jstate *st, jv v, const jfargs *a, jv *out) {
             int r = 1;
             if (jv_eq(keys->v[i], keys->v[j]))
                 r = 0;
-            else if (!jv_truthy(cs) && keys->v[i].t == JV_STR && keys->v[j].t == JV_STR)
+            else if (ci && keys->v[i].t == JV_STR && keys->v[j].t == JV_STR)
                 TRY(ci_cmp(st, keys->v[i], keys->v[j], 1, &r));
             TRY(jj_step(st));
             dup = r == 0;
@@ -210,10 +218,9 @@ static int f_unique(jstate *st, jv v, const jfargs *a, jv *out) {
 }
 
 static int f_minmax(jstate *st, jv v, const jfargs *a, int want_max, jv *out) {
-    jv cs = jv_bool(0);
     jlist *l, *keys;
-    jj_arg(a, 0, "case_sensitive", &cs);
-    TRY(items_keyed(st, v, a, 1, &l, &keys));
+    int ci;
+    TRY(items_cased(st, v, a, &l, &keys, &ci));
     if (!l->n) {
         *out = jv_undef("No aggregated item, sequence was empty.");
         return 0;
@@ -221,7 +228,7 @@ static int f_minmax(jstate *st, jv v, const jfargs *a, int want_max, jv *out) {
     size_t best = 0;
     for (size_t i = 1; i < l->n; i++) {
         int r;
-        TRY(ci_cmp(st, keys->v[i], keys->v[best], !jv_truthy(cs), &r));
+        TRY(ci_cmp(st, keys->v[i], keys->v[best], ci, &r));
         if (want_max ? r > 0 : r < 0) best = i;
     }
     *out = l->v[best];

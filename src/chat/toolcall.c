@@ -186,7 +186,8 @@ static int on_marker(ul_chat_parser_t *p, const trig_t *t, size_t i, ul_chat_ev_
         ul_tc_stream_reset(p);
         p->mode = M_SECTION;
         p->trig = t->arg;
-        p->js_phase = p->js_depth = p->js_str = p->js_esc = 0;
+        p->js_phase = 0;
+        p->js = (ul_json_end_t){0};
         return rc;
     }
     ul_buf_consume(&p->buf, i + t->n);
@@ -293,7 +294,7 @@ static int json_scan(ul_chat_parser_t *p, size_t *end) {
                 return json_scan(p, end);
             }
             p->js_phase = 1;
-            p->js_depth = 1;
+            p->js = (ul_json_end_t){.depth = 1};
         } else if (p->js_phase == 3) {
             const char *a = memmem(b + i, len - i, ja, an);
             if (!a || (size_t)(a - b) > NAME_MAX_JSON) {
@@ -304,18 +305,7 @@ static int json_scan(ul_chat_parser_t *p, size_t *end) {
             }
             i = (size_t)(a - b) + an - 1;
             p->js_phase = 4;
-        } else if (p->js_str) {
-            if (p->js_esc)
-                p->js_esc = 0;
-            else if (c == '\\')
-                p->js_esc = 1;
-            else if (c == '"')
-                p->js_str = 0;
-        } else if (c == '"') {
-            p->js_str = 1;
-        } else if (c == '{' || c == '[') {
-            p->js_depth++;
-        } else if ((c == '}' || c == ']') && --p->js_depth == 0) {
+        } else if (ul_json_end_feed(&p->js, c)) {
             *end = i + 1;
             return 1;
         }

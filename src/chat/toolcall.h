@@ -115,6 +115,31 @@ typedef struct ul_chat_ev_s {
 typedef void (*ul_chat_ev_cb)(void *ud, const ul_chat_ev_t *ev);
 
 /* Per-response parser state; embed it, init, push pieces, finish, free. */
+/* Where a JSON object or array ends, fed a byte at a time: open objects and arrays, inside
+ * a string, just after a backslash in one. */
+typedef struct ul_json_end_s {
+    int depth, str, esc;
+} ul_json_end_t;
+
+/* Feeds byte c; 1 when c closes the outermost object or array. */
+static inline int ul_json_end_feed(ul_json_end_t *s, char c) {
+    if (s->str) {
+        if (s->esc)
+            s->esc = 0;
+        else if (c == '\\')
+            s->esc = 1;
+        else if (c == '"')
+            s->str = 0;
+    } else if (c == '"') {
+        s->str = 1;
+    } else if (c == '{' || c == '[') {
+        s->depth++;
+    } else if (c == '}' || c == ']') {
+        return --s->depth == 0;
+    }
+    return 0;
+}
+
 typedef struct ul_chat_parser_s {
     ul_chat_syntax_t syn;
     int parse_tools;
@@ -130,7 +155,7 @@ typedef struct ul_chat_parser_s {
     size_t scan;  /* bytes of buf already searched */
     int js_phase; /* JSON-ended sections: 0 before the value, 3 in a name before
                    * json_after, 4 after it, 1 inside the value */
-    int js_depth, js_str, js_esc;
+    ul_json_end_t js;
     ul_buf_t aux; /* tool section: the whitespace before it (returned if it fails);
                    * harmony tool message: the recipient function's name */
     ul_buf_t out; /* scratch for the events' strings */
@@ -139,7 +164,7 @@ typedef struct ul_chat_parser_s {
     int ic_phase;            /* 0 seeking a name, 1 seeking the arguments, 2 inside them */
     size_t ic_pos;           /* bytes of the section scanned */
     size_t ic_name, ic_nlen; /* the name found (offset, length in buf) */
-    int ic_depth, ic_str, ic_esc;
+    ul_json_end_t ic;
     int ic_started; /* calls of this section started (streamed whole) */
 } ul_chat_parser_t;
 

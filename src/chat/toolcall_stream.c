@@ -50,7 +50,7 @@ static int style(const ul_chat_parser_t *p, const char **delim) {
 void ul_tc_stream_reset(ul_chat_parser_t *p) {
     p->ic_phase = 0;
     p->ic_pos = 0;
-    p->ic_depth = p->ic_str = p->ic_esc = 0;
+    p->ic = (ul_json_end_t){0};
     p->ic_started = 0;
 }
 
@@ -86,7 +86,7 @@ static void start_call(ul_chat_parser_t *p, int st, ul_chat_ev_cb cb, void *ud) 
     p->fresh = 0;
     cb(ud, &ev);
     p->ic_phase = 2;
-    p->ic_depth = p->ic_str = p->ic_esc = 0;
+    p->ic = (ul_json_end_t){0};
 }
 
 /* Phase 0 of style 1: a "name" key and its string value. */
@@ -190,18 +190,7 @@ static void stream_args(ul_chat_parser_t *p, size_t len, ul_chat_ev_cb cb, void 
     size_t from = p->ic_pos, i = from;
     for (; i < len; i++) {
         char c = b[i];
-        if (p->ic_str) {
-            if (p->ic_esc)
-                p->ic_esc = 0;
-            else if (c == '\\')
-                p->ic_esc = 1;
-            else if (c == '"')
-                p->ic_str = 0;
-        } else if (c == '"') {
-            p->ic_str = 1;
-        } else if (c == '{' || c == '[') {
-            p->ic_depth++;
-        } else if ((c == '}' || c == ']') && --p->ic_depth == 0) {
+        if (ul_json_end_feed(&p->ic, c)) {
             i++;
             p->ic_phase = 0;
             break;

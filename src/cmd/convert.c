@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/buf.h"
 #include "cmd/cmd.h"
 #include "model/gguf_write.h"
 #include "uvllm/err.h"
@@ -155,15 +156,11 @@ static int read_merges(conv_t *c) {
         } else if (cJSON_IsArray(e) && cJSON_GetArraySize(e) == 2 && cJSON_IsString(e->child) &&
                    cJSON_IsString(e->child->next)) {
             const char *a = e->child->valuestring, *b = e->child->next->valuestring;
-            size_t la = strlen(a), lb = strlen(b);
-            char *s = malloc(la + lb + 2);
-            if (!s) return UL_ENOMEM;
-            memcpy(s, a, la);
-            s[la] = ' ';
-            memcpy(s + la + 1, b, lb + 1);
-            c->owned[c->n_merges] = s;
-            m->ptr = s;
-            m->len = la + lb + 1;
+            ul_buf_t joined = {0};
+            if (ul_buf_printf(&joined, "%s %s", a, b)) return UL_ENOMEM;
+            c->owned[c->n_merges] = joined.p;
+            m->ptr = joined.p;
+            m->len = joined.len;
         } else {
             return bad("model.merges: an entry is neither \"a b\" nor [\"a\", \"b\"]");
         }

@@ -291,6 +291,17 @@ static int synth_meta(ul_gguf_writer_t *w, const shape_t *s, int arch, const ul_
     return rc;
 }
 
+/* Ends the streamed file (when the writer was made) and frees the writer: the first error
+ * of rc and the end is the result. */
+static int finish_writer(ul_gguf_writer_t *w, int rc) {
+    if (w) {
+        int rc2 = ul_gguf_w_end(w);
+        rc = rc ? rc : rc2;
+    }
+    ul_gguf_writer_free(w);
+    return rc;
+}
+
 /* Generates and streams one tensor row by row. */
 static int synth_data(ul_gguf_writer_t *w, const wdesc_t *d, int type, rng_t *r, float *row,
                       void *qrow) {
@@ -365,11 +376,7 @@ static int synth_write(const shape_t *s, int arch, const ul_gguf_t *voc, int64_t
     rng_seed(&r, seed);
     for (int i = 0; !rc && i < n; i++) rc = synth_data(w, &d[i], types[i], &r, row, qrow);
     free(types);
-    if (w) {
-        int rc2 = ul_gguf_w_end(w);
-        rc = rc ? rc : rc2;
-    }
-    ul_gguf_writer_free(w);
+    rc = finish_writer(w, rc);
     free(d);
     free(names);
     free(row);
@@ -587,11 +594,7 @@ static int quantize_write(const ul_gguf_t *g, const ul_qmix_recipe_t *mix, int t
     if (!rc) rc = ul_gguf_w_begin(w, out);
     for (uint64_t i = 0; !rc && i < g->n_tensors; i++)
         rc = quantize_data(w, &g->tensors[i], types[i], row, qrow);
-    if (w) {
-        int rc2 = ul_gguf_w_end(w);
-        rc = rc ? rc : rc2;
-    }
-    ul_gguf_writer_free(w);
+    rc = finish_writer(w, rc);
     free(types);
     free(row);
     free(qrow);

@@ -56,6 +56,17 @@ __attribute__((format(printf, 2, 3))) static int fail(nb_t *b, const char *fmt, 
     return UL_EINVAL;
 }
 
+int ul_g_grow_i32(int32_t **v, size_t *cap, size_t need, size_t min) {
+    if (need <= *cap) return 0;
+    size_t nc = *cap * 2 + min;
+    if (nc < need) nc = need;
+    int32_t *nv = realloc(*v, nc * sizeof *nv);
+    if (!nv) return UL_ENOMEM;
+    *v = nv;
+    *cap = nc;
+    return 0;
+}
+
 static int new_state(nb_t *b, int32_t *s) {
     if (b->n_states >= MAX_NFA)
         return fail(b, "the grammar is too large (over %d states)", MAX_NFA);
@@ -322,13 +333,7 @@ static int eclose(nfa_t *f, int32_t **v, size_t *n, size_t *cap) {
         int32_t s = (*v)[i];
         for (int32_t k = f->off[s]; k < f->off[s + 1]; k++) {
             if (!f->e[k].eps || f->mark[f->e[k].to] == f->gen) continue;
-            if (*n == *cap) {
-                size_t nc = *cap * 2 + 16;
-                int32_t *nv = realloc(*v, nc * sizeof *nv);
-                if (!nv) return UL_ENOMEM;
-                *v = nv;
-                *cap = nc;
-            }
+            if (ul_g_grow_i32(v, cap, *n + 1, 16)) return UL_ENOMEM;
             f->mark[f->e[k].to] = f->gen;
             (*v)[(*n)++] = f->e[k].to;
         }
@@ -408,13 +413,7 @@ typedef struct {
 } rule_dfa_t;
 
 static int push_call(rule_dfa_t *r, int32_t s, int32_t rule, int32_t to) {
-    if (r->n_calls + 3 > r->c_calls) {
-        size_t nc = r->c_calls * 2 + 48;
-        int32_t *np = realloc(r->calls, nc * sizeof *np);
-        if (!np) return UL_ENOMEM;
-        r->calls = np;
-        r->c_calls = nc;
-    }
+    if (ul_g_grow_i32(&r->calls, &r->c_calls, r->n_calls + 3, 48)) return UL_ENOMEM;
     r->calls[r->n_calls++] = s;
     r->calls[r->n_calls++] = rule;
     r->calls[r->n_calls++] = to;
@@ -438,13 +437,7 @@ typedef struct {
 } subset_t;
 
 static int push_v(subset_t *t, size_t n, int32_t to) {
-    if (n == t->cap) {
-        size_t nc = t->cap * 2 + 16;
-        int32_t *nv = realloc(t->v, nc * sizeof *nv);
-        if (!nv) return UL_ENOMEM;
-        t->v = nv;
-        t->cap = nc;
-    }
+    if (ul_g_grow_i32(&t->v, &t->cap, n + 1, 16)) return UL_ENOMEM;
     t->v[n] = to;
     return 0;
 }

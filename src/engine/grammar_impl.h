@@ -145,6 +145,10 @@ int ul_cfg_closure(const ul_grammar_t *g, cfgset_t *out, int32_t *fr, int d);
 /* out = the stacks of in after byte b (cleared first). 0 or UL_ENOMEM. */
 int ul_cfg_step(const ul_grammar_t *g, const cfgset_t *in, uint8_t b, cfgset_t *out);
 
+/* Makes room for need entries in the growable array *v of capacity *cap (grown to twice
+ * plus min, or to need). 0 or UL_ENOMEM. */
+int ul_g_grow_i32(int32_t **v, size_t *cap, size_t need, size_t min);
+
 static inline int32_t ul_g_next(const ul_grammar_t *g, int32_t s, uint8_t b) {
     return g->trans[(size_t)s * (size_t)g->n_cls + g->cls[b]];
 }

@@ -30,7 +30,7 @@ struct cfgscr_s {
     slot_t *tab;
     uint32_t tab_cap, stamp;
     int32_t *work;
-    uint32_t n_work, cap_work;
+    size_t n_work, cap_work;
     int budget;
 };
 
@@ -148,13 +148,7 @@ static int32_t intern(cfgscr_t *x, int32_t par, int32_t st) {
 
 static int push_work(cfgscr_t *x, int32_t node) {
     if (node < 0) return UL_ENOMEM;
-    if (x->n_work == x->cap_work) {
-        uint32_t nc = x->cap_work * 2 + 64;
-        int32_t *w = realloc(x->work, nc * sizeof *w);
-        if (!w) return UL_ENOMEM;
-        x->work = w;
-        x->cap_work = nc;
-    }
+    if (ul_g_grow_i32(&x->work, &x->cap_work, x->n_work + 1, 64)) return UL_ENOMEM;
     x->work[x->n_work++] = node;
     return 0;
 }

@@ -25,24 +25,6 @@ __attribute__((format(printf, 2, 3))) int ul_jg_fail(jg_t *j, const char *fmt, .
     return UL_EINVAL;
 }
 
-int ul_jg_printf(ul_buf_t *b, const char *fmt, ...) {
-    char tmp[512];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    if (n < 0) return UL_EINVAL;
-    if ((size_t)n < sizeof tmp) return ul_buf_append(b, tmp, (size_t)n);
-    char *big = malloc((size_t)n + 1);
-    if (!big) return UL_ENOMEM;
-    va_start(ap, fmt);
-    vsnprintf(big, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    int rc = ul_buf_append(b, big, (size_t)n);
-    free(big);
-    return rc;
-}
-
 int ul_gbnf_literal(ul_buf_t *out, const char *s, size_t n) {
     int rc = ul_buf_append(out, "\"", 1);
     for (size_t i = 0; i < n && !rc; i++) {
@@ -65,7 +47,7 @@ int ul_gbnf_literal(ul_buf_t *out, const char *s, size_t n) {
 void ul_jg_name(jg_t *j, char *name) { snprintf(name, 16, "r%d", j->n_rules++); }
 
 /* Starts rule name: "name ::= " */
-int ul_jg_rule(jg_t *j, const char *name) { return ul_jg_printf(&j->rules, "%s ::= ", name); }
+int ul_jg_rule(jg_t *j, const char *name) { return ul_buf_printf(&j->rules, "%s ::= ", name); }
 
 static int is_annotation(const char *k) {
     static const char *const a[] = {"description",
@@ -176,7 +158,7 @@ static int gen_branches(jg_t *j, const cJSON *arr, const char *kw, int add_null,
     if (!rc) {
         ul_jg_name(j, name);
         rc = ul_jg_rule(j, name);
-        for (i = 0; i < n && !rc; i++) rc = ul_jg_printf(&j->rules, "%s%s", i ? " | " : "", br[i]);
+        for (i = 0; i < n && !rc; i++) rc = ul_buf_printf(&j->rules, "%s%s", i ? " | " : "", br[i]);
         if (!rc && add_null) rc = ul_buf_puts(&j->rules, " | null");
         if (!rc) rc = ul_buf_puts(&j->rules, "\n");
         j->used |= add_null ? JG_NULL : 0;
@@ -365,7 +347,7 @@ static int gen_typed(jg_t *j, const cJSON *js, char *name) {
     }
     ul_jg_name(j, name);
     rc = ul_jg_rule(j, name);
-    for (int i = 0; i < n && !rc; i++) rc = ul_jg_printf(&j->rules, "%s%s", i ? " | " : "", br[i]);
+    for (int i = 0; i < n && !rc; i++) rc = ul_buf_printf(&j->rules, "%s%s", i ? " | " : "", br[i]);
     return rc ? rc : ul_buf_puts(&j->rules, "\n");
 }
 
@@ -414,7 +396,7 @@ int ul_jg_gen(jg_t *j, const cJSON *js, char *name) {
     } else {
         rc = gen_typed(j, js, body);
     }
-    if (!rc) rc = ul_jg_printf(&j->rules, "%s ::= %s\n", own, body);
+    if (!rc) rc = ul_buf_printf(&j->rules, "%s ::= %s\n", own, body);
     memcpy(name, own, 16);
     j->depth--;
     return rc;
@@ -443,7 +425,7 @@ int ul_json_gbnf_add(ul_json_gbnf_t *j, const cJSON *schema, const cJSON *root, 
     j->depth = 0;
     char r[16];
     int rc = ul_jg_gen(j, schema, r);
-    if (!rc) rc = ul_jg_printf(&j->rules, "%s ::= %s\n", name, r);
+    if (!rc) rc = ul_buf_printf(&j->rules, "%s ::= %s\n", name, r);
     return rc == UL_EINVAL || rc == UL_ENOMEM ? rc : rc ? UL_ENOMEM : 0;
 }
 

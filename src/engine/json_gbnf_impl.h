@@ -44,7 +44,6 @@ typedef struct ul_json_gbnf_s {
 } jg_t; /* = ul_json_gbnf_t */
 
 int ul_jg_fail(jg_t *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-int ul_jg_printf(ul_buf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void ul_jg_name(jg_t *j, char *name);
 int ul_jg_rule(jg_t *j, const char *name);
 const cJSON *ul_jg_get(const cJSON *js, const char *k);

@@ -52,20 +52,20 @@ static int members(jg_t *j, const prop_t *p, int n, const char *extra, char *hea
     ul_jg_name(j, head[n]);
     ul_jg_name(j, tail[n]);
     if (*extra)
-        rc = ul_jg_printf(&j->rules, "%s ::= ( %s ws %s )?\n%s ::= ( \",\" ws %s ws )*\n", head[n],
-                          extra, tail[n], tail[n], extra);
+        rc = ul_buf_printf(&j->rules, "%s ::= ( %s ws %s )?\n%s ::= ( \",\" ws %s ws )*\n", head[n],
+                           extra, tail[n], tail[n], extra);
     else
-        rc = ul_jg_printf(&j->rules, "%s ::= \"\"\n%s ::= \"\"\n", head[n], tail[n]);
+        rc = ul_buf_printf(&j->rules, "%s ::= \"\"\n%s ::= \"\"\n", head[n], tail[n]);
     for (int i = n - 1; i >= 0 && !rc; i--) {
         ul_jg_name(j, head[i]);
         ul_jg_name(j, tail[i]);
         if (p[i].req)
-            rc = ul_jg_printf(&j->rules, "%s ::= %s ws %s\n%s ::= \",\" ws %s ws %s\n", head[i],
-                              p[i].key, tail[i + 1], tail[i], p[i].key, tail[i + 1]);
+            rc = ul_buf_printf(&j->rules, "%s ::= %s ws %s\n%s ::= \",\" ws %s ws %s\n", head[i],
+                               p[i].key, tail[i + 1], tail[i], p[i].key, tail[i + 1]);
         else
-            rc = ul_jg_printf(&j->rules, "%s ::= %s ws %s | %s\n%s ::= ( \",\" ws %s ws )? %s\n",
-                              head[i], p[i].key, tail[i + 1], head[i + 1], tail[i], p[i].key,
-                              tail[i + 1]);
+            rc = ul_buf_printf(&j->rules, "%s ::= %s ws %s | %s\n%s ::= ( \",\" ws %s ws )? %s\n",
+                               head[i], p[i].key, tail[i + 1], head[i + 1], tail[i], p[i].key,
+                               tail[i + 1]);
     }
     memcpy(head0, head[0], 16);
     free(head);
@@ -84,8 +84,8 @@ static int map_object(jg_t *j, const char *kv, long mn, long mx, char *name) {
         snprintf(rep, sizeof rep, "{%ld,}", mn > 1 ? mn - 1 : 0);
     else
         snprintf(rep, sizeof rep, "{%ld,%ld}", mn > 1 ? mn - 1 : 0, mx - 1);
-    return ul_jg_printf(&j->rules, "\"{\" ws ( %s ws ( \",\" ws %s ws )%s )%s \"}\"\n", kv, kv, rep,
-                        mn > 0 ? "" : "?");
+    return ul_buf_printf(&j->rules, "\"{\" ws ( %s ws ( \",\" ws %s ws )%s )%s \"}\"\n", kv, kv,
+                         rep, mn > 0 ? "" : "?");
 }
 
 int ul_jg_object(jg_t *j, const cJSON *js, char *name) {
@@ -113,7 +113,7 @@ int ul_jg_object(jg_t *j, const cJSON *js, char *name) {
         else if ((rc = ul_jg_gen(j, ap, xval)))
             return rc;
         ul_jg_name(j, extra);
-        if ((rc = ul_jg_printf(&j->rules, "%s ::= string ws \":\" ws %s\n", extra, xval)))
+        if ((rc = ul_buf_printf(&j->rules, "%s ::= string ws \":\" ws %s\n", extra, xval)))
             return rc;
     }
     int n = ps ? cJSON_GetArraySize(ps) : 0;
@@ -129,7 +129,7 @@ int ul_jg_object(jg_t *j, const cJSON *js, char *name) {
         if ((rc = ul_jg_gen(j, it, q->val))) break;
         ul_jg_name(j, q->key);
         if ((rc = ul_jg_rule(j, q->key)) || (rc = key_literal(j, it->string)) ||
-            (rc = ul_jg_printf(&j->rules, " ws \":\" ws %s\n", q->val)))
+            (rc = ul_buf_printf(&j->rules, " ws \":\" ws %s\n", q->val)))
             break;
     }
     if (!rc && !(mn <= n_req && (mx < 0 || (mx >= n && !*extra))))
@@ -140,7 +140,7 @@ int ul_jg_object(jg_t *j, const cJSON *js, char *name) {
     free(p);
     if (rc) return rc;
     ul_jg_name(j, name);
-    return ul_jg_printf(&j->rules, "%s ::= \"{\" ws %s \"}\"\n", name, head);
+    return ul_buf_printf(&j->rules, "%s ::= \"{\" ws %s \"}\"\n", name, head);
 }
 
 /* ---- arrays ----------------------------------------------------------------------------- */
@@ -176,30 +176,30 @@ int ul_jg_array(jg_t *j, const cJSON *js, char *name) {
     if (closed || hi == 0)
         rc = ul_buf_puts(&j->rules, "\"\"\n");
     else if (k && hi < 0)
-        rc = ul_jg_printf(&j->rules, "( \",\" ws %s ws ){%ld,}\n", item, lo);
+        rc = ul_buf_printf(&j->rules, "( \",\" ws %s ws ){%ld,}\n", item, lo);
     else if (k)
-        rc = ul_jg_printf(&j->rules, "( \",\" ws %s ws ){%ld,%ld}\n", item, lo, hi);
+        rc = ul_buf_printf(&j->rules, "( \",\" ws %s ws ){%ld,%ld}\n", item, lo, hi);
     else if (hi < 0)
-        rc = ul_jg_printf(&j->rules, "( %s ws ( \",\" ws %s ws ){%ld,} )%s\n", item, item,
-                          lo > 1 ? lo - 1 : 0, lo ? "" : "?");
+        rc = ul_buf_printf(&j->rules, "( %s ws ( \",\" ws %s ws ){%ld,} )%s\n", item, item,
+                           lo > 1 ? lo - 1 : 0, lo ? "" : "?");
     else
-        rc = ul_jg_printf(&j->rules, "( %s ws ( \",\" ws %s ws ){%ld,%ld} )%s\n", item, item,
-                          lo > 1 ? lo - 1 : 0, hi - 1, lo ? "" : "?");
+        rc = ul_buf_printf(&j->rules, "( %s ws ( \",\" ws %s ws ){%ld,%ld} )%s\n", item, item,
+                           lo > 1 ? lo - 1 : 0, hi - 1, lo ? "" : "?");
     for (i = k - 1; i >= 0 && !rc; i--) {
         char r[16];
         ul_jg_name(j, r);
         int need = i < mn;
         int allowed = mx < 0 || i < mx;
         if (!allowed)
-            rc = ul_jg_printf(&j->rules, "%s ::= \"\"\n", r);
+            rc = ul_buf_printf(&j->rules, "%s ::= \"\"\n", r);
         else
-            rc = ul_jg_printf(&j->rules, "%s ::= ( %s%s ws %s )%s\n", r, i ? "\",\" ws " : "",
-                              pv[i], rest, need ? "" : "?");
+            rc = ul_buf_printf(&j->rules, "%s ::= ( %s%s ws %s )%s\n", r, i ? "\",\" ws " : "",
+                               pv[i], rest, need ? "" : "?");
         memcpy(rest, r, 16);
     }
     if (rc) return rc;
     ul_jg_name(j, name);
-    return ul_jg_printf(&j->rules, "%s ::= \"[\" ws %s \"]\"\n", name, rest);
+    return ul_buf_printf(&j->rules, "%s ::= \"[\" ws %s \"]\"\n", name, rest);
 }
 
 /* ---- strings ---------------------------------------------------------------------------- */
@@ -247,7 +247,7 @@ static int format_body(jg_t *j, const char *body) {
                               "[0-9] | [0-9] )";
     for (const char *s = body; *s;) {
         if (!strncmp(s, "DATE", 4)) {
-            if (ul_jg_printf(&j->rules, "( %s )", g_formats[0].body)) return UL_ENOMEM;
+            if (ul_buf_printf(&j->rules, "( %s )", g_formats[0].body)) return UL_ENOMEM;
             s += 4;
         } else if (!strncmp(s, "OCT", 3)) {
             if (ul_buf_puts(&j->rules, oct)) return UL_ENOMEM;
@@ -295,9 +295,9 @@ int ul_jg_string(jg_t *j, const cJSON *js, char *name) {
     } else if (f >= 0) {
         rc = format_body(j, g_formats[f].body);
     } else if (mx < 0) {
-        rc = ul_jg_printf(&j->rules, "jchar{%ld,}", mn);
+        rc = ul_buf_printf(&j->rules, "jchar{%ld,}", mn);
     } else {
-        rc = ul_jg_printf(&j->rules, "jchar{%ld,%ld}", mn, mx);
+        rc = ul_buf_printf(&j->rules, "jchar{%ld,%ld}", mn, mx);
     }
     return rc ? rc : ul_buf_puts(&j->rules, " \"\\\"\"\n");
 }
@@ -308,7 +308,7 @@ int ul_jg_string(jg_t *j, const cJSON *js, char *name) {
 static int same_len(ul_buf_t *o, const char *x, const char *y, int k) {
     if (!k) return ul_buf_puts(o, "\"\"");
     if (x[0] == y[0]) {
-        int rc = ul_jg_printf(o, "\"%c\" ", x[0]);
+        int rc = ul_buf_printf(o, "\"%c\" ", x[0]);
         return rc ? rc : same_len(o, x + 1, y + 1, k - 1);
     }
     int x0 = 1, y9 = 1, rc = 0, alts = 0;
@@ -318,17 +318,17 @@ static int same_len(ul_buf_t *o, const char *x, const char *y, int k) {
     if (!rc && !x0) {
         char nines[20];
         memset(nines, '9', sizeof nines);
-        if (!(rc = ul_jg_printf(o, "\"%c\" ( ", x[0]))) rc = same_len(o, x + 1, nines, k - 1);
+        if (!(rc = ul_buf_printf(o, "\"%c\" ( ", x[0]))) rc = same_len(o, x + 1, nines, k - 1);
         if (!rc) rc = ul_buf_puts(o, " )");
         alts++;
     }
     if (!rc && lo <= hi) {
-        rc = ul_jg_printf(o, "%s[%c-%c] [0-9]{%d}", alts++ ? " | " : "", lo, hi, k - 1);
+        rc = ul_buf_printf(o, "%s[%c-%c] [0-9]{%d}", alts++ ? " | " : "", lo, hi, k - 1);
     }
     if (!rc && !y9) {
         char zeros[20];
         memset(zeros, '0', sizeof zeros);
-        if (!(rc = ul_jg_printf(o, "%s\"%c\" ( ", alts++ ? " | " : "", y[0])))
+        if (!(rc = ul_buf_printf(o, "%s\"%c\" ( ", alts++ ? " | " : "", y[0])))
             rc = same_len(o, zeros, y + 1, k - 1);
         if (!rc) rc = ul_buf_puts(o, " )");
     }
@@ -416,7 +416,7 @@ static int multiple_of(jg_t *j, long long m, const bounds_t *b, int integer, cha
         int rc = ul_jg_rule(j, name), n = 0;
         long long first = (long long)ceil(lo / (double)m) * m;
         for (long long v = first; v <= (long long)hi && !rc && n < 2000; v += m, n++)
-            rc = ul_jg_printf(&j->rules, "%s\"%lld\"", n ? " | " : "", v);
+            rc = ul_buf_printf(&j->rules, "%s\"%lld\"", n ? " | " : "", v);
         if (!n) return ul_jg_fail(j, "no integer satisfies the bounds and 'multipleOf'");
         if (n >= 2000) return ul_jg_fail(j, "'multipleOf' leaves more than 2000 values");
         return rc ? rc : ul_buf_puts(&j->rules, "\n");
@@ -426,20 +426,20 @@ static int multiple_of(jg_t *j, long long m, const bounds_t *b, int integer, cha
     if ((!neg && lo < 0) || lo > (double)m || hi < (double)MAX_MAG)
         return ul_jg_fail(j, "'multipleOf' is only supported with bounds narrower than 100000 "
                              "or wider than 15 digits");
-    int rc = ul_jg_printf(&j->rules, "%s ::= %s( %s%s_s )\n", name, neg ? "\"-\"? " : "",
-                          zero ? "\"0\" | " : "", name);
+    int rc = ul_buf_printf(&j->rules, "%s ::= %s( %s%s_s )\n", name, neg ? "\"-\"? " : "",
+                           zero ? "\"0\" | " : "", name);
     if (rc) return rc;
     /* remainder automaton over up to 15 digits: rule dN_r_c, c digits read, remainder r */
-    rc = ul_jg_printf(&j->rules, "%s_s ::= ", name);
+    rc = ul_buf_printf(&j->rules, "%s_s ::= ", name);
     for (int d = 1; d <= 9 && !rc; d++)
-        rc = ul_jg_printf(&j->rules, "%s\"%d\" %s_%lld_1", d > 1 ? " | " : "", d, name, d % m);
+        rc = ul_buf_printf(&j->rules, "%s\"%d\" %s_%lld_1", d > 1 ? " | " : "", d, name, d % m);
     if (!rc) rc = ul_buf_puts(&j->rules, "\n");
     for (int c = 1; c <= 15 && !rc; c++)
         for (long long r = 0; r < m && !rc; r++) {
-            rc = ul_jg_printf(&j->rules, "%s_%lld_%d ::= %s", name, r, c, r == 0 ? "\"\"" : "");
+            rc = ul_buf_printf(&j->rules, "%s_%lld_%d ::= %s", name, r, c, r == 0 ? "\"\"" : "");
             for (int d = 0; d <= 9 && c < 15 && !rc; d++)
-                rc = ul_jg_printf(&j->rules, "%s\"%d\" %s_%lld_%d", r == 0 || d ? " | " : "", d,
-                                  name, (r * 10 + d) % m, c + 1);
+                rc = ul_buf_printf(&j->rules, "%s\"%d\" %s_%lld_%d", r == 0 || d ? " | " : "", d,
+                                   name, (r * 10 + d) % m, c + 1);
             if (!rc && r != 0 && c == 15) rc = ul_buf_puts(&j->rules, "[^\\x00-\\U0010FFFF]");
             if (!rc) rc = ul_buf_puts(&j->rules, "\n");
         }
@@ -472,7 +472,7 @@ int ul_jg_number(jg_t *j, const cJSON *js, int integer, char *name) {
         int a_x = b.hi < 0 ? b.hi_x : 1;
         rc = side(&neg, a, a_x, -b.lo, b.lo_x, integer, &nany);
         if (!rc && nany) {
-            rc = ul_jg_printf(&o, "%s\"-\" ( ", any ? " | " : "");
+            rc = ul_buf_printf(&o, "%s\"-\" ( ", any ? " | " : "");
             if (!rc) rc = ul_buf_append(&o, neg.p, neg.len);
             if (!rc) rc = ul_buf_puts(&o, " )");
             any = 1;

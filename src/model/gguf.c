@@ -159,18 +159,26 @@ static int parse_value(rd_t *r, ul_gguf_kv_t *kv, const char *what) {
     return 0;
 }
 
+/* Reads the name of the i-th kv or tensor (`kind`) and checks it; then `what` names the
+ * item for later errors ("kv 3 'general.name'"). Until the name is read it says
+ * "kv 3 key" / "tensor 3 name" (`field`). */
+static int rd_name(rd_t *r, const char *kind, const char *field, uint64_t i, ul_str_t *name,
+                   char *what, size_t cap) {
+    size_t at = r->pos;
+    snprintf(what, cap, "%s %llu %s", kind, (unsigned long long)i, field);
+    int rc = rd_str(r, name, what);
+    if (rc || (rc = check_name(r, name, at, what))) return rc;
+    snprintf(what, cap, "%s %llu '%.*s'", kind, (unsigned long long)i, shown(name), name->ptr);
+    return 0;
+}
+
 static int parse_kvs(rd_t *r) {
     ul_gguf_t *g = r->g;
     char what[MAX_NAME_SHOWN + 40];
     for (uint64_t i = 0; i < g->n_kv; i++) {
         ul_gguf_kv_t *kv = &g->kv[i];
-        size_t at = r->pos;
-        snprintf(what, sizeof what, "kv %llu key", (unsigned long long)i);
-        int rc = rd_str(r, &kv->key, what);
-        if (rc || (rc = check_name(r, &kv->key, at, what))) return rc;
-        snprintf(what, sizeof what, "kv %llu '%.*s'", (unsigned long long)i, shown(&kv->key),
-                 kv->key.ptr);
-        if ((rc = parse_value(r, kv, what))) return rc;
+        int rc = rd_name(r, "kv", "key", i, &kv->key, what, sizeof what);
+        if (rc || (rc = parse_value(r, kv, what))) return rc;
     }
     return 0;
 }
@@ -178,13 +186,9 @@ static int parse_kvs(rd_t *r) {
 /* Reads one tensor info; returns the file offset of its offset field through off_at. */
 static int parse_tensor_info(rd_t *r, uint64_t i, ul_gguf_tensor_t *t, size_t *off_at) {
     char what[MAX_NAME_SHOWN + 40];
+    int rc = rd_name(r, "tensor", "name", i, &t->name, what, sizeof what);
+    if (rc) return rc;
     size_t at = r->pos;
-    snprintf(what, sizeof what, "tensor %llu name", (unsigned long long)i);
-    int rc = rd_str(r, &t->name, what);
-    if (rc || (rc = check_name(r, &t->name, at, what))) return rc;
-    snprintf(what, sizeof what, "tensor %llu '%.*s'", (unsigned long long)i, shown(&t->name),
-             t->name.ptr);
-    at = r->pos;
     if ((rc = rd_u32(r, &t->n_dims, what))) return rc;
     if (t->n_dims < 1 || t->n_dims > 4)
         return fail(r->g, "%s: n_dims %u outside 1..4 at offset %zu", what, t->n_dims, at);

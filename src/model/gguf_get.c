@@ -21,59 +21,22 @@ const ul_gguf_tensor_t *ul_gguf_find_tensor(const ul_gguf_t *g, const char *name
 }
 
 /* Reads an integer element; *neg tells whether it is below zero (then *v holds it as
- * int64 bits). Returns UL_EFORMAT for non-integer types. */
+ * int64 bits). Returns UL_EFORMAT for non-integer types. GGUF is little-endian, as are the
+ * hosts uvllm builds for, so the value's bytes are the low bytes of *v. */
 static int load_int(uint32_t type, const uint8_t *p, uint64_t *v, int *neg) {
-    *neg = 0;
-    switch (type) {
-    case UL_GGUF_UINT8:
-        *v = p[0];
-        return 0;
-    case UL_GGUF_INT8: {
-        int8_t x;
-        memcpy(&x, p, 1);
-        *v = (uint64_t)(int64_t)x;
-        *neg = x < 0;
-        return 0;
-    }
-    case UL_GGUF_UINT16: {
-        uint16_t x;
-        memcpy(&x, p, 2);
-        *v = x;
-        return 0;
-    }
-    case UL_GGUF_INT16: {
-        int16_t x;
-        memcpy(&x, p, 2);
-        *v = (uint64_t)(int64_t)x;
-        *neg = x < 0;
-        return 0;
-    }
-    case UL_GGUF_UINT32: {
-        uint32_t x;
-        memcpy(&x, p, 4);
-        *v = x;
-        return 0;
-    }
-    case UL_GGUF_INT32: {
-        int32_t x;
-        memcpy(&x, p, 4);
-        *v = (uint64_t)(int64_t)x;
-        *neg = x < 0;
-        return 0;
-    }
-    case UL_GGUF_UINT64:
-        memcpy(v, p, 8);
-        return 0;
-    case UL_GGUF_INT64: {
-        int64_t x;
-        memcpy(&x, p, 8);
-        *v = (uint64_t)x;
-        *neg = x < 0;
-        return 0;
-    }
-    default:
+    int is_signed = type == UL_GGUF_INT8 || type == UL_GGUF_INT16 || type == UL_GGUF_INT32 ||
+                    type == UL_GGUF_INT64;
+    if (!is_signed && type != UL_GGUF_UINT8 && type != UL_GGUF_UINT16 && type != UL_GGUF_UINT32 &&
+        type != UL_GGUF_UINT64)
         return UL_EFORMAT;
-    }
+    size_t n = ul_gguf_scalar_size(type);
+    uint64_t x = 0;
+    memcpy(&x, p, n);
+    int top = (int)(x >> (8 * n - 1)) & 1;
+    if (is_signed && top && n < 8) x |= ~(uint64_t)0 << (8 * n); /* sign-extend */
+    *v = x;
+    *neg = is_signed && top;
+    return 0;
 }
 
 static int to_i64(uint32_t type, const uint8_t *p, int64_t *out) {

@@ -102,36 +102,23 @@ static int scalar(ul_gguf_writer_t *w, const char *key, uint32_t type, const voi
     return rc ? rc : put(w, v, ul_gguf_scalar_size(type));
 }
 
-int ul_gguf_w_u8(ul_gguf_writer_t *w, const char *k, uint8_t v) {
-    return scalar(w, k, UL_GGUF_UINT8, &v);
-}
-int ul_gguf_w_i8(ul_gguf_writer_t *w, const char *k, int8_t v) {
-    return scalar(w, k, UL_GGUF_INT8, &v);
-}
-int ul_gguf_w_u16(ul_gguf_writer_t *w, const char *k, uint16_t v) {
-    return scalar(w, k, UL_GGUF_UINT16, &v);
-}
-int ul_gguf_w_i16(ul_gguf_writer_t *w, const char *k, int16_t v) {
-    return scalar(w, k, UL_GGUF_INT16, &v);
-}
-int ul_gguf_w_u32(ul_gguf_writer_t *w, const char *k, uint32_t v) {
-    return scalar(w, k, UL_GGUF_UINT32, &v);
-}
-int ul_gguf_w_i32(ul_gguf_writer_t *w, const char *k, int32_t v) {
-    return scalar(w, k, UL_GGUF_INT32, &v);
-}
-int ul_gguf_w_f32(ul_gguf_writer_t *w, const char *k, float v) {
-    return scalar(w, k, UL_GGUF_FLOAT32, &v);
-}
-int ul_gguf_w_u64(ul_gguf_writer_t *w, const char *k, uint64_t v) {
-    return scalar(w, k, UL_GGUF_UINT64, &v);
-}
-int ul_gguf_w_i64(ul_gguf_writer_t *w, const char *k, int64_t v) {
-    return scalar(w, k, UL_GGUF_INT64, &v);
-}
-int ul_gguf_w_f64(ul_gguf_writer_t *w, const char *k, double v) {
-    return scalar(w, k, UL_GGUF_FLOAT64, &v);
-}
+/* The typed scalar writers of gguf_write.h, one line each: name, C type, GGUF type. */
+#define SCALAR_WRITER(name, ctype, gtype)                                                          \
+    int ul_gguf_w_##name(ul_gguf_writer_t *w, const char *k, ctype v) {                            \
+        return scalar(w, k, gtype, &v);                                                            \
+    }
+SCALAR_WRITER(u8, uint8_t, UL_GGUF_UINT8)
+SCALAR_WRITER(i8, int8_t, UL_GGUF_INT8)
+SCALAR_WRITER(u16, uint16_t, UL_GGUF_UINT16)
+SCALAR_WRITER(i16, int16_t, UL_GGUF_INT16)
+SCALAR_WRITER(u32, uint32_t, UL_GGUF_UINT32)
+SCALAR_WRITER(i32, int32_t, UL_GGUF_INT32)
+SCALAR_WRITER(f32, float, UL_GGUF_FLOAT32)
+SCALAR_WRITER(u64, uint64_t, UL_GGUF_UINT64)
+SCALAR_WRITER(i64, int64_t, UL_GGUF_INT64)
+SCALAR_WRITER(f64, double, UL_GGUF_FLOAT64)
+#undef SCALAR_WRITER
+
 int ul_gguf_w_bool(ul_gguf_writer_t *w, const char *k, int v) {
     uint8_t b = v != 0;
     return scalar(w, k, UL_GGUF_BOOL, &b);

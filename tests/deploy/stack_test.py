@@ -205,15 +205,20 @@ def deployment():
     return next(d for d in rendered if d["kind"] == "Deployment" and d["metadata"]["name"] == "uvllm")
 
 
+def uvllm_pod():
+    """The rendered uvllm Deployment's pod spec and its (first) container."""
+    expect(rendered, "nothing rendered")
+    pod = deployment()["spec"]["template"]["spec"]
+    return pod, pod["containers"][0]
+
+
 def flag(args, name, default):
     return float(args[args.index(name) + 1]) if name in args else default
 
 
 @check
 def deployment_grace_exceeds_drain():
-    expect(rendered, "nothing rendered")
-    pod = deployment()["spec"]["template"]["spec"]
-    c = pod["containers"][0]
+    pod, c = uvllm_pod()
     args = c["args"]
     pre = c["lifecycle"]["preStop"]["exec"]["command"]
     expect(pre[0] == "sleep", f"preStop {pre}")
@@ -602,9 +607,7 @@ def backend_that_cannot_decode_turns_readiness_503():
 
 @check
 def deployment_image_and_probes_answer_under_docker():
-    expect(rendered, "nothing rendered")
-    pod = deployment()["spec"]["template"]["spec"]
-    c = pod["containers"][0]
+    pod, c = uvllm_pod()
     image = c["image"]
     docker("tag", "uvllm:test", image)
     port = c["ports"][0]["containerPort"]

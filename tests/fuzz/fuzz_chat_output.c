@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/utf8.h"
 #include "chat/toolcall.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -54,18 +55,8 @@ typedef struct {
     int n_calls, check_utf8;
 } res_t;
 
-static int utf8_whole(const char *s, size_t n) {
-    size_t i = 0;
-    while (i < n) {
-        unsigned char c = (unsigned char)s[i];
-        size_t k = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-        if (!k || i + k > n) return 0;
-        for (size_t j = 1; j < k; j++)
-            if (((unsigned char)s[i + j] & 0xC0) != 0x80) return 0;
-        i += k;
-    }
-    return 1;
-}
+/* Whole, valid UTF-8 (deltas are checked only when the input is). */
+static int utf8_whole(const char *s, size_t n) { return ul_utf8_check(s, n) == n; }
 
 static void on_ev(void *ud, const ul_chat_ev_t *ev) {
     res_t *r = ud;

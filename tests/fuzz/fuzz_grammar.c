@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../unit/engine/tvocab.h"
 #include "engine/grammar.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -18,20 +19,12 @@ static const char *const toks[] = {"a",   "b", "ab", "\"",   "\",", "{", "}", "{
                                    "no!", "!", "c",  "true", ",",   ":", "[", "]",    "<e>"};
 #define NT ((int32_t)(sizeof toks / sizeof *toks))
 
-static int piece(void *ctx, int32_t id, char *out, int cap) {
-    (void)ctx;
-    int n = (int)strlen(toks[id]);
-    if (n > cap) return -n;
-    memcpy(out, toks[id], (size_t)n);
-    return n;
-}
-
-static int eog(void *ctx, int32_t id) { return (void)ctx, id == NT - 1; }
+static tvocab_t g_tv = {toks, NT, NT - 1};
 
 static ul_gvocab_t *g_vocab;
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    if (!g_vocab && !(g_vocab = ul_gvocab_new(NT, NULL, piece, eog))) abort();
+    if (!g_vocab && !(g_vocab = tv_vocab(&g_tv))) abort();
     const uint8_t *nul = memchr(data, 0, size);
     size_t slen = nul ? (size_t)(nul - data) : size;
     const char *doc = nul ? (const char *)nul + 1 : "";

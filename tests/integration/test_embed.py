@@ -9,23 +9,16 @@ import json
 import math
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from uvllm_harness import Server, build_request, run, test, wait_for  # noqa: E402
+from uvllm_harness import (Lazy, Server, each_in_thread, expect_error,  # noqa: E402
+                           leave_mid_request, main, post_json, test)
 
-SRV = None
-
-
-def srv():
-    global SRV
-    if SRV is None:
-        SRV = Server("--null-ctx", "8192", "--max-batch-tokens", "4096")
-    return SRV
+srv = Lazy("--null-ctx", "8192", "--max-batch-tokens", "4096")
 
 
 def embed(s, body, path="/v1/embeddings"):
-    return s.request("POST", path, body=json.dumps(body) if not isinstance(body, str) else body)
+    return post_json(s, path, body)
 
 
 def vec(r, i=0):
@@ -34,11 +27,7 @@ def vec(r, i=0):
 
 
 def bad(s, body, param, status=400):
-    r = embed(s, body)
-    assert r.status == status, (body, r.status, r.body)
-    err = r.json()["error"]
-    assert err["param"] == param, (body, err)
-    return err
+    return expect_error(s, "/v1/embeddings", body, param, status)
 
 
 @test
@@ -117,17 +106,7 @@ def llama_server_shape_on_embedding():
 @test
 def client_leaving_mid_request_frees_its_sequences():
     with Server("--null-delay-us", "200000") as s:
-        sock = s.connect()
-        sock.sendall(build_request("POST", "/v1/embeddings",
-                                   json.dumps({"input": ["a b c"] * 50})))
-        time.sleep(0.1)
-        sock.close()
-
-        def idle():
-            st, h = s.health()
-            return st == 200 and h.get("active_sequences", h.get("sequences", 0)) == 0 and h
-        h = wait_for(idle, 10)
-        assert h, s.health()
+        leave_mid_request(s, "/v1/embeddings", {"input": ["a b c"] * 50})
         assert vec(embed(s, {"input": "after"}))
 
 
@@ -144,29 +123,11 @@ def pooling_option_is_applied():
 
 @test
 def many_clients_batched_each_get_their_own():
-    import threading
     s = srv()
     want = {i: vec(embed(s, {"input": f"client {i} text"})) for i in range(24)}
-    got, errs = {}, []
-
-    def one(i):
-        try:
-            got[i] = vec(embed(s, {"input": f"client {i} text"}))
-        except Exception as e:  # noqa: BLE001
-            errs.append(e)
-    ts = [threading.Thread(target=one, args=(i,)) for i in range(24)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
-    assert not errs, errs
+    got = each_in_thread(24, lambda i: vec(embed(s, {"input": f"client {i} text"})))
     assert got == want
 
 
 if __name__ == "__main__":
-    try:
-        rc = run()
-    finally:
-        if SRV:
-            SRV.stop()
-    sys.exit(rc)
+    main(srv)

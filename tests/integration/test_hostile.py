@@ -62,6 +62,16 @@ def strict_json(r):
     return json.loads(r.body.decode("utf-8"))
 
 
+def refused_naming(srv, cases, code):
+    """Each (path, body, param) of cases is a 400 with error code `code` naming param, in
+    strict JSON."""
+    for path, body, param in cases:
+        r = post(srv, path, body)
+        assert r.status == 400, (path, r.status, r.body[:200])
+        e = strict_json(r)["error"]
+        assert e["code"] == code and e["param"] == param, (path, e)
+
+
 # ---- 1. trailers ------------------------------------------------------------------------
 
 
@@ -426,11 +436,7 @@ def invalid_request_bytes_are_refused_not_echoed():
              "messages[0].role"),
             ("/tokenize", b'{"content": "\xed\xa0\x80"}', "content"),
         ]
-        for path, body, param in cases:
-            r = post(s, path, body)
-            assert r.status == 400, (path, r.status, r.body[:200])
-            e = strict_json(r)["error"]
-            assert e["code"] == "invalid_utf8" and e["param"] == param, (path, e)
+        refused_naming(s, cases, "invalid_utf8")
 
 
 # ---- 7. NUL ---------------------------------------------------------------------------------
@@ -452,11 +458,7 @@ def nul_in_strings_is_refused_naming_the_field():
              "response_format.json_schema.schema.properties.a"),
             ("/tokenize", {"content": "\u0000"}, "content"),
         ]
-        for path, body, param in cases:
-            r = post(s, path, body)
-            assert r.status == 400, (path, r.status, r.body[:200])
-            e = strict_json(r)["error"]
-            assert e["code"] == "nul_character" and e["param"] == param, (path, e)
+        refused_naming(s, cases, "nul_character")
 
 
 # ---- 8. strict HTTP -----------------------------------------------------------------------

@@ -12,7 +12,8 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from uvllm_harness import Lazy, Server, main, shared, stream_text, test  # noqa: E402
+from uvllm_harness import (Lazy, Server, expect_error, main, shared,  # noqa: E402
+                           stream_text, test)
 
 MODEL = os.path.join(shared(), "models", "aidreams260K.gguf")
 JSON = {"type": "json_object"}
@@ -119,17 +120,15 @@ def what_json_mode_cannot_do_is_refused_by_name():
         ({"response_format": {"type": "yaml"}}, "response_format"),
         ({"response_format": JSON, "ignore_eos": True}, "ignore_eos"),
     ]:
-        r = post("/v1/chat/completions", dict({"messages": MSGS, "max_tokens": 4}, **body))
-        assert r.status == 400, (body, r.body)
-        assert r.json()["error"]["param"] == param, r.body
+        expect_error(srv(), "/v1/chat/completions",
+                     dict({"messages": MSGS, "max_tokens": 4}, **body), param)
 
 
 @test
 def json_mode_needs_a_vocabulary():
     with Server() as s:  # the null backend: pseudo-tokens, no vocabulary
-        r = s.request("POST", "/v1/completions", body=json.dumps(
-            {"prompt": "a", "max_tokens": 4, "response_format": JSON}))
-        assert r.status == 400 and r.json()["error"]["param"] == "response_format", r.body
+        expect_error(s, "/v1/completions", {"prompt": "a", "max_tokens": 4,
+                                            "response_format": JSON}, "response_format")
 
 
 if __name__ == "__main__":

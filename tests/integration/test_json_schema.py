@@ -13,7 +13,8 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from uvllm_harness import Lazy, Server, main, shared, stream_text, test  # noqa: E402
+from uvllm_harness import (Lazy, Server, expect_error, main, shared,  # noqa: E402
+                           stream_text, test)
 
 MODEL = os.path.join(shared(), "models", "aidreams260K.gguf")
 MSGS = [{"role": "user", "content": "Hi"}]
@@ -201,23 +202,19 @@ def what_the_subset_does_not_cover_is_refused_by_name():
         ({"type": "json_schema", "json_schema": {"name": "x"}}, "needs a 'schema'"),
         ({"type": "json_schema"}, "needs a 'json_schema' object"),
     ]:
-        r = post("/v1/chat/completions", {"messages": MSGS, "max_tokens": 4,
-                                          "response_format": fmt})
-        assert r.status == 400, (fmt, r.body)
-        err = r.json()["error"]
-        assert err["param"] == "response_format", r.body
+        err = expect_error(srv(), "/v1/chat/completions",
+                           {"messages": MSGS, "max_tokens": 4, "response_format": fmt},
+                           "response_format")
         assert words in err["message"], (words, err["message"])
-    r = post("/v1/completions", {"prompt": "a", "max_tokens": 4, "ignore_eos": True,
-                                 "response_format": RF})
-    assert r.status == 400 and r.json()["error"]["param"] == "ignore_eos", r.body
+    expect_error(srv(), "/v1/completions", {"prompt": "a", "max_tokens": 4, "ignore_eos": True,
+                                            "response_format": RF}, "ignore_eos")
 
 
 @test
 def json_schema_needs_a_vocabulary():
     with Server() as s:  # the null backend: pseudo-tokens, no vocabulary
-        r = s.request("POST", "/v1/completions", body=json.dumps(
-            {"prompt": "a", "max_tokens": 4, "response_format": RF}))
-        assert r.status == 400 and r.json()["error"]["param"] == "response_format", r.body
+        expect_error(s, "/v1/completions", {"prompt": "a", "max_tokens": 4,
+                                            "response_format": RF}, "response_format")
 
 
 if __name__ == "__main__":

@@ -5,18 +5,15 @@ ends right before the stop string, nothing follows the finish chunk, usage count
 the tokens decided before the stop. Clients leaving mid-stream (their sequence is in a
 step in flight) must still free every sequence and KV page."""
 
-import errno
 import json
 import os
-import resource
-import selectors
 import socket
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from uvllm_harness import (Reader, Server, build_request, run, sse_events, test, timed,  # noqa: E402
-                           wait_for)
+from uvllm_harness import (Reader, Server, build_request, dechunk, raise_nofile,  # noqa: E402
+                           run, sse_events, stream_all, test, timed, wait_for)
 
 DELAY = ("--null-delay-us", "20000")  # 20 ms steps: the next step is in flight for long
 
@@ -125,64 +122,21 @@ def clients_leaving_mid_stream_free_every_sequence_and_page():
             [ln for ln in m.splitlines() if "cancelled" in ln]
 
 
-def dechunk(raw):
-    head, _, rest = raw.partition(b"\r\n\r\n")
-    assert head.startswith(b"HTTP/1.1 200"), head[:80]
-    body, p = [], 0
-    while True:
-        e = rest.index(b"\r\n", p)
-        size = int(rest[p:e], 16)
-        if size == 0:
-            return b"".join(body)
-        body.append(rest[e + 2:e + 2 + size])
-        p = e + 2 + size + 2
-
-
 @timed
 def overloaded_loop_paces_writes_and_loses_nothing():
     # 600 streams on 1 ms steps: the loop cannot write every stream every step, so the
     # scheduler makes streams write every few steps (several events per write). Every
     # event must still arrive, once, in order, each a whole token.
     n, max_tokens = 600, 80
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft < 2048:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (min(2048, hard), hard))
-    assert resource.getrlimit(resource.RLIMIT_NOFILE)[0] >= 1300, "cannot raise RLIMIT_NOFILE"
+    assert raise_nofile(2048) >= 1300, "cannot raise RLIMIT_NOFILE"
     with Server("--null-delay-us", "1000", "--log-level", "debug") as srv:
-        sel = selectors.DefaultSelector()
-        st = {}
-        for i in range(n):
-            s = socket.socket()
-            s.setblocking(False)
-            assert s.connect_ex(("127.0.0.1", srv.port)) in (0, errno.EINPROGRESS)
-            body = json.dumps({"prompt": f"pace {i}", "max_tokens": max_tokens, "stream": True})
-            st[s] = [build_request("POST", "/v1/completions", body), bytearray()]
-            sel.register(s, selectors.EVENT_WRITE | selectors.EVENT_READ)
-        done, deadline = 0, time.monotonic() + 60
-        while done < n and time.monotonic() < deadline:
-            for key, ev in sel.select(timeout=1):
-                s, rec = key.fileobj, st[key.fileobj]
-                if ev & selectors.EVENT_WRITE and rec[0]:
-                    try:
-                        rec[0] = rec[0][s.send(rec[0]):]
-                    except BlockingIOError:
-                        pass
-                    if not rec[0]:
-                        sel.modify(s, selectors.EVENT_READ)
-                if ev & selectors.EVENT_READ:
-                    try:
-                        data = s.recv(262144)
-                    except (BlockingIOError, InterruptedError):
-                        continue
-                    rec[1] += data
-                    if not data or rec[1].endswith(b"data: [DONE]\n\n\r\n0\r\n\r\n"):
-                        sel.unregister(s)
-                        done += 1
-        sel.close()
+        reqs = [build_request("POST", "/v1/completions", json.dumps(
+            {"prompt": f"pace {i}", "max_tokens": max_tokens, "stream": True}))
+            for i in range(n)]
+        answers, done = stream_all(srv.port, reqs, recv_size=262144)
         assert done == n, f"only {done}/{n} streams finished"
-        for s, rec in st.items():
-            ev = sse_events(dechunk(bytes(rec[1])))
-            s.close()
+        for raw in answers:
+            ev = sse_events(dechunk(raw))
             assert len(ev) == max_tokens + 2 and ev[-1] == "[DONE]", (len(ev), ev[-2:])
             texts = [json.loads(e)["choices"][0]["text"] for e in ev[:-2]]
             assert all(len(pieces(t)) == 1 for t in texts), texts[:5]

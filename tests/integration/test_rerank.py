@@ -12,29 +12,21 @@ gets alone, and a client leaving mid-request frees its sequences."""
 import json
 import os
 import sys
-import threading
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from uvllm_harness import Server, build_request, run, test, wait_for  # noqa: E402
+from uvllm_harness import (Lazy, Server, each_in_thread, expect_error,  # noqa: E402
+                           leave_mid_request, main, post_json, test)
 
 SRC = os.environ.get("UVLLM_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
 MODEL = os.path.join(SRC, "tests", "models", "bert-rerank-tiny-f16.gguf")
 EMBED_MODEL = os.path.join(SRC, "tests", "models", "bert-tiny-f16.gguf")
 GOLDEN = os.path.join(SRC, "tests", "golden", "bert-rerank-tiny.jsonl")
 TOL = 0.02  # tests/unit/cpu/test_embed_golden.c RANK_TOL
-SRV = None
-
-
-def srv():
-    global SRV
-    if SRV is None:
-        SRV = Server("--model", MODEL, "--threads", "2", "--kv-mem", "16M", backend="cpu")
-    return SRV
+srv = Lazy("--model", MODEL, "--threads", "2", "--kv-mem", "16M", backend="cpu")
 
 
 def rerank(s, body, path="/v1/rerank"):
-    return s.request("POST", path, body=json.dumps(body) if not isinstance(body, str) else body)
+    return post_json(s, path, body)
 
 
 def ok(r):
@@ -43,11 +35,7 @@ def ok(r):
 
 
 def bad(s, body, param, status=400):
-    r = rerank(s, body)
-    assert r.status == status, (body, r.status, r.body)
-    err = r.json()["error"]
-    assert err["param"] == param, (body, err)
-    return err
+    return expect_error(s, "/v1/rerank", body, param, status)
 
 
 @test
@@ -128,22 +116,10 @@ def null_backend_jobs_and_many_clients():
         assert {x["index"]: x["relevance_score"] for x in j["results"]} == alone
         scores = [x["relevance_score"] for x in j["results"]]
         assert scores == sorted(scores, reverse=True), scores
-        got, errs = {}, []
-
         def one(i):
-            try:
-                got[i] = ok(rerank(s, {"query": f"q{i}", "documents": [f"d{i}", "x"]}))["results"]
-            except Exception as e:  # noqa: BLE001
-                errs.append(e)
-        want = {i: ok(rerank(s, {"query": f"q{i}", "documents": [f"d{i}", "x"]}))["results"]
-                for i in range(16)}
-        ts = [threading.Thread(target=one, args=(i,)) for i in range(16)]
-        for t in ts:
-            t.start()
-        for t in ts:
-            t.join()
-        assert not errs, errs
-        assert got == want
+            return ok(rerank(s, {"query": f"q{i}", "documents": [f"d{i}", "x"]}))["results"]
+        want = {i: one(i) for i in range(16)}
+        assert each_in_thread(16, one) == want
         # the query is repeated with every document: 2048 x 601 tokens is over the 2^20 cap,
         # refused before they are all held (a 3 KiB query, 8 KiB of documents)
         r = rerank(s, {"query": " ".join(["w"] * 600), "documents": ["a"] * 2048})
@@ -154,23 +130,9 @@ def null_backend_jobs_and_many_clients():
 @test
 def client_leaving_mid_request_frees_its_sequences():
     with Server("--pooling", "rank", "--null-delay-us", "200000") as s:
-        sock = s.connect()
-        sock.sendall(build_request("POST", "/v1/rerank",
-                                   json.dumps({"query": "q", "documents": ["a b c"] * 50})))
-        time.sleep(0.1)
-        sock.close()
-
-        def idle():
-            st, h = s.health()
-            return st == 200 and h.get("active_sequences", h.get("sequences", 0)) == 0 and h
-        assert wait_for(idle, 10), s.health()
+        leave_mid_request(s, "/v1/rerank", {"query": "q", "documents": ["a b c"] * 50})
         assert ok(rerank(s, {"query": "q", "documents": ["after"]}))["results"]
 
 
 if __name__ == "__main__":
-    try:
-        rc = run()
-    finally:
-        if SRV:
-            SRV.stop()
-    sys.exit(rc)
+    main(srv)

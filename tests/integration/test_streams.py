@@ -2,11 +2,8 @@
 concurrent SSE streams from one client all complete, SIGTERM lets a stream finish and the
 process exit 0, and the command line rejects bad flags with exit 2."""
 
-import errno
 import json
 import os
-import resource
-import selectors
 import signal
 import socket
 import subprocess
@@ -14,21 +11,28 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from uvllm_harness import (HANG_SCALE, Reader, Server, binary, build_request, run, sse_events, test, timed,  # noqa: E402
-                           wait_for)
+from uvllm_harness import (HANG_SCALE, Reader, Server, binary, build_request, dechunk,  # noqa: E402
+                           raise_nofile, run, sse_events, stream_all, test, timed, wait_for)
 
 
 def stream_body(n, prompt="stream me"):
     return json.dumps({"prompt": prompt, "max_tokens": n, "stream": True})
 
 
+def open_stream(srv, n):
+    """A streamed completion of n tokens on a new connection: (socket, reader, status,
+    headers) once its head has arrived."""
+    s = srv.connect()
+    s.sendall(build_request("POST", "/v1/completions", stream_body(n)))
+    rd = Reader(s)
+    _, status, _, headers = rd.head()
+    return s, rd, status, headers
+
+
 @test
 def client_close_mid_stream_frees_the_sequence():
     with Server("--null-delay-us", "20000") as srv:
-        s = srv.connect()
-        s.sendall(build_request("POST", "/v1/completions", stream_body(4000)))
-        rd = Reader(s)
-        _, status, _, headers = rd.head()
+        s, rd, status, _ = open_stream(srv, 4000)
         assert status == 200
         while rd.buf.count(b"data:") < 3:  # a few events arrive
             assert rd._fill(), "stream ended early"
@@ -46,10 +50,7 @@ def client_close_mid_stream_frees_the_sequence():
 def sigterm_lets_the_stream_finish_and_exits_0():
     srv = Server("--null-delay-us", "20000", "--shutdown-grace", "10")
     try:
-        s = srv.connect()
-        s.sendall(build_request("POST", "/v1/completions", stream_body(30)))
-        rd = Reader(s)
-        _, status, _, headers = rd.head()
+        s, rd, status, headers = open_stream(srv, 30)
         assert status == 200
         rd._fill()
         srv.signal(signal.SIGTERM)
@@ -76,10 +77,7 @@ def sigterm_lets_the_stream_finish_and_exits_0():
 def sigterm_cuts_streams_after_the_grace_period():
     srv = Server("--null-delay-us", "20000", "--shutdown-grace", "1")
     try:
-        s = srv.connect()
-        s.sendall(build_request("POST", "/v1/completions", stream_body(4000)))
-        rd = Reader(s)
-        rd.head()
+        s, rd, _, _ = open_stream(srv, 4000)
         rd._fill()
         t0 = time.monotonic()
         srv.signal(signal.SIGTERM)
@@ -124,75 +122,25 @@ def slow_reader_pauses_its_sequence_then_resumes():
         assert metric(srv, "uvllm_tokens_generated_total") == n
 
 
-def raise_nofile(n):
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft < n:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (min(n, hard), hard))
-    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-
-
 @test
 def thousand_concurrent_streams():
     n, max_tokens = 1000, 20
     assert raise_nofile(4096) >= 2200, "cannot raise RLIMIT_NOFILE for 1000 sockets"
     # The server inherits the raised limit (it is our child).
     with Server("--null-delay-us", "2000") as srv:
-        sel = selectors.DefaultSelector()
-        socks = {}
+        reqs = [build_request("POST", "/v1/completions", stream_body(max_tokens, f"p{i}"))
+                for i in range(n)]
         t0 = time.monotonic()
-        for i in range(n):
-            s = socket.socket()
-            s.setblocking(False)
-            err = s.connect_ex(("127.0.0.1", srv.port))
-            assert err in (0, errno.EINPROGRESS), err
-            req = build_request("POST", "/v1/completions", stream_body(max_tokens, f"p{i}"))
-            socks[s] = {"out": req, "in": b""}
-            sel.register(s, selectors.EVENT_WRITE | selectors.EVENT_READ)
-        done = 0
-        deadline = time.monotonic() + 60
-        while done < n and time.monotonic() < deadline:
-            for key, ev in sel.select(timeout=1):
-                s, st = key.fileobj, socks[key.fileobj]
-                if ev & selectors.EVENT_WRITE and st["out"]:
-                    try:
-                        k = s.send(st["out"])
-                        st["out"] = st["out"][k:]
-                    except BlockingIOError:
-                        pass
-                    if not st["out"]:
-                        sel.modify(s, selectors.EVENT_READ)
-                if ev & selectors.EVENT_READ:
-                    try:
-                        data = s.recv(65536)
-                    except (BlockingIOError, InterruptedError):
-                        continue
-                    st["in"] += data
-                    if not data or st["in"].endswith(b"data: [DONE]\n\n\r\n0\r\n\r\n"):
-                        sel.unregister(s)
-                        done += 1
+        answers, done = stream_all(srv.port, reqs)
         elapsed = time.monotonic() - t0
         bad = 0
-        for s, st in socks.items():
-            raw = st["in"]
-            head, _, rest = raw.partition(b"\r\n\r\n")
-            ok = head.startswith(b"HTTP/1.1 200")
-            # de-chunk
-            body, p = b"", 0
-            while ok:
-                e = rest.find(b"\r\n", p)
-                if e < 0:
-                    ok = False
-                    break
-                size = int(rest[p:e], 16)
-                if size == 0:
-                    break
-                body += rest[e + 2:e + 2 + size]
-                p = e + 2 + size + 2
-            events = sse_events(body) if ok else []
+        for raw in answers:
+            try:
+                events = sse_events(dechunk(raw))
+            except (AssertionError, ValueError):  # not a 200, or the stream was cut
+                events = []
             if len(events) != max_tokens + 2 or events[-1] != "[DONE]":
                 bad += 1
-            s.close()
-        sel.close()
         print(f"  {n} streams x {max_tokens} tokens: {done} finished in {elapsed:.2f} s")
         assert done == n, f"only {done}/{n} streams finished"
         assert bad == 0, f"{bad} streams had the wrong number of events"
@@ -202,10 +150,8 @@ def thousand_concurrent_streams():
 @test
 def over_max_seqs_is_503_with_retry_after():
     with Server("--max-seqs", "1", "--null-delay-us", "20000") as srv:
-        s = srv.connect()
-        s.sendall(build_request("POST", "/v1/completions", stream_body(4000)))
-        rd = Reader(s)
-        assert rd.head()[1] == 200
+        s, rd, status, _ = open_stream(srv, 4000)
+        assert status == 200
         r = srv.request("POST", "/v1/completions", body=json.dumps({"prompt": "b"}))
         assert r.status == 503, r.status
         assert r.header("retry-after"), r.headers

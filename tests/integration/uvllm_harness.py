@@ -9,8 +9,11 @@ line `N passed, N failed`."""
 
 import json
 import os
+import errno
 import re
+import resource
 import select
+import selectors
 import signal
 import socket
 import subprocess
@@ -398,6 +401,117 @@ def wait_for(pred, timeout, interval=0.02):
             return v
         time.sleep(interval)
     return pred()
+
+
+def post_json(s, path, body):
+    """POST body to s: a dict is sent as JSON, a str as it is (malformed on purpose)."""
+    return s.request("POST", path, body=body if isinstance(body, str) else json.dumps(body))
+
+
+def expect_error(s, path, body, param, status=400):
+    """POST body; the answer must be `status` with an OpenAI error naming `param`."""
+    r = post_json(s, path, body)
+    assert r.status == status, (body, r.status, r.body)
+    err = r.json()["error"]
+    assert err["param"] == param, (body, err)
+    return err
+
+
+def leave_mid_request(s, path, body):
+    """Send a request and close the socket 0.1 s later; then the server must come back to
+    no active sequences. Returns its /health body."""
+    sock = s.connect()
+    sock.sendall(build_request("POST", path, json.dumps(body)))
+    time.sleep(0.1)
+    sock.close()
+
+    def idle():
+        st, h = s.health()
+        return st == 200 and h.get("active_sequences", h.get("sequences", 0)) == 0 and h
+    h = wait_for(idle, 10)
+    assert h, s.health()
+    return h
+
+
+def each_in_thread(n, fn):
+    """fn(i) for i in range(n), each on its own thread at once; {i: result}, re-raising the
+    first exception a thread met."""
+    got, errs = {}, []
+
+    def one(i):
+        try:
+            got[i] = fn(i)
+        except Exception as e:  # noqa: BLE001
+            errs.append(e)
+    ts = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not errs, errs
+    return got
+
+
+def raise_nofile(n):
+    """Raises the soft RLIMIT_NOFILE towards n (the hard limit caps it); returns it."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < n:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(n, hard), hard))
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+
+def dechunk(raw):
+    """The body of a whole raw 200 answer in chunked encoding (ValueError if cut short)."""
+    head, _, rest = raw.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200"), head[:80]
+    body, p = [], 0
+    while True:
+        e = rest.index(b"\r\n", p)
+        size = int(rest[p:e], 16)
+        if size == 0:
+            return b"".join(body)
+        body.append(rest[e + 2:e + 2 + size])
+        p = e + 2 + size + 2
+
+
+def stream_all(port, requests, timeout=60, recv_size=65536):
+    """Sends every request at once, each on its own non-blocking connection, and reads each
+    answer until its chunked stream ends after [DONE] or the server closes. Returns the raw
+    answers in request order and how many of them ended within timeout seconds."""
+    sel = selectors.DefaultSelector()
+    conns = []
+    for req in requests:
+        s = socket.socket()
+        s.setblocking(False)
+        err = s.connect_ex(("127.0.0.1", port))
+        assert err in (0, errno.EINPROGRESS), err
+        rec = [req, bytearray()]  # what is left to send, what has come
+        conns.append((s, rec))
+        sel.register(s, selectors.EVENT_WRITE | selectors.EVENT_READ, rec)
+    done, deadline = 0, time.monotonic() + timeout
+    while done < len(conns) and time.monotonic() < deadline:
+        for key, ev in sel.select(timeout=1):
+            s, rec = key.fileobj, key.data
+            if ev & selectors.EVENT_WRITE and rec[0]:
+                try:
+                    rec[0] = rec[0][s.send(rec[0]):]
+                except BlockingIOError:
+                    pass
+                if not rec[0]:
+                    sel.modify(s, selectors.EVENT_READ, rec)
+            if ev & selectors.EVENT_READ:
+                try:
+                    data = s.recv(recv_size)
+                except (BlockingIOError, InterruptedError):
+                    continue
+                rec[1] += data
+                if not data or rec[1].endswith(b"data: [DONE]\n\n\r\n0\r\n\r\n"):
+                    sel.unregister(s)
+                    done += 1
+    sel.close()
+    for s, _ in conns:
+        s.close()
+    return [bytes(rec[1]) for _, rec in conns], done
 
 
 def null_text(n_tokens_text):

@@ -157,6 +157,17 @@ def health(srv):
     return h
 
 
+def wait_exit(srv, soak, seconds):
+    """The server's exit status within `seconds` of its SIGTERM; None (killed, an error)
+    when it is still running then."""
+    try:
+        return srv.wait(seconds)
+    except Exception:  # noqa: BLE001
+        srv.kill()
+        soak.error(f"server did not exit within {seconds} s of SIGTERM")
+        return None
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     shared = os.environ.get("UVLLM_SHARED", os.path.join(HERE, "..", "..", "..", "shared"))
@@ -223,11 +234,7 @@ def main():
         srv.signal(signal.SIGTERM)
         for t in threads:
             t.join(a.timeout)
-        try:
-            rc_server = srv.wait(60)
-        except Exception:  # noqa: BLE001
-            srv.kill()
-            soak.error("server did not exit within 60 s of SIGTERM")
+        rc_server = wait_exit(srv, soak, 60)
     else:
         soak.stop.set()
         for t in threads:
@@ -245,11 +252,7 @@ def main():
         if not h or h["kv_pages_free"] != h["kv_pages_total"] or h["active_sequences"]:
             soak.error(f"not idle at the end: {h}")
         srv.signal(signal.SIGTERM)
-        try:
-            rc_server = srv.wait(40)
-        except Exception:  # noqa: BLE001
-            srv.kill()
-            soak.error("server did not exit within 40 s of SIGTERM")
+        rc_server = wait_exit(srv, soak, 40)
     if rc_server not in (0, None):
         soak.error(f"server exited {rc_server} after SIGTERM")
     srv._drain.join(5)

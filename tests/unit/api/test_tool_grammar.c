@@ -14,6 +14,7 @@
 #include "chat/toolcall.h"
 #include "engine/grammar.h"
 #include "engine/json_gbnf.h"
+#include "../engine/tvocab.h"
 #include "uvllm/err.h"
 
 static const char *TOOLS =
@@ -252,17 +253,10 @@ static const char *const toks[] = {"Hello",       " there",   "<tool",
                                    "<tool_call>", ">{",       "<e>"};
 #define NT ((int32_t)(sizeof toks / sizeof *toks))
 
-static int piece(void *ctx, int32_t id, char *out, int cap) {
-    (void)ctx;
-    int n = (int)strlen(toks[id]);
-    if (n > cap) return -n;
-    memcpy(out, toks[id], (size_t)n);
-    return n;
-}
-static int eog(void *ctx, int32_t id) { return (void)ctx, id == NT - 1; }
+static tvocab_t g_tv = {toks, NT, NT - 1};
 
 Test(tool_grammar, lazy_filter_is_free_until_the_trigger) {
-    ul_gvocab_t *v = ul_gvocab_new(NT, NULL, piece, eog);
+    ul_gvocab_t *v = tv_vocab(&g_tv);
     const char *src = "root ::= \"<tool_call>\\n{\\\"name\\\": \\\"noop\\\", \\\"arguments\\\": "
                       "{}}\\n</tool_call>\"\n";
     ul_grammar_t *g = NULL;

@@ -90,7 +90,7 @@ Test(reasoning, unknown_template_is_plain) {
 /* llama.cpp's own generation prompts (renderings.jsonl, user_only). */
 Test(reasoning, prompt_opens_reasoning_on_real_prompts) {
     char path[2048];
-    snprintf(path, sizeof path, "%s/chat-templates/renderings.jsonl", t_shared_dir());
+    snprintf(path, sizeof path, "%s/chat-templates/renderings.jsonl", ut_shared_dir());
     FILE *f = fopen(path, "rb");
     cr_assert(f, "cannot open %s", path);
     static char line[1 << 20];

@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../test_data.h"
+#include "base/utf8.h"
 #include "chat/toolcall.h"
 #include "uvllm/err.h"
 
@@ -24,18 +26,8 @@ typedef struct {
     int order_err; /* an index out of sequence */
 } t_res_t;
 
-static inline int t_utf8_whole(const char *s, size_t n) {
-    size_t i = 0;
-    while (i < n) {
-        unsigned char c = (unsigned char)s[i];
-        size_t k = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-        if (!k || i + k > n) return 0;
-        for (size_t j = 1; j < k; j++)
-            if (((unsigned char)s[i + j] & 0xC0) != 0x80) return 0;
-        i += k;
-    }
-    return 1;
-}
+/* Whole, valid UTF-8: a delta never splits a character. */
+static inline int t_utf8_whole(const char *s, size_t n) { return ul_utf8_check(s, n) == n; }
 
 static inline void t_on_ev(void *ud, const ul_chat_ev_t *ev) {
     t_res_t *r = ud;
@@ -127,39 +119,16 @@ static inline int t_json_eq(const char *a, const char *b) {
     return eq;
 }
 
-static inline const char *t_shared_dir(void) {
-    static char buf[1024];
-    const char *e = getenv("UVLLM_SHARED");
-    if (e && *e) return e;
-    e = getenv("UVLLM_SOURCE_DIR");
-    const char *src = e && *e ? e : UVLLM_SOURCE_DIR;
-    snprintf(buf, sizeof buf, "%s/../shared/chat-templates", src); /* or a worktree's ../.. */
-    FILE *f = fopen(buf, "r");
-    if (f) fclose(f);
-    snprintf(buf, sizeof buf, f ? "%s/../shared" : "%s/../../shared", src);
-    return buf;
-}
-
-/* The source of a shared chat template; NULL when missing. Caller frees. */
+/* The source of a shared chat template (a missing one fails the test). Caller frees. */
 static inline char *t_read_template(const char *file, size_t *len) {
     char path[2048];
-    snprintf(path, sizeof path, "%s/chat-templates/templates/%s", t_shared_dir(), file);
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    *len = fread(s, 1, (size_t)n, f);
-    s[*len] = 0;
-    fclose(f);
-    return s;
+    snprintf(path, sizeof path, "%s/chat-templates/templates/%s", ut_shared_dir(), file);
+    return ut_slurp(path, len);
 }
 
 static inline void t_detect(const char *file, ul_chat_syntax_t *s) {
     size_t n;
     char *src = t_read_template(file, &n);
-    cr_assert(src, "template %s not found under %s", file, t_shared_dir());
     ul_chat_syntax_detect(src, n, s);
     free(src);
 }

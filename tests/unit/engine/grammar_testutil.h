@@ -9,25 +9,10 @@
 #include <string.h>
 
 #include "engine/grammar.h"
-
-typedef struct {
-    const char *const *toks;
-    int n;
-    int eog; /* id that ends generation, or -1 */
-} tvocab_t;
-
-static int tv_piece(void *ctx, int32_t id, char *out, int cap) {
-    const tvocab_t *t = ctx;
-    int n = (int)strlen(t->toks[id]);
-    if (n > cap) return -n;
-    memcpy(out, t->toks[id], (size_t)n);
-    return n;
-}
-
-static int tv_eog(void *ctx, int32_t id) { return id == ((const tvocab_t *)ctx)->eog; }
+#include "tvocab.h"
 
 static inline ul_gvocab_t *tv_new(tvocab_t *t) {
-    ul_gvocab_t *v = ul_gvocab_new(t->n, t, tv_piece, tv_eog);
+    ul_gvocab_t *v = tv_vocab(t);
     cr_assert(v);
     return v;
 }

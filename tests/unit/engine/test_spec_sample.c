@@ -12,6 +12,7 @@
 #include "engine/grammar.h"
 #include "engine/sampling.h"
 #include "engine/spec.h"
+#include "tvocab.h"
 
 #define NV 5
 #define TRIALS 60000
@@ -132,17 +133,10 @@ Test(spec_sample, reproducible) {
  * in turn, and leaves its own state as it was (the proposals are not accepted yet). */
 static const char *const g_toks[] = {"{", "\"a\"", ":", "1", "}", "x", "<e>"};
 
-static int gt_piece(void *ctx, int32_t id, char *out, int cap) {
-    (void)ctx;
-    int n = (int)strlen(g_toks[id]);
-    if (n > cap) return -n;
-    memcpy(out, g_toks[id], (size_t)n);
-    return n;
-}
-static int gt_eog(void *ctx, int32_t id) { return (void)ctx, id == 6; }
+static tvocab_t g_tv = {g_toks, 7, 6};
 
 Test(spec_sample, grammar_prefix_cuts_refused_proposals) {
-    ul_gvocab_t *v = ul_gvocab_new(7, NULL, gt_piece, gt_eog);
+    ul_gvocab_t *v = tv_vocab(&g_tv);
     const char *src = "root ::= \"{\" \"\\\"a\\\"\" \":\" \"1\" \"}\"\n";
     ul_grammar_t *g = NULL;
     char err[128];

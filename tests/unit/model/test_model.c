@@ -230,6 +230,13 @@ Test(model, refuses_unsupported_weight_type) {
                    "tensor 'token_embd.weight': unsupported type q8_1");
 }
 
+/* The tiny llama with the u32 value of key set to v must be refused with want. */
+static void refused_with_u32(const char *key, uint32_t v, const char *want) {
+    img_t im = fx_llama(UL_TYPE_F16, UL_TYPE_F32, "llama", 0);
+    fx_put_u32(&im, fx_kv_val_off(&im, key), v);
+    expect_refused(im, want);
+}
+
 static void patch_key(img_t *im, const char *key, const char *repl) {
     size_t o = fx_kv_off(im, key) + 8;
     memcpy(im->buf + o, repl, strlen(repl));
@@ -242,33 +249,27 @@ Test(model, refuses_missing_key) {
 }
 
 Test(model, refuses_zero_layers) {
-    img_t im = fx_llama(UL_TYPE_F16, UL_TYPE_F32, "llama", 0);
-    fx_put_u32(&im, fx_kv_val_off(&im, "llama.block_count"), 0);
-    expect_refused(im, "key 'llama.block_count' = 0 outside [1, 1024]");
+    refused_with_u32("llama.block_count", 0, "key 'llama.block_count' = 0 outside [1, 1024]");
 }
 
 Test(model, refuses_head_count_not_dividing_embd) {
-    img_t im = fx_llama(UL_TYPE_F16, UL_TYPE_F32, "llama", 0);
-    fx_put_u32(&im, fx_kv_val_off(&im, "llama.attention.head_count"), 3);
-    expect_refused(im, "embedding_length 32 is not a multiple of head_count 3");
+    refused_with_u32("llama.attention.head_count", 3,
+                     "embedding_length 32 is not a multiple of head_count 3");
 }
 
 Test(model, refuses_kv_heads_above_heads) {
-    img_t im = fx_llama(UL_TYPE_F16, UL_TYPE_F32, "llama", 0);
-    fx_put_u32(&im, fx_kv_val_off(&im, "llama.attention.head_count_kv"), 3);
-    expect_refused(im, "key 'llama.attention.head_count_kv' = 3 outside [1, 2]");
+    refused_with_u32("llama.attention.head_count_kv", 3,
+                     "key 'llama.attention.head_count_kv' = 3 outside [1, 2]");
 }
 
 Test(model, refuses_shape_mismatch) {
-    img_t im = fx_llama(UL_TYPE_F16, UL_TYPE_F32, "llama", 0);
-    fx_put_u32(&im, fx_kv_val_off(&im, "llama.attention.head_count_kv"), 2);
-    expect_refused(im, "tensor 'blk.0.attn_k.weight': shape [32, 16, 1, 1], expected [32, 32]");
+    refused_with_u32("llama.attention.head_count_kv", 2,
+                     "tensor 'blk.0.attn_k.weight': shape [32, 16, 1, 1], expected [32, 32]");
 }
 
 Test(model, refuses_wrong_ffn) {
-    img_t im = fx_llama(UL_TYPE_F16, UL_TYPE_F32, "llama", 0);
-    fx_put_u32(&im, fx_kv_val_off(&im, "llama.feed_forward_length"), 96);
-    expect_refused(im, "tensor 'blk.0.ffn_gate.weight': shape [32, 64, 1, 1], expected [32, 96]");
+    refused_with_u32("llama.feed_forward_length", 96,
+                     "tensor 'blk.0.ffn_gate.weight': shape [32, 64, 1, 1], expected [32, 96]");
 }
 
 Test(model, refuses_missing_tensor) {

@@ -7,74 +7,23 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
-#include "model/gguf_util.h"
-#include "model/gguf_write.h"
 #include "model/model.h"
+#include "test_model_util.h"
 #include "uvllm/err.h"
-
-static void model_path(char *buf, size_t n, const char *name) {
-    snprintf(buf, n, "%s/tests/models/%s.gguf", UVLLM_SOURCE_DIR, name);
-}
-
-static ul_model_t *load_ok(const char *name) {
-    char path[1200], err[256];
-    model_path(path, sizeof path, name);
-    ul_model_t *m = NULL;
-    int rc = ul_model_load(path, 0, &m, err, sizeof err);
-    cr_assert_eq(rc, 0, "cannot load %s: %s", path, err);
-    return m;
-}
-
-/* Writes a copy of the named model to a temporary file, leaving out the key or tensor named
- * drop (either may be NULL) and adding a 1-d f32 tensor add of n floats (NULL: none);
- * returns the rc of loading it and its error text in err. */
-static int load_variant(const char *name, const char *drop, const char *add, int64_t n, char *err,
-                        size_t errlen) {
-    char path[1200], out[] = "/tmp/uvllm-arch-XXXXXX";
-    model_path(path, sizeof path, name);
-    ul_gguf_t g;
-    cr_assert_eq(ul_gguf_open(&g, path), 0);
-    ul_gguf_writer_t *w;
-    cr_assert_eq(ul_gguf_writer_new(&w, 0), 0);
-    for (uint64_t i = 0; i < g.n_kv; i++)
-        if (!drop || !ul_str_eq(g.kv[i].key, drop)) cr_assert_eq(ul_gguf_w_copy_kv(w, &g.kv[i]), 0);
-    char names[512][64];
-    cr_assert_lt(g.n_tensors, 512);
-    for (uint64_t i = 0; i < g.n_tensors; i++) {
-        const ul_gguf_tensor_t *t = &g.tensors[i];
-        snprintf(names[i], sizeof names[i], "%.*s", (int)t->name.len, t->name.ptr);
-        if (drop && !strcmp(names[i], drop)) continue;
-        cr_assert_eq(ul_gguf_w_tensor(w, names[i], t->type, t->n_dims, t->ne, t->data), 0);
-    }
-    float *zeros = calloc((size_t)(n > 0 ? n : 1), sizeof *zeros);
-    if (add) cr_assert_eq(ul_gguf_w_tensor(w, add, UL_TYPE_F32, 1, &n, zeros), 0);
-    int fd = mkstemp(out);
-    cr_assert_geq(fd, 0);
-    close(fd);
-    cr_assert_eq(ul_gguf_w_write(w, out), 0);
-    ul_gguf_writer_free(w);
-    ul_gguf_free(&g);
-    ul_model_t *m = NULL;
-    int rc = ul_model_load(out, 0, &m, err, errlen);
-    ul_model_free(m);
-    unlink(out);
-    free(zeros);
-    return rc;
-}
 
 static void expect_refused(const char *name, const char *drop, const char *add, int64_t n,
                            const char *needle) {
     char err[256] = "";
-    int rc = load_variant(name, drop, add, n, err, sizeof err);
+    int rc = tm_load_variant(name, &(tm_variant_t){.drop = drop, .add = add, .n_add = n}, err,
+                             sizeof err);
     cr_expect_neq(rc, 0, "%s without %s / with %s loaded", name, drop ? drop : "-",
                   add ? add : "-");
     cr_expect(strstr(err, needle) != NULL, "error '%s' does not name '%s'", err, needle);
 }
 
 Test(model_arch, gemma3_hparams_and_layers) {
-    ul_model_t *m = load_ok("gemma3-tiny-f16");
+    ul_model_t *m = tm_load_ok("gemma3-tiny-f16");
     const ul_hparams_t *hp = &m->hp;
     cr_expect_eq(hp->n_swa, 8);
     cr_expect_eq(hp->rope_neox, 1);
@@ -93,7 +42,7 @@ Test(model_arch, gemma3_hparams_and_layers) {
 }
 
 Test(model_arch, phi3_fused_tensors_become_views) {
-    ul_model_t *m = load_ok("phi3-tiny-f16");
+    ul_model_t *m = tm_load_ok("phi3-tiny-f16");
     const ul_hparams_t *hp = &m->hp;
     cr_expect_eq(hp->n_swa, 0, "phi3's sliding_window is ignored, as llama.cpp does");
     cr_expect_eq(hp->n_ctx_orig, 2048);

@@ -10,26 +10,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "model/gguf_util.h"
-#include "model/gguf_write.h"
 #include "model/model.h"
+#include "test_model_util.h"
 #include "uvllm/err.h"
 
-static void model_path(char *buf, size_t n, const char *name) {
-    snprintf(buf, n, "%s/tests/models/%s.gguf", UVLLM_SOURCE_DIR, name);
-}
-
-static ul_model_t *load_ok(const char *name) {
-    char path[1200], err[256];
-    model_path(path, sizeof path, name);
-    ul_model_t *m = NULL;
-    int rc = ul_model_load(path, 0, &m, err, sizeof err);
-    cr_assert_eq(rc, 0, "cannot load %s: %s", path, err);
-    return m;
-}
-
 Test(model_bert, hparams_and_tensors) {
-    ul_model_t *m = load_ok("bert-tiny-f16");
+    ul_model_t *m = tm_load_ok("bert-tiny-f16");
     cr_expect_str_eq(m->hp.arch, "bert");
     cr_expect_eq(m->hp.encoder, 1);
     cr_expect_eq(m->hp.n_embd, 64);
@@ -44,7 +30,7 @@ Test(model_bert, hparams_and_tensors) {
     cr_expect_not_null(m->layers[1].ffn_down_b);
     cr_expect_null(m->layers[1].ffn_gate);
     ul_model_free(m);
-    m = load_ok("nomic-bert-tiny-f16");
+    m = tm_load_ok("nomic-bert-tiny-f16");
     cr_expect_eq(m->hp.encoder, 1);
     cr_expect_eq(m->hp.rope_neox, 1);
     cr_expect_float_eq(m->hp.rope_freq_base, 1000.0f, 1e-3f);
@@ -57,45 +43,14 @@ Test(model_bert, hparams_and_tensors) {
     ul_model_free(m);
 }
 
-/* A copy of the model without the key or tensor drop, or with an extra f32 tensor add
- * (n floats), or with an extra u32 key (g_key = g_val); returns the rc of loading it and its
- * error text in err. */
+/* load_variant with an extra u32 key g_key = g_val (NULL: none). */
 static const char *g_key;
 static uint32_t g_val;
 
 static int load_variant(const char *name, const char *drop, const char *add, int64_t n, char *err,
                         size_t errlen) {
-    char path[1200], out[] = "/tmp/uvllm-bert-XXXXXX";
-    model_path(path, sizeof path, name);
-    ul_gguf_t g;
-    cr_assert_eq(ul_gguf_open(&g, path), 0);
-    ul_gguf_writer_t *w;
-    cr_assert_eq(ul_gguf_writer_new(&w, 0), 0);
-    for (uint64_t i = 0; i < g.n_kv; i++)
-        if (!drop || !ul_str_eq(g.kv[i].key, drop)) cr_assert_eq(ul_gguf_w_copy_kv(w, &g.kv[i]), 0);
-    if (g_key) cr_assert_eq(ul_gguf_w_u32(w, g_key, g_val), 0);
-    char names[128][64];
-    cr_assert_lt(g.n_tensors, 128);
-    for (uint64_t i = 0; i < g.n_tensors; i++) {
-        const ul_gguf_tensor_t *t = &g.tensors[i];
-        snprintf(names[i], sizeof names[i], "%.*s", (int)t->name.len, t->name.ptr);
-        if (drop && !strcmp(names[i], drop)) continue;
-        cr_assert_eq(ul_gguf_w_tensor(w, names[i], t->type, t->n_dims, t->ne, t->data), 0);
-    }
-    float *zeros = calloc((size_t)(n > 0 ? n : 1), sizeof *zeros);
-    if (add) cr_assert_eq(ul_gguf_w_tensor(w, add, UL_TYPE_F32, 1, &n, zeros), 0);
-    int fd = mkstemp(out);
-    cr_assert_geq(fd, 0);
-    close(fd);
-    cr_assert_eq(ul_gguf_w_write(w, out), 0);
-    ul_gguf_writer_free(w);
-    ul_gguf_free(&g);
-    ul_model_t *m = NULL;
-    int rc = ul_model_load(out, 0, &m, err, errlen);
-    ul_model_free(m);
-    unlink(out);
-    free(zeros);
-    return rc;
+    tm_variant_t v = {.drop = drop, .add = add, .n_add = n, .key = g_key, .val = g_val};
+    return tm_load_variant(name, &v, err, errlen);
 }
 
 static void expect_refused(const char *name, const char *drop, const char *add,
@@ -153,7 +108,7 @@ static void expect_ids(const ul_model_t *m, const char *text, int parse_special,
 /* llama-tokenize -m tests/models/bert-tiny-f16.gguf -p TEXT --ids (parse_special on unless
  * --no-parse-special) */
 Test(model_bert, wordpiece_matches_llama_tokenize) {
-    ul_model_t *m = load_ok("bert-tiny-f16");
+    ul_model_t *m = tm_load_ok("bert-tiny-f16");
     expect_ids(m, "The quick brown fox jumps over the lazy dog", 1,
                IDS(2, 5, 6, 7, 8, 9, 45, 10, 5, 11, 12, 3));
     expect_ids(m, "hello", 1, IDS(2, 13, 3));

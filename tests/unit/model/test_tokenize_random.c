@@ -98,11 +98,9 @@ Test(tokenize_random, bpe_round_trips_utf8) {
  * GPT-2 pre-tokenizer always separates ("x" + string + ".\n"), the ids of the whole must
  * be the ids of the pieces, one after the other. */
 Test(tokenize_random, bpe_word_cache_changes_nothing) {
-    char dir[1100];
-    snprintf(dir, sizeof dir, "%s/tokenizer", tv_shared());
     tv_vocab_t t;
     tv_set_t s;
-    tv_open_set(dir, "gpt-2", &t, &s);
+    tv_open_set(tv_tokenizer_dir(), "gpt-2", &t, &s);
     size_t cap = 1 << 20, len = 0;
     char *text = malloc(cap);
     int32_t *expect = malloc(sizeof(int32_t) * cap);
@@ -136,11 +134,9 @@ Test(tokenize_random, bpe_word_cache_changes_nothing) {
 /* The same for SPM: pieces that start with U+2581 after a non-U+2581 are merged apart,
  * and long texts cache them. */
 Test(tokenize_random, spm_piece_cache_changes_nothing) {
-    char dir[1100];
-    snprintf(dir, sizeof dir, "%s/tokenizer", tv_shared());
     tv_vocab_t t;
     tv_set_t s;
-    tv_open_set(dir, "llama-spm", &t, &s);
+    tv_open_set(tv_tokenizer_dir(), "llama-spm", &t, &s);
     size_t cap = 1 << 21, len = 0;
     char *text = malloc(cap);
     ul_ids_t expect = {0}, whole = {0};

@@ -13,8 +13,7 @@
 
 /* Calls fn for every ggml-vocab-NAME.gguf that has .inp and .out next to it. */
 static int each_set(void (*fn)(const char *dir, const char *name)) {
-    char dir[1100];
-    snprintf(dir, sizeof dir, "%s/tokenizer", tv_shared());
+    const char *dir = tv_tokenizer_dir();
     DIR *d = opendir(dir);
     cr_assert(d, "cannot open %s", dir);
     int n = 0;

@@ -302,8 +302,7 @@ Test(vocab, concurrent_tokenize_agrees) {
     tv_vocab_t t;
     load_shared(&t, "gpt-2");
     tv_set_t s;
-    char dir[1100];
-    snprintf(dir, sizeof dir, "%s/tokenizer", tv_shared());
+    const char *dir = tv_tokenizer_dir();
     tv_set_read(&s, dir, "gpt-2");
     size_t len = 0;
     char *text = malloc(1 << 20);

@@ -11,6 +11,12 @@
 
 const char *tv_shared(void) { return ut_shared_dir(); }
 
+const char *tv_tokenizer_dir(void) {
+    static char dir[1100];
+    snprintf(dir, sizeof dir, "%s/tokenizer", tv_shared());
+    return dir;
+}
+
 void tv_load(tv_vocab_t *t, const char *path) {
     char err[256];
     int rc = ul_gguf_open(&t->g, path);

@@ -11,6 +11,8 @@
 
 /* $UVLLM_SHARED, else $UVLLM_SOURCE_DIR/../shared; fails the test naming the path. */
 const char *tv_shared(void);
+/* tv_shared()/tokenizer: llama.cpp's test-vector vocabularies (NAME.gguf, .inp, .out). */
+const char *tv_tokenizer_dir(void);
 
 typedef struct tv_vocab_s {
     ul_gguf_t g;

@@ -288,15 +288,22 @@ static void stream_tick(uv_timer_t *t) {
     }
 }
 
-static int h_stream(ul_http_req_t *req, void *data) {
-    job_t *j = job_new(req, data);
+/* A stream job whose events come from tick every period_ms (tick NULL: none ever come). */
+static int start_stream(ul_http_req_t *req, harness_t *h, int ignore, uv_timer_cb tick,
+                        uint64_t period_ms) {
+    job_t *j = job_new(req, h);
+    j->ignore_pressure = ignore;
     int rc = ul_sse_start(req, &j->sse);
     if (rc) {
         job_end(j);
         return rc;
     }
-    uv_timer_start(&j->timer, stream_tick, 10, 10);
+    if (tick) uv_timer_start(&j->timer, tick, period_ms, period_ms);
     return 0;
+}
+
+static int h_stream(ul_http_req_t *req, void *data) {
+    return start_stream(req, data, 0, stream_tick, 10);
 }
 
 /* Produces 4 KiB events while the stream is not backpressured (or regardless). */
@@ -326,27 +333,15 @@ static void flood_tick(uv_timer_t *t) {
     }
 }
 
-static int flood(ul_http_req_t *req, harness_t *h, int ignore) {
-    job_t *j = job_new(req, h);
-    j->ignore_pressure = ignore;
-    int rc = ul_sse_start(req, &j->sse);
-    if (rc) {
-        job_end(j);
-        return rc;
-    }
-    uv_timer_start(&j->timer, flood_tick, 1, 1);
-    return 0;
+static int h_flood(ul_http_req_t *req, void *data) {
+    return start_stream(req, data, 0, flood_tick, 1);
+}
+static int h_flood_ignore(ul_http_req_t *req, void *data) {
+    return start_stream(req, data, 1, flood_tick, 1);
 }
 
-static int h_flood(ul_http_req_t *req, void *data) { return flood(req, data, 0); }
-static int h_flood_ignore(ul_http_req_t *req, void *data) { return flood(req, data, 1); }
-
-static int h_silent(ul_http_req_t *req, void *data) {
-    job_t *j = job_new(req, data);
-    int rc = ul_sse_start(req, &j->sse);
-    if (rc) job_end(j);
-    return rc; /* events never come: only pings keep the stream alive */
-}
+/* events never come: only pings keep the stream alive */
+static int h_silent(ul_http_req_t *req, void *data) { return start_stream(req, data, 0, NULL, 0); }
 
 static int h_fail(ul_http_req_t *req, void *data) { return UL_EINVAL; }
 
@@ -423,22 +418,26 @@ static void *client_main(void *arg) {
     return NULL;
 }
 
+/* The test routes; every handler gets the harness as its data. */
+static const struct {
+    ul_http_method_t method;
+    const char *path;
+    ul_http_handler_fn fn;
+} k_routes[] = {
+    {UL_HTTP_GET, "/health", h_health},   {UL_HTTP_POST, "/echo", h_echo},
+    {UL_HTTP_GET, "/echo", h_echo},       {UL_HTTP_GET, "/async", h_async},
+    {UL_HTTP_GET, "/hang", h_hang},       {UL_HTTP_GET, "/stream", h_stream},
+    {UL_HTTP_GET, "/flood", h_flood},     {UL_HTTP_GET, "/flood-ignore", h_flood_ignore},
+    {UL_HTTP_GET, "/fail", h_fail},       {UL_HTTP_GET, "/silent", h_silent},
+    {UL_HTTP_POST, "/only-post", h_echo}, {UL_HTTP_GET, "/big", h_big},
+    {UL_HTTP_GET, "/take", h_take},
+};
+
 int harness_run(harness_t *h, client_fn fn) {
     if (uv_loop_init(&h->loop)) return -100;
     ul_router_init(&h->router);
-    ul_router_add(&h->router, UL_HTTP_GET, "/health", h_health, h);
-    ul_router_add(&h->router, UL_HTTP_POST, "/echo", h_echo, h);
-    ul_router_add(&h->router, UL_HTTP_GET, "/echo", h_echo, h);
-    ul_router_add(&h->router, UL_HTTP_GET, "/async", h_async, h);
-    ul_router_add(&h->router, UL_HTTP_GET, "/hang", h_hang, h);
-    ul_router_add(&h->router, UL_HTTP_GET, "/stream", h_stream, h);
-    ul_router_add(&h->router, UL_HTTP_GET, "/flood", h_flood, h);
-    ul_router_add(&h->router, UL_HTTP_GET, "/flood-ignore", h_flood_ignore, h);
-    ul_router_add(&h->router, UL_HTTP_GET, "/fail", h_fail, h);
-    ul_router_add(&h->router, UL_HTTP_GET, "/silent", h_silent, h);
-    ul_router_add(&h->router, UL_HTTP_POST, "/only-post", h_echo, h);
-    ul_router_add(&h->router, UL_HTTP_GET, "/big", h_big, h);
-    ul_router_add(&h->router, UL_HTTP_GET, "/take", h_take, h);
+    for (size_t i = 0; i < sizeof k_routes / sizeof k_routes[0]; i++)
+        ul_router_add(&h->router, k_routes[i].method, k_routes[i].path, k_routes[i].fn, h);
     if (ul_http_server_init(&h->loop, &h->srv, &h->cfg, &h->router)) return -101;
     h->srv.data = h;
     if (ul_http_server_listen(&h->srv)) return -102;

@@ -287,14 +287,23 @@ static int take_client(harness_t *h, char *msg, size_t cap) {
     return 0;
 }
 
-Test(hostile, answers_handed_over_whole_keep_their_bytes_and_order) {
+/* Runs fn under a memory budget of total_mib MiB in all and 10 MiB a connection, a reader
+ * stalled after evict_ms (< 0: the default); the accounting must return to 0 after. Returns
+ * how many requests and answers the budget refused. */
+static uint64_t run_budget(client_fn fn, size_t total_mib, int64_t evict_ms) {
     harness_t h;
     harness_config(&h);
-    h.cfg.max_buffered_mem = 40u << 20;
+    h.cfg.max_buffered_mem = total_mib << 20;
     h.cfg.max_conn_mem = 10u << 20;
-    HARNESS_RUN(&h, take_client);
+    if (evict_ms >= 0) h.cfg.mem_evict_after_ms = (uint64_t)evict_ms;
+    HARNESS_RUN(&h, fn);
     cr_assert_eq(h.srv.stats.mem_buffered, 0, "accounting must return to 0: %llu",
                  (unsigned long long)h.srv.stats.mem_buffered);
+    return h.srv.stats.mem_refused;
+}
+
+Test(hostile, answers_handed_over_whole_keep_their_bytes_and_order) {
+    run_budget(take_client, 40, -1);
 }
 
 /* A stalled reader: of an 8 MB answer the kernel takes a few MB, the rest stays in the
@@ -321,16 +330,26 @@ static size_t big_request(void) {
     return (size_t)hn + 8000000;
 }
 
+/* A stalled reader a, then the 8 MB body on a new connection b, its answer in r. With
+ * must_send the whole body must go out; else the server may stop reading half-way. */
+static int big_beside_stalled(harness_t *h, cl_conn_t *a, cl_conn_t *b, cl_resp_t *r, int must_send,
+                              char *msg, size_t cap) {
+    if (stall_a_reader(h, a, msg, cap)) return -1;
+    size_t n = big_request();
+    CHECK(cl_connect(b, h->port) == 0, "connect");
+    int sent = cl_send(b, big_body, n);
+    CHECK(!must_send || sent == 0, "send");
+    CHECK(cl_read_response(b, r, 0) == 0, "no answer to the big body");
+    return 0;
+}
+
 /* The reader has not stalled for mem_evict_after_ms yet (an hour here): the body is a 503
  * and the reader is kept. */
 static int refuse_client(harness_t *h, char *msg, size_t cap) {
     cl_conn_t a, b;
     cl_resp_t r;
-    if (stall_a_reader(h, &a, msg, cap)) return -1;
-    size_t n = big_request();
-    CHECK(cl_connect(&b, h->port) == 0, "connect");
-    cl_send(&b, big_body, n); /* the server may stop reading half-way */
-    CHECK(cl_read_response(&b, &r, 0) == 0 && r.status == 503, "over the total: %d", r.status);
+    if (big_beside_stalled(h, &a, &b, &r, 0, msg, cap)) return -1;
+    CHECK(r.status == 503, "over the total: %d", r.status);
     cl_resp_free(&r);
     cl_close(&b);
     ul_http_stats_t hs = {0};
@@ -342,15 +361,7 @@ static int refuse_client(harness_t *h, char *msg, size_t cap) {
 }
 
 Test(hostile, memory_budget_refuses_beside_a_reader_not_yet_stalled) {
-    harness_t h;
-    harness_config(&h);
-    h.cfg.max_buffered_mem = 20u << 20;
-    h.cfg.max_conn_mem = 10u << 20;
-    h.cfg.mem_evict_after_ms = 3600 * 1000;
-    HARNESS_RUN(&h, refuse_client);
-    cr_assert_geq(h.srv.stats.mem_refused, 1);
-    cr_assert_eq(h.srv.stats.mem_buffered, 0, "accounting must return to 0: %llu",
-                 (unsigned long long)h.srv.stats.mem_buffered);
+    cr_assert_geq(run_budget(refuse_client, 20, 3600 * 1000), 1);
 }
 
 /* The reader counts as stalled at once (mem_evict_after_ms 0): it is closed, with a reset,
@@ -358,11 +369,8 @@ Test(hostile, memory_budget_refuses_beside_a_reader_not_yet_stalled) {
 static int evict_client(harness_t *h, char *msg, size_t cap) {
     cl_conn_t a, b;
     cl_resp_t r;
-    if (stall_a_reader(h, &a, msg, cap)) return -1;
-    size_t n = big_request();
-    CHECK(cl_connect(&b, h->port) == 0, "connect");
-    CHECK(cl_send(&b, big_body, n) == 0, "send");
-    CHECK(cl_read_response(&b, &r, 0) == 0 && r.status == 405, "after eviction: %d", r.status);
+    if (big_beside_stalled(h, &a, &b, &r, 1, msg, cap)) return -1;
+    CHECK(r.status == 405, "after eviction: %d", r.status);
     cl_resp_free(&r);
     ul_http_stats_t hs = {0};
     CHECK(harness_stats(h, &hs) == 0 && hs.mem_evicted == 1, "evictions %llu",
@@ -385,15 +393,7 @@ static int evict_client(harness_t *h, char *msg, size_t cap) {
 }
 
 Test(hostile, memory_budget_evicts_stalled_readers) {
-    harness_t h;
-    harness_config(&h);
-    h.cfg.max_buffered_mem = 20u << 20;
-    h.cfg.max_conn_mem = 10u << 20;
-    h.cfg.mem_evict_after_ms = 0;
-    HARNESS_RUN(&h, evict_client);
-    cr_assert_geq(h.srv.stats.mem_refused, 1);
-    cr_assert_eq(h.srv.stats.mem_buffered, 0, "accounting must return to 0: %llu",
-                 (unsigned long long)h.srv.stats.mem_buffered);
+    cr_assert_geq(run_budget(evict_client, 20, 0), 1);
 }
 
 Test(hostile, too_many_header_fields) {

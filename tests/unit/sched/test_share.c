@@ -96,18 +96,28 @@ static void add_choices(ul_sched_t *s, cseq_t *c, int shared) {
         cr_assert_eq(ul_sched_add_shared(s, &c[i].seq, p, NP, shared && i ? &c[0].seq : NULL), 0);
 }
 
+/* The scheduler (g_cfg) on backend b, stepped by hand; returns b. */
+static ul_backend_t *open_sched(ul_sched_t *s, ul_backend_t *b) {
+    cr_assert_eq(ul_sched_init(s, b, &g_cfg), 0);
+    return b;
+}
+
+/* Every page is back in the pool; frees the scheduler and the backend. */
+static void close_sched(ul_sched_t *s, ul_backend_t *b) {
+    cr_assert_eq(s->pool.n_free, s->pool.n_pages, "every page back");
+    ul_sched_free(s);
+    ul_backend_destroy(b);
+}
+
 /* The tokens of NCH independent sequences with the same prompt and seeds. */
 static void reference(mk_backend_t mk, float temperature, cseq_t *ref) {
-    ul_backend_t *b = mk(BIGPOOL);
     ul_sched_t s;
-    cr_assert_eq(ul_sched_init(&s, b, &g_cfg), 0);
+    ul_backend_t *b = open_sched(&s, mk(BIGPOOL));
     init_choices(ref, temperature);
     add_choices(&s, ref, 0);
     run_all(&s);
     for (int i = 0; i < NCH; i++) cr_assert_eq(ref[i].n_out, MAXTOK);
-    cr_assert_eq(s.pool.n_free, BIGPOOL);
-    ul_sched_free(&s);
-    ul_backend_destroy(b);
+    close_sched(&s, b);
 }
 
 static void same_as(const cseq_t *c, const cseq_t *ref, int from) {
@@ -124,16 +134,32 @@ static int32_t pages_used(const ul_sched_t *s) { return s->pool.n_pages - s->poo
 
 /* ---- the scenarios ------------------------------------------------------------------- */
 
+/* The reference tokens of NCH choices, then the scheduler on mk(n_pages) with the NCH
+ * choices added sharing the first one's prompt. */
+static ul_backend_t *start_shared(mk_backend_t mk, float temperature, int32_t n_pages, cseq_t *ref,
+                                  cseq_t *c, ul_sched_t *s) {
+    reference(mk, temperature, ref);
+    ul_backend_t *b = open_sched(s, mk(n_pages));
+    init_choices(c, temperature);
+    add_choices(s, c, 1);
+    return b;
+}
+
+/* Runs them to the end: the same tokens as the reference (from choice `from` on), every
+ * page back. */
+static void end_shared(ul_sched_t *s, ul_backend_t *b, const cseq_t *c, const cseq_t *ref,
+                       int from) {
+    run_all(s);
+    same_as(c, ref, from);
+    close_sched(s, b);
+}
+
 /* The choices wait for the first to compute the prompt, then take its 2 full pages and
  * prefill only their last 2 tokens; while all run the pool holds the prompt pages once. */
 static void shares_and_matches(mk_backend_t mk, float temperature) {
     cseq_t ref[NCH], c[NCH];
-    reference(mk, temperature, ref);
-    ul_backend_t *b = mk(BIGPOOL);
     ul_sched_t s;
-    cr_assert_eq(ul_sched_init(&s, b, &g_cfg), 0);
-    init_choices(c, temperature);
-    add_choices(&s, c, 1);
+    ul_backend_t *b = start_shared(mk, temperature, BIGPOOL, ref, c, &s);
     cr_assert_eq(one_step(&s), 1, "the sharers wait for the prompt");
     cr_assert_eq(s.step->n_tokens, NP);
     cr_assert_eq(one_step(&s), 3);
@@ -154,23 +180,15 @@ static void shares_and_matches(mk_backend_t mk, float temperature) {
         for (int i = 0; i < NCH; i++) tails += c[i].seq.n_pages - 2;
         cr_assert_eq(pages_used(&s), 2 + tails, "prompt pages once plus each choice's tail");
     }
-    run_all(&s);
-    same_as(c, ref, 0);
-    cr_assert_eq(s.pool.n_free, BIGPOOL, "every page back");
-    ul_sched_free(&s);
-    ul_backend_destroy(b);
+    end_shared(&s, b, c, ref, 0);
 }
 
 /* The sequence shared from goes away while the others decode: its references go, the
  * shared pages stay for the others, and everything is free at the end. */
 static void cancel_the_first(mk_backend_t mk) {
     cseq_t ref[NCH], c[NCH];
-    reference(mk, 0.9f, ref);
-    ul_backend_t *b = mk(BIGPOOL);
     ul_sched_t s;
-    cr_assert_eq(ul_sched_init(&s, b, &g_cfg), 0);
-    init_choices(c, 0.9f);
-    add_choices(&s, c, 1);
+    ul_backend_t *b = start_shared(mk, 0.9f, BIGPOOL, ref, c, &s);
     for (int k = 0; k < 3; k++) one_step(&s);
     int32_t shared0 = c[1].seq.pages[0];
     cr_assert_eq(s.pool.refs[shared0], NCH);
@@ -181,28 +199,17 @@ static void cancel_the_first(mk_backend_t mk) {
     cr_assert_eq(c[0].reason, UL_FINISH_CANCELLED);
     cr_assert_eq(s.pool.refs[shared0], NCH - 1);
     cr_assert_leq(pages_used(&s), used - own0 + NCH - 1, "only the first's own pages freed");
-    run_all(&s);
-    same_as(c, ref, 1);
-    cr_assert_eq(s.pool.n_free, BIGPOOL);
-    ul_sched_free(&s);
-    ul_backend_destroy(b);
+    end_shared(&s, b, c, ref, 1);
 }
 
 /* 7 pages for choices that need 6 each alone: preemption, recompute, same tokens. */
 static void tiny_pool(mk_backend_t mk) {
     cseq_t ref[NCH], c[NCH];
-    reference(mk, 0.9f, ref);
-    ul_backend_t *b = mk(7);
     ul_sched_t s;
-    cr_assert_eq(ul_sched_init(&s, b, &g_cfg), 0);
-    init_choices(c, 0.9f);
-    add_choices(&s, c, 1);
+    ul_backend_t *b = start_shared(mk, 0.9f, 7, ref, c, &s);
     run_all(&s);
-    same_as(c, ref, 0);
     cr_assert_gt(s.stats.preemptions, 0, "7 pages for 3 x 6 must preempt");
-    cr_assert_eq(s.pool.n_free, 7);
-    ul_sched_free(&s);
-    ul_backend_destroy(b);
+    end_shared(&s, b, c, ref, 0);
 }
 
 Test(share, null_choices_match_independent_sequences) { shares_and_matches(null_backend, 0); }
@@ -224,9 +231,8 @@ Test(share, cpu_tiny_pool_preempts_and_completes, .fini = free_model) { tiny_poo
 Test(share, first_cancelled_before_its_prompt_the_others_go_alone) {
     cseq_t ref[NCH], c[NCH];
     reference(null_backend, 0, ref);
-    ul_backend_t *b = null_backend(BIGPOOL);
     ul_sched_t s;
-    cr_assert_eq(ul_sched_init(&s, b, &g_cfg), 0);
+    ul_backend_t *b = open_sched(&s, null_backend(BIGPOOL));
     init_choices(c, 0);
     add_choices(&s, c, 1);
     cr_assert_eq(c[0].seq.n_sharers, NCH - 1);
@@ -234,19 +240,14 @@ Test(share, first_cancelled_before_its_prompt_the_others_go_alone) {
     cr_assert_eq(one_step(&s), NCH - 1);
     cr_assert_eq(s.step->seqs[0].n_tokens, NP, "computes the whole prompt");
     cr_assert_null(c[1].seq.share_with);
-    run_all(&s);
-    same_as(c, ref, 1);
-    cr_assert_eq(s.pool.n_free, BIGPOOL);
-    ul_sched_free(&s);
-    ul_backend_destroy(b);
+    end_shared(&s, b, c, ref, 1);
 }
 
 /* A prompt shorter than two pages has no full page before its last token: nothing to
  * wait for, nothing shared. */
 Test(share, short_prompt_shares_nothing) {
-    ul_backend_t *b = null_backend(BIGPOOL);
     ul_sched_t s;
-    cr_assert_eq(ul_sched_init(&s, b, &g_cfg), 0);
+    ul_backend_t *b = open_sched(&s, null_backend(BIGPOOL));
     cseq_t c[NCH];
     init_choices(c, 0);
     int32_t p[PS] = {1, 2, 3, 4};
@@ -255,15 +256,12 @@ Test(share, short_prompt_shares_nothing) {
     cr_assert_eq(one_step(&s), 2, "no page to wait for");
     cr_assert_eq(c[1].seq.n_shared, 0);
     run_all(&s);
-    cr_assert_eq(s.pool.n_free, BIGPOOL);
-    ul_sched_free(&s);
-    ul_backend_destroy(b);
+    close_sched(&s, b);
 }
 
 Test(share, add_shared_validates) {
-    ul_backend_t *b = null_backend(BIGPOOL);
     ul_sched_t s;
-    cr_assert_eq(ul_sched_init(&s, b, &g_cfg), 0);
+    ul_backend_t *b = open_sched(&s, null_backend(BIGPOOL));
     cseq_t c[NCH];
     init_choices(c, 0);
     int32_t p[NP];
@@ -278,9 +276,7 @@ Test(share, add_shared_validates) {
     cr_assert_eq(ul_sched_add_shared(&s, &c[1].seq, p, NP, &c[0].seq), 0);
     run_all(&s);
     cr_assert(c[0].finished && c[1].finished);
-    cr_assert_eq(s.pool.n_free, BIGPOOL);
-    ul_sched_free(&s);
-    ul_backend_destroy(b);
+    close_sched(&s, b);
 }
 
 /* Through the loop driver (double buffered, asynchronous null backend): same tokens. */
@@ -371,9 +367,8 @@ static void run_overlapped(ul_sched_t *s) {
 
 Test(share, mixed_requests_tiny_pool_cancels_overlapped) {
     static cseq_t ref[3 * NREQ + 1], c[3 * NREQ + 1];
-    ul_backend_t *b = null_backend(BIGPOOL);
     ul_sched_t s;
-    cr_assert_eq(ul_sched_init(&s, b, &g_cfg), 0);
+    ul_backend_t *b = open_sched(&s, null_backend(BIGPOOL));
     add_requests(&s, ref, 0, 0);
     run_all(&s);
     ul_sched_free(&s);
