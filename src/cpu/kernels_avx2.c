@@ -9,15 +9,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "cpu/kernels_impl.h"
-#include "cpu/kernels_tile.h"
-
-AI float hsum8(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
+#include "cpu/kernels_avx2_impl.h"
 
 /* ---- Q4_0 ---- */
 AI void tile_q4_0(const int NR, const int NT, int64_t n_cols, const uint8_t *w, size_t ws,
@@ -155,24 +147,9 @@ AI void tile_q4_K(const int NR, const int NT, int64_t n_cols, const uint8_t *w, 
                 __m256i v = _mm256_loadu_si256((const __m256i *)(q->qs + 32 * c));
                 __m256i lo = _mm256_and_si256(v, m4),
                         hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-                __m256i s0 = _mm256_set1_epi16(sc[2 * c]), s1 = _mm256_set1_epi16(sc[2 * c + 1]);
-                _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
-                    const blk_q8K *p = (const blk_q8K *)(x + (size_t)t * xs) + b;
-                    __m256i x0 = _mm256_loadu_si256((const __m256i *)(p->qs + 64 * c));
-                    __m256i x1 = _mm256_loadu_si256((const __m256i *)(p->qs + 64 * c + 32));
-                    isum[t] = _mm256_add_epi32(isum[t],
-                                               _mm256_madd_epi16(_mm256_maddubs_epi16(lo, x0), s0));
-                    isum[t] = _mm256_add_epi32(isum[t],
-                                               _mm256_madd_epi16(_mm256_maddubs_epi16(hi, x1), s1));
-                }
+                q45k_chunk(NT, lo, hi, sc, c, x, xs, b, isum);
             }
-            float d = ul_fp16_to_fp32(q->d), dmin = ul_fp16_to_fp32(q->dmin);
-            _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
-                const blk_q8K *p = (const blk_q8K *)(x + (size_t)t * xs) + b;
-                int32_t summ = 0;
-                for (int j = 0; j < 8; j++) summ += mn[j] * (p->bsums[2 * j] + p->bsums[2 * j + 1]);
-                acc[r][t] += p->d * (d * hsum8(_mm256_cvtepi32_ps(isum[t])) - dmin * (float)summ);
-            }
+            q45k_fold(NT, q->d, q->dmin, mn, x, xs, b, isum, acc[r]);
         }
     }
     FOR_RT y[t * ys + r] = acc[r][t];

@@ -6,15 +6,7 @@
  * once per super-block. */
 #include <immintrin.h>
 
-#include "cpu/kernels_impl.h"
-#include "cpu/kernels_tile.h"
-
-AI float hsum8(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
+#include "cpu/kernels_avx2_impl.h"
 
 /* 16 bytes of nibbles as the 32 signed levels in element order [lo x16, hi x16] */
 AI __m256i levels32(const uint8_t *qs, __m256i table) {

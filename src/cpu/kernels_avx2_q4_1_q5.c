@@ -6,17 +6,9 @@
  * accumulator. (AVX-512: kernels_avx512_q4_1_q5.c) */
 #include <immintrin.h>
 
-#include "cpu/kernels_impl.h"
-#include "cpu/kernels_tile.h"
+#include "cpu/kernels_avx2_impl.h"
 
 enum { K_Q4_1, K_Q5_0, K_Q5_1 };
-
-AI float hsum8(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
 
 /* byte j = 16 where bit j of the block's qh is set (llama.cpp's bytes_from_bits_32) */
 AI __m256i fifth_bits(const uint8_t qh[4]) {

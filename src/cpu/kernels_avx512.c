@@ -389,21 +389,7 @@ AI void tile_q4_K(const int NR, const int NT, int64_t n_cols, const uint8_t *w, 
         __m512i isum[4][4];
         _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {
             const blk_q4_K *q = (const blk_q4_K *)(w + (size_t)r * ws) + b;
-            uint8_t sm[16];
-            q4k_unpack_scales(q->scales, sm);
-            sc16[r] =
-                _mm512_castsi256_si512(_mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)sm)));
-            /* minus dmin * sum_j m_j * bsum_j goes through the float accumulator */
-            __m256i mins = _mm256_permutexvar_epi16(_mm256_loadu_si256((const __m256i *)k_dup_idx),
-                                                    _mm256_cvtepu8_epi16(_mm_loadu_si64(sm + 8)));
-            float dmin = ul_fp16_to_fp32(q->dmin);
-            _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
-                const blk_q8K *p = (const blk_q8K *)(x + (size_t)t * xs) + b;
-                __m256i ms = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)p->bsums), mins);
-                acc[r][t] = _mm512_fnmadd_ps(_mm512_castps256_ps512(_mm256_cvtepi32_ps(ms)),
-                                             _mm512_set1_ps(dmin * p->d), acc[r][t]);
-                isum[r][t] = _mm512_setzero_si512();
-            }
+            q45k_head(NT, q->scales, q->dmin, x, xs, b, &sc16[r], acc[r], isum[r]);
         }
         for (int c = 0; c < 4; c++) {
             __m512i W[4], S[4];
@@ -415,21 +401,11 @@ AI void tile_q4_K(const int NR, const int NT, int64_t n_cols, const uint8_t *w, 
                     join256(_mm256_and_si256(v, m4), _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
                 S[r] = _mm512_permutexvar_epi16(idx, sc16[r]);
             }
-            _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
-                const blk_q8K *p = (const blk_q8K *)(x + (size_t)t * xs) + b;
-                __m512i X = _mm512_loadu_si512(p->qs + 64 * c);
-                _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) isum[r][t] =
-                    _mm512_dpwssd_epi32(isum[r][t], _mm512_maddubs_epi16(W[r], X), S[r]);
-            }
+            kq_chunk(NR, NT, W, S, x, xs, b, c, isum);
         }
         _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {
             const blk_q4_K *q = (const blk_q4_K *)(w + (size_t)r * ws) + b;
-            float d = ul_fp16_to_fp32(q->d);
-            _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
-                const blk_q8K *p = (const blk_q8K *)(x + (size_t)t * xs) + b;
-                acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[r][t]),
-                                            _mm512_set1_ps(d * p->d), acc[r][t]);
-            }
+            kq_fold(NT, ul_fp16_to_fp32(q->d), x, xs, b, isum[r], acc[r]);
         }
     }
     FOR_RT y[t * ys + r] = _mm512_reduce_add_ps(acc[r][t]);
@@ -488,21 +464,11 @@ AI void tile_q6_K(const int NR, const int NT, int64_t n_cols, const uint8_t *w, 
                 W[r] = _mm512_or_si512(ql, _mm512_slli_epi16(_mm512_and_si512(hb, m2), 4));
                 S[r] = _mm512_permutexvar_epi16(idx, sc16[r]);
             }
-            _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
-                const blk_q8K *p = (const blk_q8K *)(x + (size_t)t * xs) + b;
-                __m512i X = _mm512_loadu_si512(p->qs + 64 * c);
-                _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) isum[r][t] =
-                    _mm512_dpwssd_epi32(isum[r][t], _mm512_maddubs_epi16(W[r], X), S[r]);
-            }
+            kq_chunk(NR, NT, W, S, x, xs, b, c, isum);
         }
         _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {
             const blk_q6_K *q = (const blk_q6_K *)(w + (size_t)r * ws) + b;
-            float d = ul_fp16_to_fp32(q->d);
-            _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
-                const blk_q8K *p = (const blk_q8K *)(x + (size_t)t * xs) + b;
-                acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[r][t]),
-                                            _mm512_set1_ps(d * p->d), acc[r][t]);
-            }
+            kq_fold(NT, ul_fp16_to_fp32(q->d), x, xs, b, isum[r], acc[r]);
         }
     }
     FOR_RT y[t * ys + r] = _mm512_reduce_add_ps(acc[r][t]);
