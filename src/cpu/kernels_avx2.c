@@ -131,28 +131,10 @@ MM_DRIVER(f16, 4, 3)
 MM_DRIVER(bf16, 4, 3)
 
 /* ---- Q4_K / Q6_K x Q8K: one row at a time, tokens tiled ---- */
+/* the tile: tile_q45_K, kernels_avx2_impl.h */
 AI void tile_q4_K(const int NR, const int NT, int64_t n_cols, const uint8_t *w, size_t ws,
                   const uint8_t *x, size_t xs, float *y, int64_t ys) {
-    const int64_t nb = n_cols / QKK;
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
-    float acc[4][4] = {{0}};
-    for (int64_t b = 0; b < nb; b++) {
-        _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {
-            const blk_q4_K *q = (const blk_q4_K *)(w + (size_t)r * ws) + b;
-            uint8_t sc[8], mn[8];
-            for (int j = 0; j < 8; j++) ul_q4k_scale_min(j, q->scales, &sc[j], &mn[j]);
-            __m256i isum[4];
-            _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) isum[t] = _mm256_setzero_si256();
-            for (int c = 0; c < 4; c++) {
-                __m256i v = _mm256_loadu_si256((const __m256i *)(q->qs + 32 * c));
-                __m256i lo = _mm256_and_si256(v, m4),
-                        hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-                q45k_chunk(NT, lo, hi, sc, c, x, xs, b, isum);
-            }
-            q45k_fold(NT, q->d, q->dmin, mn, x, xs, b, isum, acc[r]);
-        }
-    }
-    FOR_RT y[t * ys + r] = acc[r][t];
+    tile_q45_K(0, NR, NT, n_cols, w, ws, x, xs, y, ys);
 }
 MM_DRIVER(q4_K, 1, 4)
 

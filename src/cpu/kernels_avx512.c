@@ -372,43 +372,10 @@ MM_DRIVER(bf16, 4, 4)
 
 /* ---- K-quants x Q8K ---- */
 
-/* Q6_K's k_q4k_idx (kernels_avx512_impl.h): word i of chunk c, the scale of its 16-group */
-static const uint16_t k_q6k_idx[4][32] = {{UL_R8(0), UL_R8(1), UL_R8(2), UL_R8(3)},
-                                          {UL_R8(4), UL_R8(5), UL_R8(6), UL_R8(7)},
-                                          {UL_R8(8), UL_R8(9), UL_R8(10), UL_R8(11)},
-                                          {UL_R8(12), UL_R8(13), UL_R8(14), UL_R8(15)}};
-
+/* the tile: tile_kq, kernels_avx512_impl.h */
 AI void tile_q4_K(const int NR, const int NT, int64_t n_cols, const uint8_t *w, size_t ws,
                   const uint8_t *x, size_t xs, float *y, int64_t ys) {
-    const int64_t nb = n_cols / QKK;
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
-    __m512 acc[4][4];
-    FOR_RT acc[r][t] = _mm512_setzero_ps();
-    for (int64_t b = 0; b < nb; b++) {
-        __m512i sc16[4];
-        __m512i isum[4][4];
-        _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {
-            const blk_q4_K *q = (const blk_q4_K *)(w + (size_t)r * ws) + b;
-            q45k_head(NT, q->scales, q->dmin, x, xs, b, &sc16[r], acc[r], isum[r]);
-        }
-        for (int c = 0; c < 4; c++) {
-            __m512i W[4], S[4];
-            const __m512i idx = _mm512_loadu_si512(k_q4k_idx[c]);
-            _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {
-                const blk_q4_K *q = (const blk_q4_K *)(w + (size_t)r * ws) + b;
-                __m256i v = _mm256_loadu_si256((const __m256i *)(q->qs + 32 * c));
-                W[r] =
-                    join256(_mm256_and_si256(v, m4), _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
-                S[r] = _mm512_permutexvar_epi16(idx, sc16[r]);
-            }
-            kq_chunk(NR, NT, W, S, x, xs, b, c, isum);
-        }
-        _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {
-            const blk_q4_K *q = (const blk_q4_K *)(w + (size_t)r * ws) + b;
-            kq_fold(NT, ul_fp16_to_fp32(q->d), x, xs, b, isum[r], acc[r]);
-        }
-    }
-    FOR_RT y[t * ys + r] = _mm512_reduce_add_ps(acc[r][t]);
+    tile_kq(KQ_Q4_K, NR, NT, n_cols, w, ws, x, xs, y, ys);
 }
 MM_DRIVER(q4_K, 2, 4)
 
@@ -425,53 +392,7 @@ static void mm_q4_K_any(int64_t n_cols, const uint8_t *w, size_t ws, int nr, con
 
 AI void tile_q6_K(const int NR, const int NT, int64_t n_cols, const uint8_t *w, size_t ws,
                   const uint8_t *x, size_t xs, float *y, int64_t ys) {
-    const int64_t nb = n_cols / QKK;
-    const __m512i m4 = _mm512_set1_epi8(0x0F), m2 = _mm512_set1_epi8(0x03);
-    __m512 acc[4][4];
-    FOR_RT acc[r][t] = _mm512_setzero_ps();
-    for (int64_t b = 0; b < nb; b++) {
-        __m512i sc16[4];
-        __m512i isum[4][4];
-        _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {
-            const blk_q6_K *q = (const blk_q6_K *)(w + (size_t)r * ws) + b;
-            __m256i s = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)q->scales));
-            sc16[r] = _mm512_castsi256_si512(s);
-            _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
-                const blk_q8K *p = (const blk_q8K *)(x + (size_t)t * xs) + b;
-                /* the -32 offset: -32 * sum_j sc_j * bsum_j, in the low 8 lanes */
-                __m256i corr = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)p->bsums), s);
-                isum[r][t] = _mm512_castsi256_si512(
-                    _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(corr, 5)));
-                isum[r][t] = _mm512_inserti64x4(isum[r][t], _mm256_setzero_si256(), 1);
-            }
-        }
-        for (int c = 0; c < 4; c++) {
-            __m512i W[4], S[4];
-            const __m512i idx = _mm512_loadu_si512(k_q6k_idx[c]);
-            _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {
-                const blk_q6_K *q = (const blk_q6_K *)(w + (size_t)r * ws) + b;
-                const int h = c >> 1;
-                __m512i ql = _mm512_loadu_si512(q->ql + 64 * h);
-                __m256i qh = _mm256_loadu_si256((const __m256i *)(q->qh + 32 * h));
-                __m512i hb;
-                if (c & 1) {
-                    ql = _mm512_and_si512(_mm512_srli_epi16(ql, 4), m4);
-                    hb = join256(_mm256_srli_epi16(qh, 4), _mm256_srli_epi16(qh, 6));
-                } else {
-                    ql = _mm512_and_si512(ql, m4);
-                    hb = join256(qh, _mm256_srli_epi16(qh, 2));
-                }
-                W[r] = _mm512_or_si512(ql, _mm512_slli_epi16(_mm512_and_si512(hb, m2), 4));
-                S[r] = _mm512_permutexvar_epi16(idx, sc16[r]);
-            }
-            kq_chunk(NR, NT, W, S, x, xs, b, c, isum);
-        }
-        _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {
-            const blk_q6_K *q = (const blk_q6_K *)(w + (size_t)r * ws) + b;
-            kq_fold(NT, ul_fp16_to_fp32(q->d), x, xs, b, isum[r], acc[r]);
-        }
-    }
-    FOR_RT y[t * ys + r] = _mm512_reduce_add_ps(acc[r][t]);
+    tile_kq(KQ_Q6_K, NR, NT, n_cols, w, ws, x, xs, y, ys);
 }
 MM_DRIVER(q6_K, 2, 4)
 
