@@ -131,12 +131,7 @@ MM_DRIVER(f16, 4, 3)
 MM_DRIVER(bf16, 4, 3)
 
 /* ---- Q4_K / Q6_K x Q8K: one row at a time, tokens tiled ---- */
-/* the tile: tile_q45_K, kernels_avx2_impl.h */
-AI void tile_q4_K(const int NR, const int NT, int64_t n_cols, const uint8_t *w, size_t ws,
-                  const uint8_t *x, size_t xs, float *y, int64_t ys) {
-    tile_q45_K(0, NR, NT, n_cols, w, ws, x, xs, y, ys);
-}
-MM_DRIVER(q4_K, 1, 4)
+MM_DRIVER_FN(static void mm_q4_K, tile_q45_K, 1, 4, 0) /* kernels_avx2_impl.h */
 
 AI void tile_q6_K(const int NR, const int NT, int64_t n_cols, const uint8_t *w, size_t ws,
                   const uint8_t *x, size_t xs, float *y, int64_t ys) {

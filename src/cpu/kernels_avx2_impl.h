@@ -19,8 +19,8 @@ AI float hsum8(__m256 v) {
  * Q5_K is Q4_K with the fifth bit of every element (qh, bit j of byte l for sub-block j)
  * ORed into the nibbles as 16, so the unsigned operand of vpmaddubsw is 0..31 (pairs of
  * 31 * 127 stay inside int16); vpmaddwd against the sub-block scales. */
-AI void tile_q45_K(const int Q5, const int NR, const int NT, int64_t n_cols, const uint8_t *w,
-                   size_t ws, const uint8_t *x, size_t xs, float *y, int64_t ys) {
+AI void tile_q45_K(const int NR, const int NT, int64_t n_cols, const uint8_t *w, size_t ws,
+                   const uint8_t *x, size_t xs, float *y, int64_t ys, const int Q5) {
     const int64_t nb = n_cols / QKK;
     const size_t bs = Q5 ? sizeof(blk_q5_K) : sizeof(blk_q4_K);
     const __m256i m4 = _mm256_set1_epi8(0x0F), m1 = _mm256_set1_epi8(1);

@@ -51,7 +51,7 @@ AI void tile_iq4_nl(const int NR, const int NT, int64_t n_cols, const uint8_t *w
     }
     FOR_RT y[t * ys + r] = hsum8(acc[r][t]);
 }
-MM_DRIVER(iq4_nl, 4, 2)
+MM_DRIVER_FN(void ul_cpu_mm_iq4_nl_avx2, tile_iq4_nl, 4, 2)
 
 AI void tile_iq4_xs(const int NR, const int NT, int64_t n_cols, const uint8_t *w, size_t ws,
                     const uint8_t *x, size_t xs, float *y, int64_t ys) {
@@ -87,13 +87,4 @@ AI void tile_iq4_xs(const int NR, const int NT, int64_t n_cols, const uint8_t *w
     }
     FOR_RT y[t * ys + r] = hsum8(acc[r][t]);
 }
-MM_DRIVER(iq4_xs, 2, 4)
-
-void ul_cpu_mm_iq4_nl_avx2(int64_t n_cols, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
-                           size_t xs, int nt, float *y, int64_t ys) {
-    mm_iq4_nl(n_cols, w, ws, nr, x, xs, nt, y, ys);
-}
-void ul_cpu_mm_iq4_xs_avx2(int64_t n_cols, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
-                           size_t xs, int nt, float *y, int64_t ys) {
-    mm_iq4_xs(n_cols, w, ws, nr, x, xs, nt, y, ys);
-}
+MM_DRIVER_FN(void ul_cpu_mm_iq4_xs_avx2, tile_iq4_xs, 2, 4)

@@ -141,8 +141,8 @@ AI float kq_d(const int KIND, const uint8_t *blk) {
 /* Weight rows r < NR x tokens t < NT of one kind, per super-block: the rows' heads, then
  * per 64-element chunk the rows' weight bytes and scales against each token's quants
  * (isum[r][t] += S[r] * pair sums), then isum into the float accumulators (d * dx). */
-AI void tile_kq(const int KIND, const int NR, const int NT, int64_t n_cols, const uint8_t *w,
-                size_t ws, const uint8_t *x, size_t xs, float *y, int64_t ys) {
+AI void tile_kq(const int NR, const int NT, int64_t n_cols, const uint8_t *w, size_t ws,
+                const uint8_t *x, size_t xs, float *y, int64_t ys, const int KIND) {
     const int64_t nb = n_cols / QKK;
     const size_t bs = KIND == KQ_Q4_K   ? sizeof(blk_q4_K)
                       : KIND == KQ_Q5_K ? sizeof(blk_q5_K)

@@ -10,16 +10,9 @@
 #include "cpu/kernels_impl.h"
 #include "cpu/kernels_tile.h"
 
-AI void tile_q5_K(const int NR, const int NT, int64_t n_cols, const uint8_t *w, size_t ws,
-                  const uint8_t *x, size_t xs, float *y, int64_t ys) {
-    tile_kq(KQ_Q5_K, NR, NT, n_cols, w, ws, x, xs, y, ys);
-}
-MM_DRIVER(q5_K, 2, 4)
+MM_DRIVER_FN(static void mm_q5_K, tile_kq, 2, 4, KQ_Q5_K)
 
 void ul_cpu_mm_q5_K_avx512(int64_t n_cols, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
                            size_t xs, int nt, float *y, int64_t ys) {
-    if (nt < 4)
-        ul_cpu_mm_q5_K_avx2(n_cols, w, ws, nr, x, xs, nt, y, ys);
-    else
-        mm_q5_K(n_cols, w, ws, nr, x, xs, nt, y, ys);
+    (nt < 4 ? ul_cpu_mm_q5_K_avx2 : mm_q5_K)(n_cols, w, ws, nr, x, xs, nt, y, ys);
 }
