@@ -8,8 +8,6 @@
 
 #include "cpu/kernels_avx2_impl.h"
 
-enum { K_Q4_1, K_Q5_0, K_Q5_1 };
-
 /* byte j = 16 where bit j of the block's qh is set (llama.cpp's bytes_from_bits_32) */
 AI __m256i fifth_bits(const uint8_t qh[4]) {
     const __m256i shuf = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202,
@@ -22,9 +20,7 @@ AI __m256i fifth_bits(const uint8_t qh[4]) {
 AI void tile_lin(const int NR, const int NT, int64_t n_cols, const uint8_t *w, size_t ws,
                  const uint8_t *x, size_t xs, float *y, int64_t ys, const int KIND) {
     const int64_t nb = n_cols / QK;
-    const size_t bs = KIND == K_Q4_1   ? sizeof(blk_q4_1)
-                      : KIND == K_Q5_0 ? sizeof(blk_q5_0)
-                                       : sizeof(blk_q5_1);
+    const size_t bs = lin_blk_bytes(KIND);
     const __m128i m4 = _mm_set1_epi8(0x0F);
     const __m256i one16 = _mm256_set1_epi16(1);
     __m256 acc[4][4];

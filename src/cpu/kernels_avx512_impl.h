@@ -132,6 +132,12 @@ AI __m512i kq_weights(const int KIND, const uint8_t *blk, int c, __m256i *qh) {
     return join256(lo, hi);
 }
 
+AI size_t kq_blk_bytes(const int KIND) {
+    return KIND == KQ_Q4_K   ? sizeof(blk_q4_K)
+           : KIND == KQ_Q5_K ? sizeof(blk_q5_K)
+                             : sizeof(blk_q6_K);
+}
+
 AI float kq_d(const int KIND, const uint8_t *blk) {
     return ul_fp16_to_fp32(KIND == KQ_Q4_K   ? ((const blk_q4_K *)blk)->d
                            : KIND == KQ_Q5_K ? ((const blk_q5_K *)blk)->d
@@ -144,9 +150,7 @@ AI float kq_d(const int KIND, const uint8_t *blk) {
 AI void tile_kq(const int NR, const int NT, int64_t n_cols, const uint8_t *w, size_t ws,
                 const uint8_t *x, size_t xs, float *y, int64_t ys, const int KIND) {
     const int64_t nb = n_cols / QKK;
-    const size_t bs = KIND == KQ_Q4_K   ? sizeof(blk_q4_K)
-                      : KIND == KQ_Q5_K ? sizeof(blk_q5_K)
-                                        : sizeof(blk_q6_K);
+    const size_t bs = kq_blk_bytes(KIND);
     __m512 acc[4][4];
     FOR_RT acc[r][t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {

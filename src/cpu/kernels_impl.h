@@ -204,6 +204,13 @@ static inline uint32_t ul_q5_qh(const uint8_t qh[4]) {
     return (uint32_t)qh[0] | (uint32_t)qh[1] << 8 | (uint32_t)qh[2] << 16 | (uint32_t)qh[3] << 24;
 }
 
+/* The kinds of the Q4_1 / Q5_0 / Q5_1 tiles (kernels_avx2_q4_1_q5.c,
+ * kernels_avx512_q4_1_q5.c) and their block sizes */
+enum { K_Q4_1, K_Q5_0, K_Q5_1 };
+static inline size_t lin_blk_bytes(int kind) {
+    return kind == K_Q4_1 ? sizeof(blk_q4_1) : kind == K_Q5_0 ? sizeof(blk_q5_0) : sizeof(blk_q5_1);
+}
+
 /* Q4_K 6-bit scales/mins of sub-block j (ggml get_scale_min_k4). */
 /* The Q8K scale of a super-block x[0..QKK) whose largest magnitude amax the caller's SIMD max
  * found: *iscale = -127 / the first element of that magnitude (the one quant.c's scalar loop
