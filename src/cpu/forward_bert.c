@@ -61,39 +61,32 @@ static float dot(const float *q, const float *k, int n) {
     return s;
 }
 
-/* Token t's attention output, all heads: the scores of every token of its sequence into
- * sc (attn_tmp: room for max_tokens, alloc_scratch), softmax, then the weighted sum of
- * the values. */
-static void attend(ul_fwd_t *f, int32_t t, float *sc) {
-    const ul_hparams_t *hp = &f->hp;
-    const int hd = hp->head_dim, D = f->q_dim;
-    const ul_step_seq_t *s = &f->step->seqs[f->tok_seq[t]];
-    const int32_t j0 = s->tok_offset, n = s->n_tokens;
-    const float scale = 1.0f / sqrtf((float)hd);
-    for (int h = 0; h < hp->n_head; h++) {
-        const float *q = f->q + (size_t)t * D + (size_t)h * hd;
-        float *o = f->att + (size_t)t * D + (size_t)h * hd;
-        float mx = -INFINITY, sum = 0;
-        for (int32_t j = 0; j < n; j++) {
-            sc[j] = dot(q, f->k + (size_t)(j0 + j) * D + (size_t)h * hd, hd) * scale;
-            mx = sc[j] > mx ? sc[j] : mx;
-        }
-        for (int32_t j = 0; j < n; j++) sum += sc[j] = expf(sc[j] - mx);
-        const float inv = 1.0f / sum;
-        memset(o, 0, (size_t)hd * sizeof *o);
-        for (int32_t j = 0; j < n; j++) {
-            const float w = sc[j] * inv, *v = f->v + (size_t)(j0 + j) * D + (size_t)h * hd;
-            axpy(o, w, v, hd);
-        }
+/* One head of a token's attention: the scores of q against the n keys k (rows ld floats
+ * apart) into sc (attn_tmp: room for max_tokens, alloc_scratch), softmax, then o = the
+ * weighted sum of the values v (rows ld apart). */
+typedef void head_fn(const ul_fwd_t *f, const float *q, const float *k, const float *v, size_t ld,
+                     int hd, int32_t n, float scale, float *sc, float *o);
+
+static void head_scalar(const ul_fwd_t *f, const float *q, const float *k, const float *v,
+                        size_t ld, int hd, int32_t n, float scale, float *sc, float *o) {
+    (void)f;
+    float mx = -INFINITY, sum = 0;
+    for (int32_t j = 0; j < n; j++) {
+        sc[j] = dot(q, k + (size_t)j * ld, hd) * scale;
+        mx = sc[j] > mx ? sc[j] : mx;
     }
+    for (int32_t j = 0; j < n; j++) sum += sc[j] = expf(sc[j] - mx);
+    const float inv = 1.0f / sum;
+    memset(o, 0, (size_t)hd * sizeof *o);
+    for (int32_t j = 0; j < n; j++) axpy(o, sc[j] * inv, v + (size_t)j * ld, hd);
 }
 
 #if defined(__x86_64__) || defined(__i386__)
-/* attend() with AVX2 and FMA, for head dims that are a multiple of 8 (every BERT's): the
+/* head_scalar() with AVX2 and FMA, for head dims that are a multiple of 8 (every BERT's): the
  * scores 8 keys at a time (8 dot products, their lanes summed by one transpose of hadds),
  * the weighted sum of values with the output's 4 vectors in registers. The scalar
  * version's per-key horizontal sums and out-of-line axpy calls were a third of a
- * bge-small-shaped step (perf). Sums run in another order than attend(): the results
+ * bge-small-shaped step (perf). Sums run in another order than head_scalar(): the results
  * differ in the last bits (the goldens' cosine bound covers it). */
 #define AVX2_FN __attribute__((target("avx2,fma")))
 #define AI __attribute__((target("avx2,fma"), always_inline)) inline
@@ -165,27 +158,32 @@ static void exp_shifted(const ul_fwd_t *f, float *sc, int32_t n, float mx) {
     }
 }
 
-static void attend_avx2(ul_fwd_t *f, int32_t t, float *sc) {
-    const ul_hparams_t *hp = &f->hp;
-    const int hd = hp->head_dim, D = f->q_dim;
+static void head_avx2(const ul_fwd_t *f, const float *q, const float *k, const float *v, size_t ld,
+                      int hd, int32_t n, float scale, float *sc, float *o) {
+    scores_avx2(q, k, ld, hd, n, scale, sc);
+    float mx = -INFINITY, sum = 0;
+    for (int32_t j = 0; j < n; j++) mx = sc[j] > mx ? sc[j] : mx;
+    exp_shifted(f, sc, n, mx);
+    for (int32_t j = 0; j < n; j++) sum += sc[j];
+    const float inv = 1.0f / sum;
+    for (int32_t j = 0; j < n; j++) sc[j] *= inv;
+    wsum_avx2(sc, v, ld, hd, n, o);
+}
+#else
+#define head_avx2 head_scalar
+#endif
+
+/* Token t's attention output, all heads, against every token of its sequence. */
+static void attend(ul_fwd_t *f, int32_t t, float *sc, head_fn *head) {
+    const int hd = f->hp.head_dim, D = f->q_dim;
     const ul_step_seq_t *s = &f->step->seqs[f->tok_seq[t]];
     const int32_t j0 = s->tok_offset, n = s->n_tokens;
     const float scale = 1.0f / sqrtf((float)hd);
-    for (int h = 0; h < hp->n_head; h++) {
-        const size_t off = (size_t)j0 * D + (size_t)h * hd;
-        scores_avx2(f->q + (size_t)t * D + (size_t)h * hd, f->k + off, (size_t)D, hd, n, scale, sc);
-        float mx = -INFINITY, sum = 0;
-        for (int32_t j = 0; j < n; j++) mx = sc[j] > mx ? sc[j] : mx;
-        exp_shifted(f, sc, n, mx);
-        for (int32_t j = 0; j < n; j++) sum += sc[j];
-        const float inv = 1.0f / sum;
-        for (int32_t j = 0; j < n; j++) sc[j] *= inv;
-        wsum_avx2(sc, f->v + off, (size_t)D, hd, n, f->att + (size_t)t * D + (size_t)h * hd);
+    for (int h = 0; h < f->hp.n_head; h++) {
+        const size_t off = (size_t)j0 * D + (size_t)h * hd, qo = (size_t)t * D + (size_t)h * hd;
+        head(f, f->q + qo, f->k + off, f->v + off, (size_t)D, hd, n, scale, sc, f->att + qo);
     }
 }
-#else
-static void attend_avx2(ul_fwd_t *f, int32_t t, float *sc) { attend(f, t, sc); }
-#endif
 
 /* AVX2 (or AVX-512, which has it) where the CPU path runs on one */
 static int simd(const ul_fwd_t *f) { return f->isa == UL_ISA_AVX2 || f->isa == UL_ISA_AVX512; }
@@ -259,10 +257,8 @@ static void bert_layer(ul_fwd_t *f, int il, int32_t t0, int32_t t1, int ith, int
     }
     ul_pool_barrier(f->pool);
     float *sc = f->attn_tmp + (size_t)ith * f->attn_tmp_floats;
-    if (simd(f) && hp->head_dim % 8 == 0)
-        for (int32_t t = t0; t < t1; t++) attend_avx2(f, t, sc);
-    else
-        for (int32_t t = t0; t < t1; t++) attend(f, t, sc);
+    head_fn *head = simd(f) && hp->head_dim % 8 == 0 ? head_avx2 : head_scalar;
+    for (int32_t t = t0; t < t1; t++) attend(f, t, sc, head);
     ul_pool_barrier(f->pool);
     float *yo[UL_MAT_PARTS] = {f->xo};
     ul_cpu_matmul_mat(f->pool, &M[MAT_O], f->att, T, yo, f->mm_scratch, ith, nth);
