@@ -15,6 +15,20 @@ AI float hsum8(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
+AI float hmax8(__m256 v) {
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    return _mm_cvtss_f32(m);
+}
+
+/* The largest of the n floats at p (n a multiple of 8) */
+AI float max_row8(const float *p, int n) {
+    __m256 m = _mm256_loadu_ps(p);
+    for (int i = 8; i < n; i += 8) m = _mm256_max_ps(m, _mm256_loadu_ps(p + i));
+    return hmax8(m);
+}
+
 /* ---- Q4_K / Q5_K x Q8K: one row at a time, tokens tiled ----
  * Q5_K is Q4_K with the fifth bit of every element (qh, bit j of byte l for sub-block j)
  * ORed into the nibbles as 16, so the unsigned operand of vpmaddubsw is 0..31 (pairs of
