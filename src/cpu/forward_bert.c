@@ -280,10 +280,23 @@ static void embed_rows(ul_fwd_t *f, int32_t t0, int32_t t1) {
     }
 }
 
+/* BERT's post-norm residual for tokens t0..t1: x = layernorm(xo + bias + x) with the norm's
+ * weight w and bias b (bias, when the model has it, added first). */
+static void residual_norm(ul_fwd_t *f, int32_t t0, int32_t t1, const ul_gguf_tensor_t *bias,
+                          const ul_gguf_tensor_t *w, const ul_gguf_tensor_t *b) {
+    const int32_t E = f->hp.n_embd;
+    for (int32_t t = t0; t < t1; t++) {
+        float *xo = f->xo + (size_t)t * E, *x = f->x + (size_t)t * E;
+        if (bias) add_vec(xo, bias->data, E);
+        add_vec(xo, x, E);
+        layernorm(x, xo, w->data, b->data, E, f->hp.norm_eps);
+    }
+}
+
 static void bert_layer(ul_fwd_t *f, int il, int32_t t0, int32_t t1, int ith, int nth) {
     const ul_hparams_t *hp = &f->hp;
     const ul_layer_t *L = &f->m->layers[il];
-    const int32_t T = f->step->n_tokens, E = hp->n_embd, D = f->q_dim, FF = hp->n_ff;
+    const int32_t T = f->step->n_tokens, D = f->q_dim, FF = hp->n_ff;
     const ul_cpu_mat_t *M = f->mats + (size_t)il * MATS_PER_LAYER;
     float *y[UL_MAT_PARTS] = {f->q, f->k, f->v};
     ul_cpu_matmul_mat(f->pool, &M[MAT_QKV], f->x, T, y, f->mm_scratch, ith, nth);
@@ -314,12 +327,7 @@ static void bert_layer(ul_fwd_t *f, int il, int32_t t0, int32_t t1, int ith, int
     ul_pool_barrier(f->pool);
     float *yo[UL_MAT_PARTS] = {f->xo};
     ul_cpu_matmul_mat(f->pool, &M[MAT_O], f->att, T, yo, f->mm_scratch, ith, nth);
-    for (int32_t t = t0; t < t1; t++) {
-        float *xo = f->xo + (size_t)t * E, *x = f->x + (size_t)t * E;
-        if (L->bo) add_vec(xo, L->bo->data, E);
-        add_vec(xo, x, E);
-        layernorm(x, xo, L->attn_out_norm->data, L->attn_out_norm_b->data, E, hp->norm_eps);
-    }
+    residual_norm(f, t0, t1, L->bo, L->attn_out_norm, L->attn_out_norm_b);
     ul_pool_barrier(f->pool);
     float *yu[UL_MAT_PARTS] = {f->hb, f->hb2}; /* bert: up; nomic-bert: gate, up */
     ul_cpu_matmul_mat(f->pool, &M[MAT_UP], f->x, T, yu, f->mm_scratch, ith, nth);
@@ -336,12 +344,7 @@ static void bert_layer(ul_fwd_t *f, int il, int32_t t0, int32_t t1, int ith, int
     }
     ul_pool_barrier(f->pool);
     ul_cpu_matmul_mat(f->pool, &M[MAT_DOWN], f->hb, T, yo, f->mm_scratch, ith, nth);
-    for (int32_t t = t0; t < t1; t++) {
-        float *xo = f->xo + (size_t)t * E, *x = f->x + (size_t)t * E;
-        if (L->ffn_down_b) add_vec(xo, L->ffn_down_b->data, E);
-        add_vec(xo, x, E);
-        layernorm(x, xo, L->out_norm->data, L->out_norm_b->data, E, hp->norm_eps);
-    }
+    residual_norm(f, t0, t1, L->ffn_down_b, L->out_norm, L->out_norm_b);
     ul_pool_barrier(f->pool);
 }
 

@@ -9,15 +9,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "cpu/kernels_impl.h"
-#include "cpu/kernels_tile.h"
-
-AI float hsum8(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
+#include "cpu/kernels_avx2_impl.h"
 
 /* ---- Q4_0 ---- */
 AI void tile_q4_0(const int NR, const int NT, int64_t n_cols, const uint8_t *w, size_t ws,
@@ -139,45 +131,7 @@ MM_DRIVER(f16, 4, 3)
 MM_DRIVER(bf16, 4, 3)
 
 /* ---- Q4_K / Q6_K x Q8K: one row at a time, tokens tiled ---- */
-AI void tile_q4_K(const int NR, const int NT, int64_t n_cols, const uint8_t *w, size_t ws,
-                  const uint8_t *x, size_t xs, float *y, int64_t ys) {
-    const int64_t nb = n_cols / QKK;
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
-    float acc[4][4] = {{0}};
-    for (int64_t b = 0; b < nb; b++) {
-        _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {
-            const blk_q4_K *q = (const blk_q4_K *)(w + (size_t)r * ws) + b;
-            uint8_t sc[8], mn[8];
-            for (int j = 0; j < 8; j++) ul_q4k_scale_min(j, q->scales, &sc[j], &mn[j]);
-            __m256i isum[4];
-            _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) isum[t] = _mm256_setzero_si256();
-            for (int c = 0; c < 4; c++) {
-                __m256i v = _mm256_loadu_si256((const __m256i *)(q->qs + 32 * c));
-                __m256i lo = _mm256_and_si256(v, m4),
-                        hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-                __m256i s0 = _mm256_set1_epi16(sc[2 * c]), s1 = _mm256_set1_epi16(sc[2 * c + 1]);
-                _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
-                    const blk_q8K *p = (const blk_q8K *)(x + (size_t)t * xs) + b;
-                    __m256i x0 = _mm256_loadu_si256((const __m256i *)(p->qs + 64 * c));
-                    __m256i x1 = _mm256_loadu_si256((const __m256i *)(p->qs + 64 * c + 32));
-                    isum[t] = _mm256_add_epi32(isum[t],
-                                               _mm256_madd_epi16(_mm256_maddubs_epi16(lo, x0), s0));
-                    isum[t] = _mm256_add_epi32(isum[t],
-                                               _mm256_madd_epi16(_mm256_maddubs_epi16(hi, x1), s1));
-                }
-            }
-            float d = ul_fp16_to_fp32(q->d), dmin = ul_fp16_to_fp32(q->dmin);
-            _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
-                const blk_q8K *p = (const blk_q8K *)(x + (size_t)t * xs) + b;
-                int32_t summ = 0;
-                for (int j = 0; j < 8; j++) summ += mn[j] * (p->bsums[2 * j] + p->bsums[2 * j + 1]);
-                acc[r][t] += p->d * (d * hsum8(_mm256_cvtepi32_ps(isum[t])) - dmin * (float)summ);
-            }
-        }
-    }
-    FOR_RT y[t * ys + r] = acc[r][t];
-}
-MM_DRIVER(q4_K, 1, 4)
+MM_DRIVER_FN(static void mm_q4_K, tile_q45_K, 1, 4, 0) /* kernels_avx2_impl.h */
 
 AI void tile_q6_K(const int NR, const int NT, int64_t n_cols, const uint8_t *w, size_t ws,
                   const uint8_t *x, size_t xs, float *y, int64_t ys) {
@@ -230,13 +184,6 @@ AI void tile_q6_K(const int NR, const int NT, int64_t n_cols, const uint8_t *w, 
 MM_DRIVER(q6_K, 1, 4)
 
 /* ---- activation conversion, byte-identical to quant.c's scalar code ---- */
-
-AI float hmax8(__m256 v) {
-    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-    m = _mm_max_ss(m, _mm_movehdup_ps(m));
-    return _mm_cvtss_f32(m);
-}
 
 AI int32_t hsum8i(__m256i v) {
     __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));

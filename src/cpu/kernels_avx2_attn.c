@@ -14,9 +14,7 @@
 #include <string.h>
 
 #include "cpu/attn.h"
-#include "cpu/kernels_impl.h"
-
-#define AI static inline __attribute__((always_inline))
+#include "cpu/kernels_avx2_impl.h"
 
 /* ---------- the per-token path ---------- */
 
@@ -284,12 +282,7 @@ static void softmax_avx2(float *kq, int nq, float *o, int hd, float *M, float *S
     const __m256 lo = _mm256_set1_ps(-87.3f);
     for (int r = 0; r < nq; r++) {
         float *row = kq + (size_t)r * UL_ATTN_TILE;
-        __m256 mx = _mm256_loadu_ps(row);
-        for (int j = 8; j < UL_ATTN_TILE; j += 8) mx = _mm256_max_ps(mx, _mm256_loadu_ps(row + j));
-        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
-        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-        m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
-        const float tmax = _mm_cvtss_f32(m4);
+        const float tmax = max_row8(row, UL_ATTN_TILE);
         if (tmax == -INFINITY) { /* every key of the tile masked for this row */
             memset(row, 0, UL_ATTN_TILE * sizeof *row);
             continue;

@@ -6,15 +6,7 @@
  * once per super-block. */
 #include <immintrin.h>
 
-#include "cpu/kernels_impl.h"
-#include "cpu/kernels_tile.h"
-
-AI float hsum8(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
+#include "cpu/kernels_avx2_impl.h"
 
 /* 16 bytes of nibbles as the 32 signed levels in element order [lo x16, hi x16] */
 AI __m256i levels32(const uint8_t *qs, __m256i table) {
@@ -59,7 +51,7 @@ AI void tile_iq4_nl(const int NR, const int NT, int64_t n_cols, const uint8_t *w
     }
     FOR_RT y[t * ys + r] = hsum8(acc[r][t]);
 }
-MM_DRIVER(iq4_nl, 4, 2)
+MM_DRIVER_FN(void ul_cpu_mm_iq4_nl_avx2, tile_iq4_nl, 4, 2)
 
 AI void tile_iq4_xs(const int NR, const int NT, int64_t n_cols, const uint8_t *w, size_t ws,
                     const uint8_t *x, size_t xs, float *y, int64_t ys) {
@@ -95,13 +87,4 @@ AI void tile_iq4_xs(const int NR, const int NT, int64_t n_cols, const uint8_t *w
     }
     FOR_RT y[t * ys + r] = hsum8(acc[r][t]);
 }
-MM_DRIVER(iq4_xs, 2, 4)
-
-void ul_cpu_mm_iq4_nl_avx2(int64_t n_cols, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
-                           size_t xs, int nt, float *y, int64_t ys) {
-    mm_iq4_nl(n_cols, w, ws, nr, x, xs, nt, y, ys);
-}
-void ul_cpu_mm_iq4_xs_avx2(int64_t n_cols, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
-                           size_t xs, int nt, float *y, int64_t ys) {
-    mm_iq4_xs(n_cols, w, ws, nr, x, xs, nt, y, ys);
-}
+MM_DRIVER_FN(void ul_cpu_mm_iq4_xs_avx2, tile_iq4_xs, 2, 4)

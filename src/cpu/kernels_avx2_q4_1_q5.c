@@ -6,17 +6,7 @@
  * accumulator. (AVX-512: kernels_avx512_q4_1_q5.c) */
 #include <immintrin.h>
 
-#include "cpu/kernels_impl.h"
-#include "cpu/kernels_tile.h"
-
-enum { K_Q4_1, K_Q5_0, K_Q5_1 };
-
-AI float hsum8(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
+#include "cpu/kernels_avx2_impl.h"
 
 /* byte j = 16 where bit j of the block's qh is set (llama.cpp's bytes_from_bits_32) */
 AI __m256i fifth_bits(const uint8_t qh[4]) {
@@ -27,12 +17,10 @@ AI __m256i fifth_bits(const uint8_t qh[4]) {
     return _mm256_and_si256(_mm256_cmpeq_epi8(b, _mm256_set1_epi64x(-1)), _mm256_set1_epi8(0x10));
 }
 
-AI void tile_lin(const int KIND, const int NR, const int NT, int64_t n_cols, const uint8_t *w,
-                 size_t ws, const uint8_t *x, size_t xs, float *y, int64_t ys) {
+AI void tile_lin(const int NR, const int NT, int64_t n_cols, const uint8_t *w, size_t ws,
+                 const uint8_t *x, size_t xs, float *y, int64_t ys, const int KIND) {
     const int64_t nb = n_cols / QK;
-    const size_t bs = KIND == K_Q4_1   ? sizeof(blk_q4_1)
-                      : KIND == K_Q5_0 ? sizeof(blk_q5_0)
-                                       : sizeof(blk_q5_1);
+    const size_t bs = lin_blk_bytes(KIND);
     const __m128i m4 = _mm_set1_epi8(0x0F);
     const __m256i one16 = _mm256_set1_epi16(1);
     __m256 acc[4][4];
@@ -80,31 +68,7 @@ AI void tile_lin(const int KIND, const int NR, const int NT, int64_t n_cols, con
     FOR_RT y[t * ys + r] = hsum8(acc[r][t]) + macc[r][t];
 }
 
-AI void tile_q4_1(const int NR, const int NT, int64_t n_cols, const uint8_t *w, size_t ws,
-                  const uint8_t *x, size_t xs, float *y, int64_t ys) {
-    tile_lin(K_Q4_1, NR, NT, n_cols, w, ws, x, xs, y, ys);
-}
-AI void tile_q5_0(const int NR, const int NT, int64_t n_cols, const uint8_t *w, size_t ws,
-                  const uint8_t *x, size_t xs, float *y, int64_t ys) {
-    tile_lin(K_Q5_0, NR, NT, n_cols, w, ws, x, xs, y, ys);
-}
-AI void tile_q5_1(const int NR, const int NT, int64_t n_cols, const uint8_t *w, size_t ws,
-                  const uint8_t *x, size_t xs, float *y, int64_t ys) {
-    tile_lin(K_Q5_1, NR, NT, n_cols, w, ws, x, xs, y, ys);
-}
-MM_DRIVER(q4_1, 4, 2)
-MM_DRIVER(q5_0, 4, 2)
-MM_DRIVER(q5_1, 4, 2)
-
-void ul_cpu_mm_q4_1_avx2(int64_t n_cols, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
-                         size_t xs, int nt, float *y, int64_t ys) {
-    mm_q4_1(n_cols, w, ws, nr, x, xs, nt, y, ys);
-}
-void ul_cpu_mm_q5_0_avx2(int64_t n_cols, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
-                         size_t xs, int nt, float *y, int64_t ys) {
-    mm_q5_0(n_cols, w, ws, nr, x, xs, nt, y, ys);
-}
-void ul_cpu_mm_q5_1_avx2(int64_t n_cols, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
-                         size_t xs, int nt, float *y, int64_t ys) {
-    mm_q5_1(n_cols, w, ws, nr, x, xs, nt, y, ys);
-}
+/* the entry points of kernels_impl.h */
+MM_DRIVER_FN(void ul_cpu_mm_q4_1_avx2, tile_lin, 4, 2, K_Q4_1)
+MM_DRIVER_FN(void ul_cpu_mm_q5_0_avx2, tile_lin, 4, 2, K_Q5_0)
+MM_DRIVER_FN(void ul_cpu_mm_q5_1_avx2, tile_lin, 4, 2, K_Q5_1)

@@ -4,17 +4,12 @@
 #include <immintrin.h>
 #include <math.h>
 
-#include "cpu/kernels_impl.h"
+#include "cpu/kernels_avx2_impl.h"
 
 /* Index of the first largest p[i] (i < n, n a multiple of 8), or -1 when none compares
  * greater than -inf (NaN rows). */
 static int argmax8(const float *p, int n) {
-    __m256 m = _mm256_loadu_ps(p);
-    for (int i = 8; i < n; i += 8) m = _mm256_max_ps(m, _mm256_loadu_ps(p + i));
-    __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
-    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
-    h = _mm_max_ss(h, _mm_movehdup_ps(h));
-    const float best = _mm_cvtss_f32(h);
+    const float best = max_row8(p, n);
     if (!(best > -INFINITY)) return -1;
     const __m256 b = _mm256_set1_ps(best);
     for (int i = 0; i < n; i += 8) {

@@ -372,149 +372,20 @@ MM_DRIVER(bf16, 4, 4)
 
 /* ---- K-quants x Q8K ---- */
 
-/* Q6_K's k_q4k_idx (kernels_avx512_impl.h): word i of chunk c, the scale of its 16-group */
-static const uint16_t k_q6k_idx[4][32] = {{UL_R8(0), UL_R8(1), UL_R8(2), UL_R8(3)},
-                                          {UL_R8(4), UL_R8(5), UL_R8(6), UL_R8(7)},
-                                          {UL_R8(8), UL_R8(9), UL_R8(10), UL_R8(11)},
-                                          {UL_R8(12), UL_R8(13), UL_R8(14), UL_R8(15)}};
-
-AI void tile_q4_K(const int NR, const int NT, int64_t n_cols, const uint8_t *w, size_t ws,
-                  const uint8_t *x, size_t xs, float *y, int64_t ys) {
-    const int64_t nb = n_cols / QKK;
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
-    __m512 acc[4][4];
-    FOR_RT acc[r][t] = _mm512_setzero_ps();
-    for (int64_t b = 0; b < nb; b++) {
-        __m512i sc16[4];
-        __m512i isum[4][4];
-        _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {
-            const blk_q4_K *q = (const blk_q4_K *)(w + (size_t)r * ws) + b;
-            uint8_t sm[16];
-            q4k_unpack_scales(q->scales, sm);
-            sc16[r] =
-                _mm512_castsi256_si512(_mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)sm)));
-            /* minus dmin * sum_j m_j * bsum_j goes through the float accumulator */
-            __m256i mins = _mm256_permutexvar_epi16(_mm256_loadu_si256((const __m256i *)k_dup_idx),
-                                                    _mm256_cvtepu8_epi16(_mm_loadu_si64(sm + 8)));
-            float dmin = ul_fp16_to_fp32(q->dmin);
-            _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
-                const blk_q8K *p = (const blk_q8K *)(x + (size_t)t * xs) + b;
-                __m256i ms = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)p->bsums), mins);
-                acc[r][t] = _mm512_fnmadd_ps(_mm512_castps256_ps512(_mm256_cvtepi32_ps(ms)),
-                                             _mm512_set1_ps(dmin * p->d), acc[r][t]);
-                isum[r][t] = _mm512_setzero_si512();
-            }
-        }
-        for (int c = 0; c < 4; c++) {
-            __m512i W[4], S[4];
-            const __m512i idx = _mm512_loadu_si512(k_q4k_idx[c]);
-            _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {
-                const blk_q4_K *q = (const blk_q4_K *)(w + (size_t)r * ws) + b;
-                __m256i v = _mm256_loadu_si256((const __m256i *)(q->qs + 32 * c));
-                W[r] =
-                    join256(_mm256_and_si256(v, m4), _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
-                S[r] = _mm512_permutexvar_epi16(idx, sc16[r]);
-            }
-            _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
-                const blk_q8K *p = (const blk_q8K *)(x + (size_t)t * xs) + b;
-                __m512i X = _mm512_loadu_si512(p->qs + 64 * c);
-                _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) isum[r][t] =
-                    _mm512_dpwssd_epi32(isum[r][t], _mm512_maddubs_epi16(W[r], X), S[r]);
-            }
-        }
-        _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {
-            const blk_q4_K *q = (const blk_q4_K *)(w + (size_t)r * ws) + b;
-            float d = ul_fp16_to_fp32(q->d);
-            _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
-                const blk_q8K *p = (const blk_q8K *)(x + (size_t)t * xs) + b;
-                acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[r][t]),
-                                            _mm512_set1_ps(d * p->d), acc[r][t]);
-            }
-        }
-    }
-    FOR_RT y[t * ys + r] = _mm512_reduce_add_ps(acc[r][t]);
-}
-MM_DRIVER(q4_K, 2, 4)
+/* the tile: tile_kq, kernels_avx512_impl.h */
+MM_DRIVER_FN(static void mm_q4_K, tile_kq, 2, 4, KQ_Q4_K)
+MM_DRIVER_FN(static void mm_q6_K, tile_kq, 2, 4, KQ_Q6_K)
 
 /* For one to three tokens the AVX2 K-quant kernels are faster (measured: 0.39 vs 0.92 ms
  * for a 5632 x 2048 Q4_K decode): their per-super-block setup is cheaper, and with so
  * few tokens setup, not multiply-adds, is the cost. */
 static void mm_q4_K_any(int64_t n_cols, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
                         size_t xs, int nt, float *y, int64_t ys) {
-    if (nt < 4)
-        ul_cpu_kern_avx2.mm[UL_TYPE_Q4_K](n_cols, w, ws, nr, x, xs, nt, y, ys);
-    else
-        mm_q4_K(n_cols, w, ws, nr, x, xs, nt, y, ys);
+    (nt < 4 ? ul_cpu_kern_avx2.mm[UL_TYPE_Q4_K] : mm_q4_K)(n_cols, w, ws, nr, x, xs, nt, y, ys);
 }
-
-AI void tile_q6_K(const int NR, const int NT, int64_t n_cols, const uint8_t *w, size_t ws,
-                  const uint8_t *x, size_t xs, float *y, int64_t ys) {
-    const int64_t nb = n_cols / QKK;
-    const __m512i m4 = _mm512_set1_epi8(0x0F), m2 = _mm512_set1_epi8(0x03);
-    __m512 acc[4][4];
-    FOR_RT acc[r][t] = _mm512_setzero_ps();
-    for (int64_t b = 0; b < nb; b++) {
-        __m512i sc16[4];
-        __m512i isum[4][4];
-        _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {
-            const blk_q6_K *q = (const blk_q6_K *)(w + (size_t)r * ws) + b;
-            __m256i s = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)q->scales));
-            sc16[r] = _mm512_castsi256_si512(s);
-            _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
-                const blk_q8K *p = (const blk_q8K *)(x + (size_t)t * xs) + b;
-                /* the -32 offset: -32 * sum_j sc_j * bsum_j, in the low 8 lanes */
-                __m256i corr = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)p->bsums), s);
-                isum[r][t] = _mm512_castsi256_si512(
-                    _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(corr, 5)));
-                isum[r][t] = _mm512_inserti64x4(isum[r][t], _mm256_setzero_si256(), 1);
-            }
-        }
-        for (int c = 0; c < 4; c++) {
-            __m512i W[4], S[4];
-            const __m512i idx = _mm512_loadu_si512(k_q6k_idx[c]);
-            _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {
-                const blk_q6_K *q = (const blk_q6_K *)(w + (size_t)r * ws) + b;
-                const int h = c >> 1;
-                __m512i ql = _mm512_loadu_si512(q->ql + 64 * h);
-                __m256i qh = _mm256_loadu_si256((const __m256i *)(q->qh + 32 * h));
-                __m512i hb;
-                if (c & 1) {
-                    ql = _mm512_and_si512(_mm512_srli_epi16(ql, 4), m4);
-                    hb = join256(_mm256_srli_epi16(qh, 4), _mm256_srli_epi16(qh, 6));
-                } else {
-                    ql = _mm512_and_si512(ql, m4);
-                    hb = join256(qh, _mm256_srli_epi16(qh, 2));
-                }
-                W[r] = _mm512_or_si512(ql, _mm512_slli_epi16(_mm512_and_si512(hb, m2), 4));
-                S[r] = _mm512_permutexvar_epi16(idx, sc16[r]);
-            }
-            _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
-                const blk_q8K *p = (const blk_q8K *)(x + (size_t)t * xs) + b;
-                __m512i X = _mm512_loadu_si512(p->qs + 64 * c);
-                _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) isum[r][t] =
-                    _mm512_dpwssd_epi32(isum[r][t], _mm512_maddubs_epi16(W[r], X), S[r]);
-            }
-        }
-        _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {
-            const blk_q6_K *q = (const blk_q6_K *)(w + (size_t)r * ws) + b;
-            float d = ul_fp16_to_fp32(q->d);
-            _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
-                const blk_q8K *p = (const blk_q8K *)(x + (size_t)t * xs) + b;
-                acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[r][t]),
-                                            _mm512_set1_ps(d * p->d), acc[r][t]);
-            }
-        }
-    }
-    FOR_RT y[t * ys + r] = _mm512_reduce_add_ps(acc[r][t]);
-}
-MM_DRIVER(q6_K, 2, 4)
-
 static void mm_q6_K_any(int64_t n_cols, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
                         size_t xs, int nt, float *y, int64_t ys) {
-    if (nt < 4)
-        ul_cpu_kern_avx2.mm[UL_TYPE_Q6_K](n_cols, w, ws, nr, x, xs, nt, y, ys);
-    else
-        mm_q6_K(n_cols, w, ws, nr, x, xs, nt, y, ys);
+    (nt < 4 ? ul_cpu_kern_avx2.mm[UL_TYPE_Q6_K] : mm_q6_K)(n_cols, w, ws, nr, x, xs, nt, y, ys);
 }
 
 /* ---- activation conversion, byte-identical to quant.c's scalar code ---- */

@@ -174,14 +174,10 @@ AI void tile_iq4_xs(const int NR, const int NT, int64_t n_cols, const uint8_t *w
     FOR_RT y[t * ys + r] = _mm512_reduce_add_ps(acc[r][t]);
 }
 /* few tokens: 4 rows per tile keep more weight streams in flight */
-#define tile_iq4_xs_r4 tile_iq4_xs
-MM_DRIVER(iq4_xs_r4, 4, 1)
+MM_DRIVER_FN(static void mm_iq4_xs_r4, tile_iq4_xs, 4, 1)
 MM_DRIVER(iq4_xs, 2, 4)
 
 void ul_cpu_mm_iq4_xs_avx512(int64_t n_cols, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
                              size_t xs, int nt, float *y, int64_t ys) {
-    if (nt < 4)
-        mm_iq4_xs_r4(n_cols, w, ws, nr, x, xs, nt, y, ys);
-    else
-        mm_iq4_xs(n_cols, w, ws, nr, x, xs, nt, y, ys);
+    (nt < 4 ? mm_iq4_xs_r4 : mm_iq4_xs)(n_cols, w, ws, nr, x, xs, nt, y, ys);
 }

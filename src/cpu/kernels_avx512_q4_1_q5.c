@@ -13,16 +13,10 @@
 #include "cpu/kernels_impl.h"
 #include "cpu/kernels_tile.h"
 
-enum { K_Q4_1, K_Q5_0, K_Q5_1 };
-
-AI size_t blk_bytes(const int KIND) {
-    return KIND == K_Q4_1 ? sizeof(blk_q4_1) : KIND == K_Q5_0 ? sizeof(blk_q5_0) : sizeof(blk_q5_1);
-}
-
 /* Block b (and b+1 when two) of a row: the 64 unsigned weights in activation order
  * [lo0 hi0 lo1 hi1], [d0 x8, d1 x8] and (Q4_1 / Q5_1) [m0 x8, m1 x8]. */
 AI __m512i unpack2(const int KIND, const uint8_t *blk, int two, __m512 *d, __m512 *m) {
-    const size_t bs = blk_bytes(KIND);
+    const size_t bs = lin_blk_bytes(KIND);
     const uint8_t *b1 = blk + bs;
     const size_t qs_off = KIND == K_Q4_1   ? offsetof(blk_q4_1, qs)
                           : KIND == K_Q5_0 ? offsetof(blk_q5_0, qs)
@@ -47,10 +41,10 @@ AI __m512i unpack2(const int KIND, const uint8_t *blk, int two, __m512 *d, __m51
     return v;
 }
 
-AI void tile_lin(const int KIND, const int NR, const int NT, int64_t n_cols, const uint8_t *w,
-                 size_t ws, const uint8_t *x, size_t xs, float *y, int64_t ys) {
+AI void tile_lin(const int NR, const int NT, int64_t n_cols, const uint8_t *w, size_t ws,
+                 const uint8_t *x, size_t xs, float *y, int64_t ys, const int KIND) {
     const int64_t nb = n_cols / QK;
-    const size_t bs = blk_bytes(KIND);
+    const size_t bs = lin_blk_bytes(KIND);
     __m512 acc[4][4];
     FOR_RT acc[r][t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b += 2) {
@@ -90,31 +84,7 @@ AI void tile_lin(const int KIND, const int NR, const int NT, int64_t n_cols, con
     FOR_RT y[t * ys + r] = _mm512_reduce_add_ps(acc[r][t]);
 }
 
-AI void tile_q4_1(const int NR, const int NT, int64_t n_cols, const uint8_t *w, size_t ws,
-                  const uint8_t *x, size_t xs, float *y, int64_t ys) {
-    tile_lin(K_Q4_1, NR, NT, n_cols, w, ws, x, xs, y, ys);
-}
-AI void tile_q5_0(const int NR, const int NT, int64_t n_cols, const uint8_t *w, size_t ws,
-                  const uint8_t *x, size_t xs, float *y, int64_t ys) {
-    tile_lin(K_Q5_0, NR, NT, n_cols, w, ws, x, xs, y, ys);
-}
-AI void tile_q5_1(const int NR, const int NT, int64_t n_cols, const uint8_t *w, size_t ws,
-                  const uint8_t *x, size_t xs, float *y, int64_t ys) {
-    tile_lin(K_Q5_1, NR, NT, n_cols, w, ws, x, xs, y, ys);
-}
-MM_DRIVER(q4_1, 4, 4)
-MM_DRIVER(q5_0, 4, 4)
-MM_DRIVER(q5_1, 4, 4)
-
-void ul_cpu_mm_q4_1_avx512(int64_t n_cols, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
-                           size_t xs, int nt, float *y, int64_t ys) {
-    mm_q4_1(n_cols, w, ws, nr, x, xs, nt, y, ys);
-}
-void ul_cpu_mm_q5_0_avx512(int64_t n_cols, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
-                           size_t xs, int nt, float *y, int64_t ys) {
-    mm_q5_0(n_cols, w, ws, nr, x, xs, nt, y, ys);
-}
-void ul_cpu_mm_q5_1_avx512(int64_t n_cols, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
-                           size_t xs, int nt, float *y, int64_t ys) {
-    mm_q5_1(n_cols, w, ws, nr, x, xs, nt, y, ys);
-}
+/* the entry points of kernels_impl.h */
+MM_DRIVER_FN(void ul_cpu_mm_q4_1_avx512, tile_lin, 4, 4, K_Q4_1)
+MM_DRIVER_FN(void ul_cpu_mm_q5_0_avx512, tile_lin, 4, 4, K_Q5_0)
+MM_DRIVER_FN(void ul_cpu_mm_q5_1_avx512, tile_lin, 4, 4, K_Q5_1)

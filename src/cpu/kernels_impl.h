@@ -139,8 +139,9 @@ typedef enum { XF_F32, XF_F16R, XF_BF16, XF_Q8A, XF_Q8A1, XF_Q8K } ul_xfmt_t;
 /* Tile kernel: y[t * y_stride + r] = dot(W row r, X row t) for r < n_rows, t < n_tok.
  * w: n_rows rows of w_stride bytes; x: n_tok activation rows of x_stride bytes in the
  * type's ul_xfmt_t. Each ISA blocks rows x tokens as it likes inside. */
-typedef void (*ul_mm_fn)(int64_t n_cols, const uint8_t *w, size_t w_stride, int n_rows,
-                         const uint8_t *x, size_t x_stride, int n_tok, float *y, int64_t y_stride);
+typedef void ul_mm_kern(int64_t n_cols, const uint8_t *w, size_t w_stride, int n_rows,
+                        const uint8_t *x, size_t x_stride, int n_tok, float *y, int64_t y_stride);
+typedef ul_mm_kern *ul_mm_fn;
 
 /* Converts n activations (a multiple of the format's block) into format f. */
 typedef void (*ul_xq_fn)(const float *x, void *dst, int64_t n);
@@ -165,18 +166,14 @@ ul_isa_t ul_cpu_isa_parent(ul_isa_t isa);
 /* Kernel for (type, isa), falling back to the scalar one where an ISA lacks it. */
 ul_mm_fn ul_cpu_mm_fn(int type, ul_isa_t isa);
 
-/* Q4_1 / Q5_0 / Q5_1 on AVX2 (kernels_avx2_q4_1_q5.c) */
-void ul_cpu_mm_q4_1_avx2(int64_t n_cols, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
-                         size_t xs, int nt, float *y, int64_t ys);
-void ul_cpu_mm_q5_0_avx2(int64_t n_cols, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
-                         size_t xs, int nt, float *y, int64_t ys);
-void ul_cpu_mm_q5_1_avx2(int64_t n_cols, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
-                         size_t xs, int nt, float *y, int64_t ys);
-/* Q5_K kernels in their own files (kernels_avx2_q5k.c, kernels_avx512_q5k.c) */
-void ul_cpu_mm_q5_K_avx2(int64_t n_cols, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
-                         size_t xs, int nt, float *y, int64_t ys);
-void ul_cpu_mm_q5_K_avx512(int64_t n_cols, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
-                           size_t xs, int nt, float *y, int64_t ys);
+/* The x86 kernels in files of their own, for the ISA tables of kernels_avx2.c and
+ * kernels_avx512.c: Q4_1 / Q5_0 / Q5_1 (kernels_avx2_q4_1_q5.c, kernels_avx512_q4_1_q5.c),
+ * Q5_K (kernels_avx2_q5k.c, kernels_avx512_q5k.c), IQ4_NL / IQ4_XS (kernels_avx2_iq4.c,
+ * kernels_avx512_iq4.c). */
+ul_mm_kern ul_cpu_mm_q4_1_avx2, ul_cpu_mm_q5_0_avx2, ul_cpu_mm_q5_1_avx2, ul_cpu_mm_q5_K_avx2;
+ul_mm_kern ul_cpu_mm_iq4_nl_avx2, ul_cpu_mm_iq4_xs_avx2;
+ul_mm_kern ul_cpu_mm_q4_1_avx512, ul_cpu_mm_q5_0_avx512, ul_cpu_mm_q5_1_avx512;
+ul_mm_kern ul_cpu_mm_q5_K_avx512, ul_cpu_mm_iq4_nl_avx512, ul_cpu_mm_iq4_xs_avx512;
 
 ul_xfmt_t ul_cpu_xfmt(int type);
 size_t ul_cpu_xrow_bytes(ul_xfmt_t f, int64_t n);
@@ -184,23 +181,6 @@ size_t ul_cpu_xrow_bytes(ul_xfmt_t f, int64_t n);
  * active ISA's converter; the _isa variant picks one (tests compare them). */
 void ul_cpu_quant_x(ul_xfmt_t f, const float *x, void *dst, int64_t n);
 void ul_cpu_quant_x_isa(ul_xfmt_t f, ul_isa_t isa, const float *x, void *dst, int64_t n);
-
-/* IQ4_NL / IQ4_XS (kernels_avx2_iq4.c, kernels_avx512_iq4.c) */
-void ul_cpu_mm_iq4_nl_avx2(int64_t n_cols, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
-                           size_t xs, int nt, float *y, int64_t ys);
-void ul_cpu_mm_iq4_xs_avx2(int64_t n_cols, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
-                           size_t xs, int nt, float *y, int64_t ys);
-void ul_cpu_mm_iq4_nl_avx512(int64_t n_cols, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
-                             size_t xs, int nt, float *y, int64_t ys);
-void ul_cpu_mm_iq4_xs_avx512(int64_t n_cols, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
-                             size_t xs, int nt, float *y, int64_t ys);
-/* Q4_1 / Q5_0 / Q5_1 on AVX-512 (kernels_avx512_q4_1_q5.c) */
-void ul_cpu_mm_q4_1_avx512(int64_t n_cols, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
-                           size_t xs, int nt, float *y, int64_t ys);
-void ul_cpu_mm_q5_0_avx512(int64_t n_cols, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
-                           size_t xs, int nt, float *y, int64_t ys);
-void ul_cpu_mm_q5_1_avx512(int64_t n_cols, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
-                           size_t xs, int nt, float *y, int64_t ys);
 
 /* Reference quantisers with llama.cpp's semantics when no importance matrix is given
  * (quant_k.c: quantize_row_q{4,5,6}_K_ref; quant_iq4.c: quantize_iq4_nl / _xs). nb blocks
@@ -222,6 +202,13 @@ static inline int ul_iq4xs_scale(const blk_iq4_xs *b, int ib) {
 /* The 32 fifth bits of a Q5_0 / Q5_1 block. */
 static inline uint32_t ul_q5_qh(const uint8_t qh[4]) {
     return (uint32_t)qh[0] | (uint32_t)qh[1] << 8 | (uint32_t)qh[2] << 16 | (uint32_t)qh[3] << 24;
+}
+
+/* The kinds of the Q4_1 / Q5_0 / Q5_1 tiles (kernels_avx2_q4_1_q5.c,
+ * kernels_avx512_q4_1_q5.c) and their block sizes */
+enum { K_Q4_1, K_Q5_0, K_Q5_1 };
+static inline size_t lin_blk_bytes(int kind) {
+    return kind == K_Q4_1 ? sizeof(blk_q4_1) : kind == K_Q5_0 ? sizeof(blk_q5_0) : sizeof(blk_q5_1);
 }
 
 /* Q4_K 6-bit scales/mins of sub-block j (ggml get_scale_min_k4). */

@@ -71,23 +71,26 @@
 
 /* The tile driver: tokens in chunks of TCHUNK (their activations stay in L2), within a
  * chunk rows in groups of RMAX (the group stays in L1) while the token groups of TMAX
- * stream past it. */
+ * stream past it. MM_DRIVER_FN names the function (with its linkage: `static void mm_x`,
+ * or an entry point of kernels_impl.h) and its tile, and passes any further arguments (a
+ * tile's compile-time kind) after the tile's own: tile(NR, NT, n_cols, ..., ys, kind). */
 #define TCHUNK 32
-#define MM_DRIVER(name, RMAX, TMAX)                                                                \
-    static void mm_##name(int64_t n_cols, const uint8_t *w, size_t ws, int nr, const uint8_t *x,   \
-                          size_t xs, int nt, float *y, int64_t ys) {                               \
+#define MM_DRIVER_FN(decl, tile, RMAX, TMAX, ...)                                                  \
+    decl(int64_t n_cols, const uint8_t *w, size_t ws, int nr, const uint8_t *x, size_t xs, int nt, \
+         float *y, int64_t ys) {                                                                   \
         for (int t0 = 0; t0 < nt; t0 += TCHUNK) {                                                  \
             int t1 = nt - t0 < TCHUNK ? nt : t0 + TCHUNK;                                          \
             for (int r = 0; r < nr; r += RMAX) {                                                   \
                 int rn = nr - r < RMAX ? nr - r : RMAX;                                            \
                 for (int t = t0; t < t1; t += TMAX) {                                              \
                     int tn = t1 - t < TMAX ? t1 - t : TMAX;                                        \
-                    DISPATCH(tile_##name, rn, tn, n_cols, w + (size_t)r * ws, ws,                  \
-                             x + (size_t)t * xs, xs, y + (int64_t)t * ys + r, ys);                 \
+                    DISPATCH(tile, rn, tn, n_cols, w + (size_t)r * ws, ws, x + (size_t)t * xs, xs, \
+                             y + (int64_t)t * ys + r, ys, ##__VA_ARGS__);                          \
                 }                                                                                  \
             }                                                                                      \
         }                                                                                          \
     }
+#define MM_DRIVER(name, RMAX, TMAX) MM_DRIVER_FN(static void mm_##name, tile_##name, RMAX, TMAX)
 
 #define FOR_RT                                                                                     \
     _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++)                                           \

@@ -112,53 +112,6 @@ static void dequant_q6_K(const blk_q6_K *b, float *y, int64_t nb) {
     }
 }
 
-void ul_cpu_dequant_row(int type, const void *row, float *dst, int64_t n) {
-    const uint16_t *h = row;
-    switch (type) {
-    case UL_TYPE_F32:
-        memcpy(dst, row, (size_t)n * sizeof(float));
-        break;
-    case UL_TYPE_F16:
-        for (int64_t i = 0; i < n; i++) dst[i] = F16(h[i]);
-        break;
-    case UL_TYPE_BF16:
-        for (int64_t i = 0; i < n; i++) dst[i] = ul_bf16_to_fp32(h[i]);
-        break;
-    case UL_TYPE_Q8_0:
-        dequant_q8_0(row, dst, n / QK);
-        break;
-    case UL_TYPE_Q4_0:
-        dequant_q4_0(row, dst, n / QK);
-        break;
-    case UL_TYPE_Q4_1:
-        dequant_q4_1(row, dst, n / QK);
-        break;
-    case UL_TYPE_Q5_0:
-        dequant_q5(row, 0, dst, n / QK);
-        break;
-    case UL_TYPE_Q5_1:
-        dequant_q5(row, 1, dst, n / QK);
-        break;
-    case UL_TYPE_Q4_K:
-        dequant_q4_K(row, dst, n / QKK);
-        break;
-    case UL_TYPE_Q5_K:
-        dequant_q5_K(row, dst, n / QKK);
-        break;
-    case UL_TYPE_Q6_K:
-        dequant_q6_K(row, dst, n / QKK);
-        break;
-    case UL_TYPE_IQ4_NL:
-        ul_cpu_dequant_iq4_nl(row, dst, n / QK);
-        break;
-    case UL_TYPE_IQ4_XS:
-        ul_cpu_dequant_iq4_xs(row, dst, n / QKK);
-        break;
-    default:
-        UL_ASSERT(!"dequant: unsupported type");
-    }
-}
-
 static float absmax(const float *x, int n) {
     float a = 0;
     for (int j = 0; j < n; j++) a = fmaxf(a, fabsf(x[j]));
@@ -244,52 +197,65 @@ static void quant_q5(const float *x, uint8_t *row, int q5_1, int64_t nb) {
     }
 }
 
-size_t ul_cpu_quant_row(int type, const float *src, void *dst, int64_t n) {
-    uint16_t *h = dst;
+/* Both directions of a weight row in one switch: dequantise the n elements of type at q
+ * into f (deq), or quantise f into q. Returns 0 for a type it does not know. */
+static int convert_row(int type, int deq, float *f, void *q, int64_t n) {
+    uint16_t *h = q;
     switch (type) {
     case UL_TYPE_F32:
-        memcpy(dst, src, (size_t)n * sizeof(float));
+        deq ? memcpy(f, q, (size_t)n * sizeof(float)) : memcpy(q, f, (size_t)n * sizeof(float));
         break;
     case UL_TYPE_F16:
-        for (int64_t i = 0; i < n; i++) h[i] = ul_fp32_to_fp16(src[i]);
+        for (int64_t i = 0; i < n; i++)
+            deq ? (void)(f[i] = F16(h[i])) : (void)(h[i] = ul_fp32_to_fp16(f[i]));
         break;
     case UL_TYPE_BF16:
-        for (int64_t i = 0; i < n; i++) h[i] = ul_fp32_to_bf16(src[i]);
+        for (int64_t i = 0; i < n; i++)
+            deq ? (void)(f[i] = ul_bf16_to_fp32(h[i])) : (void)(h[i] = ul_fp32_to_bf16(f[i]));
         break;
     case UL_TYPE_Q8_0:
-        quant_q8_0(src, dst, n / QK);
+        deq ? dequant_q8_0(q, f, n / QK) : quant_q8_0(f, q, n / QK);
         break;
     case UL_TYPE_Q4_0:
-        quant_q4_0(src, dst, n / QK);
+        deq ? dequant_q4_0(q, f, n / QK) : quant_q4_0(f, q, n / QK);
         break;
     case UL_TYPE_Q4_1:
-        quant_q4_1(src, dst, n / QK);
+        deq ? dequant_q4_1(q, f, n / QK) : quant_q4_1(f, q, n / QK);
         break;
     case UL_TYPE_Q5_0:
-        quant_q5(src, dst, 0, n / QK);
+        deq ? dequant_q5(q, 0, f, n / QK) : quant_q5(f, q, 0, n / QK);
         break;
     case UL_TYPE_Q5_1:
-        quant_q5(src, dst, 1, n / QK);
+        deq ? dequant_q5(q, 1, f, n / QK) : quant_q5(f, q, 1, n / QK);
         break;
     case UL_TYPE_Q4_K:
-        ul_cpu_quant_q4_K(src, dst, n / QKK);
+        deq ? dequant_q4_K(q, f, n / QKK) : ul_cpu_quant_q4_K(f, q, n / QKK);
         break;
     case UL_TYPE_Q5_K:
-        ul_cpu_quant_q5_K(src, dst, n / QKK);
+        deq ? dequant_q5_K(q, f, n / QKK) : ul_cpu_quant_q5_K(f, q, n / QKK);
         break;
     case UL_TYPE_Q6_K:
-        ul_cpu_quant_q6_K(src, dst, n / QKK);
+        deq ? dequant_q6_K(q, f, n / QKK) : ul_cpu_quant_q6_K(f, q, n / QKK);
         break;
     case UL_TYPE_IQ4_NL:
-        ul_cpu_quant_iq4_nl(src, dst, n / QK);
+        deq ? ul_cpu_dequant_iq4_nl(q, f, n / QK) : ul_cpu_quant_iq4_nl(f, q, n / QK);
         break;
     case UL_TYPE_IQ4_XS:
-        ul_cpu_quant_iq4_xs(src, dst, n / QKK);
+        deq ? ul_cpu_dequant_iq4_xs(q, f, n / QKK) : ul_cpu_quant_iq4_xs(f, q, n / QKK);
         break;
     default:
         return 0;
     }
-    return ul_type_row_bytes(type, n);
+    return 1;
+}
+
+/* (convert_row only reads q when it dequantises, and f when it quantises) */
+void ul_cpu_dequant_row(int type, const void *row, float *dst, int64_t n) {
+    if (!convert_row(type, 1, dst, (void *)row, n)) UL_ASSERT(!"dequant: unsupported type");
+}
+
+size_t ul_cpu_quant_row(int type, const float *src, void *dst, int64_t n) {
+    return convert_row(type, 0, (float *)src, dst, n) ? ul_type_row_bytes(type, n) : 0;
 }
 
 /* ---- activation formats ---- */
