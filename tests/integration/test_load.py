@@ -331,10 +331,10 @@ def server_cpu_s(srv):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def cpu_stream(srv, n):
-    """The best of 3 n-token streams: the server's CPU seconds and the wall seconds."""
+def cpu_stream(srv, n, runs=5):
+    """The best of runs n-token streams: the server's CPU seconds and the wall seconds."""
     best_cpu = best_wall = float("inf")
-    for _ in range(3):
+    for _ in range(runs):
         c0 = server_cpu_s(srv)
         _, wall = timed_stream(srv, n)
         best_cpu = min(best_cpu, server_cpu_s(srv) - c0)
@@ -351,7 +351,9 @@ def a_paused_reader_does_not_slow_the_others():
     # What a stream costs is the server's CPU time for its 2000 tokens (the null backend's
     # steps sleep, and cost no CPU): a paused reader that kept its sequence in the steps, or
     # made the loop spin on its socket, would show there. Wall time, which a loaded host
-    # stretches by 2x from one second to the next, is only printed. Best of 3 each.
+    # stretches by 2x from one second to the next, is only printed. Best of 5 each (of 3,
+    # one make test measured 0.09 s alone against 0.17 s beside the reader, where six runs
+    # alone gave 0.12-0.15 s for both: the CPU clock's ticks and the host's noise).
     with Server("--null-delay-us", "200", "--null-ctx", "20000") as srv:
         alone, alone_wall = cpu_stream(srv, 2000)
         slow = socket.socket()
@@ -361,13 +363,13 @@ def a_paused_reader_does_not_slow_the_others():
         with_slow, with_wall = cpu_stream(srv, 2000)
         print(f"  paused after {int(g)} tokens; 2000 tokens alone {alone:.2f} s of server CPU "
               f"({alone_wall:.2f} s wall), next to the paused reader {with_slow:.2f} s "
-              f"({with_wall:.2f} s wall), best of 3 each")
+              f"({with_wall:.2f} s wall), best of 5 each")
         # 1.5x as before; 0.03 s is three ticks of the CPU clock, where the wall-time bound
         # allowed 0.2 s
         assert with_slow < 1.5 * alone + 0.03, (alone, with_slow, alone_wall, with_wall)
         st, h = srv.health()
         assert h["active_sequences"] == 1, h
-        assert srv.metrics()["uvllm_tokens_generated_total"] == g + 6000, "still paused"
+        assert srv.metrics()["uvllm_tokens_generated_total"] == g + 10000, "still paused"
         assert h["kv_pages_free"] < h["kv_pages_total"], "its pages are kept"
         # it drains: the stalled stream resumes and completes
         rd = Reader(slow)
