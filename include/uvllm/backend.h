@@ -331,6 +331,11 @@ typedef struct ul_cpu_config_s {
     int32_t page_size;        /* tokens per page, default 16 */
     int64_t kv_bytes;         /* KV pool budget; 0 = the default above */
     int32_t max_batch_tokens; /* largest step the scratch must hold, default 512 */
+    /* 1: every token on the per-token attention path, so a token's logits do not depend on
+     * how its sequence was cut into steps (prefix cache, chunked prefill, batching); 0: the
+     * tiled path for a sequence's tokens from UL_ATTN_TILE of them in a step (llama.cpp's
+     * choice by batch size: faster long prompts, last-bit differences between the paths) */
+    int32_t batch_invariant;
 } ul_cpu_config_t;
 
 int ul_cpu_backend_create(const ul_model_t *m, const ul_cpu_config_t *cfg, ul_backend_t **out);

@@ -264,7 +264,7 @@ int ul_fwd_create_on(const ul_model_t *m, const ul_cpu_config_t *cfg, ul_pool_t 
     f->isa = ul_cpu_isa();
     f->ops = ul_cpu_ops(f->isa);
     const char *tiled = getenv("UVLLM_ATTN_TILED"), *prof = getenv("UVLLM_PROFILE");
-    f->attn_tiled = !(tiled && !strcmp(tiled, "0"));
+    f->attn_tiled = !c.batch_invariant && !(tiled && !strcmp(tiled, "0"));
     f->prof = prof && !strcmp(prof, "1");
     /* before the pool's threads exist: they only read the sampler's choice */
     ul_sampling_init(ul_cpu_has_avx512f());

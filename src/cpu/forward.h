@@ -102,7 +102,7 @@ typedef struct ul_fwd_s {
     ul_attn_item_t *attn_items; /* the step's attention items, the same for every layer */
     int32_t n_attn_items;
     int attn_tiled; /* 1: sequences with >= UL_ATTN_TILE tokens in a step take the tiled path
-                     * (UVLLM_ATTN_TILED=0 turns it off, for A/B runs and tests) */
+                     * (off with batch_invariant; UVLLM_ATTN_TILED=0 too, for A/B runs) */
     /* UVLLM_PROFILE=1: wall time of the steps and of their attention phases (thread 0,
      * barrier to barrier), logged by ul_fwd_free (bench/attn_share.sh reads it) */
     int prof;

@@ -181,7 +181,8 @@ static int make_cpu(ul_server_t *sv, int32_t n_ctx) {
                           .n_ctx = n_ctx,
                           .page_size = PAGE_SIZE,
                           .kv_bytes = kv_budget(sv, n_ctx, page),
-                          .max_batch_tokens = c->max_batch_tokens};
+                          .max_batch_tokens = c->max_batch_tokens,
+                          .batch_invariant = c->batch_invariant};
     if (!cc.kv_bytes) return UL_EINVAL;
     UL_LOG_INFO("cpu backend: %d threads (%s), %s kernels", cc.n_threads, why,
                 ul_cpu_isa_name(ul_cpu_isa()));

@@ -54,6 +54,7 @@ typedef struct ul_server_config_s {
     double request_timeout;
     /* scheduling and admission */
     int max_seqs, max_batch_tokens, max_queue, no_prefix_cache;
+    int batch_invariant;     /* cpu backend: one attention path for every step shape */
     int max_seqs_per_client; /* -1: a quarter of max_seqs */
     double itl_target_ms;    /* 0: off */
     double max_queue_wait_s;

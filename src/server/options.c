@@ -112,6 +112,13 @@ const ul_opt_t g_ul_server_opts[] = {
     {"no-prefix-cache", UL_OPT_FLAG, F(no_prefix_cache),
      .help = "do not keep computed KV pages for reuse by later requests sharing a prompt "
              "prefix"},
+    {"batch-invariant", UL_OPT_FLAG, F(batch_invariant),
+     .help = "cpu backend: a token's logits do not depend on how its prompt was split into "
+             "steps (prefix cache hit or not, chunked prefill, other requests in the batch), "
+             "so a greedy answer is the same every time; long prompts prefill slower. "
+             "Without it attention takes a faster f32 path from 64 tokens of a sequence in a "
+             "step, as llama.cpp does, and a cached prompt's logits can differ from the "
+             "uncached ones in the last bits (a near-tie can change a greedy token)"},
     {"max-queue", UL_OPT_INT, F(max_queue), 1, 1 << 20, .metavar = "N", .def_help = "no limit",
      .help = "requests waiting for prefill before 429"},
     {"max-queue-wait-s", UL_OPT_DOUBLE, F(max_queue_wait_s), 0, 86400,
