@@ -96,17 +96,6 @@ enum { BQ = 4 }; /* queries per block (attend_rows) */
  * last bits (the goldens' cosine bound covers it). */
 #define AVX2_FN __attribute__((target("avx2,fma")))
 
-/* sc[j] = expf(sc[j] - mx) for j < n, 8 at a time through expf8 (glibc's bits, as the scalar
- * loop's expf calls, which were a tenth of the attention's time, perf) */
-static void exp_shifted(const ul_fwd_t *f, float *sc, int32_t n, float mx) {
-    for (int32_t j = 0; j < n; j += 8) {
-        const int m = n - j < 8 ? (int)(n - j) : 8;
-        float a[8];
-        for (int i = 0; i < m; i++) a[i] = sc[j + i] - mx;
-        f->ops->expf8(a, sc + j, m);
-    }
-}
-
 /* Queries [ta, tb) of one sequence, every head, as small matrix products (BQ queries at a
  * time): the head's keys transposed once (kt [hd][n8]), the block's scores S = Q K^T *
  * scale with 16 keys x BQ queries in registers, a softmax per row, then O = P V with 16
@@ -196,6 +185,104 @@ AVX2_FN static void values_block(const float *p, int32_t n16, int nq, int32_t n,
 #undef V1_
 }
 
+/* e^x for x <= 0 in f32 (a softmax's shifted scores), 8 at a time: x = k ln2 + r with ln2
+ * in two parts, e^r by its Taylor polynomial to r^7/5040 (|r| <= ln2 / 2: relative error
+ * below 2^-23 before the final roundings), 2^k through the exponent bits; below -87 (where
+ * 2^k leaves the normal range) 0. glibc's expf through expf8 (double lanes, a table gather)
+ * was 5.5% of a bge-small step (perf) where llama.cpp's own softmax uses its f32
+ * ggml_v_expf, not the library's bits either. */
+TILE_FN __m256 exp_neg8(__m256 x) {
+    const __m256 k = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504089f)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(k, _mm256_set1_ps(0.693145751953125f), x);
+    r = _mm256_fnmadd_ps(k, _mm256_set1_ps(1.428606765330187e-06f), r);
+    __m256 y = _mm256_set1_ps(1.0f / 5040);
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.0f / 720));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.0f / 120));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.0f / 24));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.0f / 6));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(0.5f));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.0f));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.0f));
+    const __m256i e =
+        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(k), _mm256_set1_epi32(127)), 23);
+    y = _mm256_mul_ps(y, _mm256_castsi256_ps(e));
+    return _mm256_and_ps(y, _mm256_cmp_ps(x, _mm256_set1_ps(-87.0f), _CMP_GE_OQ));
+}
+
+/* r[0..n) = softmax(r[0..n)); r has room for n rounded up to 16 (the block's row) */
+AVX2_FN static void softmax_row(float *r, int32_t n) {
+    const __m256 ninf = _mm256_set1_ps(-INFINITY);
+    __m256 mv = ninf;
+    int32_t j = 0;
+    for (; j + 8 <= n; j += 8) mv = _mm256_max_ps(mv, _mm256_loadu_ps(r + j));
+    float mx = -INFINITY, m8[8];
+    _mm256_storeu_ps(m8, mv);
+    for (int i = 0; i < 8; i++) mx = m8[i] > mx ? m8[i] : mx;
+    for (; j < n; j++) mx = r[j] > mx ? r[j] : mx;
+    for (j = n; j < ((n + 7) & ~7); j++) r[j] = -INFINITY; /* the tail's lanes give 0 */
+    const __m256 mxv = _mm256_set1_ps(mx);
+    __m256 sv = _mm256_setzero_ps();
+    for (j = 0; j < n; j += 8) {
+        const __m256 e = exp_neg8(_mm256_sub_ps(_mm256_loadu_ps(r + j), mxv));
+        _mm256_storeu_ps(r + j, e);
+        sv = _mm256_add_ps(sv, e);
+    }
+    float s8[8], sum = 0;
+    _mm256_storeu_ps(s8, sv);
+    for (int i = 0; i < 8; i++) sum += s8[i];
+    const __m256 inv = _mm256_set1_ps(1.0f / sum);
+    for (j = 0; j < n; j += 8) _mm256_storeu_ps(r + j, _mm256_mul_ps(_mm256_loadu_ps(r + j), inv));
+}
+
+/* layernorm() with AVX2, x first made (x + a1) + a2 in place when given (the residual and
+ * its bias, as residual_norm adds them), all in one pass with the mean's sum; sums in double
+ * lanes (another order than layernorm's: the last bits of the mean can differ). The scalar
+ * passes (layernorm, two add_vec) were a tenth of a bge-small step (perf). */
+AVX2_FN static void layernorm_avx2(float *dst, float *x, const float *a1, const float *a2,
+                                   const float *w, const float *b, int n, float eps) {
+    __m256d s0 = _mm256_setzero_pd(), s1 = s0;
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_loadu_ps(x + i);
+        if (a1) v = _mm256_add_ps(v, _mm256_loadu_ps(a1 + i));
+        if (a2) v = _mm256_add_ps(v, _mm256_loadu_ps(a2 + i));
+        if (a1 || a2) _mm256_storeu_ps(x + i, v);
+        s0 = _mm256_add_pd(s0, _mm256_cvtps_pd(_mm256_castps256_ps128(v)));
+        s1 = _mm256_add_pd(s1, _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
+    }
+    double d4[4], sum = 0;
+    _mm256_storeu_pd(d4, _mm256_add_pd(s0, s1));
+    for (; i < n; i++) {
+        if (a1) x[i] += a1[i];
+        if (a2) x[i] += a2[i];
+        sum += x[i];
+    }
+    sum += (d4[0] + d4[1]) + (d4[2] + d4[3]);
+    const float mean = (float)(sum / n);
+    const __m256 mv = _mm256_set1_ps(mean);
+    s0 = s1 = _mm256_setzero_pd();
+    for (i = 0; i + 8 <= n; i += 8) {
+        const __m256 c = _mm256_sub_ps(_mm256_loadu_ps(x + i), mv);
+        const __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(c)),
+                      hi = _mm256_cvtps_pd(_mm256_extractf128_ps(c, 1));
+        s0 = _mm256_fmadd_pd(lo, lo, s0); /* exact products of floats in double */
+        s1 = _mm256_fmadd_pd(hi, hi, s1);
+    }
+    double var = 0;
+    _mm256_storeu_pd(d4, _mm256_add_pd(s0, s1));
+    for (int k = i; k < n; k++) var += (double)(x[k] - mean) * (x[k] - mean);
+    var += (d4[0] + d4[1]) + (d4[2] + d4[3]);
+    const float scale = 1.0f / sqrtf((float)(var / n) + eps);
+    const __m256 sc = _mm256_set1_ps(scale);
+    for (i = 0; i + 8 <= n; i += 8) {
+        const __m256 c = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), mv), sc);
+        _mm256_storeu_ps(dst + i, _mm256_add_ps(_mm256_mul_ps(c, _mm256_loadu_ps(w + i)),
+                                                _mm256_loadu_ps(b + i)));
+    }
+    for (; i < n; i++) dst[i] = (x[i] - mean) * scale * w[i] + b[i];
+}
+
 static void attend_rows(ul_fwd_t *f, int32_t ta, int32_t tb, float *tmp) {
     const ul_hparams_t *hp = &f->hp;
     const int hd = hp->head_dim, D = f->q_dim;
@@ -212,14 +299,7 @@ static void attend_rows(ul_fwd_t *f, int32_t ta, int32_t tb, float *tmp) {
             const int nq = tb - t < BQ ? (int)(tb - t) : BQ;
             scores_block(f->q + (size_t)t * D + (size_t)h * hd, (size_t)D, nq, kt, n16, hd, scale,
                          p);
-            for (int u = 0; u < nq; u++) {
-                float *r = p + (size_t)u * n16, mx = -INFINITY, sum = 0;
-                for (int32_t j = 0; j < n; j++) mx = r[j] > mx ? r[j] : mx;
-                exp_shifted(f, r, n, mx);
-                for (int32_t j = 0; j < n; j++) sum += r[j];
-                const float inv = 1.0f / sum;
-                for (int32_t j = 0; j < n; j++) r[j] *= inv;
-            }
+            for (int u = 0; u < nq; u++) softmax_row(p + (size_t)u * n16, n);
             values_block(p, n16, nq, n, f->v + (size_t)j0 * D + (size_t)h * hd, (size_t)D, hd,
                          f->att + (size_t)t * D + (size_t)h * hd, (size_t)D);
         }
@@ -238,6 +318,12 @@ static void attend_avx2_all(ul_fwd_t *f, int32_t t0, int32_t t1, float *tmp) {
 #else
 static void attend_avx2_all(ul_fwd_t *f, int32_t t0, int32_t t1, float *tmp) {
     for (int32_t t = t0; t < t1; t++) attend(f, t, tmp);
+}
+static void layernorm_avx2(float *dst, float *x, const float *a1, const float *a2, const float *w,
+                           const float *b, int n, float eps) {
+    if (a1) add_vec(x, a1, n);
+    if (a2) add_vec(x, a2, n);
+    layernorm(dst, x, w, b, n, eps);
 }
 #endif
 
@@ -287,6 +373,10 @@ static void residual_norm(ul_fwd_t *f, int32_t t0, int32_t t1, const ul_gguf_ten
     const int32_t E = f->hp.n_embd;
     for (int32_t t = t0; t < t1; t++) {
         float *xo = f->xo + (size_t)t * E, *x = f->x + (size_t)t * E;
+        if (simd(f)) {
+            layernorm_avx2(x, xo, bias ? bias->data : NULL, x, w->data, b->data, E, f->hp.norm_eps);
+            continue;
+        }
         if (bias) add_vec(xo, bias->data, E);
         add_vec(xo, x, E);
         layernorm(x, xo, w->data, b->data, E, f->hp.norm_eps);
