@@ -187,8 +187,9 @@ size_t ul_fwd_bert_attn_tmp_floats(int32_t head_dim, int32_t max_tokens, int32_t
  * uses the entry's own xb and xo rows as scratch (ul_fwd_pool_embd's caller). */
 void ul_fwd_bert_rank(ul_fwd_t *f, ul_step_seq_t *s);
 /* x[i] = gelu(x[i]), i < n, as ggml's CPU gelu (the f16 table of ul_fwd_geglu; call
- * ul_fwd_gemma3_init first); avx2: with AVX2 and F16C (the same bits). (forward_gemma3.c) */
-void ul_fwd_gelu(float *x, size_t n, int avx2);
+ * ul_fwd_gemma3_init first); level 1: with AVX2 and F16C, 2: with AVX-512 (the same bits).
+ * (forward_gemma3.c) */
+void ul_fwd_gelu(float *x, size_t n, int level);
 /* phi3 (forward_phi3.c): the RoPE frequency divisors for sequences of up to n_ctx tokens:
  * rope_freqs (llama), or phi3's long factors above n_ctx_orig and short ones up to it
  * (llama.cpp's get_rope_factors); NULL for none. */

@@ -430,7 +430,7 @@ static void bert_layer(ul_fwd_t *f, int il, int32_t t0, int32_t t1, int ith, int
             continue;
         }
         if (L->ffn_up_b) add_vec(h, L->ffn_up_b->data, FF);
-        ul_fwd_gelu(h, (size_t)FF, simd(f));
+        ul_fwd_gelu(h, (size_t)FF, f->isa == UL_ISA_AVX512 ? 2 : simd(f));
     }
     ul_pool_barrier(f->pool);
     ul_cpu_matmul_mat(f->pool, &M[MAT_DOWN], f->hb, T, yo, f->mm_scratch, ith, nth);

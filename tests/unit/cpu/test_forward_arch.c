@@ -199,10 +199,9 @@ Test(forward_arch, geglu_avx512_equals_scalar_on_every_f16_gate) {
     free(a), free(b), free(u);
 }
 
-/* bert's GELU (ul_fwd_gelu): the AVX2 path gives the scalar table's bits on every f16 input,
- * nudged off it, the +-10 cut-offs and an odd tail */
-Test(forward_arch, gelu_avx2_equals_scalar_on_every_f16_input) {
-    UL_TEST_REQUIRE_ISA(UL_ISA_AVX2);
+/* bert's GELU (ul_fwd_gelu): the AVX2 and AVX-512 paths give the scalar table's bits on
+ * every f16 input, nudged off it, the +-10 cut-offs and an odd tail */
+static void gelu_equals_scalar(int level) {
     ul_fwd_gemma3_init();
     const float tail[] = {-10.0f, 10.0f, -12.0f, 12.0f, 0.0f, 1.0f, -1.0f}; /* the cut-offs */
     const size_t n = (1 << 16) + 7;
@@ -211,12 +210,22 @@ Test(forward_arch, gelu_avx2_equals_scalar_on_every_f16_input) {
         a[i] = i < (1 << 16) ? ul_fp16_to_fp32((uint16_t)i) * (1.0f + 0x1p-13f) : tail[i - 65536];
     memcpy(b, a, n * sizeof *a);
     ul_fwd_gelu(a, n, 0);
-    ul_fwd_gelu(b, n, 1);
+    ul_fwd_gelu(b, n, level);
     size_t bad = 0;
     for (size_t i = 0; i < n; i++)
         bad += memcmp(&a[i], &b[i], 4) != 0 && !(isnan(a[i]) && isnan(b[i]));
-    cr_expect_eq(bad, 0, "%zu of %zu results differ", bad, n);
+    cr_expect_eq(bad, 0, "level %d: %zu of %zu results differ", level, bad, n);
     free(a), free(b);
+}
+
+Test(forward_arch, gelu_avx2_equals_scalar_on_every_f16_input) {
+    UL_TEST_REQUIRE_ISA(UL_ISA_AVX2);
+    gelu_equals_scalar(1);
+}
+
+Test(forward_arch, gelu_avx512_equals_scalar_on_every_f16_input) {
+    UL_TEST_REQUIRE_ISA(UL_ISA_AVX512);
+    gelu_equals_scalar(2);
 }
 
 /* The phi3 golden runs with the long RoPE factors (context 4096 > original 2048) and
