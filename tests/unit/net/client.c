@@ -233,19 +233,25 @@ int cl_status_of(harness_t *h, const char *req, cl_resp_t *out) {
     return st;
 }
 
+int cl_expect_closing(cl_conn_t *c, cl_resp_t *r, int wait_ms, char *msg, size_t cap) {
+    char v[64];
+    int marked = cl_header(r, "Connection", v, sizeof v) == 0 && strcmp(v, "close") == 0;
+    int status = r->status;
+    cl_resp_free(r);
+    CHECK(marked, "%d without Connection: close", status);
+    CHECK(cl_wait_closed(c, wait_ms), "connection not closed after %d", status);
+    cl_close(c);
+    return 0;
+}
+
 int cl_expect_error_close(cl_conn_t *c, int status, char *msg, size_t cap) {
     cl_resp_t r;
     CHECK(cl_read_response(c, &r, 0) == 0, "no %d response", status);
     CHECK(r.status == status, "status %d, expected %d", r.status, status);
-    char v[64];
-    CHECK(cl_header(&r, "Connection", v, sizeof v) == 0 && strcmp(v, "close") == 0,
-          "%d without Connection: close", status);
     CHECK(strstr(r.body, "{\"error\":{\"message\":") && strstr(r.body, "\"type\":") &&
               strstr(r.body, "\"param\":null") && strstr(r.body, "\"code\":"),
           "error body '%s'", r.body);
-    cl_resp_free(&r);
-    CHECK(cl_wait_closed(c, 3000), "connection not closed after %d", status);
-    return 0;
+    return cl_expect_closing(c, &r, 3000, msg, cap);
 }
 
 int cl_expect_read(cl_conn_t *c, int status, char *msg, size_t cap) {
@@ -266,9 +272,7 @@ int cl_refused(harness_t *h, const char *req, int status, char *msg, size_t cap)
     cl_conn_t c;
     CHECK(cl_connect(&c, h->port) == 0, "connect");
     CHECK(cl_send_str(&c, req) == 0, "send");
-    int rc = cl_expect_error_close(&c, status, msg, cap);
-    cl_close(&c);
-    return rc;
+    return cl_expect_error_close(&c, status, msg, cap);
 }
 
 /* ---- test routes ---------------------------------------------------------------------- */

@@ -109,8 +109,11 @@ int harness_run(harness_t *h, client_fn fn);
 /* One raw exchange on a new connection: the answer's status (0: none, -1/-2: no connection
  * or send failed). out: the answer, for the caller to free; NULL: freed here. */
 int cl_status_of(harness_t *h, const char *req, cl_resp_t *out);
+/* The answer r (freed here) says Connection: close and the server closes c within wait_ms;
+ * then c is closed. */
+int cl_expect_closing(cl_conn_t *c, cl_resp_t *r, int wait_ms, char *msg, size_t cap);
 /* The next answer on c is an error with status, the JSON error body and Connection: close,
- * and the server closes the connection. */
+ * and the server closes the connection (cl_expect_closing). */
 int cl_expect_error_close(cl_conn_t *c, int status, char *msg, size_t cap);
 /* The next answer on c has status (it is freed). */
 int cl_expect_read(cl_conn_t *c, int status, char *msg, size_t cap);

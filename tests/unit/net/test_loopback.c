@@ -20,6 +20,14 @@ static int get(cl_conn_t *c, const char *path, cl_resp_t *r) {
 
 #define GET_HEALTH "GET /health HTTP/1.1\r\nHost: x\r\n\r\n"
 
+/* client on the default config, with HARNESS_RUN's checks; the server's counters at the end. */
+static ul_http_stats_t run_default(client_fn client) {
+    harness_t h;
+    harness_config(&h);
+    HARNESS_RUN(&h, client);
+    return h.srv.stats;
+}
+
 /* ---- keep-alive, routing, pipelining ---- */
 
 static int keepalive_client(harness_t *h, char *msg, size_t cap) {
@@ -45,22 +53,15 @@ static int keepalive_client(harness_t *h, char *msg, size_t cap) {
     cl_resp_free(&r);
     CHECK(cl_send_str(&c, "GET /health HTTP/1.0\r\n\r\n") == 0, "s");
     CHECK(cl_read_response(&c, &r, 0) == 0 && r.status == 200, "1.0 close");
-    CHECK(cl_header(&r, "Connection", v, sizeof v) == 0 && strcasecmp(v, "close") == 0,
-          "1.0 close header");
-    cl_resp_free(&r);
-    CHECK(cl_wait_closed(&c, 3000), "server kept the 1.0 connection open");
-    cl_close(&c);
-    return 0;
+    return cl_expect_closing(&c, &r, 3000, msg, cap); /* the server closes the 1.0 connection */
 }
 
 Test(loopback, keepalive_round_trip) {
-    harness_t h;
-    harness_config(&h);
-    HARNESS_RUN(&h, keepalive_client);
-    cr_assert_eq(h.srv.stats.requests_total, 5);
-    cr_assert_eq(h.srv.stats.conns_total, 1);
-    cr_assert_eq(h.srv.stats.conns_open, 0);
-    cr_assert_gt(h.srv.stats.bytes_out, 5 * 50);
+    ul_http_stats_t st = run_default(keepalive_client);
+    cr_assert_eq(st.requests_total, 5);
+    cr_assert_eq(st.conns_total, 1);
+    cr_assert_eq(st.conns_open, 0);
+    cr_assert_gt(st.bytes_out, 5 * 50);
 }
 
 static int routing_client(harness_t *h, char *msg, size_t cap) {
@@ -151,24 +152,20 @@ static int pipeline_many_client(harness_t *h, char *msg, size_t cap) {
 }
 
 Test(loopback, pipelined_200_in_one_write) {
-    harness_t h;
-    harness_config(&h);
-    HARNESS_RUN(&h, pipeline_many_client);
-    cr_assert_eq(h.srv.stats.requests_total, 200);
+    cr_assert_eq(run_default(pipeline_many_client).requests_total, 200);
 }
 
 /* A client that half-closes after its requests still gets every answer, then EOF; an
  * open (async) request at EOF counts as a disconnect. */
 static int half_close_client(harness_t *h, char *msg, size_t cap) {
-    cl_conn_t c;
-    cl_resp_t r;
-    CHECK(cl_connect(&c, h->port) == 0, "connect");
     enum { N = 3000 }; /* ~80 KB of requests: more than one read buffer */
     static char reqs[N * 32];
     size_t n = 0;
     for (int i = 0; i < N; i++)
         n += (size_t)snprintf(reqs + n, sizeof reqs - n, "GET /health HTTP/1.1\r\n\r\n");
-    CHECK(cl_send(&c, reqs, n) == 0, "send");
+    cl_conn_t c;
+    cl_resp_t r;
+    CHECK(cl_connect_send(&c, h->port, reqs) == 0, "send");
     shutdown(c.fd, SHUT_WR);
     for (int i = 0; i < N; i++) {
         CHECK(cl_read_response(&c, &r, 0) == 0 && r.status == 200, "response %d of %d", i, N);
@@ -188,17 +185,11 @@ static int half_close_client(harness_t *h, char *msg, size_t cap) {
 }
 
 Test(loopback, half_close_answers_pipeline_then_closes) {
-    harness_t h;
-    harness_config(&h);
-    HARNESS_RUN(&h, half_close_client);
-    cr_assert_eq(h.srv.stats.requests_total, 3001);
+    cr_assert_eq(run_default(half_close_client).requests_total, 3001);
 }
 
 Test(loopback, pipelined_in_order_with_async_and_chunked) {
-    harness_t h;
-    harness_config(&h);
-    HARNESS_RUN(&h, pipeline_client);
-    cr_assert_eq(h.srv.stats.requests_total, 4);
+    cr_assert_eq(run_default(pipeline_client).requests_total, 4);
 }
 
 /* ---- limits ---- */
@@ -238,7 +229,6 @@ static int limits_client(harness_t *h, char *msg, size_t cap) {
               "chunk");
     }
     if (cl_expect_error_close(&c, 413, msg, cap)) return -1;
-    cl_close(&c);
     /* 400: not HTTP */
     if (cl_refused(h, "HELLO WORLD\r\n\r\n", 400, msg, cap)) return -1;
     /* 400: bad header syntax after a good request on the same connection */
@@ -249,7 +239,6 @@ static int limits_client(harness_t *h, char *msg, size_t cap) {
     CHECK(cl_read_response(&c, &r, 0) == 0 && r.status == 200, "first of two");
     cl_resp_free(&r);
     if (cl_expect_error_close(&c, 400, msg, cap)) return -1;
-    cl_close(&c);
     return 0;
 }
 
@@ -264,7 +253,6 @@ static int continue_client(harness_t *h, char *msg, size_t cap) {
                           "Expect: 100-continue\r\n\r\n") == 0,
           "s");
     if (cl_expect_error_close(&c, 413, msg, cap)) return -1;
-    cl_close(&c);
     return 0;
 }
 
@@ -292,7 +280,6 @@ static int timeout_client(harness_t *h, char *msg, size_t cap) {
     }
     CHECK(closed_at > 0 && closed_at < 40, "trickling client not cut off (at %d)", closed_at);
     if (cl_expect_error_close(&c, 408, msg, cap)) return -1;
-    cl_close(&c);
     /* an idle keep-alive connection is closed after idle_timeout */
     CHECK(cl_connect(&c, h->port) == 0, "connect");
     if (cl_expect_status(&c, GET_HEALTH, 200, msg, cap)) return -1;
@@ -310,7 +297,6 @@ static int maxconns_client(harness_t *h, char *msg, size_t cap) {
     if (cl_expect_status(&a, GET_HEALTH, 200, msg, cap)) return -1;
     CHECK(cl_connect(&b, h->port) == 0, "connect b");
     if (cl_expect_error_close(&b, 503, msg, cap)) return -1;
-    cl_close(&b);
     if (cl_expect_status(&a, GET_HEALTH, 200, msg, cap)) return -1;
     cl_close(&a);
     return 0;
@@ -354,12 +340,7 @@ static int sse_client(harness_t *h, char *msg, size_t cap) {
     return 0;
 }
 
-Test(loopback, sse_chunked_and_http10) {
-    harness_t h;
-    harness_config(&h);
-    HARNESS_RUN(&h, sse_client);
-    cr_assert_eq(h.srv.stats.streams_active, 0);
-}
+Test(loopback, sse_chunked_and_http10) { cr_assert_eq(run_default(sse_client).streams_active, 0); }
 
 static int disconnect_client(harness_t *h, char *msg, size_t cap) {
     cl_conn_t c;
@@ -375,10 +356,7 @@ static int disconnect_client(harness_t *h, char *msg, size_t cap) {
 }
 
 Test(loopback, disconnect_aborts_open_request) {
-    harness_t h;
-    harness_config(&h);
-    HARNESS_RUN(&h, disconnect_client);
-    cr_assert_eq(h.srv.stats.conns_open, 0);
+    cr_assert_eq(run_default(disconnect_client).conns_open, 0);
 }
 
 static int ping_client(harness_t *h, char *msg, size_t cap) {
@@ -438,6 +416,15 @@ HARNESS_TEST(loopback, sse_backpressure_and_hard_limit, backpressure_client,
 
 /* ---- graceful shutdown ---- */
 
+/* client on the default config but a shutdown grace of grace_ms (and linger_ms, 0: the
+ * default), with HARNESS_RUN's checks; h stays for the test to read. */
+static void run_grace(harness_t *h, uint64_t grace_ms, uint64_t linger_ms, client_fn client) {
+    harness_config(h);
+    h->shutdown_grace_ms = grace_ms;
+    if (linger_ms) h->cfg.linger_ms = linger_ms;
+    HARNESS_RUN(h, client);
+}
+
 /* client sockets left open across the shutdown, closed by the test afterwards */
 static int g_fds[2] = {-1, -1};
 static void close_fds(void) {
@@ -460,11 +447,9 @@ static int shutdown_client(harness_t *h, char *msg, size_t cap) {
 
 Test(loopback, shutdown_force_closes_everything) {
     harness_t h;
-    harness_config(&h);
-    h.shutdown_grace_ms = 0;
     /* the client returns with two connections still open (one with an open request):
      * shutdown(0) must close both, call on_abort and still let the loop close */
-    HARNESS_RUN(&h, shutdown_client);
+    run_grace(&h, 0, 0, shutdown_client);
     cr_assert_eq(h.srv.stats.conns_open, 0);
     cr_assert_eq(atomic_load(&h.aborts), 1);
     close_fds();
@@ -496,30 +481,19 @@ static int drain_client(harness_t *h, char *msg, size_t cap) {
     /* the in-flight request still gets its answer, marked as the last one */
     CHECK(cl_read_response(&busy, &r, 0) == 0 && r.status == 200, "in-flight answer");
     CHECK(strcmp(r.body, "async") == 0, "body '%s'", r.body);
-    char v[32];
-    CHECK(cl_header(&r, "Connection", v, sizeof v) == 0 && strcmp(v, "close") == 0,
-          "no Connection: close while draining");
-    cl_resp_free(&r);
-    CHECK(cl_wait_closed(&busy, 1000), "busy connection not closed after its answer");
-    cl_close(&busy);
-    return 0;
+    return cl_expect_closing(&busy, &r, 1000, msg, cap); /* while draining */
 }
 
 Test(loopback, shutdown_drains_refuses_and_answers_in_flight) {
     harness_t h;
-    harness_config(&h);
-    h.shutdown_grace_ms = 5000;
-    HARNESS_RUN(&h, drain_client);
+    run_grace(&h, 5000, 0, drain_client);
     cr_assert_eq(atomic_load(&h.aborts), 0);
     cr_assert_eq(h.srv.stats.requests_total, 2);
 }
 
 Test(loopback, shutdown_lets_streams_finish) {
     harness_t h;
-    harness_config(&h);
-    h.shutdown_grace_ms = 2000;
-    h.cfg.linger_ms = 100; /* the client keeps its socket: do not wait 2 s for it */
-    HARNESS_RUN(&h, graceful_client);
+    run_grace(&h, 2000, 100, graceful_client); /* linger 100 ms: the client keeps its socket */
     cr_assert_eq(atomic_load(&h.aborts), 0, "stream was cut instead of finishing");
     cr_assert_eq(h.srv.stats.requests_total, 1);
     close_fds();
