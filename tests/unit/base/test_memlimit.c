@@ -44,6 +44,21 @@ static ul_mem_info_t read_info(void) {
     return m;
 }
 
+/* The machine's meminfo, this process in cgroup (/proc/self/cgroup's text) and one limit
+ * file rel with text: what ul_mem_info_read makes of the tree. */
+static ul_mem_info_t in_cgroup(const char *cgroup, const char *rel, const char *text) {
+    put("proc/meminfo", MEMINFO);
+    put("proc/self/cgroup", cgroup);
+    put(rel, text);
+    return read_info();
+}
+
+/* The start-up line ul_mem_info_source gives for m (which: 1 limit_available, 0 limit). */
+static void assert_source(const ul_mem_info_t *m, int which, const char *want) {
+    char b[256];
+    cr_assert_str_eq(ul_mem_info_source(m, which, b, sizeof b), want);
+}
+
 TestSuite(memlimit, .init = setup, .fini = teardown);
 
 Test(memlimit, no_cgroup_uses_meminfo) {
@@ -54,40 +69,29 @@ Test(memlimit, no_cgroup_uses_meminfo) {
     cr_assert_eq(m.cgroup, -1);
     cr_assert_eq(m.limit, 24 * GIB);
     cr_assert_eq(m.limit_available, 20 * GIB);
-    char b[256];
-    cr_assert_str_eq(ul_mem_info_source(&m, 1, b, sizeof b), "MemAvailable 20.0 GiB");
+    assert_source(&m, 1, "MemAvailable 20.0 GiB");
 }
 
 Test(memlimit, v2_number_at_the_root) {
-    put("proc/meminfo", MEMINFO);
-    put("proc/self/cgroup", "0::/\n");
-    put("sys/fs/cgroup/memory.max", "1073741824\n");
-    ul_mem_info_t m = read_info();
+    ul_mem_info_t m = in_cgroup("0::/\n", "sys/fs/cgroup/memory.max", "1073741824\n");
     cr_assert_eq(m.cgroup, GIB);
     cr_assert_eq(m.limit, GIB);
     cr_assert_eq(m.limit_available, GIB);
-    char b[256];
-    cr_assert_str_eq(ul_mem_info_source(&m, 1, b, sizeof b),
-                     "cgroup v2 /sys/fs/cgroup/memory.max (1.0 GiB)");
+    assert_source(&m, 1, "cgroup v2 /sys/fs/cgroup/memory.max (1.0 GiB)");
 }
 
 Test(memlimit, v2_max_is_no_limit) {
-    put("proc/meminfo", MEMINFO);
-    put("proc/self/cgroup", "0::/\n");
-    put("sys/fs/cgroup/memory.max", "max\n");
-    ul_mem_info_t m = read_info();
+    ul_mem_info_t m = in_cgroup("0::/\n", "sys/fs/cgroup/memory.max", "max\n");
     cr_assert_eq(m.cgroup, -1);
     cr_assert_eq(m.limit_available, 20 * GIB);
     cr_assert_str_eq(m.cgroup_source, "");
 }
 
 Test(memlimit, v2_nested_path_takes_the_lowest_ancestor) {
-    put("proc/meminfo", MEMINFO);
-    put("proc/self/cgroup", "0::/kubepods/pod1/ctr\n");
     put("sys/fs/cgroup/kubepods/memory.max", "4294967296\n");
     put("sys/fs/cgroup/kubepods/pod1/memory.max", "2147483648\n"); /* the pod's */
-    put("sys/fs/cgroup/kubepods/pod1/ctr/memory.max", "max\n");
-    ul_mem_info_t m = read_info();
+    ul_mem_info_t m =
+        in_cgroup("0::/kubepods/pod1/ctr\n", "sys/fs/cgroup/kubepods/pod1/ctr/memory.max", "max\n");
     cr_assert_eq(m.cgroup, 2 * GIB);
     cr_assert_str_eq(m.cgroup_source, "cgroup v2 /sys/fs/cgroup/kubepods/pod1/memory.max");
     /* a parent lower than its child is what binds */
@@ -99,24 +103,20 @@ Test(memlimit, v2_nested_path_takes_the_lowest_ancestor) {
 }
 
 Test(memlimit, limit_above_the_machine_is_not_the_source) {
-    put("proc/meminfo", MEMINFO);
-    put("proc/self/cgroup", "0::/big\n");
-    put("sys/fs/cgroup/big/memory.max", "68719476736\n"); /* 64 GiB on a 24 GiB machine */
-    ul_mem_info_t m = read_info();
+    /* 64 GiB on a 24 GiB machine */
+    ul_mem_info_t m = in_cgroup("0::/big\n", "sys/fs/cgroup/big/memory.max", "68719476736\n");
     cr_assert_eq(m.cgroup, 64 * GIB);
     cr_assert_eq(m.limit, 24 * GIB);
     cr_assert_eq(m.limit_available, 20 * GIB);
-    char b[256];
-    cr_assert_str_eq(ul_mem_info_source(&m, 0, b, sizeof b), "MemTotal 24.0 GiB");
+    assert_source(&m, 0, "MemTotal 24.0 GiB");
 }
 
 Test(memlimit, v1_memory_controller) {
-    put("proc/meminfo", MEMINFO);
-    put("proc/self/cgroup", "5:cpu,cpuacct:/x\n4:memory:/docker/abc\n0::/\n");
-    put("sys/fs/cgroup/memory/docker/abc/memory.limit_in_bytes", "536870912\n");
     put("sys/fs/cgroup/memory/memory.limit_in_bytes", "9223372036854771712\n"); /* none */
     put("sys/fs/cgroup/memory.max", "1024\n"); /* v2 on a hybrid host: not the controller */
-    ul_mem_info_t m = read_info();
+    ul_mem_info_t m =
+        in_cgroup("5:cpu,cpuacct:/x\n4:memory:/docker/abc\n0::/\n",
+                  "sys/fs/cgroup/memory/docker/abc/memory.limit_in_bytes", "536870912\n");
     cr_assert_eq(m.cgroup, GIB / 2);
     cr_assert_str_eq(m.cgroup_source,
                      "cgroup v1 /sys/fs/cgroup/memory/docker/abc/memory.limit_in_bytes");
@@ -124,10 +124,8 @@ Test(memlimit, v1_memory_controller) {
 
 Test(memlimit, v1_container_without_cgroup_namespace_reads_its_root) {
     /* docker on v1: /proc/self/cgroup names the host's path, the mount is the container's */
-    put("proc/meminfo", MEMINFO);
-    put("proc/self/cgroup", "9:memory,blkio:/docker/0123abcd\n");
-    put("sys/fs/cgroup/memory/memory.limit_in_bytes", "1073741824\n");
-    ul_mem_info_t m = read_info();
+    ul_mem_info_t m = in_cgroup("9:memory,blkio:/docker/0123abcd\n",
+                                "sys/fs/cgroup/memory/memory.limit_in_bytes", "1073741824\n");
     cr_assert_eq(m.cgroup, GIB);
     cr_assert_eq(m.limit_available, GIB);
 }
@@ -138,8 +136,7 @@ Test(memlimit, missing_and_malformed_files_are_unknown) {
     cr_assert_eq(m.available, -1);
     cr_assert_eq(m.cgroup, -1);
     cr_assert_eq(m.limit, -1);
-    char b[256];
-    cr_assert_str_eq(ul_mem_info_source(&m, 1, b, sizeof b), "unknown");
+    assert_source(&m, 1, "unknown");
     put("proc/meminfo", "MemTotal: lots\nMemAvailable: 12 MB\n");
     put("proc/self/cgroup", "garbage without colons\n");
     put("sys/fs/cgroup/memory.max", "-5\n");

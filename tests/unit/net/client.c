@@ -195,6 +195,86 @@ void cl_close(cl_conn_t *c) {
     c->fd = -1;
 }
 
+int cl_request(cl_conn_t *c, const char *req, cl_resp_t *r) {
+    if (cl_send_str(c, req)) return -1;
+    return cl_read_response(c, r, 0);
+}
+
+int cl_connect_send(cl_conn_t *c, int port, const char *req) {
+    if (cl_connect(c, port)) return -1;
+    if (cl_send_str(c, req) == 0) return 0;
+    cl_close(c);
+    return -1;
+}
+
+int cl_expect_continue(cl_conn_t *c, const char *head, const char *body, char *msg, size_t cap) {
+    cl_resp_t r;
+    CHECK(cl_send_str(c, head) == 0, "send head");
+    CHECK(cl_read_head(c, &r) == 0 && r.status == 100, "100 Continue expected: %d", r.status);
+    CHECK(cl_send_str(c, body) == 0, "send body");
+    CHECK(cl_read_response(c, &r, 0) == 0, "no answer after 100");
+    int ok = r.status == 200 && strcmp(r.body, body) == 0;
+    CHECK(ok, "echo after 100: %d '%s'", r.status, r.body);
+    cl_resp_free(&r);
+    return 0;
+}
+
+int cl_status_of(harness_t *h, const char *req, cl_resp_t *out) {
+    cl_conn_t c;
+    cl_resp_t r;
+    if (cl_connect(&c, h->port)) return -1;
+    if (cl_send_str(&c, req)) return -2;
+    int st = cl_read_response(&c, &r, 0) == 0 ? r.status : 0;
+    if (out)
+        *out = r;
+    else if (st)
+        cl_resp_free(&r);
+    cl_close(&c);
+    return st;
+}
+
+int cl_expect_closing(cl_conn_t *c, cl_resp_t *r, int wait_ms, char *msg, size_t cap) {
+    char v[64];
+    int marked = cl_header(r, "Connection", v, sizeof v) == 0 && strcmp(v, "close") == 0;
+    int status = r->status;
+    cl_resp_free(r);
+    CHECK(marked, "%d without Connection: close", status);
+    CHECK(cl_wait_closed(c, wait_ms), "connection not closed after %d", status);
+    cl_close(c);
+    return 0;
+}
+
+int cl_expect_error_close(cl_conn_t *c, int status, char *msg, size_t cap) {
+    cl_resp_t r;
+    CHECK(cl_read_response(c, &r, 0) == 0, "no %d response", status);
+    CHECK(r.status == status, "status %d, expected %d", r.status, status);
+    CHECK(strstr(r.body, "{\"error\":{\"message\":") && strstr(r.body, "\"type\":") &&
+              strstr(r.body, "\"param\":null") && strstr(r.body, "\"code\":"),
+          "error body '%s'", r.body);
+    return cl_expect_closing(c, &r, 3000, msg, cap);
+}
+
+int cl_expect_read(cl_conn_t *c, int status, char *msg, size_t cap) {
+    cl_resp_t r;
+    CHECK(cl_read_response(c, &r, 0) == 0, "no answer (want %d)", status);
+    int st = r.status;
+    cl_resp_free(&r);
+    CHECK(st == status, "status %d, expected %d", st, status);
+    return 0;
+}
+
+int cl_expect_status(cl_conn_t *c, const char *req, int status, char *msg, size_t cap) {
+    CHECK(cl_send_str(c, req) == 0, "send %.40s", req);
+    return cl_expect_read(c, status, msg, cap);
+}
+
+int cl_refused(harness_t *h, const char *req, int status, char *msg, size_t cap) {
+    cl_conn_t c;
+    CHECK(cl_connect(&c, h->port) == 0, "connect");
+    CHECK(cl_send_str(&c, req) == 0, "send");
+    return cl_expect_error_close(&c, status, msg, cap);
+}
+
 /* ---- test routes ---------------------------------------------------------------------- */
 
 typedef struct job_s {

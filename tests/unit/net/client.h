@@ -41,6 +41,10 @@ int cl_wait_closed(cl_conn_t *c, int timeout_ms);
 int cl_header(const cl_resp_t *r, const char *name, char *out, size_t cap);
 void cl_resp_free(cl_resp_t *r);
 void cl_close(cl_conn_t *c);
+/* cl_connect, then req sent; 0, or -1 (the connection closed). */
+int cl_connect_send(cl_conn_t *c, int port, const char *req);
+/* Sends req and reads one response into r. 0 or -1. */
+int cl_request(cl_conn_t *c, const char *req, cl_resp_t *r);
 
 /* ---- harness ---- */
 
@@ -99,6 +103,39 @@ int harness_run(harness_t *h, client_fn fn);
         cr_assert_eq((h)->client_rc, 0, "client: %s", (h)->msg);                                   \
         cr_assert_eq(rc_, 0, "uv_loop_close / harness: %d", rc_);                                  \
     } while (0)
+
+/* ---- client-script steps: 0, or -1 with msg written (the CHECK convention below) ---- */
+
+/* One raw exchange on a new connection: the answer's status (0: none, -1/-2: no connection
+ * or send failed). out: the answer, for the caller to free; NULL: freed here. */
+int cl_status_of(harness_t *h, const char *req, cl_resp_t *out);
+/* The answer r (freed here) says Connection: close and the server closes c within wait_ms;
+ * then c is closed. */
+int cl_expect_closing(cl_conn_t *c, cl_resp_t *r, int wait_ms, char *msg, size_t cap);
+/* The next answer on c is an error with status, the JSON error body and Connection: close,
+ * and the server closes the connection (cl_expect_closing). */
+int cl_expect_error_close(cl_conn_t *c, int status, char *msg, size_t cap);
+/* The next answer on c has status (it is freed). */
+int cl_expect_read(cl_conn_t *c, int status, char *msg, size_t cap);
+/* req on c is answered with status (the answer is freed). */
+int cl_expect_status(cl_conn_t *c, const char *req, int status, char *msg, size_t cap);
+/* A 5-byte POST to /echo that waits for 100 Continue. */
+#define CONTINUE_HEAD "POST /echo HTTP/1.1\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n"
+/* head (with Expect: 100-continue) on c gets 100 Continue; then body, echoed by /echo
+ * with 200. */
+int cl_expect_continue(cl_conn_t *c, const char *head, const char *body, char *msg, size_t cap);
+/* req on a new connection is refused that way (cl_expect_error_close). */
+int cl_refused(harness_t *h, const char *req, int status, char *msg, size_t cap);
+
+/* A loop test with the default config changed by the statements after client (e.g.
+ * h.cfg.max_body = 1024), then HARNESS_RUN's assertions and nothing more. */
+#define HARNESS_TEST(suite, name, client, ...)                                                     \
+    Test(suite, name) {                                                                            \
+        harness_t h;                                                                               \
+        harness_config(&h);                                                                        \
+        __VA_ARGS__;                                                                               \
+        HARNESS_RUN(&h, client);                                                                   \
+    }
 
 #define CHECK(cond, ...)                                                                           \
     do {                                                                                           \

@@ -17,21 +17,6 @@
 #include "client.h"
 #include "uvllm/err.h"
 
-/* One raw exchange on a new connection: the status of the answer (0: none). */
-static int status_of(harness_t *h, const char *raw, cl_resp_t *out) {
-    cl_conn_t c;
-    cl_resp_t r;
-    if (cl_connect(&c, h->port)) return -1;
-    if (cl_send_str(&c, raw)) return -2;
-    int st = cl_read_response(&c, &r, 0) == 0 ? r.status : 0;
-    if (out)
-        *out = r;
-    else if (st)
-        cl_resp_free(&r);
-    cl_close(&c);
-    return st;
-}
-
 /* ---- strict HTTP ---------------------------------------------------------------------- */
 
 static int strict_client(harness_t *h, char *msg, size_t cap) {
@@ -60,35 +45,31 @@ static int strict_client(harness_t *h, char *msg, size_t cap) {
         {"GET /health HTTP/1.1\r\nX-Spaced:   a b  \r\n\r\n", 200},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        int st = status_of(h, cases[i].req, NULL);
+        int st = cl_status_of(h, cases[i].req, NULL);
         CHECK(st == cases[i].status, "case %zu: status %d, want %d", i, st, cases[i].status);
     }
     return 0;
 }
 
-Test(hostile, strict_http) {
-    harness_t h;
-    harness_config(&h);
-    HARNESS_RUN(&h, strict_client);
-}
+HARNESS_TEST(hostile, strict_http, strict_client)
 
 /* ---- trailers ------------------------------------------------------------------------- */
 
 static int trailer_client(harness_t *h, char *msg, size_t cap) {
     cl_resp_t r;
     /* a trailer field is not a header: the handler asking for X-Secret finds none */
-    int st = status_of(h,
-                       "POST /echo HTTP/1.1\r\nX-Echo-Header: x-secret\r\n"
-                       "Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n"
-                       "X-Secret: from-the-trailer\r\n\r\n",
-                       &r);
+    int st = cl_status_of(h,
+                          "POST /echo HTTP/1.1\r\nX-Echo-Header: x-secret\r\n"
+                          "Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n"
+                          "X-Secret: from-the-trailer\r\n\r\n",
+                          &r);
     CHECK(st == 200, "status %d", st);
     CHECK(!strcmp(r.body, "[(none)]"), "a trailer reached the handler as a header: %s", r.body);
     cl_resp_free(&r);
     /* a flood of tiny trailer fields is cut at the header limit, not buffered */
     cl_conn_t c;
-    CHECK(cl_connect(&c, h->port) == 0, "connect");
-    CHECK(cl_send_str(&c, "POST /echo HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+    CHECK(cl_connect_send(&c, h->port,
+                          "POST /echo HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
                           "5\r\nhello\r\n0\r\n") == 0,
           "send");
     static char flood[64 * 1024];
@@ -102,11 +83,7 @@ static int trailer_client(harness_t *h, char *msg, size_t cap) {
     return 0;
 }
 
-Test(hostile, trailers_are_dropped_and_bounded) {
-    harness_t h;
-    harness_config(&h);
-    HARNESS_RUN(&h, trailer_client);
-}
+HARNESS_TEST(hostile, trailers_are_dropped_and_bounded, trailer_client)
 
 /* ---- credentials at the head ---------------------------------------------------------- */
 
@@ -121,16 +98,16 @@ static int head_client(harness_t *h, char *msg, size_t cap) {
     cl_conn_t c;
     cl_resp_t r;
     /* Expect: 100-continue without credentials: 401 at once, no 100 Continue first */
-    CHECK(cl_connect(&c, h->port) == 0, "connect");
-    CHECK(cl_send_str(&c, "POST /echo HTTP/1.1\r\nX-Deny: 1\r\nContent-Length: 5\r\n"
+    CHECK(cl_connect_send(&c, h->port,
+                          "POST /echo HTTP/1.1\r\nX-Deny: 1\r\nContent-Length: 5\r\n"
                           "Expect: 100-continue\r\n\r\n") == 0,
           "send");
     CHECK(cl_read_head(&c, &r) == 0, "no answer");
     CHECK(r.status == 401, "status %d (100 Continue before the check?)", r.status);
     cl_close(&c);
     /* a body sent anyway is never read; the connection ends after the 401 */
-    CHECK(cl_connect(&c, h->port) == 0, "connect");
-    CHECK(cl_send_str(&c, "POST /echo HTTP/1.1\r\nX-Deny: 1\r\nContent-Length: 5\r\n\r\nhello"
+    CHECK(cl_connect_send(&c, h->port,
+                          "POST /echo HTTP/1.1\r\nX-Deny: 1\r\nContent-Length: 5\r\n\r\nhello"
                           "GET /health HTTP/1.1\r\n\r\n") == 0,
           "send");
     CHECK(cl_read_response(&c, &r, 0) == 0 && r.status == 401, "status %d", r.status);
@@ -141,23 +118,12 @@ static int head_client(harness_t *h, char *msg, size_t cap) {
     cl_close(&c);
     /* allowed heads go on: 100 Continue, then the body */
     CHECK(cl_connect(&c, h->port) == 0, "connect");
-    CHECK(cl_send_str(&c, "POST /echo HTTP/1.1\r\nContent-Length: 5\r\n"
-                          "Expect: 100-continue\r\n\r\n") == 0,
-          "send");
-    CHECK(cl_read_head(&c, &r) == 0 && r.status == 100, "100 expected: %d", r.status);
-    CHECK(cl_send_str(&c, "hello") == 0, "send");
-    CHECK(cl_read_response(&c, &r, 0) == 0 && r.status == 200 && !strcmp(r.body, "hello"), "echo");
-    cl_resp_free(&r);
+    if (cl_expect_continue(&c, CONTINUE_HEAD, "hello", msg, cap)) return -1;
     cl_close(&c);
     return 0;
 }
 
-Test(hostile, credentials_checked_before_the_body) {
-    harness_t h;
-    harness_config(&h);
-    h.cfg.on_head = deny_head;
-    HARNESS_RUN(&h, head_client);
-}
+HARNESS_TEST(hostile, credentials_checked_before_the_body, head_client, h.cfg.on_head = deny_head)
 
 /* ---- slow bodies ---------------------------------------------------------------------- */
 
@@ -207,13 +173,8 @@ static int deadline_client(harness_t *h, char *msg, size_t cap) {
     return 0;
 }
 
-Test(hostile, request_deadline) {
-    harness_t h;
-    harness_config(&h);
-    h.cfg.request_timeout_ms = 1000;
-    h.cfg.min_body_rate = 10;
-    HARNESS_RUN(&h, deadline_client);
-}
+HARNESS_TEST(hostile, request_deadline, deadline_client, h.cfg.request_timeout_ms = 1000,
+             h.cfg.min_body_rate = 10)
 
 /* ---- memory: backpressure and the budget ---------------------------------------------- */
 
@@ -239,11 +200,7 @@ static int unread_client(harness_t *h, char *msg, size_t cap) {
     return 0;
 }
 
-Test(hostile, unread_answers_stop_the_parser) {
-    harness_t h;
-    harness_config(&h);
-    HARNESS_RUN(&h, unread_client);
-}
+HARNESS_TEST(hostile, unread_answers_stop_the_parser, unread_client)
 
 /* An answer of /take: n bytes, byte i 'a' + i % 23. */
 static int take_body_ok(const cl_resp_t *r, size_t n) {
@@ -282,7 +239,7 @@ static int take_client(harness_t *h, char *msg, size_t cap) {
     cl_resp_free(&r);
     cl_close(&c);
     /* over one connection's budget: 413, as for a copied answer */
-    int st = status_of(h, "GET /take?12000000 HTTP/1.1\r\n\r\n", NULL);
+    int st = cl_status_of(h, "GET /take?12000000 HTTP/1.1\r\n\r\n", NULL);
     CHECK(st == 413, "a taken answer over the connection budget: %d", st);
     return 0;
 }
@@ -330,16 +287,23 @@ static size_t big_request(void) {
     return (size_t)hn + 8000000;
 }
 
-/* A stalled reader a, then the 8 MB body on a new connection b, its answer in r. With
+/* A stalled reader a, then the 8 MB body on a new connection b, answered with status. With
  * must_send the whole body must go out; else the server may stop reading half-way. */
-static int big_beside_stalled(harness_t *h, cl_conn_t *a, cl_conn_t *b, cl_resp_t *r, int must_send,
+static int big_beside_stalled(harness_t *h, cl_conn_t *a, cl_conn_t *b, int status, int must_send,
                               char *msg, size_t cap) {
     if (stall_a_reader(h, a, msg, cap)) return -1;
     size_t n = big_request();
     CHECK(cl_connect(b, h->port) == 0, "connect");
     int sent = cl_send(b, big_body, n);
     CHECK(!must_send || sent == 0, "send");
-    CHECK(cl_read_response(b, r, 0) == 0, "no answer to the big body");
+    return cl_expect_read(b, status, msg, cap);
+}
+
+/* The server has evicted n stalled readers so far. */
+static int evictions_are(harness_t *h, uint64_t n, char *msg, size_t cap) {
+    ul_http_stats_t hs = {0};
+    CHECK(harness_stats(h, &hs) == 0 && hs.mem_evicted == n, "evictions %llu, want %llu",
+          (unsigned long long)hs.mem_evicted, (unsigned long long)n);
     return 0;
 }
 
@@ -347,16 +311,11 @@ static int big_beside_stalled(harness_t *h, cl_conn_t *a, cl_conn_t *b, cl_resp_
  * and the reader is kept. */
 static int refuse_client(harness_t *h, char *msg, size_t cap) {
     cl_conn_t a, b;
-    cl_resp_t r;
-    if (big_beside_stalled(h, &a, &b, &r, 0, msg, cap)) return -1;
-    CHECK(r.status == 503, "over the total: %d", r.status);
-    cl_resp_free(&r);
+    if (big_beside_stalled(h, &a, &b, 503, 0, msg, cap)) return -1; /* over the total */
     cl_close(&b);
-    ul_http_stats_t hs = {0};
-    CHECK(harness_stats(h, &hs) == 0 && hs.mem_evicted == 0, "evictions %llu",
-          (unsigned long long)hs.mem_evicted);
+    if (evictions_are(h, 0, msg, cap)) return -1;
     cl_close(&a);
-    CHECK(status_of(h, "GET /health HTTP/1.1\r\n\r\n", NULL) == 200, "health");
+    CHECK(cl_status_of(h, "GET /health HTTP/1.1\r\n\r\n", NULL) == 200, "health");
     return 0;
 }
 
@@ -369,12 +328,8 @@ Test(hostile, memory_budget_refuses_beside_a_reader_not_yet_stalled) {
 static int evict_client(harness_t *h, char *msg, size_t cap) {
     cl_conn_t a, b;
     cl_resp_t r;
-    if (big_beside_stalled(h, &a, &b, &r, 1, msg, cap)) return -1;
-    CHECK(r.status == 405, "after eviction: %d", r.status);
-    cl_resp_free(&r);
-    ul_http_stats_t hs = {0};
-    CHECK(harness_stats(h, &hs) == 0 && hs.mem_evicted == 1, "evictions %llu",
-          (unsigned long long)hs.mem_evicted);
+    if (big_beside_stalled(h, &a, &b, 405, 1, msg, cap)) return -1; /* after eviction */
+    if (evictions_are(h, 1, msg, cap)) return -1;
     /* the stalled reader's connection is reset: what the kernel held for it is gone too */
     char sink[65536];
     ssize_t k;
@@ -385,10 +340,10 @@ static int evict_client(harness_t *h, char *msg, size_t cap) {
           k < 0 ? strerror(errno) : "EOF", got);
     cl_close(&a);
     cl_close(&b);
-    int st = status_of(h, "GET /big?12000000 HTTP/1.1\r\n\r\n", &r);
+    int st = cl_status_of(h, "GET /big?12000000 HTTP/1.1\r\n\r\n", &r);
     CHECK(st == 413, "answer over the connection budget: %d", st);
     cl_resp_free(&r);
-    CHECK(status_of(h, "GET /health HTTP/1.1\r\n\r\n", NULL) == 200, "health");
+    CHECK(cl_status_of(h, "GET /health HTTP/1.1\r\n\r\n", NULL) == 200, "health");
     return 0;
 }
 
@@ -407,7 +362,7 @@ Test(hostile, too_many_header_fields) {
             int n = sprintf(req, "GET /health HTTP/1.1\r\n");
             for (int i = 0; i < 9; i++) n += sprintf(req + n, "X-%d: 1\r\n", i);
             sprintf(req + n, "\r\n");
-            int st = status_of(hh, req, NULL);
+            int st = cl_status_of(hh, req, NULL);
             CHECK(st == 431, "9 fields: %d", st);
             return 0;
         }
@@ -420,11 +375,9 @@ Test(hostile, too_many_header_fields) {
 static int cut_client(harness_t *h, char *msg, size_t cap) {
     cl_conn_t s, q;
     cl_resp_t r;
-    CHECK(cl_connect(&s, h->port) == 0, "connect");
-    CHECK(cl_send_str(&s, "GET /silent HTTP/1.1\r\n\r\n") == 0, "send");
+    CHECK(cl_connect_send(&s, h->port, "GET /silent HTTP/1.1\r\n\r\n") == 0, "send");
     CHECK(cl_read_head(&s, &r) == 0 && r.status == 200, "stream head");
-    CHECK(cl_connect(&q, h->port) == 0, "connect");
-    CHECK(cl_send_str(&q, "GET /hang HTTP/1.1\r\n\r\n") == 0, "send");
+    CHECK(cl_connect_send(&q, h->port, "GET /hang HTTP/1.1\r\n\r\n") == 0, "send");
     for (int i = 0; i < 200 && atomic_load(&h->async_pending) == 0; i++) usleep(1000);
     harness_shutdown(h);
     /* the unanswered request gets a 503 */

@@ -15,8 +15,17 @@
 static int get(cl_conn_t *c, const char *path, cl_resp_t *r) {
     char req[256];
     snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", path);
-    if (cl_send_str(c, req)) return -1;
-    return cl_read_response(c, r, 0);
+    return cl_request(c, req, r);
+}
+
+#define GET_HEALTH "GET /health HTTP/1.1\r\nHost: x\r\n\r\n"
+
+/* client on the default config, with HARNESS_RUN's checks; the server's counters at the end. */
+static ul_http_stats_t run_default(client_fn client) {
+    harness_t h;
+    harness_config(&h);
+    HARNESS_RUN(&h, client);
+    return h.srv.stats;
 }
 
 /* ---- keep-alive, routing, pipelining ---- */
@@ -44,22 +53,15 @@ static int keepalive_client(harness_t *h, char *msg, size_t cap) {
     cl_resp_free(&r);
     CHECK(cl_send_str(&c, "GET /health HTTP/1.0\r\n\r\n") == 0, "s");
     CHECK(cl_read_response(&c, &r, 0) == 0 && r.status == 200, "1.0 close");
-    CHECK(cl_header(&r, "Connection", v, sizeof v) == 0 && strcasecmp(v, "close") == 0,
-          "1.0 close header");
-    cl_resp_free(&r);
-    CHECK(cl_wait_closed(&c, 3000), "server kept the 1.0 connection open");
-    cl_close(&c);
-    return 0;
+    return cl_expect_closing(&c, &r, 3000, msg, cap); /* the server closes the 1.0 connection */
 }
 
 Test(loopback, keepalive_round_trip) {
-    harness_t h;
-    harness_config(&h);
-    HARNESS_RUN(&h, keepalive_client);
-    cr_assert_eq(h.srv.stats.requests_total, 5);
-    cr_assert_eq(h.srv.stats.conns_total, 1);
-    cr_assert_eq(h.srv.stats.conns_open, 0);
-    cr_assert_gt(h.srv.stats.bytes_out, 5 * 50);
+    ul_http_stats_t st = run_default(keepalive_client);
+    cr_assert_eq(st.requests_total, 5);
+    cr_assert_eq(st.conns_total, 1);
+    cr_assert_eq(st.conns_open, 0);
+    cr_assert_gt(st.bytes_out, 5 * 50);
 }
 
 static int routing_client(harness_t *h, char *msg, size_t cap) {
@@ -104,11 +106,7 @@ static int routing_client(harness_t *h, char *msg, size_t cap) {
     return 0;
 }
 
-Test(loopback, routing_404_405_head_query) {
-    harness_t h;
-    harness_config(&h);
-    HARNESS_RUN(&h, routing_client);
-}
+HARNESS_TEST(loopback, routing_404_405_head_query, routing_client)
 
 static int pipeline_client(harness_t *h, char *msg, size_t cap) {
     cl_conn_t c;
@@ -154,24 +152,20 @@ static int pipeline_many_client(harness_t *h, char *msg, size_t cap) {
 }
 
 Test(loopback, pipelined_200_in_one_write) {
-    harness_t h;
-    harness_config(&h);
-    HARNESS_RUN(&h, pipeline_many_client);
-    cr_assert_eq(h.srv.stats.requests_total, 200);
+    cr_assert_eq(run_default(pipeline_many_client).requests_total, 200);
 }
 
 /* A client that half-closes after its requests still gets every answer, then EOF; an
  * open (async) request at EOF counts as a disconnect. */
 static int half_close_client(harness_t *h, char *msg, size_t cap) {
-    cl_conn_t c;
-    cl_resp_t r;
-    CHECK(cl_connect(&c, h->port) == 0, "connect");
     enum { N = 3000 }; /* ~80 KB of requests: more than one read buffer */
     static char reqs[N * 32];
     size_t n = 0;
     for (int i = 0; i < N; i++)
         n += (size_t)snprintf(reqs + n, sizeof reqs - n, "GET /health HTTP/1.1\r\n\r\n");
-    CHECK(cl_send(&c, reqs, n) == 0, "send");
+    cl_conn_t c;
+    cl_resp_t r;
+    CHECK(cl_connect_send(&c, h->port, reqs) == 0, "send");
     shutdown(c.fd, SHUT_WR);
     for (int i = 0; i < N; i++) {
         CHECK(cl_read_response(&c, &r, 0) == 0 && r.status == 200, "response %d of %d", i, N);
@@ -180,8 +174,7 @@ static int half_close_client(harness_t *h, char *msg, size_t cap) {
     CHECK(cl_wait_closed(&c, 3000), "no EOF after the last answer");
     cl_close(&c);
 
-    CHECK(cl_connect(&c, h->port) == 0, "connect");
-    CHECK(cl_send_str(&c, "GET /hang HTTP/1.1\r\n\r\n") == 0, "send");
+    CHECK(cl_connect_send(&c, h->port, "GET /hang HTTP/1.1\r\n\r\n") == 0, "send");
     for (int i = 0; i < 200 && atomic_load(&h->async_pending) == 0; i++) usleep(1000);
     shutdown(c.fd, SHUT_WR);
     for (int i = 0; i < 300 && atomic_load(&h->aborts) == 0; i++) usleep(10 * 1000);
@@ -192,47 +185,23 @@ static int half_close_client(harness_t *h, char *msg, size_t cap) {
 }
 
 Test(loopback, half_close_answers_pipeline_then_closes) {
-    harness_t h;
-    harness_config(&h);
-    HARNESS_RUN(&h, half_close_client);
-    cr_assert_eq(h.srv.stats.requests_total, 3001);
+    cr_assert_eq(run_default(half_close_client).requests_total, 3001);
 }
 
 Test(loopback, pipelined_in_order_with_async_and_chunked) {
-    harness_t h;
-    harness_config(&h);
-    HARNESS_RUN(&h, pipeline_client);
-    cr_assert_eq(h.srv.stats.requests_total, 4);
+    cr_assert_eq(run_default(pipeline_client).requests_total, 4);
 }
 
 /* ---- limits ---- */
 
-static int expect_error_close(cl_conn_t *c, int status, char *msg, size_t cap) {
-    cl_resp_t r;
-    CHECK(cl_read_response(c, &r, 0) == 0, "no %d response", status);
-    CHECK(r.status == status, "status %d, expected %d", r.status, status);
-    char v[64];
-    CHECK(cl_header(&r, "Connection", v, sizeof v) == 0 && strcmp(v, "close") == 0,
-          "%d without Connection: close", status);
-    CHECK(strstr(r.body, "{\"error\":{\"message\":") && strstr(r.body, "\"type\":") &&
-              strstr(r.body, "\"param\":null") && strstr(r.body, "\"code\":"),
-          "error body '%s'", r.body);
-    cl_resp_free(&r);
-    CHECK(cl_wait_closed(c, 3000), "connection not closed after %d", status);
-    return 0;
-}
-
 static int limits_client(harness_t *h, char *msg, size_t cap) {
     cl_conn_t c;
     /* 431: headers just over the limit */
-    CHECK(cl_connect(&c, h->port) == 0, "connect");
     static char big[20000];
     int n = snprintf(big, sizeof big, "GET /health HTTP/1.1\r\nX-Big: ");
     memset(big + n, 'a', 16384);
     strcpy(big + n + 16384, "\r\n\r\n");
-    CHECK(cl_send_str(&c, big) == 0, "send big");
-    if (expect_error_close(&c, 431, msg, cap)) return -1;
-    cl_close(&c);
+    if (cl_refused(h, big, 431, msg, cap)) return -1;
     /* headers exactly under the limit pass */
     CHECK(cl_connect(&c, h->port) == 0, "connect");
     n = snprintf(big, sizeof big, "GET /health HTTP/1.1\r\nX-Big: ");
@@ -246,13 +215,12 @@ static int limits_client(harness_t *h, char *msg, size_t cap) {
     cl_resp_free(&r);
     cl_close(&c);
     /* 413 by Content-Length, answered without reading the body */
-    CHECK(cl_connect(&c, h->port) == 0, "connect");
-    CHECK(cl_send_str(&c, "POST /echo HTTP/1.1\r\nContent-Length: 2000\r\n\r\n") == 0, "s");
-    if (expect_error_close(&c, 413, msg, cap)) return -1;
-    cl_close(&c);
+    if (cl_refused(h, "POST /echo HTTP/1.1\r\nContent-Length: 2000\r\n\r\n", 413, msg, cap))
+        return -1;
     /* 413 by a chunked body that grows over the limit */
-    CHECK(cl_connect(&c, h->port) == 0, "connect");
-    CHECK(cl_send_str(&c, "POST /echo HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n") == 0, "s");
+    CHECK(cl_connect_send(&c, h->port,
+                          "POST /echo HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n") == 0,
+          "s");
     static char chunk[800];
     memset(chunk, 'b', sizeof chunk);
     for (int i = 0; i < 2; i++) {
@@ -260,66 +228,39 @@ static int limits_client(harness_t *h, char *msg, size_t cap) {
                   cl_send_str(&c, "\r\n") == 0,
               "chunk");
     }
-    if (expect_error_close(&c, 413, msg, cap)) return -1;
-    cl_close(&c);
+    if (cl_expect_error_close(&c, 413, msg, cap)) return -1;
     /* 400: not HTTP */
-    CHECK(cl_connect(&c, h->port) == 0, "connect");
-    CHECK(cl_send_str(&c, "HELLO WORLD\r\n\r\n") == 0, "s");
-    if (expect_error_close(&c, 400, msg, cap)) return -1;
-    cl_close(&c);
+    if (cl_refused(h, "HELLO WORLD\r\n\r\n", 400, msg, cap)) return -1;
     /* 400: bad header syntax after a good request on the same connection */
-    CHECK(cl_connect(&c, h->port) == 0, "connect");
-    CHECK(cl_send_str(
-              &c, "GET /health HTTP/1.1\r\n\r\nGET /health HTTP/1.1\r\nBad Header\r\n\r\n") == 0,
+    CHECK(cl_connect_send(
+              &c, h->port,
+              "GET /health HTTP/1.1\r\n\r\nGET /health HTTP/1.1\r\nBad Header\r\n\r\n") == 0,
           "s");
     CHECK(cl_read_response(&c, &r, 0) == 0 && r.status == 200, "first of two");
     cl_resp_free(&r);
-    if (expect_error_close(&c, 400, msg, cap)) return -1;
-    cl_close(&c);
+    if (cl_expect_error_close(&c, 400, msg, cap)) return -1;
     return 0;
 }
 
-Test(loopback, limits_431_413_400) {
-    harness_t h;
-    harness_config(&h);
-    h.cfg.max_body = 1024;
-    HARNESS_RUN(&h, limits_client);
-}
+HARNESS_TEST(loopback, limits_431_413_400, limits_client, h.cfg.max_body = 1024)
 
 static int continue_client(harness_t *h, char *msg, size_t cap) {
     cl_conn_t c;
-    cl_resp_t r;
     CHECK(cl_connect(&c, h->port) == 0, "connect");
-    CHECK(cl_send_str(&c, "POST /echo HTTP/1.1\r\nContent-Length: 5\r\n"
-                          "Expect: 100-continue\r\n\r\n") == 0,
-          "s");
-    CHECK(cl_read_head(&c, &r) == 0 && r.status == 100, "100 Continue expected: %d", r.status);
-    CHECK(cl_send_str(&c, "hello") == 0, "s");
-    CHECK(cl_read_response(&c, &r, 0) == 0 && r.status == 200 && strcmp(r.body, "hello") == 0,
-          "echo after 100");
-    cl_resp_free(&r);
+    if (cl_expect_continue(&c, CONTINUE_HEAD, "hello", msg, cap)) return -1;
     /* too large: 413 straight away, no 100 */
     CHECK(cl_send_str(&c, "POST /echo HTTP/1.1\r\nContent-Length: 5000\r\n"
                           "Expect: 100-continue\r\n\r\n") == 0,
           "s");
-    if (expect_error_close(&c, 413, msg, cap)) return -1;
-    cl_close(&c);
+    if (cl_expect_error_close(&c, 413, msg, cap)) return -1;
     return 0;
 }
 
-Test(loopback, expect_100_continue) {
-    harness_t h;
-    harness_config(&h);
-    h.cfg.max_body = 1024;
-    HARNESS_RUN(&h, continue_client);
-}
+HARNESS_TEST(loopback, expect_100_continue, continue_client, h.cfg.max_body = 1024)
 
 static int timeout_client(harness_t *h, char *msg, size_t cap) {
     cl_conn_t c;
-    CHECK(cl_connect(&c, h->port) == 0, "connect");
-    CHECK(cl_send_str(&c, "GET /health HTTP/1.1\r\nHost: slow") == 0, "s");
-    if (expect_error_close(&c, 408, msg, cap)) return -1;
-    cl_close(&c);
+    if (cl_refused(h, "GET /health HTTP/1.1\r\nHost: slow", 408, msg, cap)) return -1;
     /* slowloris: a byte every 20 ms keeps the connection busy but not alive */
     CHECK(cl_connect(&c, h->port) == 0, "connect");
     const char *slow =
@@ -338,37 +279,25 @@ static int timeout_client(harness_t *h, char *msg, size_t cap) {
         }
     }
     CHECK(closed_at > 0 && closed_at < 40, "trickling client not cut off (at %d)", closed_at);
-    if (expect_error_close(&c, 408, msg, cap)) return -1;
-    cl_close(&c);
+    if (cl_expect_error_close(&c, 408, msg, cap)) return -1;
     /* an idle keep-alive connection is closed after idle_timeout */
-    cl_resp_t r;
     CHECK(cl_connect(&c, h->port) == 0, "connect");
-    CHECK(get(&c, "/health", &r) == 0 && r.status == 200, "get");
-    cl_resp_free(&r);
+    if (cl_expect_status(&c, GET_HEALTH, 200, msg, cap)) return -1;
     CHECK(cl_wait_closed(&c, 3000), "idle connection not closed");
     cl_close(&c);
     return 0;
 }
 
-Test(loopback, header_and_idle_timeouts) {
-    harness_t h;
-    harness_config(&h);
-    h.cfg.header_timeout_ms = 200;
-    h.cfg.idle_timeout_ms = 300;
-    HARNESS_RUN(&h, timeout_client);
-}
+HARNESS_TEST(loopback, header_and_idle_timeouts, timeout_client, h.cfg.header_timeout_ms = 200,
+             h.cfg.idle_timeout_ms = 300)
 
 static int maxconns_client(harness_t *h, char *msg, size_t cap) {
     cl_conn_t a, b;
-    cl_resp_t r;
     CHECK(cl_connect(&a, h->port) == 0, "connect a");
-    CHECK(get(&a, "/health", &r) == 0 && r.status == 200, "a works");
-    cl_resp_free(&r);
+    if (cl_expect_status(&a, GET_HEALTH, 200, msg, cap)) return -1;
     CHECK(cl_connect(&b, h->port) == 0, "connect b");
-    if (expect_error_close(&b, 503, msg, cap)) return -1;
-    cl_close(&b);
-    CHECK(get(&a, "/health", &r) == 0 && r.status == 200, "a still works");
-    cl_resp_free(&r);
+    if (cl_expect_error_close(&b, 503, msg, cap)) return -1;
+    if (cl_expect_status(&a, GET_HEALTH, 200, msg, cap)) return -1;
     cl_close(&a);
     return 0;
 }
@@ -398,12 +327,10 @@ static int sse_client(harness_t *h, char *msg, size_t cap) {
     CHECK(strcmp(r.body, want) == 0, "events '%s'", r.body);
     cl_resp_free(&r);
     /* keep-alive after the stream */
-    CHECK(get(&c, "/health", &r) == 0 && r.status == 200, "after stream");
-    cl_resp_free(&r);
+    if (cl_expect_status(&c, GET_HEALTH, 200, msg, cap)) return -1;
     cl_close(&c);
     /* HTTP/1.0: no chunking, close-delimited */
-    CHECK(cl_connect(&c, h->port) == 0, "connect");
-    CHECK(cl_send_str(&c, "GET /stream HTTP/1.0\r\n\r\n") == 0, "s");
+    CHECK(cl_connect_send(&c, h->port, "GET /stream HTTP/1.0\r\n\r\n") == 0, "s");
     CHECK(cl_read_response(&c, &r, 1) == 0 && r.status == 200, "1.0 stream");
     CHECK(!r.chunked && cl_header(&r, "Transfer-Encoding", v, sizeof v) != 0, "1.0 chunked");
     CHECK(cl_header(&r, "Connection", v, sizeof v) == 0 && strcmp(v, "close") == 0, "1.0 conn");
@@ -413,17 +340,11 @@ static int sse_client(harness_t *h, char *msg, size_t cap) {
     return 0;
 }
 
-Test(loopback, sse_chunked_and_http10) {
-    harness_t h;
-    harness_config(&h);
-    HARNESS_RUN(&h, sse_client);
-    cr_assert_eq(h.srv.stats.streams_active, 0);
-}
+Test(loopback, sse_chunked_and_http10) { cr_assert_eq(run_default(sse_client).streams_active, 0); }
 
 static int disconnect_client(harness_t *h, char *msg, size_t cap) {
     cl_conn_t c;
-    CHECK(cl_connect(&c, h->port) == 0, "connect");
-    CHECK(cl_send_str(&c, "GET /hang HTTP/1.1\r\n\r\n") == 0, "s");
+    CHECK(cl_connect_send(&c, h->port, "GET /hang HTTP/1.1\r\n\r\n") == 0, "s");
     usleep(200 * 1000);
     CHECK(atomic_load(&h->aborts) == 0, "aborted early");
     cl_close(&c); /* disconnect while the request is open */
@@ -435,17 +356,13 @@ static int disconnect_client(harness_t *h, char *msg, size_t cap) {
 }
 
 Test(loopback, disconnect_aborts_open_request) {
-    harness_t h;
-    harness_config(&h);
-    HARNESS_RUN(&h, disconnect_client);
-    cr_assert_eq(h.srv.stats.conns_open, 0);
+    cr_assert_eq(run_default(disconnect_client).conns_open, 0);
 }
 
 static int ping_client(harness_t *h, char *msg, size_t cap) {
     cl_conn_t c;
     cl_resp_t r;
-    CHECK(cl_connect(&c, h->port) == 0, "connect");
-    CHECK(cl_send_str(&c, "GET /silent HTTP/1.1\r\n\r\n") == 0, "s");
+    CHECK(cl_connect_send(&c, h->port, "GET /silent HTTP/1.1\r\n\r\n") == 0, "s");
     CHECK(cl_read_head(&c, &r) == 0 && r.status == 200, "head");
     /* nothing is sent by the handler; within ~3 ping periods a ping chunk must arrive */
     char line[64];
@@ -464,18 +381,12 @@ static int ping_client(harness_t *h, char *msg, size_t cap) {
     return 0;
 }
 
-Test(loopback, sse_ping_on_silence) {
-    harness_t h;
-    harness_config(&h);
-    h.cfg.sse_ping_ms = 100;
-    HARNESS_RUN(&h, ping_client);
-}
+HARNESS_TEST(loopback, sse_ping_on_silence, ping_client, h.cfg.sse_ping_ms = 100)
 
 static int backpressure_client(harness_t *h, char *msg, size_t cap) {
     cl_conn_t c;
     cl_resp_t r;
-    CHECK(cl_connect(&c, h->port) == 0, "connect");
-    CHECK(cl_send_str(&c, "GET /flood HTTP/1.1\r\n\r\n") == 0, "s");
+    CHECK(cl_connect_send(&c, h->port, "GET /flood HTTP/1.1\r\n\r\n") == 0, "s");
     /* not reading: the producer must stop at the soft limit */
     usleep(300 * 1000);
     int before = atomic_load(&h->stream_events);
@@ -490,8 +401,7 @@ static int backpressure_client(harness_t *h, char *msg, size_t cap) {
     cl_resp_free(&r);
     cl_close(&c);
     /* a producer that ignores backpressure gets UL_EFULL and the connection is closed */
-    CHECK(cl_connect(&c, h->port) == 0, "connect");
-    CHECK(cl_send_str(&c, "GET /flood-ignore HTTP/1.1\r\n\r\n") == 0, "s");
+    CHECK(cl_connect_send(&c, h->port, "GET /flood-ignore HTTP/1.1\r\n\r\n") == 0, "s");
     for (int i = 0; i < 500 && atomic_load(&h->aborts) == 0; i++) usleep(10 * 1000);
     CHECK(atomic_load(&h->efull) == 1, "no UL_EFULL");
     CHECK(atomic_load(&h->aborts) == 1, "no on_abort after the hard limit");
@@ -501,15 +411,19 @@ static int backpressure_client(harness_t *h, char *msg, size_t cap) {
     return 0;
 }
 
-Test(loopback, sse_backpressure_and_hard_limit) {
-    harness_t h;
-    harness_config(&h);
-    h.cfg.out_soft_limit = 64 * 1024;
-    h.cfg.out_hard_limit = 1024 * 1024;
-    HARNESS_RUN(&h, backpressure_client);
-}
+HARNESS_TEST(loopback, sse_backpressure_and_hard_limit, backpressure_client,
+             h.cfg.out_soft_limit = 64 * 1024, h.cfg.out_hard_limit = 1024 * 1024)
 
 /* ---- graceful shutdown ---- */
+
+/* client on the default config but a shutdown grace of grace_ms (and linger_ms, 0: the
+ * default), with HARNESS_RUN's checks; h stays for the test to read. */
+static void run_grace(harness_t *h, uint64_t grace_ms, uint64_t linger_ms, client_fn client) {
+    harness_config(h);
+    h->shutdown_grace_ms = grace_ms;
+    if (linger_ms) h->cfg.linger_ms = linger_ms;
+    HARNESS_RUN(h, client);
+}
 
 /* client sockets left open across the shutdown, closed by the test afterwards */
 static int g_fds[2] = {-1, -1};
@@ -521,12 +435,9 @@ static void close_fds(void) {
 
 static int shutdown_client(harness_t *h, char *msg, size_t cap) {
     cl_conn_t idle, busy;
-    cl_resp_t r;
     CHECK(cl_connect(&idle, h->port) == 0, "connect");
-    CHECK(get(&idle, "/health", &r) == 0 && r.status == 200, "idle get");
-    cl_resp_free(&r);
-    CHECK(cl_connect(&busy, h->port) == 0, "connect");
-    CHECK(cl_send_str(&busy, "GET /async HTTP/1.1\r\n\r\n") == 0, "s");
+    if (cl_expect_status(&idle, GET_HEALTH, 200, msg, cap)) return -1;
+    CHECK(cl_connect_send(&busy, h->port, "GET /async HTTP/1.1\r\n\r\n") == 0, "s");
     for (int i = 0; i < 100 && atomic_load(&h->async_pending) == 0; i++) usleep(1000);
     /* the harness shuts down as soon as this returns; the rest is checked below */
     g_fds[0] = idle.fd;
@@ -536,11 +447,9 @@ static int shutdown_client(harness_t *h, char *msg, size_t cap) {
 
 Test(loopback, shutdown_force_closes_everything) {
     harness_t h;
-    harness_config(&h);
-    h.shutdown_grace_ms = 0;
     /* the client returns with two connections still open (one with an open request):
      * shutdown(0) must close both, call on_abort and still let the loop close */
-    HARNESS_RUN(&h, shutdown_client);
+    run_grace(&h, 0, 0, shutdown_client);
     cr_assert_eq(h.srv.stats.conns_open, 0);
     cr_assert_eq(atomic_load(&h.aborts), 1);
     close_fds();
@@ -549,8 +458,7 @@ Test(loopback, shutdown_force_closes_everything) {
 static int graceful_client(harness_t *h, char *msg, size_t cap) {
     cl_conn_t busy;
     cl_resp_t r;
-    CHECK(cl_connect(&busy, h->port) == 0, "connect");
-    CHECK(cl_send_str(&busy, "GET /stream HTTP/1.1\r\n\r\n") == 0, "s");
+    CHECK(cl_connect_send(&busy, h->port, "GET /stream HTTP/1.1\r\n\r\n") == 0, "s");
     CHECK(cl_read_head(&busy, &r) == 0 && r.status == 200, "stream head");
     g_fds[0] = busy.fd;
     return 0; /* shutdown (grace 2 s) begins while the stream is running */
@@ -560,10 +468,8 @@ static int drain_client(harness_t *h, char *msg, size_t cap) {
     cl_conn_t idle, busy, late;
     cl_resp_t r;
     CHECK(cl_connect(&idle, h->port) == 0, "connect");
-    CHECK(get(&idle, "/health", &r) == 0 && r.status == 200, "idle get");
-    cl_resp_free(&r);
-    CHECK(cl_connect(&busy, h->port) == 0, "connect");
-    CHECK(cl_send_str(&busy, "GET /async HTTP/1.1\r\n\r\n") == 0, "s");
+    if (cl_expect_status(&idle, GET_HEALTH, 200, msg, cap)) return -1;
+    CHECK(cl_connect_send(&busy, h->port, "GET /async HTTP/1.1\r\n\r\n") == 0, "s");
     for (int i = 0; i < 100 && atomic_load(&h->async_pending) == 0; i++) usleep(1000);
     CHECK(atomic_load(&h->async_pending) == 1, "async request not started");
     harness_shutdown(h);
@@ -575,30 +481,19 @@ static int drain_client(harness_t *h, char *msg, size_t cap) {
     /* the in-flight request still gets its answer, marked as the last one */
     CHECK(cl_read_response(&busy, &r, 0) == 0 && r.status == 200, "in-flight answer");
     CHECK(strcmp(r.body, "async") == 0, "body '%s'", r.body);
-    char v[32];
-    CHECK(cl_header(&r, "Connection", v, sizeof v) == 0 && strcmp(v, "close") == 0,
-          "no Connection: close while draining");
-    cl_resp_free(&r);
-    CHECK(cl_wait_closed(&busy, 1000), "busy connection not closed after its answer");
-    cl_close(&busy);
-    return 0;
+    return cl_expect_closing(&busy, &r, 1000, msg, cap); /* while draining */
 }
 
 Test(loopback, shutdown_drains_refuses_and_answers_in_flight) {
     harness_t h;
-    harness_config(&h);
-    h.shutdown_grace_ms = 5000;
-    HARNESS_RUN(&h, drain_client);
+    run_grace(&h, 5000, 0, drain_client);
     cr_assert_eq(atomic_load(&h.aborts), 0);
     cr_assert_eq(h.srv.stats.requests_total, 2);
 }
 
 Test(loopback, shutdown_lets_streams_finish) {
     harness_t h;
-    harness_config(&h);
-    h.shutdown_grace_ms = 2000;
-    h.cfg.linger_ms = 100; /* the client keeps its socket: do not wait 2 s for it */
-    HARNESS_RUN(&h, graceful_client);
+    run_grace(&h, 2000, 100, graceful_client); /* linger 100 ms: the client keeps its socket */
     cr_assert_eq(atomic_load(&h.aborts), 0, "stream was cut instead of finishing");
     cr_assert_eq(h.srv.stats.requests_total, 1);
     close_fds();

@@ -49,46 +49,43 @@ static int is_hex32(const char *s) {
     return 1;
 }
 
-static int send_read(cl_conn_t *c, const char *req, cl_resp_t *r) {
-    if (cl_send_str(c, req)) return -1;
-    return cl_read_response(c, r, 0);
-}
-
 static int rid_client(harness_t *h, char *msg, size_t cap) {
     cl_conn_t c;
     cl_resp_t r;
     char v[256], first[64];
     CHECK(cl_connect(&c, h->port) == 0, "connect");
-    CHECK(send_read(&c, "GET /health HTTP/1.1\r\nX-Request-Id: my-id 42\r\n\r\n", &r) == 0, "r1");
+    CHECK(cl_request(&c, "GET /health HTTP/1.1\r\nX-Request-Id: my-id 42\r\n\r\n", &r) == 0, "r1");
     CHECK(cl_header(&r, "X-Request-Id", v, sizeof v) == 0 && !strcmp(v, "my-id 42"), "kept: %s", v);
     cl_resp_free(&r);
-    CHECK(send_read(&c, "GET /health HTTP/1.1\r\n\r\n", &r) == 0, "r2");
+    CHECK(cl_request(&c, "GET /health HTTP/1.1\r\n\r\n", &r) == 0, "r2");
     CHECK(cl_header(&r, "X-Request-Id", first, sizeof first) == 0 && is_hex32(first), "made: %s",
           first);
     cl_resp_free(&r);
-    CHECK(send_read(&c, "GET /nowhere HTTP/1.1\r\n\r\n", &r) == 0 && r.status == 404, "404");
+    CHECK(cl_request(&c, "GET /nowhere HTTP/1.1\r\n\r\n", &r) == 0 && r.status == 404, "404");
     CHECK(cl_header(&r, "X-Request-Id", v, sizeof v) == 0 && is_hex32(v), "404 id: %s", v);
     CHECK(strcmp(v, first) != 0, "two made ids are equal");
     cl_resp_free(&r);
     /* too long (129 characters): ignored, one is made */
     char req[512];
     snprintf(req, sizeof req, "GET /health HTTP/1.1\r\nX-Request-Id: %0129d\r\n\r\n", 7);
-    CHECK(send_read(&c, req, &r) == 0 && r.status == 200, "r4");
+    CHECK(cl_request(&c, req, &r) == 0 && r.status == 200, "r4");
     CHECK(cl_header(&r, "X-Request-Id", v, sizeof v) == 0 && is_hex32(v), "long id kept: %s", v);
     cl_resp_free(&r);
-    CHECK(send_read(&c, "GET /stream HTTP/1.1\r\nX-Request-Id: s-1\r\n\r\n", &r) == 0, "sse");
+    CHECK(cl_request(&c, "GET /stream HTTP/1.1\r\nX-Request-Id: s-1\r\n\r\n", &r) == 0, "sse");
     CHECK(cl_header(&r, "X-Request-Id", v, sizeof v) == 0 && !strcmp(v, "s-1"), "sse: %s", v);
     CHECK(cl_header(&r, "Vary", v, sizeof v) != 0, "Vary without CORS");
     CHECK(cl_header(&r, "Access-Control-Allow-Origin", v, sizeof v) != 0, "CORS without CORS");
     cl_resp_free(&r);
     /* without CORS, OPTIONS is just another method */
-    CHECK(send_read(&c, "OPTIONS /health HTTP/1.1\r\nOrigin: https://a.example\r\n\r\n", &r) == 0 &&
+    CHECK(cl_request(&c, "OPTIONS /health HTTP/1.1\r\nOrigin: https://a.example\r\n\r\n", &r) ==
+                  0 &&
               r.status == 405,
           "OPTIONS without CORS: %d", r.status);
     cl_resp_free(&r);
     /* net's own 413 (headers complete, body too large) carries the id */
-    CHECK(send_read(&c, "POST /echo HTTP/1.1\r\nX-Request-Id: big\r\nContent-Length: 99999\r\n\r\n",
-                    &r) == 0 &&
+    CHECK(cl_request(&c,
+                     "POST /echo HTTP/1.1\r\nX-Request-Id: big\r\nContent-Length: 99999\r\n\r\n",
+                     &r) == 0 &&
               r.status == 413,
           "413: %d", r.status);
     CHECK(cl_header(&r, "X-Request-Id", v, sizeof v) == 0 && !strcmp(v, "big"), "413 id: %s", v);
@@ -97,23 +94,18 @@ static int rid_client(harness_t *h, char *msg, size_t cap) {
     return 0;
 }
 
-Test(reqid, echoed_on_every_answer) {
-    harness_t h;
-    harness_config(&h);
-    h.cfg.max_body = 1000;
-    HARNESS_RUN(&h, rid_client);
-}
+HARNESS_TEST(reqid, echoed_on_every_answer, rid_client, h.cfg.max_body = 1000)
 
 static int cors_client(harness_t *h, char *msg, size_t cap) {
     cl_conn_t c;
     cl_resp_t r;
     char v[256];
     CHECK(cl_connect(&c, h->port) == 0, "connect");
-    CHECK(send_read(&c,
-                    "OPTIONS /any/path HTTP/1.1\r\nOrigin: https://a.example\r\n"
-                    "Access-Control-Request-Method: POST\r\n"
-                    "Access-Control-Request-Headers: content-type, x-api-key\r\n\r\n",
-                    &r) == 0,
+    CHECK(cl_request(&c,
+                     "OPTIONS /any/path HTTP/1.1\r\nOrigin: https://a.example\r\n"
+                     "Access-Control-Request-Method: POST\r\n"
+                     "Access-Control-Request-Headers: content-type, x-api-key\r\n\r\n",
+                     &r) == 0,
           "preflight");
     CHECK(r.status == 204, "preflight status %d", r.status);
     CHECK(r.body_len == 0, "preflight body");
@@ -131,7 +123,7 @@ static int cors_client(harness_t *h, char *msg, size_t cap) {
     CHECK(cl_header(&r, "Vary", v, sizeof v) == 0 && !strcmp(v, "Origin"), "vary");
     cl_resp_free(&r);
     /* keep-alive survives the 204: the next request on the connection is answered */
-    CHECK(send_read(&c, "GET /health HTTP/1.1\r\nOrigin: https://a.example\r\n\r\n", &r) == 0 &&
+    CHECK(cl_request(&c, "GET /health HTTP/1.1\r\nOrigin: https://a.example\r\n\r\n", &r) == 0 &&
               r.status == 200,
           "after preflight");
     CHECK(cl_header(&r, "Access-Control-Allow-Origin", v, sizeof v) == 0 &&
@@ -141,18 +133,19 @@ static int cors_client(harness_t *h, char *msg, size_t cap) {
               !strcmp(v, "X-Request-Id"),
           "expose");
     cl_resp_free(&r);
-    CHECK(send_read(&c, "GET /stream HTTP/1.1\r\nOrigin: https://a.example\r\n\r\n", &r) == 0,
+    CHECK(cl_request(&c, "GET /stream HTTP/1.1\r\nOrigin: https://a.example\r\n\r\n", &r) == 0,
           "sse");
     CHECK(cl_header(&r, "Access-Control-Allow-Origin", v, sizeof v) == 0, "sse allow-origin");
     cl_resp_free(&r);
     /* an origin not in the list: no Allow-Origin, but Vary */
-    CHECK(send_read(&c, "GET /health HTTP/1.1\r\nOrigin: https://evil.example\r\n\r\n", &r) == 0,
+    CHECK(cl_request(&c, "GET /health HTTP/1.1\r\nOrigin: https://evil.example\r\n\r\n", &r) == 0,
           "other origin");
     CHECK(cl_header(&r, "Access-Control-Allow-Origin", v, sizeof v) != 0, "evil allowed");
     CHECK(cl_header(&r, "Vary", v, sizeof v) == 0, "vary on every response");
     cl_resp_free(&r);
     /* a preflight without a usable header list gets the default one */
-    CHECK(send_read(&c, "OPTIONS /health HTTP/1.1\r\nOrigin: https://a.example\r\n\r\n", &r) == 0 &&
+    CHECK(cl_request(&c, "OPTIONS /health HTTP/1.1\r\nOrigin: https://a.example\r\n\r\n", &r) ==
+                  0 &&
               r.status == 204,
           "preflight 2");
     CHECK(cl_header(&r, "Access-Control-Allow-Headers", v, sizeof v) == 0 &&

@@ -12,6 +12,7 @@
 #include "sched/driver.h"
 #include "sched/sched.h"
 #include "uvllm/err.h"
+#include "seqbase.h"
 
 #define REC_MAX 256
 
@@ -53,10 +54,7 @@ static inline int rec_on_token(ul_seq_t *q, int32_t tok, const ul_token_lp_t *lp
 
 static inline void rec_on_finish(ul_seq_t *q, ul_finish_t reason, int status) {
     rec_seq_t *t = (rec_seq_t *)q;
-    cr_assert_eq(t->finished, 0, "on_finish twice");
-    cr_assert_eq(status, 0, "step failed: %s", ul_strerror(status));
-    t->finished = 1;
-    t->reason = reason;
+    seq_base_finish(&t->finished, &t->reason, reason, status);
     t->status = status;
     t->tokens_at_finish = t->n_out;
     g_rec_finished++;
@@ -64,12 +62,8 @@ static inline void rec_on_finish(ul_seq_t *q, ul_finish_t reason, int status) {
 
 /* s may be NULL when no test of the sequence cancels, pauses or reads busy_at. */
 static inline void rec_init(rec_seq_t *t, ul_sched_t *s, int32_t max_tokens) {
-    memset(t, 0, sizeof *t);
+    seq_base_init(&t->seq, sizeof *t, max_tokens, rec_on_token, rec_on_finish);
     t->s = s;
-    t->seq.max_tokens = max_tokens;
-    ul_sampling_default(&t->seq.sampling);
-    t->seq.on_token = rec_on_token;
-    t->seq.on_finish = rec_on_finish;
 }
 
 /* A prompt of n tokens first, first + 1, ...; ul_sched_add's result. */
@@ -80,17 +74,33 @@ static inline int rec_add(ul_sched_t *s, rec_seq_t *t, int32_t n, int32_t first)
     return ul_sched_add(s, &t->seq, p, n);
 }
 
-/* 1000 ids, 256 positions; eos_every 0: no end-of-generation token. */
-static inline ul_backend_t *rec_null_backend(int32_t page_size, int32_t n_pages,
-                                             int32_t eos_every) {
+/* t[0..n-1], each with max_tokens and a prompt of n_prompt tokens from id first; every one
+ * must be taken. */
+static inline void rec_add_all(ul_sched_t *s, rec_seq_t *t, int n, int32_t max_tokens,
+                               int32_t n_prompt, int32_t first) {
+    for (int i = 0; i < n; i++) {
+        rec_init(&t[i], s, max_tokens);
+        cr_assert_eq(rec_add(s, &t[i], n_prompt, first), 0);
+    }
+}
+
+/* 1000 ids, n_ctx positions; eos_every 0: no end-of-generation token. */
+static inline ul_backend_t *rec_null_backend_ctx(int32_t n_ctx, int32_t page_size, int32_t n_pages,
+                                                 int32_t eos_every) {
     ul_backend_t *b;
     ul_null_config_t cfg = {.n_vocab = 1000,
-                            .n_ctx = 256,
+                            .n_ctx = n_ctx,
                             .page_size = page_size,
                             .n_pages = n_pages,
                             .eos_every = eos_every};
     cr_assert_eq(ul_null_backend_create(&cfg, &b), 0);
     return b;
+}
+
+/* 1000 ids, 256 positions. */
+static inline ul_backend_t *rec_null_backend(int32_t page_size, int32_t n_pages,
+                                             int32_t eos_every) {
+    return rec_null_backend_ctx(256, page_size, n_pages, eos_every);
 }
 
 /* The scheduler on backend b with cfg (NULL: defaults), stepped by hand; returns b. */
@@ -103,6 +113,61 @@ static inline ul_backend_t *rec_sched_open(ul_sched_t *s, ul_backend_t *b,
 static inline void rec_sched_close(ul_sched_t *s, ul_backend_t *b) {
     ul_sched_free(s);
     ul_backend_destroy(b);
+}
+
+/* t[0..n-1] all finished on their length, n_out tokens each. */
+static inline void rec_assert_all_length(const rec_seq_t *t, int n, int n_out) {
+    for (int i = 0; i < n; i++) {
+        cr_assert(t[i].finished, "seq %d not finished", i);
+        cr_assert_eq(t[i].reason, UL_FINISH_LENGTH, "seq %d", i);
+        cr_assert_eq(t[i].n_out, n_out, "seq %d: %d tokens", i, t[i].n_out);
+    }
+}
+
+/* ---- two sequences on a scheduler stepped by hand ----------------------------------- */
+
+/* What one sequence asks for: max_tokens, and a prompt of n_prompt tokens. */
+typedef struct {
+    int32_t max_tokens, n_prompt;
+} rec_len_t;
+
+/* a, then c, on the scheduler with the default config on rec_null_backend(4, n_pages, 0). */
+typedef struct {
+    ul_sched_t s;
+    ul_backend_t *b;
+    rec_seq_t a, c;
+} rec_pair_t;
+
+/* Opens the scheduler and adds a then c (their prompts' ids count up from first; both must
+ * be taken). The recorders know the scheduler: they may cancel or pause from on_token. */
+static inline void rec_pair_open(rec_pair_t *f, int32_t n_pages, int32_t first, rec_len_t a,
+                                 rec_len_t c) {
+    f->b = rec_sched_open(&f->s, rec_null_backend(4, n_pages, 0), NULL);
+    rec_init(&f->a, &f->s, a.max_tokens);
+    rec_init(&f->c, &f->s, c.max_tokens);
+    cr_assert_eq(rec_add(&f->s, &f->a, a.n_prompt, first), 0);
+    cr_assert_eq(rec_add(&f->s, &f->c, c.n_prompt, first), 0);
+}
+
+/* a was paused from on_token (or by the test) and c has finished: a holds n_paused tokens.
+ * Resumed and run (run_all or run_overlapped) again, it runs to its max_tokens, n_total. */
+static inline void rec_pair_resume(rec_pair_t *f, int (*run)(ul_sched_t *), int n_paused,
+                                   int n_total) {
+    cr_assert(f->c.finished);
+    cr_assert_not(f->a.finished);
+    cr_assert_eq(f->a.n_out, n_paused, "a paused sequence gets no step");
+    ul_sched_set_paused(&f->s, &f->a.seq, 0);
+    run(&f->s);
+    cr_assert(f->a.finished);
+    cr_assert_eq(f->a.n_out, n_total);
+}
+
+/* Every sequence is done by now: checks that no sequence is active and every page is back
+ * in the pool, then frees. */
+static inline void rec_pair_close(rec_pair_t *f) {
+    cr_assert_eq(ul_sched_n_active(&f->s), 0);
+    cr_assert_eq(f->s.pool.n_free, f->s.pool.n_pages, "every page back in the pool");
+    rec_sched_close(&f->s, f->b);
 }
 
 /* ---- the loop driver on a real loop -------------------------------------------------- */

@@ -11,6 +11,8 @@
 #include "uvllm/err.h"
 #include "vclock.h"
 
+#include "seqbase.h"
+
 typedef struct {
     ul_seq_t seq;
     int n_out, finished;
@@ -25,32 +27,45 @@ static int on_token(ul_seq_t *q, int32_t tok, const ul_token_lp_t *lp) {
 
 static void on_finish(ul_seq_t *q, ul_finish_t reason, int status) {
     aseq_t *a = (aseq_t *)q;
-    cr_assert_eq(status, 0);
-    cr_assert_eq(a->finished, 0);
-    a->finished = 1;
-    a->reason = reason;
+    seq_base_finish(&a->finished, &a->reason, reason, status);
 }
 
 static void aseq_init(aseq_t *a, int32_t max_tokens) {
-    memset(a, 0, sizeof *a);
-    a->seq.max_tokens = max_tokens;
-    ul_sampling_default(&a->seq.sampling);
-    a->seq.on_token = on_token;
-    a->seq.on_finish = on_finish;
+    seq_base_init(&a->seq, sizeof *a, max_tokens, on_token, on_finish);
 }
 
-static ul_backend_t *backend(int64_t delay_us, int64_t token_us, int64_t prefill_us) {
+/* A step costs delay_us, plus token_us a decoded token and prefill_us a prompt token (on
+ * virtual time); n_pages pages of 16 tokens. */
+static ul_backend_t *backend_pages(int64_t delay_us, int64_t token_us, int64_t prefill_us,
+                                   int32_t n_pages) {
     ul_null_config_t cfg = {.delay_us = delay_us,
                             .token_us = token_us,
                             .prefill_us = prefill_us,
                             .n_vocab = 1000,
                             .n_ctx = 2048,
                             .page_size = 16,
-                            .n_pages = 1024};
+                            .n_pages = n_pages};
     return vc_backend(cfg);
 }
 
+static ul_backend_t *backend(int64_t delay_us, int64_t token_us, int64_t prefill_us) {
+    return backend_pages(delay_us, token_us, prefill_us, 1024);
+}
+
 static int one_step(ul_sched_t *s) { return vc_step(s); }
+
+static void run_all(ul_sched_t *s) {
+    while (one_step(s) > 0) {
+    }
+}
+
+/* Every page is back in the pool; frees the scheduler and its backend. */
+static void sched_close(ul_sched_t *s) {
+    cr_assert_eq(s->pool.n_free, s->pool.n_pages, "every page back in the pool");
+    ul_backend_t *b = s->backend;
+    ul_sched_free(s);
+    ul_backend_destroy(b);
+}
 
 static int add(ul_sched_t *s, aseq_t *a, int32_t n, int32_t base) {
     int32_t p[1024];
@@ -59,9 +74,8 @@ static int add(ul_sched_t *s, aseq_t *a, int32_t n, int32_t base) {
 }
 
 Test(admit, deadline_ends_the_sequence_and_frees_its_pages) {
-    ul_backend_t *b = backend(10000, 0, 0); /* 10 ms a step */
     ul_sched_t s;
-    cr_assert_eq(ul_sched_init(&s, b, NULL), 0);
+    cr_assert_eq(ul_sched_init(&s, backend(10000, 0, 0), NULL), 0); /* 10 ms a step */
     aseq_t a, other;
     aseq_init(&a, 1000);
     aseq_init(&other, 12);
@@ -69,8 +83,7 @@ Test(admit, deadline_ends_the_sequence_and_frees_its_pages) {
     a.seq.deadline_ns = s.now_ns + 60 * VC_MS;
     cr_assert_eq(add(&s, &a, 20, 1), 0);
     cr_assert_eq(add(&s, &other, 20, 2), 0);
-    while (one_step(&s) > 0) {
-    }
+    run_all(&s);
     cr_assert(a.finished && other.finished);
     cr_assert_eq(a.reason, UL_FINISH_DEADLINE);
     cr_assert_str_eq(ul_finish_name(a.reason), "deadline");
@@ -80,15 +93,12 @@ Test(admit, deadline_ends_the_sequence_and_frees_its_pages) {
     cr_assert_eq(other.reason, UL_FINISH_LENGTH, "the other one is not touched");
     cr_assert_eq(other.n_out, 12);
     cr_assert_eq(s.stats.deadlines, 1);
-    cr_assert_eq(s.pool.n_free, s.pool.n_pages);
-    ul_sched_free(&s);
-    ul_backend_destroy(b);
+    sched_close(&s);
 }
 
 Test(admit, paused_sequence_keeps_its_pages_others_run_every_step) {
-    ul_backend_t *b = backend(0, 0, 0);
     ul_sched_t s;
-    cr_assert_eq(ul_sched_init(&s, b, NULL), 0);
+    cr_assert_eq(ul_sched_init(&s, backend(0, 0, 0), NULL), 0);
     aseq_t q[3];
     for (int i = 0; i < 3; i++) {
         aseq_init(&q[i], 40);
@@ -106,20 +116,16 @@ Test(admit, paused_sequence_keeps_its_pages_others_run_every_step) {
     cr_assert_eq(q[0].n_out, out0);
     cr_assert_eq(q[0].seq.n_pages, pages, "its pages stay");
     ul_sched_set_paused(&s, &q[0].seq, 0);
-    while (one_step(&s) > 0) {
-    }
+    run_all(&s);
     for (int i = 0; i < 3; i++) cr_assert(q[i].finished && q[i].n_out == 40);
-    cr_assert_eq(s.pool.n_free, s.pool.n_pages);
-    ul_sched_free(&s);
-    ul_backend_destroy(b);
+    sched_close(&s);
 }
 
 Test(admit, predicted_wait_follows_the_queue) {
     /* 1 ms a step, 0.5 ms a decode token, 1 ms a prefill token; target 40 ms */
-    ul_backend_t *b = backend(1000, 500, 1000);
     ul_sched_t s;
     ul_sched_config_t cfg = {.max_batch_tokens = 256, .itl_target_ms = 40};
-    cr_assert_eq(ul_sched_init(&s, b, &cfg), 0);
+    cr_assert_eq(ul_sched_init(&s, backend(1000, 500, 1000), &cfg), 0);
     cr_assert_eq(ul_sched_predict_wait_s(&s, 100), 0, "nothing known yet");
     static aseq_t q[12];
     for (int i = 0; i < 4; i++) {
@@ -142,32 +148,22 @@ Test(admit, predicted_wait_follows_the_queue) {
     cr_assert(fabs(w - real) < 0.25 * real, "predicted %.2f s, real %.2f s", w, real);
     for (int i = 0; i < 12; i++) ul_sched_cancel(&s, &q[i].seq);
     one_step(&s);
-    ul_sched_free(&s);
-    ul_backend_destroy(b);
+    sched_close(&s);
 }
 
 Test(admit, predicted_wait_counts_a_full_kv_pool) {
     /* 14 pages of 16 tokens. Two sequences of 100 + 12 and 98 + 14 tokens hold all of them
      * (7 pages each) once prefilled: a new 20-token prompt (2 pages) waits until one of
      * them ends, ~12 decode steps, although there is no prefill queued ahead of it. */
-    ul_null_config_t nc = {.delay_us = 10000,
-                           .token_us = 1000,
-                           .prefill_us = 100,
-                           .n_vocab = 1000,
-                           .n_ctx = 2048,
-                           .page_size = 16,
-                           .n_pages = 14};
-    ul_backend_t *b = vc_backend(nc);
     ul_sched_t s;
     ul_sched_config_t cfg = {.max_batch_tokens = 256, .itl_target_ms = 100};
-    cr_assert_eq(ul_sched_init(&s, b, &cfg), 0);
+    cr_assert_eq(ul_sched_init(&s, backend_pages(10000, 1000, 100, 14), &cfg), 0);
     aseq_t w[3], a, c, d;
     for (int i = 0; i < 3; i++) { /* the step-time model learns what steps cost */
         aseq_init(&w[i], 6 + 2 * i);
         cr_assert_eq(add(&s, &w[i], 20 + 10 * i, 30 * i), 0);
     }
-    while (one_step(&s) > 0) {
-    }
+    run_all(&s);
     aseq_init(&a, 12);
     aseq_init(&c, 14);
     cr_assert_eq(add(&s, &a, 100, 1), 0);
@@ -184,10 +180,7 @@ Test(admit, predicted_wait_counts_a_full_kv_pool) {
     cr_log_info("full pool: predicted wait %.3f s, real %.3f s", w0, real);
     cr_assert(a.finished || c.finished, "it waited for the pages of one that ended");
     cr_assert(fabs(w0 - real) < 0.25 * real, "predicted %.3f s, real %.3f s", w0, real);
-    while (one_step(&s) > 0) {
-    }
+    run_all(&s);
     cr_assert(a.finished && c.finished && d.finished);
-    cr_assert_eq(s.pool.n_free, s.pool.n_pages);
-    ul_sched_free(&s);
-    ul_backend_destroy(b);
+    sched_close(&s);
 }

@@ -16,6 +16,8 @@
 #include "uvllm/err.h"
 #include "vclock.h"
 
+#include "seqbase.h"
+
 #define NCLI 16
 #define NTOK 32
 #define NPROMPT 50
@@ -46,20 +48,36 @@ static double g_gaps[NCLI * 2 * (NTOK + 1)];
 static int g_n_gaps, g_finished;
 static double g_ttft_max_ms;
 
+int budget_on_token(ul_seq_t *q, int32_t tok, const ul_token_lp_t *lp);
+void budget_on_finish(ul_seq_t *q, ul_finish_t reason, int status);
+
+/* A sequence that records its gaps; round 1: none follows it when it ends. */
+static void bseq_init(bseq_t *b, int32_t max_tokens, int round) {
+    seq_base_init(&b->seq, sizeof *b, max_tokens, budget_on_token, budget_on_finish);
+    b->round = round;
+}
+
+/* The scheduler with cfg on the null backend with costs c (c->vary unused) and n_ctx
+ * positions, on virtual time; the callbacks' g_s. Returns the backend. */
+static ul_backend_t *budget_open(ul_sched_t *s, const costs_t *c, int32_t n_ctx,
+                                 ul_sched_config_t cfg) {
+    ul_null_config_t nc = {.delay_us = c->delay_us,
+                           .token_us = c->token_us,
+                           .prefill_us = c->prefill_us,
+                           .n_vocab = 1000,
+                           .n_ctx = n_ctx};
+    ul_backend_t *b = vc_backend(nc);
+    cr_assert_eq(ul_sched_init(s, b, &cfg), 0);
+    g_s = s;
+    return b;
+}
+
 static void add_req(int client, int round) {
     bseq_t *b = &g_seqs[client][round];
-    memset(b, 0, sizeof *b);
+    bseq_init(b, ntok_of(client), round);
     b->client = client;
-    b->round = round;
-    b->seq.max_tokens = ntok_of(client);
-    ul_sampling_default(&b->seq.sampling);
-    b->seq.on_token = NULL;
     int32_t p[NPROMPT];
     for (int k = 0; k < NPROMPT; k++) p[k] = 1 + (client * 131 + round * 17 + k * 7) % 900;
-    extern int budget_on_token(ul_seq_t *, int32_t, const ul_token_lp_t *);
-    extern void budget_on_finish(ul_seq_t *, ul_finish_t, int);
-    b->seq.on_token = budget_on_token;
-    b->seq.on_finish = budget_on_finish;
     b->t_add = g_s->now_ns;
     cr_assert_eq(ul_sched_add(g_s, &b->seq, p, NPROMPT), 0);
 }
@@ -94,20 +112,12 @@ static int cmp_d(const void *a, const void *b) {
 /* Runs the load; returns the p99 gap in ms. */
 static double run_load_costs(double itl_target_ms, const costs_t *c, ul_sched_stats_t *st,
                              ul_step_model_t *m) {
-    ul_backend_t *b;
-    ul_null_config_t nc = {.delay_us = c->delay_us,
-                           .token_us = c->token_us,
-                           .prefill_us = c->prefill_us,
-                           .n_vocab = 1000,
-                           .n_ctx = 256};
     g_vary = c->vary;
     int want_gaps = 0;
     for (int k = 0; k < NCLI; k++) want_gaps += 2 * (ntok_of(k) - 1);
-    b = vc_backend(nc);
     ul_sched_t s;
-    ul_sched_config_t cfg = {.max_batch_tokens = 512, .itl_target_ms = itl_target_ms};
-    cr_assert_eq(ul_sched_init(&s, b, &cfg), 0);
-    g_s = &s;
+    ul_backend_t *b = budget_open(
+        &s, c, 256, (ul_sched_config_t){.max_batch_tokens = 512, .itl_target_ms = itl_target_ms});
     g_n_gaps = g_finished = 0;
     g_ttft_max_ms = 0;
     /* clients arrive 25 ms apart, between steps; second prompts from on_finish */
@@ -171,25 +181,14 @@ Test(budget, p99_gap_within_target_on_null_backend) {
  * hold, and a 400-token prompt must not crawl in at the minimum share (16 tokens a step):
  * prefill stretches the step to 1.5x the decoders' time. Step by step, synchronous. */
 Test(budget, overloaded_decoders_leave_prefill_half_their_time) {
-    ul_backend_t *b;
-    ul_null_config_t nc = {
-        .delay_us = 1000, .token_us = 1000, .prefill_us = 200, .n_vocab = 1000, .n_ctx = 1024};
-    b = vc_backend(nc);
     ul_sched_t s;
-    ul_sched_config_t cfg = {.max_batch_tokens = 512, .itl_target_ms = 10};
-    cr_assert_eq(ul_sched_init(&s, b, &cfg), 0);
-    g_s = &s;
+    ul_backend_t *b =
+        budget_open(&s, &(costs_t){.delay_us = 1000, .token_us = 1000, .prefill_us = 200}, 1024,
+                    (ul_sched_config_t){.max_batch_tokens = 512, .itl_target_ms = 10});
     cr_assert_eq(s.cfg.min_prefill, 16);
     static bseq_t q[17];
     int32_t p[400];
-    for (int i = 0; i < 17; i++) {
-        memset(&q[i], 0, sizeof q[i]);
-        q[i].seq.max_tokens = 60;
-        ul_sampling_default(&q[i].seq.sampling);
-        q[i].seq.on_token = budget_on_token;
-        q[i].seq.on_finish = budget_on_finish;
-        q[i].round = 1; /* no second request */
-    }
+    for (int i = 0; i < 17; i++) bseq_init(&q[i], 60, 1); /* no second request */
     g_n_gaps = 0;
     for (int i = 0; i < 16; i++) {
         for (int k = 0; k < 20; k++) p[k] = 1 + (i * 37 + k) % 900;
@@ -246,25 +245,14 @@ Test(budget, cpu_like_costs_keep_the_contract_at_0_8_t) {
  * once it fits the target beside the released decoders, no longer holds them). Step by step,
  * synchronous. */
 Test(budget, burst_first_tokens_wait_for_the_burst) {
-    ul_backend_t *b;
-    ul_null_config_t nc = {
-        .delay_us = 500, .token_us = 500, .prefill_us = 500, .n_vocab = 1000, .n_ctx = 256};
-    b = vc_backend(nc);
     ul_sched_t s;
     /* 10 ms target, 64-token steps: the burst (8 x 50 tokens, ~200 ms) takes 7 steps */
-    ul_sched_config_t cfg = {.max_batch_tokens = 64, .itl_target_ms = 10};
-    cr_assert_eq(ul_sched_init(&s, b, &cfg), 0);
-    g_s = &s;
+    ul_backend_t *b =
+        budget_open(&s, &(costs_t){.delay_us = 500, .token_us = 500, .prefill_us = 500}, 256,
+                    (ul_sched_config_t){.max_batch_tokens = 64, .itl_target_ms = 10});
     static bseq_t q[9];
     int32_t p[NPROMPT];
-    for (int i = 0; i < 9; i++) {
-        memset(&q[i], 0, sizeof q[i]);
-        q[i].seq.max_tokens = i == 0 ? 12 : 4;
-        ul_sampling_default(&q[i].seq.sampling);
-        q[i].seq.on_token = budget_on_token;
-        q[i].seq.on_finish = budget_on_finish;
-        q[i].round = 1; /* no second request */
-    }
+    for (int i = 0; i < 9; i++) bseq_init(&q[i], i == 0 ? 12 : 4, 1); /* no second request */
     g_n_gaps = 0;
     /* one sequence alone first: the model learns the costs */
     for (int k = 0; k < NPROMPT; k++) p[k] = 1 + k;

@@ -10,6 +10,8 @@
 
 #include "steps.h"
 
+#include "seqbase.h"
+
 typedef struct {
     ul_seq_t seq;
     float vec[UL_NULL_EMBD];
@@ -24,27 +26,30 @@ static int on_token(ul_seq_t *q, int32_t tok, const ul_token_lp_t *lp) {
 
 static void on_finish(ul_seq_t *q, ul_finish_t reason, int status) {
     eseq_t *t = (eseq_t *)q;
-    cr_assert_eq(t->finished, 0, "on_finish twice");
-    cr_assert_eq(status, 0);
-    t->finished = 1;
-    t->reason = reason;
+    seq_base_finish(&t->finished, &t->reason, reason, status);
 }
 
 static void eseq_init(eseq_t *t, int embed, int32_t pooling, int32_t max_tokens) {
-    memset(t, 0, sizeof *t);
-    t->seq.max_tokens = max_tokens;
-    ul_sampling_default(&t->seq.sampling);
-    t->seq.on_token = on_token;
-    t->seq.on_finish = on_finish;
+    seq_base_init(&t->seq, sizeof *t, max_tokens, on_token, on_finish);
     t->seq.embd = embed ? t->vec : NULL;
     t->seq.pooling = pooling;
 }
 
-static ul_backend_t *backend(void) {
+/* The scheduler with steps of max_batch_tokens on the null backend (64 pages of 4);
+ * returns the backend. */
+static ul_backend_t *open_sched(ul_sched_t *s, int32_t max_batch_tokens) {
     ul_backend_t *b;
     ul_null_config_t cfg = {.n_vocab = 1000, .n_ctx = 256, .page_size = 4, .n_pages = 64};
     cr_assert_eq(ul_null_backend_create(&cfg, &b), 0);
+    cr_assert_eq(ul_sched_init(s, b, &(ul_sched_config_t){.max_batch_tokens = max_batch_tokens}),
+                 0);
     return b;
+}
+
+static void close_sched(ul_sched_t *s) {
+    ul_backend_t *b = s->backend;
+    ul_sched_free(s);
+    ul_backend_destroy(b);
 }
 
 static const ul_step_seq_t *entry_of(const ul_sched_t *s, const ul_seq_t *q) {
@@ -54,9 +59,8 @@ static const ul_step_seq_t *entry_of(const ul_sched_t *s, const ul_seq_t *q) {
 }
 
 Test(sched_embed, whole_prompt_beside_a_decoder_no_token_pages_back) {
-    ul_backend_t *b = backend();
     ul_sched_t s;
-    cr_assert_eq(ul_sched_init(&s, b, &(ul_sched_config_t){.max_batch_tokens = 16}), 0);
+    open_sched(&s, 16);
     eseq_t dec, emb;
     eseq_init(&dec, 0, 0, 50);
     eseq_init(&emb, 1, UL_POOL_MEAN, 1);
@@ -83,17 +87,14 @@ Test(sched_embed, whole_prompt_beside_a_decoder_no_token_pages_back) {
     for (int i = 0; i < UL_NULL_EMBD; i++) norm += emb.vec[i] * emb.vec[i];
     cr_assert_gt(norm, 0, "the backend wrote the vector");
     ul_sched_cancel(&s, &dec.seq);
-    while (one_step(&s) > 0) {
-    }
-    ul_sched_free(&s);
-    ul_backend_destroy(b);
+    run_all(&s);
+    close_sched(&s);
 }
 
 /* cls of [x, y] is x's vector, last of [z, x] is x's too; mean of [x, x] as well */
 Test(sched_embed, pooling_reaches_the_backend) {
-    ul_backend_t *b = backend();
     ul_sched_t s;
-    cr_assert_eq(ul_sched_init(&s, b, &(ul_sched_config_t){.max_batch_tokens = 16}), 0);
+    open_sched(&s, 16);
     eseq_t cls, last, mean, other;
     eseq_init(&cls, 1, UL_POOL_CLS, 1);
     eseq_init(&last, 1, UL_POOL_LAST, 1);
@@ -108,14 +109,12 @@ Test(sched_embed, pooling_reaches_the_backend) {
     cr_assert_arr_eq(cls.vec, last.vec, sizeof cls.vec);
     cr_assert_arr_eq(cls.vec, mean.vec, sizeof cls.vec);
     cr_assert(memcmp(cls.vec, other.vec, sizeof cls.vec) != 0);
-    ul_sched_free(&s);
-    ul_backend_destroy(b);
+    close_sched(&s);
 }
 
 Test(sched_embed, waits_until_the_step_holds_it_whole) {
-    ul_backend_t *b = backend();
     ul_sched_t s;
-    cr_assert_eq(ul_sched_init(&s, b, &(ul_sched_config_t){.max_batch_tokens = 8}), 0);
+    open_sched(&s, 8);
     eseq_t d1, d2, emb, big;
     eseq_init(&d1, 0, 0, 3);
     eseq_init(&d2, 0, 0, 3);
@@ -131,20 +130,17 @@ Test(sched_embed, waits_until_the_step_holds_it_whole) {
     cr_assert_eq(one_step(&s), 2);
     cr_assert_null(entry_of(&s, &emb.seq));
     cr_assert_eq(emb.finished, 0);
-    while (one_step(&s) > 0) {
-    }
+    run_all(&s);
     cr_assert(d1.finished && d2.finished);
     cr_assert_eq(emb.finished, 1);
     cr_assert_eq(emb.reason, UL_FINISH_STOP);
     cr_assert_eq(s.pool.n_free, s.pool.n_pages);
-    ul_sched_free(&s);
-    ul_backend_destroy(b);
+    close_sched(&s);
 }
 
 Test(sched_embed, never_from_the_prefix_cache_nor_into_it) {
-    ul_backend_t *b = backend();
     ul_sched_t s;
-    cr_assert_eq(ul_sched_init(&s, b, &(ul_sched_config_t){.max_batch_tokens = 32}), 0);
+    open_sched(&s, 32);
     eseq_t gen, emb, emb2;
     eseq_init(&gen, 0, 0, 1);
     eseq_init(&emb, 1, UL_POOL_MEAN, 1);
@@ -152,8 +148,7 @@ Test(sched_embed, never_from_the_prefix_cache_nor_into_it) {
     int32_t p[12];
     for (int i = 0; i < 12; i++) p[i] = 200 + i;
     cr_assert_eq(ul_sched_add(&s, &gen.seq, p, 12), 0);
-    while (one_step(&s) > 0) {
-    }
+    run_all(&s);
     cr_assert_eq(ul_sched_add(&s, &emb.seq, p, 12), 0);
     cr_assert_eq(one_step(&s), 1);
     cr_assert_eq(s.step->seqs[0].pos0, 0, "computed whole although its pages are cached");
@@ -164,14 +159,12 @@ Test(sched_embed, never_from_the_prefix_cache_nor_into_it) {
     cr_assert_eq(s.step->seqs[0].pos0, 0);
     cr_assert_eq(s.stats.prefix_hit_tokens, hits);
     cr_assert_arr_eq(emb.vec, emb2.vec, sizeof emb.vec);
-    ul_sched_free(&s);
-    ul_backend_destroy(b);
+    close_sched(&s);
 }
 
 Test(sched_embed, refused_without_backend_support_and_cancelled_cleanly) {
-    ul_backend_t *b = backend();
     ul_sched_t s;
-    cr_assert_eq(ul_sched_init(&s, b, &(ul_sched_config_t){.max_batch_tokens = 16}), 0);
+    ul_backend_t *b = open_sched(&s, 16);
     eseq_t emb;
     eseq_init(&emb, 1, UL_POOL_MEAN, 1);
     const int32_t n_embd = b->n_embd;
@@ -183,6 +176,5 @@ Test(sched_embed, refused_without_backend_support_and_cancelled_cleanly) {
     cr_assert_eq(ul_sched_step_build(&s), 0);
     cr_assert_eq(emb.finished, 1);
     cr_assert_eq(emb.reason, UL_FINISH_CANCELLED);
-    ul_sched_free(&s);
-    ul_backend_destroy(b);
+    close_sched(&s);
 }

@@ -119,101 +119,72 @@ Test(overlap, logprobs_belong_to_the_token_delivered) {
 }
 
 Test(overlap, stop_while_the_next_step_is_in_flight_drops_its_token) {
-    ul_sched_t s;
-    ul_backend_t *b = rec_sched_open(&s, rec_null_backend(4, 64, 0), NULL);
-    rec_seq_t a, other;
-    rec_init(&a, &s, 50);
-    rec_init(&other, &s, 6);
-    a.stop_after = 3;
-    add(&s, &a, 4);
-    add(&s, &other, 4);
-    run_overlapped(&s);
-    cr_assert(a.in_step_at_stop, "the stop came while the next step held the sequence");
-    cr_assert(a.finished);
-    cr_assert_eq(a.reason, UL_FINISH_STOP);
-    cr_assert_eq(a.n_out, 3, "no token after the stop");
-    cr_assert_eq(other.n_out, 6);
-    cr_assert_eq(s.stats.tokens_generated, 3 + 6, "the dropped token is not counted");
-    cr_assert_eq(s.pool.n_free, 64);
-    cr_assert_eq(ul_sched_n_active(&s), 0);
-    rec_sched_close(&s, b);
+    rec_pair_t f;
+    rec_pair_open(&f, 64, 7, (rec_len_t){50, 4}, (rec_len_t){6, 4});
+    f.a.stop_after = 3;
+    run_overlapped(&f.s);
+    cr_assert(f.a.in_step_at_stop, "the stop came while the next step held the sequence");
+    cr_assert(f.a.finished);
+    cr_assert_eq(f.a.reason, UL_FINISH_STOP);
+    cr_assert_eq(f.a.n_out, 3, "no token after the stop");
+    cr_assert_eq(f.c.n_out, 6);
+    cr_assert_eq(f.s.stats.tokens_generated, 3 + 6, "the dropped token is not counted");
+    rec_pair_close(&f);
 }
 
 Test(overlap, cancel_from_a_callback_while_in_flight) {
-    ul_sched_t s;
-    ul_backend_t *b = rec_sched_open(&s, rec_null_backend(4, 64, 0), NULL);
-    rec_seq_t a, other;
-    rec_init(&a, &s, 50);
-    rec_init(&other, &s, 8);
-    a.cancel_after = 2; /* e.g. its client's write failed */
-    add(&s, &a, 4);
-    add(&s, &other, 4);
-    run_overlapped(&s);
-    cr_assert(a.finished);
-    cr_assert_eq(a.reason, UL_FINISH_CANCELLED);
-    cr_assert_eq(a.n_out, 2, "no token after the cancel");
-    cr_assert_eq(other.n_out, 8);
-    cr_assert_eq(s.pool.n_free, 64);
-    cr_assert_eq(ul_sched_n_active(&s), 0);
-    rec_sched_close(&s, b);
+    rec_pair_t f;
+    rec_pair_open(&f, 64, 7, (rec_len_t){50, 4}, (rec_len_t){8, 4});
+    f.a.cancel_after = 2; /* e.g. its client's write failed */
+    run_overlapped(&f.s);
+    cr_assert(f.a.finished);
+    cr_assert_eq(f.a.reason, UL_FINISH_CANCELLED);
+    cr_assert_eq(f.a.n_out, 2, "no token after the cancel");
+    cr_assert_eq(f.c.n_out, 8);
+    rec_pair_close(&f);
 }
 
 /* max_tokens needs no callback: the step built right after absorbing the last token does
  * not contain the sequence, and its pages are free for that step already. */
 Test(overlap, length_is_decided_before_the_next_step) {
-    ul_sched_t s;
-    ul_backend_t *b = rec_sched_open(&s, rec_null_backend(4, 64, 0), NULL);
-    rec_seq_t a, c;
-    rec_init(&a, &s, 2);
-    rec_init(&c, &s, 10);
-    add(&s, &a, 4); /* 1 page; its 2nd token would need no new page */
-    add(&s, &c, 4);
-    cr_assert_eq(ul_sched_step_build(&s), 2);
-    compute(&s);
-    ul_sched_step_absorb(&s);
-    cr_assert_eq(ul_sched_step_build(&s), 2);
-    ul_sched_step_deliver(&s);
-    cr_assert_eq(a.n_out, 1);
-    compute(&s);
-    ul_sched_step_absorb(&s);
-    int32_t free_before = s.pool.n_free;
-    cr_assert_eq(ul_sched_step_build(&s), 1);
-    cr_assert_not(in_step(&s, &a), "a finished sequence is not stepped again");
-    cr_assert(in_step(&s, &c));
+    rec_pair_t f;
+    /* a's prompt: 1 page; its 2nd token would need no new page */
+    rec_pair_open(&f, 64, 7, (rec_len_t){2, 4}, (rec_len_t){10, 4});
+    cr_assert_eq(ul_sched_step_build(&f.s), 2);
+    compute(&f.s);
+    ul_sched_step_absorb(&f.s);
+    cr_assert_eq(ul_sched_step_build(&f.s), 2);
+    ul_sched_step_deliver(&f.s);
+    cr_assert_eq(f.a.n_out, 1);
+    compute(&f.s);
+    ul_sched_step_absorb(&f.s);
+    int32_t free_before = f.s.pool.n_free;
+    cr_assert_eq(ul_sched_step_build(&f.s), 1);
+    cr_assert_not(in_step(&f.s, &f.a), "a finished sequence is not stepped again");
+    cr_assert(in_step(&f.s, &f.c));
     cr_assert_eq(free_before, 64 - 2, "its page was released before the build");
-    cr_assert_eq(a.finished, 0, "on_finish waits for deliver");
-    ul_sched_step_deliver(&s);
-    cr_assert(a.finished);
-    cr_assert_eq(a.reason, UL_FINISH_LENGTH);
-    cr_assert_eq(a.tokens_at_finish, 2, "the last token's on_token before on_finish");
-    compute(&s);
-    ul_sched_step_complete(&s);
-    run_overlapped(&s);
-    cr_assert_eq(c.n_out, 10);
-    rec_sched_close(&s, b);
+    cr_assert_eq(f.a.finished, 0, "on_finish waits for deliver");
+    ul_sched_step_deliver(&f.s);
+    cr_assert(f.a.finished);
+    cr_assert_eq(f.a.reason, UL_FINISH_LENGTH);
+    cr_assert_eq(f.a.tokens_at_finish, 2, "the last token's on_token before on_finish");
+    compute(&f.s);
+    ul_sched_step_complete(&f.s);
+    run_overlapped(&f.s);
+    cr_assert_eq(f.c.n_out, 10);
+    rec_pair_close(&f);
 }
 
 /* Backpressure: pausing from on_token lets the step in flight finish (one more token),
  * then the sequence gets no step until it is resumed. */
 Test(overlap, pause_from_a_callback_takes_effect_after_the_step_in_flight) {
-    ul_sched_t s;
-    ul_backend_t *b = rec_sched_open(&s, rec_null_backend(4, 64, 0), NULL);
-    rec_seq_t a, other;
-    rec_init(&a, &s, 12);
-    rec_init(&other, &s, 8);
-    a.pause_after = 3;
-    add(&s, &a, 2);
-    add(&s, &other, 2);
-    run_overlapped(&s);
-    cr_assert(other.finished);
-    cr_assert_not(a.finished);
-    cr_assert_eq(a.n_out, 4, "the token of the step in flight, then nothing");
-    ul_sched_set_paused(&s, &a.seq, 0);
-    run_overlapped(&s);
-    cr_assert(a.finished);
-    cr_assert_eq(a.n_out, 12);
-    cr_assert_eq(s.pool.n_free, 64);
-    rec_sched_close(&s, b);
+    rec_pair_t f;
+    rec_pair_open(&f, 64, 7, (rec_len_t){12, 2}, (rec_len_t){8, 2});
+    f.a.pause_after = 3;
+    run_overlapped(&f.s);
+    /* paused at 3: the token of the step in flight, then nothing */
+    rec_pair_resume(&f, run_overlapped, 4, 12);
+    rec_pair_close(&f);
 }
 
 /* ---- the loop driver ------------------------------------------------------------------ */

@@ -16,6 +16,8 @@
 #include "cpu_fixture.h"
 #include "steps.h"
 
+#include "seqbase.h"
+
 #define PS 16
 #define CTX 256
 
@@ -43,11 +45,7 @@ static void on_finish(ul_seq_t *q, ul_finish_t reason, int status) {
 }
 
 static void pseq_init(pseq_t *c, int32_t max_tokens) {
-    memset(c, 0, sizeof *c);
-    c->seq.max_tokens = max_tokens;
-    ul_sampling_default(&c->seq.sampling); /* greedy */
-    c->seq.on_token = on_token;
-    c->seq.on_finish = on_finish;
+    seq_base_init(&c->seq, sizeof *c, max_tokens, on_token, on_finish); /* greedy */
     c->seq.ignore_eos = 1;
 }
 

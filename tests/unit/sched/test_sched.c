@@ -65,15 +65,9 @@ Test(sched, decoders_beyond_budget_take_turns) {
     ul_backend_t *b = rec_sched_open(&s, rec_null_backend(4, 256, 0),
                                      &(ul_sched_config_t){.max_batch_tokens = 4});
     rec_seq_t t[6];
-    for (int i = 0; i < 6; i++) {
-        rec_init(&t[i], NULL, 5);
-        cr_assert_eq(add(&s, &t[i], 1), 0);
-    }
+    rec_add_all(&s, t, 6, 5, 1, 100);
     run_all(&s);
-    for (int i = 0; i < 6; i++) {
-        cr_assert(t[i].finished);
-        cr_assert_eq(t[i].n_out, 5);
-    }
+    rec_assert_all_length(t, 6, 5);
     rec_sched_close(&s, b);
 }
 
@@ -86,15 +80,10 @@ Test(sched, preemption_under_page_pressure_keeps_output) {
         ul_backend_t *b = rec_sched_open(&s, rec_null_backend(4, pass == 0 ? 256 : 6, 0),
                                          &(ul_sched_config_t){.max_batch_tokens = 16});
         rec_seq_t t[3];
-        for (int i = 0; i < 3; i++) {
-            rec_init(&t[i], NULL, 12);
-            cr_assert_eq(add(&s, &t[i], 6), 0);
-        }
+        rec_add_all(&s, t, 3, 12, 6, 100);
         run_all(&s);
+        rec_assert_all_length(t, 3, 12);
         for (int i = 0; i < 3; i++) {
-            cr_assert(t[i].finished);
-            cr_assert_eq(t[i].reason, UL_FINISH_LENGTH);
-            cr_assert_eq(t[i].n_out, 12);
             if (pass == 0)
                 memcpy(ref[i], t[i].out, sizeof ref[i]);
             else
@@ -111,109 +100,78 @@ Test(sched, preemption_under_page_pressure_keeps_output) {
 
 Test(sched, preempts_the_newest) {
     /* Two prompts of 8 tokens fill 4 pages of 4; the older one's decode needs a 3rd page. */
-    ul_sched_t s;
-    ul_backend_t *b = rec_sched_open(&s, rec_null_backend(4, 4, 0), NULL);
-    rec_seq_t a, c;
-    rec_init(&a, NULL, 4);
-    rec_init(&c, NULL, 4);
-    cr_assert_eq(add(&s, &a, 8), 0);
-    cr_assert_eq(add(&s, &c, 8), 0);
-    cr_assert_eq(one_step(&s), 2); /* both prefills: 8 tokens in 2 pages each, 9th sampled */
-    cr_assert_eq(s.pool.n_free, 0);
-    cr_assert_eq(ul_sched_step_build(&s), 1);
-    cr_assert_eq(s.step->seqs[0].seq_id, a.seq.id, "the older sequence decodes");
-    cr_assert_eq(a.seq.n_pages, 3);
-    cr_assert_eq(c.seq.n_preempted, 1, "the newer one gave up its pages");
-    cr_assert_eq(c.seq.state, UL_SEQ_WAITING);
-    cr_assert_eq(c.seq.n_pages, 0, "and is not re-admitted into the pages it just gave up");
-    cr_assert_eq(s.pool.n_free, 1);
-    cr_assert_eq(ul_backend_run(b, s.step), 0);
-    ul_sched_step_complete(&s);
-    run_all(&s);
-    cr_assert(a.finished && c.finished);
-    cr_assert_eq(c.n_out, 4);
-    rec_sched_close(&s, b);
+    rec_pair_t f;
+    rec_pair_open(&f, 4, 100, (rec_len_t){4, 8}, (rec_len_t){4, 8});
+    cr_assert_eq(one_step(&f.s), 2); /* both prefills: 8 tokens in 2 pages each, 9th sampled */
+    cr_assert_eq(f.s.pool.n_free, 0);
+    cr_assert_eq(ul_sched_step_build(&f.s), 1);
+    cr_assert_eq(f.s.step->seqs[0].seq_id, f.a.seq.id, "the older sequence decodes");
+    cr_assert_eq(f.a.seq.n_pages, 3);
+    cr_assert_eq(f.c.seq.n_preempted, 1, "the newer one gave up its pages");
+    cr_assert_eq(f.c.seq.state, UL_SEQ_WAITING);
+    cr_assert_eq(f.c.seq.n_pages, 0, "and is not re-admitted into the pages it just gave up");
+    cr_assert_eq(f.s.pool.n_free, 1);
+    cr_assert_eq(ul_backend_run(f.b, f.s.step), 0);
+    ul_sched_step_complete(&f.s);
+    run_all(&f.s);
+    cr_assert(f.a.finished && f.c.finished);
+    cr_assert_eq(f.c.n_out, 4);
+    rec_pair_close(&f);
 }
 
 Test(sched, admission_waits_for_pages) {
-    ul_sched_t s;
-    ul_backend_t *b = rec_sched_open(&s, rec_null_backend(4, 4, 0), NULL);
-    rec_seq_t a, c;
-    rec_init(&a, NULL, 1);
-    rec_init(&c, NULL, 1);
-    cr_assert_eq(add(&s, &a, 16), 0); /* the whole pool */
-    cr_assert_eq(add(&s, &c, 4), 0);
-    cr_assert_eq(ul_sched_step_build(&s), 1, "no page left for the second prompt");
-    cr_assert_eq(s.step->seqs[0].seq_id, a.seq.id);
-    cr_assert_eq(c.seq.state, UL_SEQ_WAITING);
-    cr_assert_eq(ul_backend_run(b, s.step), 0);
-    ul_sched_step_complete(&s);
-    cr_assert(a.finished, "max_tokens 1 finishes after the prefill");
-    cr_assert_eq(one_step(&s), 1);
-    cr_assert(c.finished);
-    rec_sched_close(&s, b);
+    rec_pair_t f;
+    /* a's prompt of 16 tokens takes the whole pool */
+    rec_pair_open(&f, 4, 100, (rec_len_t){1, 16}, (rec_len_t){1, 4});
+    cr_assert_eq(ul_sched_step_build(&f.s), 1, "no page left for the second prompt");
+    cr_assert_eq(f.s.step->seqs[0].seq_id, f.a.seq.id);
+    cr_assert_eq(f.c.seq.state, UL_SEQ_WAITING);
+    cr_assert_eq(ul_backend_run(f.b, f.s.step), 0);
+    ul_sched_step_complete(&f.s);
+    cr_assert(f.a.finished, "max_tokens 1 finishes after the prefill");
+    cr_assert_eq(one_step(&f.s), 1);
+    cr_assert(f.c.finished);
+    rec_pair_close(&f);
 }
 
 Test(sched, cancellation_frees_pages_before_the_next_step) {
-    ul_sched_t s;
-    ul_backend_t *b = rec_sched_open(&s, rec_null_backend(4, 32, 0), NULL);
-    rec_seq_t a, c;
-    rec_init(&a, NULL, 100);
-    rec_init(&c, NULL, 100);
-    cr_assert_eq(add(&s, &a, 10), 0);
-    cr_assert_eq(add(&s, &c, 10), 0);
-    cr_assert_eq(one_step(&s), 2);
-    cr_assert_eq(s.pool.n_free, 32 - 6);
-    ul_sched_cancel(&s, &a.seq);
-    cr_assert_eq(a.finished, 0, "cancel never calls back inline");
-    cr_assert_eq(ul_sched_step_build(&s), 1);
-    cr_assert(a.finished);
-    cr_assert_eq(a.reason, UL_FINISH_CANCELLED);
-    cr_assert_eq(s.step->seqs[0].seq_id, c.seq.id);
-    cr_assert_eq(s.pool.n_free, 32 - 3);
+    rec_pair_t f;
+    rec_pair_open(&f, 32, 100, (rec_len_t){100, 10}, (rec_len_t){100, 10});
+    cr_assert_eq(one_step(&f.s), 2);
+    cr_assert_eq(f.s.pool.n_free, 32 - 6);
+    ul_sched_cancel(&f.s, &f.a.seq);
+    cr_assert_eq(f.a.finished, 0, "cancel never calls back inline");
+    cr_assert_eq(ul_sched_step_build(&f.s), 1);
+    cr_assert(f.a.finished);
+    cr_assert_eq(f.a.reason, UL_FINISH_CANCELLED);
+    cr_assert_eq(f.s.step->seqs[0].seq_id, f.c.seq.id);
+    cr_assert_eq(f.s.pool.n_free, 32 - 3);
     /* Cancel while the step is in flight: results are dropped, reaped afterwards. */
-    ul_sched_cancel(&s, &c.seq);
-    cr_assert_eq(ul_backend_run(b, s.step), 0);
-    int before = c.n_out;
-    ul_sched_step_complete(&s);
-    cr_assert_eq(c.n_out, before);
-    cr_assert_eq(ul_sched_step_build(&s), 0);
-    cr_assert(c.finished);
-    cr_assert_eq(s.pool.n_free, 32);
-    cr_assert_eq(ul_sched_n_active(&s), 0);
-    rec_sched_close(&s, b);
+    ul_sched_cancel(&f.s, &f.c.seq);
+    cr_assert_eq(ul_backend_run(f.b, f.s.step), 0);
+    int before = f.c.n_out;
+    ul_sched_step_complete(&f.s);
+    cr_assert_eq(f.c.n_out, before);
+    cr_assert_eq(ul_sched_step_build(&f.s), 0);
+    cr_assert(f.c.finished);
+    rec_pair_close(&f); /* all 32 pages back */
 }
 
 Test(sched, paused_sequences_are_skipped) {
-    ul_sched_t s;
-    ul_backend_t *b = rec_sched_open(&s, rec_null_backend(4, 32, 0), NULL);
-    rec_seq_t a, c;
-    rec_init(&a, NULL, 5);
-    rec_init(&c, NULL, 5);
-    cr_assert_eq(add(&s, &a, 2), 0);
-    cr_assert_eq(add(&s, &c, 2), 0);
-    cr_assert_eq(one_step(&s), 2);
-    ul_sched_set_paused(&s, &a.seq, 1);
-    cr_assert_eq(one_step(&s), 1);
-    cr_assert_eq(s.step->seqs[0].seq_id, c.seq.id);
-    run_all(&s);
-    cr_assert(c.finished);
-    cr_assert_not(a.finished);
-    cr_assert_eq(a.n_out, 1);
-    ul_sched_set_paused(&s, &a.seq, 0);
-    run_all(&s);
-    cr_assert(a.finished);
-    cr_assert_eq(a.n_out, 5);
-    rec_sched_close(&s, b);
+    rec_pair_t f;
+    rec_pair_open(&f, 32, 100, (rec_len_t){5, 2}, (rec_len_t){5, 2});
+    cr_assert_eq(one_step(&f.s), 2);
+    ul_sched_set_paused(&f.s, &f.a.seq, 1);
+    cr_assert_eq(one_step(&f.s), 1);
+    cr_assert_eq(f.s.step->seqs[0].seq_id, f.c.seq.id);
+    run_all(&f.s);
+    rec_pair_resume(&f, run_all, 1, 5);
+    rec_pair_close(&f);
 }
 
 Test(sched, stop_conditions) {
-    ul_backend_t *b;
-    ul_null_config_t cfg = {
-        .n_vocab = 1000, .n_ctx = 20, .page_size = 4, .n_pages = 64, .eos_every = 8};
-    cr_assert_eq(ul_null_backend_create(&cfg, &b), 0);
     ul_sched_t s;
-    rec_sched_open(&s, b, NULL);
+    ul_backend_t *b = rec_sched_open(&s, rec_null_backend_ctx(20, 4, 64, 8), NULL);
     rec_seq_t eos, ctx, cb;
     rec_init(&eos, NULL, 100);
     rec_init(&ctx, NULL, 100);
@@ -235,12 +193,8 @@ Test(sched, stop_conditions) {
 /* ignore_eos: the end-of-generation token does not end the sequence; it is delivered like
  * any other and generation runs to max_tokens. A sequence without it stops there. */
 Test(sched, ignore_eos_continues_past_eos) {
-    ul_backend_t *b;
-    ul_null_config_t cfg = {
-        .n_vocab = 1000, .n_ctx = 64, .page_size = 4, .n_pages = 64, .eos_every = 8};
-    cr_assert_eq(ul_null_backend_create(&cfg, &b), 0);
     ul_sched_t s;
-    rec_sched_open(&s, b, NULL);
+    ul_backend_t *b = rec_sched_open(&s, rec_null_backend_ctx(64, 4, 64, 8), NULL);
     rec_seq_t keep, stop;
     rec_init(&keep, NULL, 12);
     rec_init(&stop, NULL, 12);
@@ -285,12 +239,9 @@ Test(sched, loop_driver_runs_to_completion_and_closes) {
         &f, (ul_null_config_t){.delay_us = 1000, .n_vocab = 1000, .page_size = 4, .n_pages = 64},
         NULL);
     static rec_seq_t t[20];
-    for (int i = 0; i < 20; i++) {
-        rec_init(&t[i], NULL, 8);
-        cr_assert_eq(add(&f.s, &t[i], 3), 0);
-    }
+    rec_add_all(&f.s, t, 20, 8, 3, 100);
     rec_loop_run(&f, 20);
-    for (int i = 0; i < 20; i++) cr_assert_eq(t[i].n_out, 8);
+    rec_assert_all_length(t, 20, 8);
     /* Closing with a sequence still running cancels it. */
     rec_seq_t late;
     rec_init(&late, NULL, 1000);

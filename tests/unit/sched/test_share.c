@@ -17,6 +17,8 @@
 #include "cpu_fixture.h"
 #include "steps.h"
 
+#include "seqbase.h"
+
 #define PS 4       /* tokens per page */
 #define NP 10      /* prompt: 2 full pages before its last token are shareable */
 #define MAXTOK 12  /* each choice alone: 22 tokens, 6 pages */
@@ -44,10 +46,7 @@ static int on_token(ul_seq_t *q, int32_t tok, const ul_token_lp_t *lp) {
 
 static void on_finish(ul_seq_t *q, ul_finish_t reason, int status) {
     cseq_t *c = (cseq_t *)q;
-    cr_assert_eq(c->finished, 0, "on_finish twice");
-    cr_assert_eq(status, 0, "step failed: %s", ul_strerror(status));
-    c->finished = 1;
-    c->reason = reason;
+    seq_base_finish(&c->finished, &c->reason, reason, status);
 }
 
 /* ---- backends ---------------------------------------------------------------------- */
@@ -78,13 +77,9 @@ static void prompt(int32_t *p) {
 /* Choice i: its own seed; temperature 0 (greedy) or 0.9 (seeded draws). */
 static void init_choices(cseq_t *c, float temperature) {
     for (int i = 0; i < NCH; i++) {
-        memset(&c[i], 0, sizeof c[i]);
-        c[i].seq.max_tokens = MAXTOK;
-        ul_sampling_default(&c[i].seq.sampling);
+        seq_base_init(&c[i].seq, sizeof c[i], MAXTOK, on_token, on_finish);
         c[i].seq.sampling.temperature = temperature;
         c[i].seq.sampling.seed = 11 + (uint64_t)i;
-        c[i].seq.on_token = on_token;
-        c[i].seq.on_finish = on_finish;
         c[i].seq.ignore_eos = 1; /* every choice runs to MAXTOK, eos or not */
     }
 }
@@ -341,11 +336,8 @@ static void add_requests(ul_sched_t *s, cseq_t *c, int shared, int with_cancels)
         int32_t p[32];
         for (int j = 0; j < np; j++) p[j] = 1 + (i * 31 + j * 7) % 900;
         for (int j = 0; j < n; j++, k++) {
-            memset(&c[k], 0, sizeof c[k]);
-            c[k].seq.max_tokens = 4 + (k % 9);
-            ul_sampling_default(&c[k].seq.sampling);
-            c[k].seq.on_token = with_cancels ? cancel_some : on_token;
-            c[k].seq.on_finish = on_finish;
+            seq_base_init(&c[k].seq, sizeof c[k], 4 + (k % 9),
+                          with_cancels ? cancel_some : on_token, on_finish);
             ul_seq_t *w = shared && j ? &c[k - j].seq : NULL;
             cr_assert_eq(ul_sched_add_shared(s, &c[k].seq, p, np, w), 0);
         }

@@ -21,6 +21,8 @@
 
 #include "cpu_fixture.h"
 
+#include "seqbase.h"
+
 #define PS 4
 #define POOL 96
 #define MAXOUT 48
@@ -49,10 +51,7 @@ static int on_token(ul_seq_t *q, int32_t tok, const ul_token_lp_t *lp) {
 
 static void on_finish(ul_seq_t *q, ul_finish_t reason, int status) {
     sseq_t *c = (sseq_t *)q;
-    cr_assert_eq(c->finished, 0, "on_finish twice");
-    cr_assert_eq(status, 0, "step failed: %s", ul_strerror(status));
-    c->finished = 1;
-    c->reason = reason;
+    seq_base_finish(&c->finished, &c->reason, reason, status);
 }
 
 /* ---- backends ------------------------------------------------------------------------ */
@@ -157,14 +156,10 @@ static ul_sched_stats_t run(ul_backend_t *b, const run_opts_t *o, sseq_t *c, int
                              .spec_eager = o->eager};
     cr_assert_eq(ul_sched_init(&s, b, &cfg), 0);
     for (int i = 0; i < NSEQ; i++) {
-        memset(&c[i], 0, sizeof c[i]);
-        c[i].seq.max_tokens = max_tokens;
-        ul_sampling_default(&c[i].seq.sampling);
+        seq_base_init(&c[i].seq, sizeof c[i], max_tokens, on_token, on_finish);
         c[i].seq.sampling.temperature = o->temp;
         c[i].seq.sampling.seed = 7 + (uint64_t)i;
         c[i].seq.sampling.n_logprobs = o->n_logprobs;
-        c[i].seq.on_token = on_token;
-        c[i].seq.on_finish = on_finish;
         c[i].seq.ignore_eos = 1;
         c[i].stop_at = i == 1 ? o->stop_at : 0;
         int32_t p[64];
