@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "base/arena.h"
+#include "base/errbuf.h"
 #include "chat/jinja.h"
 #include "uvllm/err.h"
 
@@ -230,8 +231,11 @@ typedef struct jstate {
 } jstate;
 
 /* ---- jinja_value.c ---- */
-int jj_fail(jstate *st, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* The first failure's message into st->msg; returns code. */
+#define jj_fail(st, code, ...) ul_errbuf_set((st)->msg, (st)->msgcap, (code), __VA_ARGS__)
 void *jj_alloc(jstate *st, size_t n);
+/* A new array of cap elements of size bytes holding old's first n (jj_alloc's limits). */
+void *jj_grow(jstate *st, const void *old, size_t n, size_t cap, size_t size);
 jv jv_undef(const char *name);
 jv jv_none(void);
 jv jv_bool(int b);

@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "base/grow.h"
 #include "model/vocab_impl.h"
 #include "uvllm/err.h"
 
@@ -33,13 +34,9 @@ static inline int ul_bigram_before(const ul_bigram_t *a, const ul_bigram_t *b) {
 }
 
 static inline int ul_bigram_push(ul_bigram_heap_t *h, ul_bigram_t b) {
-    if (h->n == h->cap) {
-        size_t cap = h->cap ? h->cap * 2 : 64;
-        ul_bigram_t *p = realloc(h->v, cap * sizeof *p);
-        if (!p) return UL_ENOMEM;
-        h->v = p;
-        h->cap = cap;
-    }
+    ul_bigram_t *p = ul_grow(h->v, &h->cap, h->n + 1, sizeof *p, 64);
+    if (!p) return UL_ENOMEM;
+    h->v = p;
     size_t i = h->n++;
     while (i > 0) {
         size_t up = (i - 1) / 2;
