@@ -13,10 +13,21 @@
 #include "test_gguf_fixture.h"
 #include "uvllm/err.h"
 
-Test(gguf, scalars_read_back) {
-    img_t im = fx_valid();
-    ul_gguf_t g;
+/* The fixture file (test_gguf_fixture.c), opened from memory for the reading tests. */
+static img_t im;
+static ul_gguf_t g;
+
+static void open_valid(void) {
+    im = fx_valid();
     cr_assert_eq(ul_gguf_open_mem(&g, im.buf, im.len), 0, "%s", g.err);
+}
+
+static void close_valid(void) {
+    ul_gguf_free(&g);
+    free(im.buf);
+}
+
+Test(gguf, scalars_read_back, .init = open_valid, .fini = close_valid) {
     cr_assert_eq(g.version, 3);
     cr_assert_eq(g.n_kv, 15);
     cr_assert_eq(g.n_tensors, 3);
@@ -51,14 +62,9 @@ Test(gguf, scalars_read_back) {
     cr_assert_eq(ul_gguf_get_str(&g, "general.architecture", &s), 0);
     cr_assert_eq(s.len, 5);
     cr_assert_eq(memcmp(s.ptr, "llama", 5), 0);
-    ul_gguf_free(&g);
-    free(im.buf);
 }
 
-Test(gguf, getters_refuse_what_does_not_fit) {
-    img_t im = fx_valid();
-    ul_gguf_t g;
-    cr_assert_eq(ul_gguf_open_mem(&g, im.buf, im.len), 0, "%s", g.err);
+Test(gguf, getters_refuse_what_does_not_fit, .init = open_valid, .fini = close_valid) {
     uint32_t u32;
     int64_t i64;
     float f;
@@ -73,14 +79,9 @@ Test(gguf, getters_refuse_what_does_not_fit) {
     cr_expect_eq(ul_gguf_get_str(&g, "test.u8", &s), UL_EFORMAT);
     cr_expect_eq(ul_gguf_get_str(&g, "no.such.key", &s), UL_ENOENT);
     cr_expect_eq(ul_gguf_get_u32(&g, "test", &u32), UL_ENOENT, "prefix of a key is not a key");
-    ul_gguf_free(&g);
-    free(im.buf);
 }
 
-Test(gguf, arrays_read_back) {
-    img_t im = fx_valid();
-    ul_gguf_t g;
-    cr_assert_eq(ul_gguf_open_mem(&g, im.buf, im.len), 0, "%s", g.err);
+Test(gguf, arrays_read_back, .init = open_valid, .fini = close_valid) {
     const ul_gguf_kv_t *kv = ul_gguf_find(&g, "test.arr_f32");
     cr_assert(kv);
     cr_assert_eq(kv->n, 3);
@@ -106,14 +107,9 @@ Test(gguf, arrays_read_back) {
         n++;
     }
     cr_expect_eq(n, 3);
-    ul_gguf_free(&g);
-    free(im.buf);
 }
 
-Test(gguf, tensors_read_back_aligned) {
-    img_t im = fx_valid();
-    ul_gguf_t g;
-    cr_assert_eq(ul_gguf_open_mem(&g, im.buf, im.len), 0, "%s", g.err);
+Test(gguf, tensors_read_back_aligned, .init = open_valid, .fini = close_valid) {
     const ul_gguf_tensor_t *t = ul_gguf_find_tensor(&g, "t.f32");
     cr_assert(t);
     cr_expect_eq(t->n_dims, 2);
@@ -134,8 +130,6 @@ Test(gguf, tensors_read_back_aligned) {
     for (uint64_t i = 0; i < g.n_tensors; i++)
         cr_expect_eq((uintptr_t)((const uint8_t *)g.tensors[i].data - im.buf) % 32, 0);
     cr_expect_null(ul_gguf_find_tensor(&g, "t"));
-    ul_gguf_free(&g);
-    free(im.buf);
 }
 
 Test(gguf, type_table) {
