@@ -2,7 +2,6 @@
  * the getters convert only where the value fits, and every shipped model and vocabulary
  * file opens. The corrupt-file corpus lives in test_gguf_corrupt.c. */
 #include <criterion/criterion.h>
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +9,7 @@
 
 #include "model/gguf.h"
 #include "model/gguf_write.h"
+#include "test_files.h"
 #include "test_gguf_fixture.h"
 #include "uvllm/err.h"
 
@@ -225,37 +225,23 @@ Test(gguf, copy_kv_round_trip) {
     ul_gguf_free(&g);
 }
 
-static int open_all_in(const char *dir, int *n_opened) {
-    DIR *d = opendir(dir);
-    cr_assert(d, "cannot list %s", dir);
-    struct dirent *e;
-    int failures = 0;
-    while ((e = readdir(d))) {
-        size_t l = strlen(e->d_name);
-        if (l < 5 || strcmp(e->d_name + l - 5, ".gguf")) continue;
-        char path[4096];
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        ul_gguf_t g;
-        int rc = ul_gguf_open(&g, path);
-        cr_expect_eq(rc, 0, "%s: %s", path, g.err);
-        if (rc)
-            failures++;
-        else
-            (*n_opened)++, ul_gguf_free(&g);
-    }
-    closedir(d);
-    return failures;
+/* 1 when path opens (counted), 0 when it does not (a failed expectation). */
+static int opens(const char *path, const char *name, void *ctx) {
+    ul_gguf_t g;
+    int rc = ul_gguf_open(&g, path);
+    cr_expect_eq(rc, 0, "%s: %s", path, g.err);
+    if (rc) return 0;
+    ul_gguf_free(&g);
+    return 1;
 }
 
 Test(gguf, every_shared_file_opens) {
     char dir[4096];
-    int n = 0;
     snprintf(dir, sizeof dir, "%s/models", fx_shared());
-    cr_expect_eq(open_all_in(dir, &n), 0);
+    int n = tf_each(dir, ".gguf", opens, NULL);
     cr_expect_geq(n, 8, "expected the 8 shipped models in %s, opened %d", dir, n);
-    int m = 0;
     snprintf(dir, sizeof dir, "%s/tokenizer", fx_shared());
-    cr_expect_eq(open_all_in(dir, &m), 0);
+    int m = tf_each(dir, ".gguf", opens, NULL);
     cr_expect_geq(m, 9, "expected the vocabulary files in %s, opened %d", dir, m);
 }
 

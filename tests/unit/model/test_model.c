@@ -3,13 +3,13 @@
  * whose metadata or weights do not fit the `llama` architecture is refused with a reason
  * naming the key or tensor. */
 #include <criterion/criterion.h>
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "model/gguf_write.h"
 #include "model/model.h"
+#include "test_files.h"
 #include "test_gguf_fixture.h"
 #include "uvllm/err.h"
 
@@ -88,33 +88,28 @@ Test(model, tiny_bpe_tied_output) {
     ul_model_free(m);
 }
 
+/* A vocabulary file loads vocab_only (counted: 1) and is refused as a full model. */
+static int loads_vocab_only(const char *path, const char *name, void *ctx) {
+    char err[256];
+    ul_model_t *m = NULL;
+    int rc = ul_model_load(path, 1, &m, err, sizeof err);
+    cr_expect_eq(rc, 0, "%s: %s", path, err);
+    if (rc) return 0;
+    cr_expect_null(m->layers, "%s: vocab_only loads no weights", path);
+    cr_expect_gt(m->hp.n_vocab, 0);
+    ul_model_free(m);
+    /* Without vocab_only the same file is refused: it has no weights. */
+    rc = ul_model_load(path, 0, &m, err, sizeof err);
+    cr_expect_eq(rc, UL_EFORMAT, "%s loads as a full model", path);
+    cr_expect(strstr(err, "missing") || strstr(err, "unsupported architecture"), "%s: %s", path,
+              err);
+    return 1;
+}
+
 Test(model, vocab_files_load_vocab_only) {
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/tokenizer", fx_shared());
-    DIR *d = opendir(dir);
-    cr_assert(d, "cannot list %s", dir);
-    struct dirent *e;
-    int n = 0;
-    while ((e = readdir(d))) {
-        size_t l = strlen(e->d_name);
-        if (l < 5 || strcmp(e->d_name + l - 5, ".gguf")) continue;
-        char path[8192], err[256];
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        ul_model_t *m = NULL;
-        int rc = ul_model_load(path, 1, &m, err, sizeof err);
-        cr_expect_eq(rc, 0, "%s: %s", path, err);
-        if (rc) continue;
-        n++;
-        cr_expect_null(m->layers, "%s: vocab_only loads no weights", path);
-        cr_expect_gt(m->hp.n_vocab, 0);
-        ul_model_free(m);
-        /* Without vocab_only the same file is refused: it has no weights. */
-        rc = ul_model_load(path, 0, &m, err, sizeof err);
-        cr_expect_eq(rc, UL_EFORMAT, "%s loads as a full model", path);
-        cr_expect(strstr(err, "missing") || strstr(err, "unsupported architecture"), "%s: %s", path,
-                  err);
-    }
-    closedir(d);
+    int n = tf_each(dir, ".gguf", loads_vocab_only, NULL);
     cr_expect_geq(n, 9, "expected the vocabulary files in %s", dir);
 }
 
