@@ -26,6 +26,19 @@ void *jj_grow(jstate *st, const void *old, size_t n, size_t cap, size_t size) {
     return p;
 }
 
+jfunc *jj_new_func(jstate *st, int kind, const char *name, jv self) {
+    jfunc *fn = jj_alloc(st, sizeof *fn);
+    if (!fn) {
+        jj_fail(st, UL_E2BIG, "LimitError: out of memory");
+        return NULL;
+    }
+    memset(fn, 0, sizeof *fn);
+    fn->kind = kind;
+    fn->name = name;
+    fn->self = self;
+    return fn;
+}
+
 jv jv_undef(const char *name) { return (jv){.t = JV_UNDEF, .u.undef_name = name}; }
 jv jv_none(void) { return (jv){.t = JV_NONE}; }
 jv jv_bool(int b) { return (jv){.t = JV_BOOL, .u.b = !!b}; }
