@@ -29,6 +29,18 @@ typedef struct ul_bigram_heap_s {
     size_t n, cap;
 } ul_bigram_heap_t;
 
+/* The entry of m for the text of adjacent symbols l and r joined (text: the word the
+ * symbols' offsets count from), its hash made of theirs; -1 when there is none or l or r is
+ * -1 (a word's end). aux_split: pass l's length as ul_tokmap_get's aux (the BPE merge
+ * table tells merges apart by where they split). *n: the joined length. */
+static inline int32_t ul_bigram_lookup(const ul_tokmap_t *m, const ul_sym_t *sym, const char *text,
+                                       int32_t l, int32_t r, int aux_split, uint32_t *n) {
+    if (l < 0 || r < 0) return -1;
+    const ul_sym_t *a = &sym[l], *b = &sym[r];
+    *n = a->n + b->n;
+    return ul_tokmap_get(m, ul_hash_cat(a->h, b->h, b->n), text + a->off, *n, aux_split ? a->n : 0);
+}
+
 static inline int ul_bigram_before(const ul_bigram_t *a, const ul_bigram_t *b) {
     return a->key < b->key || (a->key == b->key && a->left < b->left);
 }
