@@ -411,6 +411,17 @@ def assert_close(a, b, tol, path=""):
         assert a == b, (path, a, b)
 
 
+# Soft checks for the scripts that report every failure, then exit 1 if there was one.
+failures = []
+
+
+def check(cond, msg):
+    """Records msg (and prints it) unless cond holds."""
+    if not cond:
+        failures.append(msg)
+        print("FAIL:", msg, file=sys.stderr)
+
+
 def wait_for(pred, timeout, interval=0.02):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
