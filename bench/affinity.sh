@@ -12,7 +12,7 @@
 # Writes the "affinity" section of RESULTS.md.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-D="$WORK/affinity"; rm -rf "$D"; mkdir -p "$D"
+bench_dir "affinity"
 need_shared models/qwen2-tiny-f16.gguf
 command -v nginx >/dev/null || die "nginx not installed (scripts/deps.sh --deploy)"
 RUNS="${AFFINITY_RUNS:-3}"

@@ -9,7 +9,7 @@
 # Writes the "arch" section of RESULTS.md.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-D="$WORK/arch"; mkdir -p "$D"
+bench_dir "arch" keep
 RUNS="${BENCH_RUNS:-3}"
 GEMMA3_LAYERS="${GEMMA3_LAYERS:-26}"
 PHI3_LAYERS="${PHI3_LAYERS:-8}"

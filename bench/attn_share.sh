@@ -11,7 +11,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 own_session "$@"
 RUNS="${BENCH_RUNS:-3}"
-D="$WORK/attn_share"; mkdir -p "$D"
+bench_dir "attn_share" keep
 TYPE="${ATTN_TYPE:-q4_0}"
 N=2047
 THREADS=2

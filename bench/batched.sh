@@ -25,7 +25,7 @@ if [ -z "${BENCH_SESSION:-}" ] && command -v setsid >/dev/null; then
 fi
 echo "${BENCH_NICE:--15}" >/proc/self/autogroup 2>/dev/null || true
 SECTION="${BATCHED_SECTION:-batched}"
-D="$WORK/$SECTION"; mkdir -p "$D"
+bench_dir "$SECTION" keep
 BS=(${BATCHED_B:-1 4 16 64})
 TYPES=(${BATCHED_TYPES:-q4_0})
 PP="${BATCHED_PP:-32}"
@@ -42,7 +42,6 @@ declare -A LB
 for isa in "${ISAS[@]}"; do LB[$isa]="$(llama_bin_for "$isa")" || die "no llama.cpp build for $isa"; done
 # Both engines run at nice -15 (as root; otherwise at the caller's priority), so other
 # work on a shared host takes less of their cores.
-NICE=(nice -n "${BENCH_NICE:--15}")
 
 # A prompt of exactly PP tokens with BOS ("hello" is one token in the llama vocab).
 PROMPT="$(python3 -c 'import sys; print(" ".join(["hello"] * (int(sys.argv[1]) - 1)), end="")' "$PP")"

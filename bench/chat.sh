@@ -9,7 +9,7 @@
 # Writes the "chat" section of RESULTS.md.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-D="$WORK/chat"; rm -rf "$D"; mkdir -p "$D"
+bench_dir "chat"
 need_shared models/aidreams260K.gguf
 command -v wrk >/dev/null || die "wrk not installed (scripts/deps.sh --bench)"
 TMPL="$SHARED/chat-templates/templates/Qwen-Qwen2.5-7B-Instruct.jinja"

@@ -13,7 +13,7 @@
 # Writes the "decode-bw" section of RESULTS.md.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-D="$WORK/decode_bw"; mkdir -p "$D"
+bench_dir "decode_bw" keep
 TYPES=(${DECODE_BW_TYPES:-q4_0})
 ROUNDS="${BENCH_RUNS:-8}"
 THREADS=2

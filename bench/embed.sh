@@ -21,7 +21,7 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 own_session "$@" # a session of its own at autogroup nice -15, as the other bench scripts
-D="$WORK/embed"; rm -rf "$D"; mkdir -p "$D"
+bench_dir "embed"
 need_shared models/qwen3-tiny-f16.gguf
 [ -n "${LLAMA_SERVER:-}" ] || [ -x "$LLAMA_BIN/llama-server" ] || bash "$BENCH_DIR/peer.sh" >&2
 # seconds of load per round: a round stops sending then and waits for the answers in flight,

@@ -14,7 +14,7 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 own_session "$@" # a session of its own at autogroup nice -15
-D="$WORK/engine"; mkdir -p "$D"
+bench_dir "engine" keep
 TYPES=(${ENGINE_TYPES:-f16 q8_0 q4_0})
 THREADS=2
 N_PROMPT=512

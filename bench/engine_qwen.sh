@@ -12,7 +12,7 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 own_session "$@" # a session of its own at autogroup nice -15, as serve.sh and batched.sh
-D="$WORK/engine-qwen"; mkdir -p "$D"
+bench_dir "engine-qwen" keep
 THREADS=2
 N_PROMPT="${ENGINE_QWEN_PROMPT:-512}" # smaller on a crowded machine
 N_GEN="${ENGINE_QWEN_GEN:-128}"

@@ -13,7 +13,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 own_session "$@"
 RUNS="${BENCH_RUNS:-3}"
-D="$WORK/f16_ceiling"; mkdir -p "$D"
+bench_dir "f16_ceiling" keep
 N=256
 ensure_models || die "models: $MODELS_NOTE"
 [ -x "$LLAMA_BIN/llama-bench" ] || bash "$BENCH_DIR/peer.sh" >&2 || die "bench/peer.sh failed"

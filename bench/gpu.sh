@@ -12,7 +12,7 @@
 # device ran the benchmark; without one it says so and exits 1, claiming nothing.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-D="$WORK/gpu"; rm -rf "$D"; mkdir -p "$D"
+bench_dir "gpu"
 RUNS="${BENCH_RUNS:-3}"
 DEVICE="${GPU_DEVICE:-0}"
 NS="${GPU_NS:-1 4 16 64}"

@@ -10,7 +10,7 @@ if [ -z "${BENCH_SESSION:-}" ] && command -v setsid >/dev/null; then
     BENCH_SESSION=1 exec setsid --wait bash "${BASH_SOURCE[0]}" "$@"
 fi
 echo "${BENCH_NICE:--15}" >/proc/self/autogroup 2>/dev/null || true
-D="$WORK/grammar"; mkdir -p "$D"
+bench_dir "grammar" keep
 BUILD="$ROOT/build"
 VQ="$BUILD/vocab/ggml-vocab-qwen2.gguf"
 VG="$SHARED/tokenizer/ggml-vocab-gpt-2.gguf"

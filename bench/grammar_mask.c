@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "base/buf.h"
+#include "base/small_file.h"
 #include "engine/grammar.h"
 #include "engine/json_gbnf.h"
 #include "model/gguf.h"
@@ -23,19 +24,6 @@ static int piece(void *ctx, int32_t id, char *out, int cap) {
     return ul_token_to_piece(ctx, id, 0, out, cap);
 }
 static int eog(void *ctx, int32_t id) { return ul_vocab_is_eog(ctx, id); }
-
-static char *slurp(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *p = malloc((size_t)len + 1);
-    if (p && fread(p, 1, (size_t)len, f) != (size_t)len) p = (free(p), NULL);
-    fclose(f);
-    if (p) p[len] = 0, *n = (size_t)len;
-    return p;
-}
 
 static double now_us(void) {
     struct timespec t;
@@ -104,9 +92,9 @@ int main(int argc, char **argv) {
     ul_gvocab_t *gv = ul_gvocab_new(nv, vocab, piece, eog);
     double t_vocab = now_us() - t0;
     size_t n;
-    char *src = slurp(argv[2], &n), *doc = NULL;
+    char *src = ul_small_file_dup(argv[2], &n), *doc = NULL;
     size_t dn;
-    if (!src || !(doc = slurp(argv[3], &dn))) return 1;
+    if (!src || !(doc = ul_small_file_dup(argv[3], &dn))) return 1;
     ul_buf_t gb = {0};
     if (strstr(argv[2], ".json")) {
         cJSON *js = cJSON_Parse(src);

@@ -9,7 +9,7 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 WRK_ARGS=(-t1 -c64 -d"${HTTP_DURATION:-5}"s --latency)
-D="$WORK/http"; rm -rf "$D"; mkdir -p "$D"
+bench_dir "http"
 need_shared models/aidreams260K.gguf
 command -v wrk >/dev/null || die "wrk not installed (scripts/deps.sh --bench)"
 command -v nginx >/dev/null || die "nginx not installed (scripts/deps.sh --bench)"

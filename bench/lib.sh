@@ -10,6 +10,16 @@ SHARED="${UVLLM_SHARED:-$ROOT/../shared}"
 LLAMA_BIN="$WORK/llama.cpp/build/bin"
 RUNS="${BENCH_RUNS:-5}"
 mkdir -p "$WORK"
+# What a bench times runs at this priority (own_session puts the session there too).
+NICE=(nice -n "${BENCH_NICE:--15}")
+
+# D: this bench's folder $WORK/NAME, emptied first unless "keep" (models and builds it
+# caches survive a re-run).
+bench_dir() {
+    D="$WORK/$1"
+    [ "${2:-}" = keep ] || rm -rf "$D"
+    mkdir -p "$D"
+}
 
 # The uvllm binary: $UVLLM_BIN, else the Makefile's build/, else build-bench/.
 if [ -z "${UVLLM_BIN:-}" ]; then

@@ -19,8 +19,7 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 own_session "$@"
-D="$WORK/moe"
-mkdir -p "$D"
+bench_dir "moe" keep
 THREADS=2
 N_PROMPT=512
 N_GEN=128

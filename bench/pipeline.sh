@@ -13,13 +13,12 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 own_session "$@"
-D="$WORK/pipeline"; rm -rf "$D"; mkdir -p "$D"
+bench_dir "pipeline"
 RUNS="${BENCH_RUNS:-3}"
 CASES="${PIPE_CASES:-null tiny q4_0}"
 NULL_US="${PIPE_NULL_US:-3000}"
 NULL_N="${PIPE_NULL_N:-64}"
 THREADS="${PIPE_THREADS:-2}"
-NICE=(nice -n "${BENCH_NICE:--15}")
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
 trap cleanup EXIT

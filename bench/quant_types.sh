@@ -10,8 +10,7 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 own_session "$@"
-D="$WORK/quant-types"
-mkdir -p "$D"
+bench_dir "quant-types" keep
 THREADS=2
 N_PROMPT=256
 N_GEN=64

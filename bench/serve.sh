@@ -25,14 +25,13 @@ if [ -z "${BENCH_SESSION:-}" ] && command -v setsid >/dev/null; then
     BENCH_SESSION=1 exec setsid --wait bash "${BASH_SOURCE[0]}" "$@"
 fi
 echo "${BENCH_NICE:--15}" >/proc/self/autogroup 2>/dev/null || true
-D="$WORK/serve"; rm -rf "$D"; mkdir -p "$D"
+bench_dir "serve"
 NS="${SERVE_NS:-1 4 16 64}"
 RUNS="${BENCH_RUNS:-3}"
 RUNS_BIG="${SERVE_RUNS_BIG:-$RUNS}"
 THREADS="${SERVE_THREADS:-2}"
 ITL_N="${SERVE_ITL_N:-16}"
 ITL_TARGETS="${SERVE_ITL_TARGETS:-50 200 0}"
-NICE=(nice -n "${BENCH_NICE:--15}")
 CLIENT_TIMEOUT="${SERVE_CLIENT_TIMEOUT:-900}"
 if [ -n "${SERVE_MODEL:-}" ]; then
     MODEL="$SERVE_MODEL"

@@ -18,12 +18,11 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 own_session "$@"
-D="$WORK/spec"; rm -rf "$D"; mkdir -p "$D"
+bench_dir "spec"
 RUNS="${BENCH_RUNS:-3}"
 CASES="${SPEC_CASES:-self ngram never peer peerself}"
 TH="${SPEC_THREADS:-2}"
 NT="${SPEC_TOKENS:-64}"
-NICE=(nice -n "${BENCH_NICE:--15}")
 ensure_models || die "models: $MODELS_NOTE"
 need_shared models/aidreams260K.gguf
 need_shared models/mini-q4_0.gguf

@@ -10,7 +10,7 @@
 # Writes the "sse" section of RESULTS.md.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-D="$WORK/sse"; rm -rf "$D"; mkdir -p "$D"
+bench_dir "sse"
 STREAMS=(${SSE_STREAMS:-500 1000 2000})
 MAXTOK="${SSE_MAX_TOKENS:-250}"
 DELAY_US=20000

@@ -10,7 +10,7 @@
 # Writes the "tokenizer" section of RESULTS.md.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-D="$WORK/tokenizer"; mkdir -p "$D"
+bench_dir "tokenizer" keep
 need_shared tokenizer/ggml-vocab-llama-spm.gguf
 need_shared tokenizer/ggml-vocab-gpt-2.gguf
 TARGET_BYTES=$((4 * 1024 * 1024))

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "api/embed.h"
+#include "base/free_all.h"
 #include "uvllm/err.h"
 #include "uvllm/log.h"
 
@@ -213,11 +214,7 @@ static void prepare(ul_api_job_t *j) {
 
 static void ereq_free(ul_embed_req_t *e) {
     for (int i = 0; e->in && i < e->n; i++) free(e->in[i].ids);
-    free(e->in);
-    free(e->seqs);
-    free(e->vec);
-    free(e->owned);
-    free(e->doc_text);
+    UL_FREE_ALL(e->in, e->seqs, e->vec, e->owned, e->doc_text);
     cJSON_Delete(e->keep);
     free(e);
 }

@@ -45,6 +45,12 @@ char *ul_arena_strndup(ul_arena_t *a, const char *s, size_t n) {
     return p;
 }
 
+void *ul_arena_grow(ul_arena_t *a, const void *old, size_t used, size_t n) {
+    void *p = ul_arena_alloc(a, n);
+    if (p && used) memcpy(p, old, used);
+    return p;
+}
+
 void ul_arena_reset(ul_arena_t *a) {
     ul_arena_block_t *b = a->head;
     if (!b) return;

@@ -85,21 +85,6 @@ static int is_cased(unsigned long cp) {
     return to_lower(cp) != cp || to_upper(cp, u) != 1 || u[0] != cp;
 }
 
-static unsigned long decode(const unsigned char *p, size_t n, size_t *w) {
-    int k = p[0] >= 0xF0 ? 4 : p[0] >= 0xE0 ? 3 : p[0] >= 0xC0 ? 2 : 1;
-    unsigned long cp = k == 1 ? p[0] : p[0] & (0x3F >> (k - 1));
-    if ((size_t)k > n) k = 1, cp = p[0];
-    for (int i = 1; i < k; i++) {
-        if ((p[i] & 0xC0) != 0x80) {
-            *w = 1;
-            return p[0];
-        }
-        cp = (cp << 6) | (p[i] & 0x3F);
-    }
-    *w = (size_t)k;
-    return cp;
-}
-
 static size_t encode(unsigned long cp, char *o) {
     if (cp < 0x80) return o[0] = (char)cp, 1;
     if (cp < 0x800) {
@@ -146,7 +131,7 @@ int jj_case(jstate *st, const jstr *s, const char *how, jv *out) {
     int prev_cased = 0;
     for (size_t i = 0; i < s->len;) {
         size_t w;
-        unsigned long cp = decode((const unsigned char *)s->p + i, s->len - i, &w), m[2];
+        unsigned long cp = jj_utf8_at((const unsigned char *)s->p + i, s->len - i, &w), m[2];
         int n = 1;
         if (cp >= 0x10000 || (w == 1 && cp >= 0x80)) { /* outside the tables: copy */
             TRY(jsink_put(st, &k, s->p + i, w, s->plain ? s->plain + i : NULL));

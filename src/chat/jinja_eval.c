@@ -61,11 +61,8 @@ static int loop_attr(jstate *st, jv obj, const char *name, jv *out) {
     else if (!strcmp(name, "nextitem"))
         *out = i + 1 < n ? l->items->v[i + 1] : jv_undef("there is no next item");
     else if (!strcmp(name, "cycle")) {
-        jfunc *fn = jj_alloc(st, sizeof *fn);
-        if (!fn) return jj_fail(st, UL_E2BIG, "LimitError: out of memory");
-        memset(fn, 0, sizeof *fn);
-        fn->kind = JF_CYCLE;
-        fn->self = obj;
+        jfunc *fn = jj_new_func(st, JF_CYCLE, NULL, obj);
+        if (!fn) return UL_E2BIG;
         *out = (jv){.t = JV_FUNC, .u.fn = fn};
     } else
         *out = missing(st, obj, name, 1);
@@ -73,12 +70,8 @@ static int loop_attr(jstate *st, jv obj, const char *name, jv *out) {
 }
 
 static int bound_method(jstate *st, jv obj, const char *name, jv *out) {
-    jfunc *fn = jj_alloc(st, sizeof *fn);
-    if (!fn) return jj_fail(st, UL_E2BIG, "LimitError: out of memory");
-    memset(fn, 0, sizeof *fn);
-    fn->kind = JF_METHOD;
-    fn->self = obj;
-    fn->name = name;
+    jfunc *fn = jj_new_func(st, JF_METHOD, name, obj);
+    if (!fn) return UL_E2BIG;
     *out = (jv){.t = JV_FUNC, .u.fn = fn};
     return 0;
 }
@@ -517,11 +510,8 @@ static int eval_name(jstate *st, jframe *f, const jnode *n, jv *out) {
         return 0;
     }
     if (jj_is_builtin(n->name)) {
-        jfunc *fn = jj_alloc(st, sizeof *fn);
-        if (!fn) return jj_fail(st, UL_E2BIG, "LimitError: out of memory");
-        memset(fn, 0, sizeof *fn);
-        fn->kind = JF_BUILTIN;
-        fn->name = n->name;
+        jfunc *fn = jj_new_func(st, JF_BUILTIN, n->name, (jv){0});
+        if (!fn) return UL_E2BIG;
         *out = (jv){.t = JV_FUNC, .u.fn = fn};
         return 0;
     }

@@ -126,11 +126,8 @@ static int exec_for(jstate *st, jframe *f, const jnode *n) {
 
 /* A macro made of node n (a macro definition or a call block) that closes over f. */
 static int new_macro(jstate *st, jframe *f, const jnode *n, const char *name, jfunc **out) {
-    jfunc *fn = jj_alloc(st, sizeof *fn);
-    if (!fn) return jj_fail(st, UL_E2BIG, "LimitError: out of memory");
-    memset(fn, 0, sizeof *fn);
-    fn->kind = JF_MACRO;
-    fn->name = name;
+    jfunc *fn = jj_new_func(st, JF_MACRO, name, (jv){0});
+    if (!fn) return UL_E2BIG;
     fn->macro = n;
     fn->closure = f;
     *out = fn;

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "base/arena.h"
+#include "base/errbuf.h"
 #include "chat/jinja.h"
 #include "uvllm/err.h"
 
@@ -230,8 +231,14 @@ typedef struct jstate {
 } jstate;
 
 /* ---- jinja_value.c ---- */
-int jj_fail(jstate *st, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* The first failure's message into st->msg; returns code. */
+#define jj_fail(st, code, ...) ul_errbuf_set((st)->msg, (st)->msgcap, (code), __VA_ARGS__)
 void *jj_alloc(jstate *st, size_t n);
+/* A function value's body of kind JF_*, all else zero; NULL (the message set) when the
+ * render's memory is spent: the caller returns UL_E2BIG. */
+jfunc *jj_new_func(jstate *st, int kind, const char *name, jv self);
+/* A new array of cap elements of size bytes holding old's first n (jj_alloc's limits). */
+void *jj_grow(jstate *st, const void *old, size_t n, size_t cap, size_t size);
 jv jv_undef(const char *name);
 jv jv_none(void);
 jv jv_bool(int b);
@@ -281,6 +288,9 @@ int jj_str_value(jstate *st, jv v, jv *out);
 int jj_tojson(jstate *st, jsink *s, jv v, const char *indent, const char *isep, const char *ksep,
               int sort_keys, int ensure_ascii);
 void jj_fmt_float(double f, char *buf, size_t cap);
+/* The code point of the UTF-8 sequence at p (n > 0 bytes left) and its length in *len; an
+ * invalid byte stands for itself (json.dumps' ensure_ascii, the case methods). */
+unsigned long jj_utf8_at(const unsigned char *p, size_t n, size_t *len);
 
 /* ---- jinja_lex.c / jinja_parse.c ---- */
 typedef struct jtok jtok;

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/grow.h"
 #include "chat/jinja_lex.h"
 #include "uvllm/err.h"
 
@@ -23,29 +24,26 @@ typedef struct lexer {
     size_t errcap;
 } lexer;
 
-static int lfail(lexer *lx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int lfail(lexer *lx, const char *fmt, ...) {
+int jj_fail_line(char *err, size_t cap, int line, size_t max, const char *fmt, ...) {
+    char tmp[256];
     va_list ap;
     va_start(ap, fmt);
-    char tmp[256];
-    vsnprintf(tmp, sizeof tmp, fmt, ap);
+    vsnprintf(tmp, max < sizeof tmp ? max : sizeof tmp, fmt, ap);
     va_end(ap);
-    if (lx->err && lx->errcap) snprintf(lx->err, lx->errcap, "line %d: %s", lx->line, tmp);
+    if (err && cap) snprintf(err, cap, "line %d: %s", line, tmp);
     return UL_EFORMAT;
 }
+
+#define lfail(lx, ...) jj_fail_line((lx)->err, (lx)->errcap, (lx)->line, 256, __VA_ARGS__)
 
 static int is_ws(char c) {
     return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
 }
 
 static jtok *push(lexer *lx, jtok_type t) {
-    if (lx->out->n == lx->out->cap) {
-        size_t cap = lx->out->cap ? lx->out->cap * 2 : 256;
-        jtok *v = realloc(lx->out->v, cap * sizeof *v);
-        if (!v) return NULL;
-        lx->out->v = v;
-        lx->out->cap = cap;
-    }
+    jtok *v = ul_grow(lx->out->v, &lx->out->cap, lx->out->n + 1, sizeof *v, 256);
+    if (!v) return NULL;
+    lx->out->v = v;
     jtok *k = &lx->out->v[lx->out->n++];
     memset(k, 0, sizeof *k);
     k->type = t;

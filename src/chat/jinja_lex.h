@@ -37,6 +37,11 @@ typedef struct jtoks {
 
 /* Tokenizes src with trim_blocks and lstrip_blocks on (as Hugging Face configures Jinja2).
  * Token text lives in arena; the token array is malloc'd (free v). */
+/* A lexer's or parser's error, "line N: message", into err (cap bytes), the message cut to
+ * max - 1 bytes (at most 255); returns UL_EFORMAT. */
+int jj_fail_line(char *err, size_t cap, int line, size_t max, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
 int jj_lex(ul_arena_t *arena, const char *src, size_t len, jtoks *out, char *err, size_t errcap);
 
 #endif

@@ -3,7 +3,6 @@
  * not, comparisons, + -, ~, * / // %, **, unary minus, then postfix (attribute, subscript,
  * call) and filters/tests. The tree and its literals live in the template's arena.
  * Nesting is bounded so that a hostile template cannot exhaust the stack. */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,17 +32,12 @@ typedef struct vec {
     int n, cap;
 } vec;
 
-static int pfail(parser *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int pfail(parser *p, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    char tmp[200];
-    vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    int line = p->toks.v[p->pos < p->toks.n ? p->pos : p->toks.n - 1].line;
-    if (p->err && p->errcap) snprintf(p->err, p->errcap, "line %d: %s", line, tmp);
-    return UL_EFORMAT;
+/* The line of the token the parser stands on (the last one at the end). */
+static int cur_line(const parser *p) {
+    return p->toks.v[p->pos < p->toks.n ? p->pos : p->toks.n - 1].line;
 }
+
+#define pfail(p, ...) jj_fail_line((p)->err, (p)->errcap, cur_line(p), 200, __VA_ARGS__)
 
 static jtok *cur(parser *p) { return &p->toks.v[p->pos]; }
 static jtok *peek(parser *p, size_t k) {
@@ -96,13 +90,11 @@ static int seal(parser *p, jnode *n) {
 static int vpush(parser *p, vec *v, jnode *n, const char *s) {
     if (v->n == v->cap) {
         int cap = v->cap ? v->cap * 2 : 4;
-        jnode **nv = ul_arena_alloc(p->arena, (size_t)cap * sizeof *nv);
-        const char **ns = ul_arena_alloc(p->arena, (size_t)cap * sizeof *ns);
+        jnode **nv =
+            ul_arena_grow(p->arena, v->v, (size_t)v->n * sizeof *nv, (size_t)cap * sizeof *nv);
+        const char **ns =
+            ul_arena_grow(p->arena, v->s, (size_t)v->n * sizeof *ns, (size_t)cap * sizeof *ns);
         if (!nv || !ns) return UL_ENOMEM;
-        if (v->n) {
-            memcpy(nv, v->v, (size_t)v->n * sizeof *nv);
-            memcpy(ns, v->s, (size_t)v->n * sizeof *ns);
-        }
         v->v = nv;
         v->s = ns;
         v->cap = cap;

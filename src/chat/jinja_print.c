@@ -246,7 +246,7 @@ typedef struct jsonfmt {
 
 /* The code point of the UTF-8 sequence at p (n bytes left) and its length; an invalid
  * byte stands for itself. */
-static unsigned long utf8_at(const unsigned char *p, size_t n, size_t *len) {
+unsigned long jj_utf8_at(const unsigned char *p, size_t n, size_t *len) {
     int w = p[0] >= 0xF0 ? 4 : p[0] >= 0xE0 ? 3 : p[0] >= 0xC0 ? 2 : 1;
     unsigned long cp = w == 1 ? p[0] : p[0] & (0x3F >> (w - 1));
     if ((size_t)w > n) w = 1, cp = p[0];
@@ -281,7 +281,7 @@ static int json_str(jstate *st, jsink *s, const char *p, size_t n, const uint8_t
         char esc[32] = {0};
         size_t w = 1;
         if (ensure_ascii && c >= 0x7f) {
-            ascii_escape(utf8_at((const unsigned char *)p + i, n - i, &w), esc, sizeof esc);
+            ascii_escape(jj_utf8_at((const unsigned char *)p + i, n - i, &w), esc, sizeof esc);
             TRY(put_escape(st, s, p, plain, run, i, esc));
             run = i + w;
             i += w - 1;

@@ -3,21 +3,10 @@
  * that carries the plain mask. Everything is allocated from the render's arena, whose
  * size is bounded (max_memory): an exhausted budget is UL_E2BIG, not a crash. */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "chat/jinja_impl.h"
-
-int jj_fail(jstate *st, int code, const char *fmt, ...) {
-    if (st->msg && st->msgcap && !st->msg[0]) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(st->msg, st->msgcap, fmt, ap);
-        va_end(ap);
-    }
-    return code;
-}
 
 void *jj_alloc(jstate *st, size_t n) {
     if (st->arena->used > st->max_mem || n > st->max_mem) return NULL;
@@ -29,6 +18,25 @@ static int oom(jstate *st) {
         return jj_fail(st, UL_E2BIG, "LimitError: template used more than %zu bytes of memory",
                        st->max_mem);
     return jj_fail(st, UL_ENOMEM, "MemoryError: out of memory");
+}
+
+void *jj_grow(jstate *st, const void *old, size_t n, size_t cap, size_t size) {
+    void *p = jj_alloc(st, cap * size);
+    if (p && n) memcpy(p, old, n * size);
+    return p;
+}
+
+jfunc *jj_new_func(jstate *st, int kind, const char *name, jv self) {
+    jfunc *fn = jj_alloc(st, sizeof *fn);
+    if (!fn) {
+        jj_fail(st, UL_E2BIG, "LimitError: out of memory");
+        return NULL;
+    }
+    memset(fn, 0, sizeof *fn);
+    fn->kind = kind;
+    fn->name = name;
+    fn->self = self;
+    return fn;
 }
 
 jv jv_undef(const char *name) { return (jv){.t = JV_UNDEF, .u.undef_name = name}; }
@@ -162,9 +170,8 @@ int jv_newdict(jstate *st, size_t cap, jv *out) {
 int jl_push(jstate *st, jlist *l, jv v) {
     if (l->n == l->cap) {
         size_t cap = l->cap ? l->cap * 2 : 4;
-        jv *nv = jj_alloc(st, cap * sizeof *nv);
+        jv *nv = jj_grow(st, l->v, l->n, cap, sizeof *nv);
         if (!nv) return oom(st);
-        if (l->n) memcpy(nv, l->v, l->n * sizeof *nv);
         l->v = nv;
         l->cap = cap;
     }
@@ -196,12 +203,9 @@ int jd_set(jstate *st, jdict *d, jv k, jv v) {
     }
     if (d->n == d->cap) {
         size_t cap = d->cap ? d->cap * 2 : 4;
-        jv *nk = jj_alloc(st, cap * sizeof *nk), *nv = jj_alloc(st, cap * sizeof *nv);
+        jv *nk = jj_grow(st, d->k, d->n, cap, sizeof *nk);
+        jv *nv = jj_grow(st, d->v, d->n, cap, sizeof *nv);
         if (!nk || !nv) return oom(st);
-        if (d->n) {
-            memcpy(nk, d->k, d->n * sizeof *nk);
-            memcpy(nv, d->v, d->n * sizeof *nv);
-        }
         d->k = nk;
         d->v = nv;
         d->cap = cap;
@@ -435,13 +439,9 @@ int jf_set(jstate *st, jframe *f, const char *name, jv v) {
         }
     if (f->n == f->cap) {
         size_t cap = f->cap ? f->cap * 2 : 8;
-        const char **nn = jj_alloc(st, cap * sizeof *nn);
-        jv *nv = jj_alloc(st, cap * sizeof *nv);
+        const char **nn = jj_grow(st, f->names, f->n, cap, sizeof *nn);
+        jv *nv = jj_grow(st, f->vals, f->n, cap, sizeof *nv);
         if (!nn || !nv) return oom(st);
-        if (f->n) {
-            memcpy(nn, f->names, f->n * sizeof *nn);
-            memcpy(nv, f->vals, f->n * sizeof *nv);
-        }
         f->names = nn;
         f->vals = nv;
         f->cap = cap;
@@ -459,13 +459,9 @@ static int sink_grow(jstate *st, jsink *s, size_t n) {
     if (s->len + n <= s->cap) return 0;
     size_t cap = s->cap ? s->cap * 2 : 256;
     while (cap < s->len + n) cap *= 2;
-    char *p = jj_alloc(st, cap);
-    uint8_t *m = jj_alloc(st, cap);
+    char *p = jj_grow(st, s->p, s->len, cap, 1);
+    uint8_t *m = jj_grow(st, s->m, s->len, cap, 1);
     if (!p || !m) return oom(st);
-    if (s->len) {
-        memcpy(p, s->p, s->len);
-        memcpy(m, s->m, s->len);
-    }
     s->p = p;
     s->m = m;
     s->cap = cap;

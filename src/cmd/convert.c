@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "base/buf.h"
+#include "base/small_file.h"
 #include "cmd/cmd.h"
 #include "model/gguf_write.h"
 #include "uvllm/err.h"
@@ -48,27 +49,9 @@ typedef struct conv_s {
     const char *pre, *arch;
 } conv_t;
 
-static char *read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    char *b = NULL;
-    long n = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
-    if (n >= 0 && fseek(f, 0, SEEK_SET) == 0 && (b = malloc((size_t)n + 1))) {
-        if (fread(b, 1, (size_t)n, f) != (size_t)n) {
-            free(b);
-            b = NULL;
-        } else {
-            b[n] = 0;
-            *len = (size_t)n;
-        }
-    }
-    fclose(f);
-    return b;
-}
-
 static cJSON *parse_file(const char *path) {
     size_t len;
-    char *b = read_file(path, &len);
+    char *b = ul_small_file_dup(path, &len);
     if (!b) {
         fprintf(stderr, "uvllm: convert-tokenizer: cannot read %s\n", path);
         return NULL;

@@ -11,7 +11,8 @@
 #include "model/model.h"
 #include "uvllm/err.h"
 
-static void tok_usage(FILE *f) {
+/* The usage on f; returns rc, the exit status. */
+static int tok_usage(FILE *f, int rc) {
     fprintf(f, "usage: uvllm tokenize --model MODEL.gguf [--no-bos] [--special] TEXT\n"
                "       uvllm tokenize --model MODEL.gguf [--no-bos] [--special] --batch\n"
                "  prints the token ids of TEXT ('-' reads stdin) on one line\n"
@@ -19,15 +20,18 @@ static void tok_usage(FILE *f) {
                "  --special  recognise special token texts such as <|im_start|>\n"
                "  --batch    stdin holds texts, each as its byte count, a newline and its bytes;\n"
                "             prints one line of ids per text\n");
+    return rc;
 }
 
-static void detok_usage(FILE *f) {
+/* The usage on f; returns rc, the exit status. */
+static int detok_usage(FILE *f, int rc) {
     fprintf(f, "usage: uvllm detokenize --model MODEL.gguf [--special] ID...\n"
                "       uvllm detokenize --model MODEL.gguf [--special] --batch\n"
                "  prints the bytes of the tokens, no newline added\n"
                "  --special  print the text of control tokens too\n"
                "  --batch    stdin holds one line of space-separated ids per text; prints each\n"
                "             text as its byte count, a newline and its bytes\n");
+    return rc;
 }
 
 /* Reads all of stdin, bytes as they are. */
@@ -124,35 +128,50 @@ static int tokenize_batch(const char *model, int bos, int special) {
     return rc;
 }
 
+/* The options tokenize and detokenize both take. */
+typedef struct {
+    const char *model;
+    int special, batch, help;
+} opts_t;
+
+/* Reads argv[*i] when it is one of the common options (and *i past its value): 1, else 0. */
+static int common_opt(int argc, char **argv, int *i, opts_t *o) {
+    const char *a = argv[*i];
+    if (!strcmp(a, "--help") || !strcmp(a, "-h"))
+        o->help = 1;
+    else if ((!strcmp(a, "--model") || !strcmp(a, "-m")) && *i + 1 < argc)
+        o->model = argv[++*i];
+    else if (!strcmp(a, "--special"))
+        o->special = 1;
+    else if (!strcmp(a, "--batch"))
+        o->batch = 1;
+    else
+        return 0;
+    return 1;
+}
+
 int ul_cmd_tokenize(int argc, char **argv) {
-    const char *model = NULL, *text = NULL;
-    int bos = 1, special = 0, batch = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            tok_usage(stdout);
-            return 0;
-        } else if ((!strcmp(argv[i], "--model") || !strcmp(argv[i], "-m")) && i + 1 < argc) {
-            model = argv[++i];
+    opts_t o = {0};
+    const char *text = NULL;
+    int bos = 1;
+    for (int i = 1; i < argc && !o.help; i++) {
+        if (common_opt(argc, argv, &i, &o)) {
+            continue;
         } else if (!strcmp(argv[i], "--no-bos")) {
             bos = 0;
-        } else if (!strcmp(argv[i], "--special")) {
-            special = 1;
-        } else if (!strcmp(argv[i], "--batch")) {
-            batch = 1;
         } else if (!text && (argv[i][0] != '-' || !strcmp(argv[i], "-") || argv[i][1] == 0)) {
             text = argv[i];
         } else if (!text && !strcmp(argv[i], "--") && i + 1 < argc) {
             text = argv[++i];
         } else {
-            tok_usage(stderr);
-            return 2;
+            return tok_usage(stderr, 2);
         }
     }
-    if (!model || !text == !batch) {
-        tok_usage(stderr);
-        return 2;
-    }
-    if (batch) return tokenize_batch(model, bos, special);
+    if (o.help) return tok_usage(stdout, 0);
+    if (!o.model || !text == !o.batch) return tok_usage(stderr, 2);
+    const char *model = o.model;
+    int special = o.special;
+    if (o.batch) return tokenize_batch(model, bos, special);
     size_t len = strlen(text);
     char *buf = NULL;
     if (!strcmp(text, "-")) {
@@ -250,34 +269,25 @@ static int detokenize_batch(const ul_vocab_t *v, int special) {
 }
 
 int ul_cmd_detokenize(int argc, char **argv) {
-    const char *model = NULL;
-    int special = 0, first_id = 0, batch = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            detok_usage(stdout);
-            return 0;
-        } else if ((!strcmp(argv[i], "--model") || !strcmp(argv[i], "-m")) && i + 1 < argc) {
-            model = argv[++i];
-        } else if (!strcmp(argv[i], "--special")) {
-            special = 1;
-        } else if (!strcmp(argv[i], "--batch")) {
-            batch = 1;
+    opts_t o = {0};
+    int first_id = 0;
+    for (int i = 1; i < argc && !o.help; i++) {
+        if (common_opt(argc, argv, &i, &o)) {
+            continue;
         } else if (argv[i][0] != '-') {
             first_id = i;
             break;
         } else {
-            detok_usage(stderr);
-            return 2;
+            return detok_usage(stderr, 2);
         }
     }
-    if (!model || (batch && first_id)) {
-        detok_usage(stderr);
-        return 2;
-    }
-    ul_model_t *m = load(model);
+    if (o.help) return detok_usage(stdout, 0);
+    if (!o.model || (o.batch && first_id)) return detok_usage(stderr, 2);
+    const int special = o.special;
+    ul_model_t *m = load(o.model);
     if (!m) return 1;
     int rc = 0;
-    if (batch) {
+    if (o.batch) {
         rc = detokenize_batch(m->vocab, special);
     } else {
         ul_buf_t out = {0};

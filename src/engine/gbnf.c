@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/grow.h"
 #include "engine/gbnf_escape.h"
 #include "engine/grammar_impl.h"
 #include "uvllm/err.h"
@@ -35,12 +36,9 @@ __attribute__((format(printf, 2, 3))) static int fail(gp_t *p, const char *fmt, 
 }
 
 static int grow(gp_t *p, void **arr, size_t *cap, size_t n, size_t sz) {
-    if (n < *cap) return 0;
-    size_t nc = *cap ? *cap * 2 : 64;
-    void *np = realloc(*arr, nc * sz);
+    void *np = ul_grow(*arr, cap, n + 1, sz, 64);
     if (!np) return p->nomem = 1, UL_ENOMEM;
     *arr = np;
-    *cap = nc;
     return 0;
 }
 

@@ -8,11 +8,13 @@
  * Rules with loops (a string's characters) stay separate, so every caller shares their
  * states and caches. Left recursion (a rule that can call itself before any byte) is
  * refused. */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/errbuf.h"
+#include "base/free_all.h"
+#include "base/grow.h"
 #include "engine/grammar_impl.h"
 #include "uvllm/err.h"
 
@@ -46,15 +48,8 @@ typedef struct {
     size_t err_len;
 } nb_t;
 
-__attribute__((format(printf, 2, 3))) static int fail(nb_t *b, const char *fmt, ...) {
-    if (b->err_len && !b->err[0]) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(b->err, b->err_len, fmt, ap);
-        va_end(ap);
-    }
-    return UL_EINVAL;
-}
+/* The first failure's message into the caller's buffer; returns UL_EINVAL. */
+#define fail(b, ...) ul_errbuf_set((b)->err, (b)->err_len, UL_EINVAL, __VA_ARGS__)
 
 int ul_g_grow_i32(int32_t **v, size_t *cap, size_t need, size_t min) {
     if (need <= *cap) return 0;
@@ -75,13 +70,9 @@ static int new_state(nb_t *b, int32_t *s) {
 }
 
 static int edge(nb_t *b, int32_t from, int32_t to, int32_t rule, int eps, uint8_t lo, uint8_t hi) {
-    if (b->n_e == b->c_e) {
-        size_t nc = b->c_e ? b->c_e * 2 : 1024;
-        nedge_t *ne = realloc(b->e, nc * sizeof *ne);
-        if (!ne) return b->nomem = 1, UL_ENOMEM;
-        b->e = ne;
-        b->c_e = nc;
-    }
+    nedge_t *ne = ul_grow(b->e, &b->c_e, b->n_e + 1, sizeof *ne, 1024);
+    if (!ne) return b->nomem = 1, UL_ENOMEM;
+    b->e = ne;
     b->e[b->n_e++] = (nedge_t){from, to, rule, lo, hi, (uint8_t)eps};
     return 0;
 }
@@ -800,12 +791,7 @@ static void free_grammar(ul_grammar_t *g) {
     for (int32_t s = 0; g->pos && s < g->n_states; s++) ul_posinfo_free(atomic_load(&g->pos[s]));
     free(g->pos);
     ul_geqv_free(atomic_load(&g->eqv));
-    free(g->trans);
-    free(g->flags);
-    free(g->call_off);
-    free(g->call_to);
-    free(g->call_ret);
-    free(g);
+    UL_FREE_ALL(g->trans, g->flags, g->call_off, g->call_to, g->call_ret, g);
 }
 
 static int compile_ast(const ast_t *ast, ul_grammar_t *g, char *err, size_t err_len) {

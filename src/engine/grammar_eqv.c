@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/free_all.h"
 #include "engine/grammar_impl.h"
 #include "uvllm/err.h"
 
@@ -218,9 +219,7 @@ static int refine(refine_t *r, int32_t max_d, uint8_t *dd, int32_t *rep) {
 
 void ul_geqv_free(geqv_t *e) {
     if (!e) return;
-    free(e->rep);
-    free(e->dd);
-    free(e);
+    UL_FREE_ALL(e->rep, e->dd, e);
 }
 
 static geqv_t *compute_eqv(const ul_grammar_t *g) {

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/free_all.h"
 #include "engine/grammar_impl.h"
 #include "uvllm/err.h"
 
@@ -119,12 +120,7 @@ static void walk_gen(pw_t *w, int32_t x, uint32_t d) {
 
 void ul_posinfo_free(posinfo_t *p) {
     if (!p) return;
-    free(p->xoff);
-    free(p->xkid);
-    free(p->bits);
-    free(p->ids);
-    free(p->exits);
-    free(p);
+    UL_FREE_ALL(p->xoff, p->xkid, p->bits, p->ids, p->exits, p);
 }
 
 /* Sorts the exits by depth (a counting sort: depths are bytes), so that each byte's group of

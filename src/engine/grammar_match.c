@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/free_all.h"
 #include "engine/grammar_impl.h"
 #include "uvllm/err.h"
 
@@ -36,13 +37,7 @@ struct cfgscr_s {
 
 static void scr_free(cfgscr_t *x) {
     if (!x) return;
-    free(x->par);
-    free(x->st);
-    free(x->dep);
-    free(x->seen);
-    free(x->tab);
-    free(x->work);
-    free(x);
+    UL_FREE_ALL(x->par, x->st, x->dep, x->seen, x->tab, x->work, x);
 }
 
 void ul_cfg_clear(cfgset_t *s) {

@@ -4,20 +4,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/free_all.h"
 #include "engine/grammar_impl.h"
 #include "uvllm/err.h"
 
 void ul_gvocab_free(ul_gvocab_t *v) {
     if (!v) return;
-    free(v->off);
-    free(v->eog);
-    free(v->blob);
-    free(v->nodes);
-    free(v->height);
-    free(v->by_len);
-    free(v->dup);
-    free(v->eog_ids);
-    free(v);
+    UL_FREE_ALL(v->off, v->eog, v->blob, v->nodes, v->height, v->by_len, v->dup, v->eog_ids, v);
 }
 
 int32_t ul_gvocab_size(const ul_gvocab_t *v) { return v->n; }

@@ -4,7 +4,6 @@
  * rules are written so that the grammar engine inlines the small ones and keeps a string's
  * characters in one shared rule. */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,16 +13,6 @@
 #include "uvllm/err.h"
 
 const char *const ul_json_gbnf_object = "root ::= object\n" UL_JSON_GBNF_BASE;
-
-__attribute__((format(printf, 2, 3))) int ul_jg_fail(jg_t *j, const char *fmt, ...) {
-    if (j->err_len && !j->err[0]) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(j->err, j->err_len, fmt, ap);
-        va_end(ap);
-    }
-    return UL_EINVAL;
-}
 
 int ul_gbnf_literal(ul_buf_t *out, const char *s, size_t n) {
     int rc = ul_buf_append(out, "\"", 1);

@@ -7,6 +7,7 @@
 #include <stddef.h>
 
 #include "base/buf.h"
+#include "base/errbuf.h"
 
 enum { T_OBJ = 1, T_ARR = 2, T_STR = 4, T_NUM = 8, T_INT = 16, T_BOOL = 32, T_NULL = 64 };
 enum { JG_VALUE = 1, JG_NULL = 2, JG_BOOL = 4 };
@@ -43,7 +44,8 @@ typedef struct ul_json_gbnf_s {
     size_t err_len;
 } jg_t; /* = ul_json_gbnf_t */
 
-int ul_jg_fail(jg_t *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The first failure's message into the caller's buffer; returns UL_EINVAL. */
+#define ul_jg_fail(j, ...) ul_errbuf_set((j)->err, (j)->err_len, UL_EINVAL, __VA_ARGS__)
 void ul_jg_name(jg_t *j, char *name);
 int ul_jg_rule(jg_t *j, const char *name);
 const cJSON *ul_jg_get(const cJSON *js, const char *k);

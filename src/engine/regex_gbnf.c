@@ -2,11 +2,11 @@
  * GBNF expressions (json_gbnf.h). Characters and classes become sets of code points; in
  * JSON mode a set is written as the characters a JSON string may hold raw plus the escapes
  * of the others (\" \\ \n ...), so the decoded string matches the expression. */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/errbuf.h"
 #include "engine/gbnf_escape.h"
 #include "engine/json_gbnf.h"
 #include "uvllm/err.h"
@@ -31,15 +31,8 @@ typedef struct {
     size_t err_len;
 } rx_t;
 
-__attribute__((format(printf, 2, 3))) static int fail(rx_t *x, const char *fmt, ...) {
-    if (x->err_len && !x->err[0]) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(x->err, x->err_len, fmt, ap);
-        va_end(ap);
-    }
-    return UL_EINVAL;
-}
+/* The first failure's message into the caller's buffer; returns UL_EINVAL. */
+#define fail(x, ...) ul_errbuf_set((x)->err, (x)->err_len, UL_EINVAL, __VA_ARGS__)
 
 static int put(rx_t *x, const char *s) { return ul_buf_puts(x->out, s) ? UL_ENOMEM : 0; }
 

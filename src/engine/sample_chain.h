@@ -221,11 +221,11 @@ UL_SC int32_t ul_sc_draw_all(uint64_t rng[2], const float *l, const float *w, in
     return ul_sc_first_of(l, n_vocab, mx);
 }
 
-/* With truncation (ul_sc_truncates): top-k, top-p, min-p over candidates c [n_vocab], then
- * temperature and the draw. mx: the largest of l; z_all: the softmax sum of all of l
- * relative to mx, read only when ul_sc_needs_z_all. */
-UL_SC int32_t ul_sc_draw_truncated(const ul_sc_params_t *p, uint64_t rng[2], const float *l,
-                                   int32_t n_vocab, ul_sc_cand_t *c, float mx, double z_all) {
+/* The truncation: top-k, top-p, min-p of l into candidates c [n_vocab]; returns how many
+ * are kept. mx: the largest of l; z_all: the softmax sum of all of l relative to mx, read
+ * only when ul_sc_needs_z_all. (sample_dist.c writes the distribution of what it keeps.) */
+UL_SC int32_t ul_sc_truncate(const ul_sc_params_t *p, const float *l, int32_t n_vocab,
+                             ul_sc_cand_t *c, float mx, double z_all) {
     int32_t n = n_vocab;
     for (int32_t i = 0; i < n; i++) {
         c[i].id = i;
@@ -250,6 +250,13 @@ UL_SC int32_t ul_sc_draw_truncated(const ul_sc_params_t *p, uint64_t rng[2], con
             if (c[i].logit >= thr) c[m++] = c[i];
         n = m;
     }
+    return n;
+}
+
+/* With truncation (ul_sc_truncates): ul_sc_truncate, then temperature and the draw. */
+UL_SC int32_t ul_sc_draw_truncated(const ul_sc_params_t *p, uint64_t rng[2], const float *l,
+                                   int32_t n_vocab, ul_sc_cand_t *c, float mx, double z_all) {
+    int32_t n = ul_sc_truncate(p, l, n_vocab, c, mx, z_all);
     double sum = 0;
     for (int32_t i = 0; i < n; i++) {
         float e = ul_sc_expf((c[i].logit - mx) / p->temperature);

@@ -29,31 +29,10 @@ float *ul_sample_scratch_dist(void *scratch, int32_t n_vocab) {
     return dist1(scratch, n_vocab) + n_vocab;
 }
 
-/* The chain's truncation (top-k, top-p, min-p) over l as ul_sc_draw_truncated makes it:
- * returns how many of c's candidates are kept. */
+/* The chain's truncation over l as ul_sc_draw_truncated makes it: returns how many of c's
+ * candidates are kept. */
 static int32_t truncate(const ul_sc_params_t *p, const float *l, int32_t n, cand_t *c, float mx) {
-    for (int32_t i = 0; i < n; i++) c[i] = (cand_t){i, l[i]};
-    int32_t m = n;
-    if (ul_sc_has_top_k(p, n)) {
-        ul_sc_select_top(c, m, p->top_k);
-        m = p->top_k;
-    }
-    if (ul_sc_has_top_p(p) && m > 1) {
-        double z = 0;
-        if (m == n)
-            z = ul_sc_sumexp(l, n, mx);
-        else
-            for (int32_t i = 0; i < m; i++) z += exp((double)(c[i].logit - mx));
-        m = ul_sc_top_p_cut(c, m, p->top_p, mx, z);
-    }
-    if (ul_sc_has_min_p(p)) {
-        float thr = mx + ul_sc_logf(p->min_p);
-        int32_t k = 0;
-        for (int32_t i = 0; i < m; i++)
-            if (c[i].logit >= thr) c[k++] = c[i];
-        m = k;
-    }
-    return m;
+    return ul_sc_truncate(p, l, n, c, mx, ul_sc_needs_z_all(p, n) ? ul_sc_sumexp(l, n, mx) : 0);
 }
 
 /* out = the chain's distribution over (adjusted, maybe masked) logits l, temperature > 0. */

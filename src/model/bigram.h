@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "base/grow.h"
 #include "model/vocab_impl.h"
 #include "uvllm/err.h"
 
@@ -28,18 +29,26 @@ typedef struct ul_bigram_heap_s {
     size_t n, cap;
 } ul_bigram_heap_t;
 
+/* The entry of m for the text of adjacent symbols l and r joined (text: the word the
+ * symbols' offsets count from), its hash made of theirs; -1 when there is none or l or r is
+ * -1 (a word's end). aux_split: pass l's length as ul_tokmap_get's aux (the BPE merge
+ * table tells merges apart by where they split). *n: the joined length. */
+static inline int32_t ul_bigram_lookup(const ul_tokmap_t *m, const ul_sym_t *sym, const char *text,
+                                       int32_t l, int32_t r, int aux_split, uint32_t *n) {
+    if (l < 0 || r < 0) return -1;
+    const ul_sym_t *a = &sym[l], *b = &sym[r];
+    *n = a->n + b->n;
+    return ul_tokmap_get(m, ul_hash_cat(a->h, b->h, b->n), text + a->off, *n, aux_split ? a->n : 0);
+}
+
 static inline int ul_bigram_before(const ul_bigram_t *a, const ul_bigram_t *b) {
     return a->key < b->key || (a->key == b->key && a->left < b->left);
 }
 
 static inline int ul_bigram_push(ul_bigram_heap_t *h, ul_bigram_t b) {
-    if (h->n == h->cap) {
-        size_t cap = h->cap ? h->cap * 2 : 64;
-        ul_bigram_t *p = realloc(h->v, cap * sizeof *p);
-        if (!p) return UL_ENOMEM;
-        h->v = p;
-        h->cap = cap;
-    }
+    ul_bigram_t *p = ul_grow(h->v, &h->cap, h->n + 1, sizeof *p, 64);
+    if (!p) return UL_ENOMEM;
+    h->v = p;
     size_t i = h->n++;
     while (i > 0) {
         size_t up = (i - 1) / 2;

@@ -125,10 +125,8 @@ typedef struct bpe_s {
 
 static int try_add(void *ctx, int32_t l, int32_t r) {
     bpe_t *s = ctx;
-    if (l < 0 || r < 0) return 0;
-    const sym_t *a = &s->sym[l], *b = &s->sym[r];
-    uint32_t n = a->n + b->n;
-    int32_t k = ul_tokmap_get(&s->v->mmap, ul_hash_cat(a->h, b->h, b->n), s->w + a->off, n, a->n);
+    uint32_t n;
+    int32_t k = ul_bigram_lookup(&s->v->mmap, s->sym, s->w, l, r, 1, &n);
     if (k < 0) return 0;
     return ul_bigram_push(&s->heap, (ul_bigram_t){(double)k, l, r, n});
 }

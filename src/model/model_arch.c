@@ -76,10 +76,6 @@ static int swa_pattern(ul_model_ld_t *l) {
 
 static int gemma3_hparams(ul_model_ld_t *l) {
     ul_hparams_t *hp = &l->m->hp;
-    char key[96];
-    /* llama.cpp requires the epsilon for gemma3 (the generic default would be wrong) */
-    if (!arch_key(l, "attention.layer_norm_rms_epsilon", key, sizeof key))
-        return ul_model_ld_fail(l, "missing key '%s'", key);
     int rc = ul_model_ld_int(l, "attention.sliding_window", 0, 0, 1 << 30, &hp->n_swa);
     if (!rc) rc = opt_float0(l, "final_logit_softcapping", &hp->final_softcap);
     if (rc) return rc;
@@ -96,9 +92,6 @@ static int gemma3_hparams(ul_model_ld_t *l) {
 
 static int phi3_hparams(ul_model_ld_t *l) {
     ul_hparams_t *hp = &l->m->hp;
-    char key[96];
-    if (!arch_key(l, "attention.layer_norm_rms_epsilon", key, sizeof key))
-        return ul_model_ld_fail(l, "missing key '%s'", key);
     if (hp->head_dim * hp->n_head != hp->n_embd)
         return ul_model_ld_fail(
             l, "phi3: head_count %d x key_length %d differs from embedding_length %d", hp->n_head,
@@ -117,6 +110,10 @@ int ul_model_arch_hparams(ul_model_ld_t *l) {
      * llama/qwen files here keep ignoring it, as before) */
     int rc = ul_model_ld_float(l, "rope.scaling.attn_factor", 1.0f, 1e3f, &hp->rope_attn_factor);
     if (rc) return rc;
+    /* llama.cpp requires the epsilon for both (the generic default would be wrong) */
+    char key[96];
+    if (!arch_key(l, "attention.layer_norm_rms_epsilon", key, sizeof key))
+        return ul_model_ld_fail(l, "missing key '%s'", key);
     return is(l, "gemma3") ? gemma3_hparams(l) : phi3_hparams(l);
 }
 

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/grow.h"
 #include "model/vocab_impl.h"
 #include "uvllm/err.h"
 
@@ -289,13 +290,9 @@ typedef struct split_s {
 static int piece(split_t *s, size_t off, size_t len) {
     if (s->last) return s->cb(s->ctx, s->text + off, len);
     segs_t *o = &s->out;
-    if (o->n == o->cap) {
-        size_t cap = o->cap ? o->cap * 2 : 64;
-        seg_t *p = realloc(o->p, cap * sizeof *p);
-        if (!p) return UL_ENOMEM;
-        o->p = p;
-        o->cap = cap;
-    }
+    seg_t *p = ul_grow(o->p, &o->cap, o->n + 1, sizeof *p, 64);
+    if (!p) return UL_ENOMEM;
+    o->p = p;
     o->p[o->n++] = (seg_t){off, len};
     return 0;
 }

@@ -24,10 +24,8 @@ typedef struct spm_s {
 /* Priority: higher score first, then the leftmost pair (llama.cpp's comparator). */
 static int try_add(void *ctx, int32_t l, int32_t r) {
     spm_t *s = ctx;
-    if (l < 0 || r < 0) return 0;
-    const sym_t *a = &s->sym[l], *b = &s->sym[r];
-    uint32_t n = a->n + b->n;
-    int32_t id = ul_tokmap_get(&s->v->map, ul_hash_cat(a->h, b->h, b->n), s->text + a->off, n, 0);
+    uint32_t n;
+    int32_t id = ul_bigram_lookup(&s->v->map, s->sym, s->text, l, r, 0, &n);
     if (id < 0) return 0;
     return ul_bigram_push(&s->heap, (ul_bigram_t){-(double)s->v->scores[id], l, r, n});
 }

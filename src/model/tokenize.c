@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/grow.h"
 #include "model/vocab_impl.h"
 #include "uvllm/err.h"
 
@@ -23,13 +24,9 @@ typedef struct frags_s {
 } frags_t;
 
 static int frag_push(frags_t *f, size_t off, size_t len, int32_t id) {
-    if (f->n == f->cap) {
-        size_t cap = f->cap ? f->cap * 2 : 16;
-        frag_t *p = realloc(f->p, cap * sizeof *p);
-        if (!p) return UL_ENOMEM;
-        f->p = p;
-        f->cap = cap;
-    }
+    frag_t *p = ul_grow(f->p, &f->cap, f->n + 1, sizeof *p, 16);
+    if (!p) return UL_ENOMEM;
+    f->p = p;
     f->p[f->n++] = (frag_t){off, len, id};
     return 0;
 }

@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/free_all.h"
+#include "base/grow.h"
 #include "model/vocab_impl.h"
 #include "uvllm/err.h"
 #include "uvllm/log.h"
@@ -34,13 +36,9 @@ static int fail(ld_t *l, int rc, const char *fmt, ...) {
 }
 
 int ul_ids_push(ul_ids_t *o, int32_t id) {
-    if (o->n == o->cap) {
-        size_t cap = o->cap ? o->cap * 2 : 256;
-        int32_t *p = realloc(o->p, cap * sizeof *p);
-        if (!p) return o->err = UL_ENOMEM;
-        o->p = p;
-        o->cap = cap;
-    }
+    int32_t *p = ul_grow(o->p, &o->cap, o->n + 1, sizeof *p, 256);
+    if (!p) return o->err = UL_ENOMEM;
+    o->p = p;
     o->p[o->n++] = id;
     return 0;
 }
@@ -499,20 +497,8 @@ void ul_vocab_free(ul_vocab_t *v) {
     ul_tokmap_free(&v->dmap);
     ul_tokmap_free(&v->mmap);
     ul_pretok_free(v->pre);
-    free(v->text);
-    free(v->off);
-    free(v->scores);
-    free(v->attr);
-    free(v->eog);
-    free(v->dtext);
-    free(v->doff);
-    free(v->mtext);
-    free(v->moff);
-    free(v->msplit);
-    free(v->special);
-    free(v->piece);
-    free(v->poff);
-    free(v);
+    UL_FREE_ALL(v->text, v->off, v->scores, v->attr, v->eog, v->dtext, v->doff, v->mtext, v->moff,
+                v->msplit, v->special, v->piece, v->poff, v);
 }
 
 int32_t ul_vocab_n_tokens(const ul_vocab_t *v) { return v->n_tokens; }

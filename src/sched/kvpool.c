@@ -6,18 +6,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/free_all.h"
 #include "sched/kvpool.h"
 #include "uvllm/err.h"
 #include "uvllm/log.h"
 
 static void cache_free(ul_kv_pool_t *p) {
-    free(p->hash);
-    free(p->cache_tok);
-    free(p->parent);
-    free(p->cached);
-    free(p->lru_prev);
-    free(p->lru_next);
-    free(p->index);
+    UL_FREE_ALL(p->hash, p->cache_tok, p->parent, p->cached, p->lru_prev, p->lru_next, p->index);
     p->hash = p->parent = NULL;
     p->cache_tok = p->lru_prev = p->lru_next = p->index = NULL;
     p->cached = NULL;

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "api/gen.h"
+#include "base/small_file.h"
 #include "chat/chat.h"
 #include "uvllm/log.h"
 
@@ -25,22 +26,6 @@ static const char *const files[] = {"Qwen-Qwen2.5-7B-Instruct.jinja",
 static ul_chat_tmpl_t *tmpl[N_TMPL];
 static int n_tmpl;
 static ul_api_t api;
-
-static char *slurp(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *p = n > 0 ? malloc((size_t)n + 1) : NULL;
-    if (p && fread(p, 1, (size_t)n, f) != (size_t)n) {
-        free(p);
-        p = NULL;
-    }
-    fclose(f);
-    if (p) p[n] = 0, *len = (size_t)n;
-    return p;
-}
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     ul_log_set_level(UL_LOG_LEVEL_OFF);
@@ -57,7 +42,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
         char path[1024];
         size_t len;
         snprintf(path, sizeof path, "%s/chat-templates/templates/%s", shared, files[i]);
-        char *src = slurp(path, &len);
+        char *src = ul_small_file_dup(path, &len);
         if (src && ul_chat_tmpl_new(src, len, &tmpl[n_tmpl], err, sizeof err) == 0) n_tmpl++;
         free(src);
     }

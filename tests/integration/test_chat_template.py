@@ -30,8 +30,10 @@ TDIR = os.path.join(SHARED, "chat-templates", "templates")
 sys.path.insert(0, os.path.join(SHARED, "chat-templates"))
 import oracle  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from uvllm_harness import check, failures  # noqa: E402
+
 oracle.NOW = datetime.datetime(2026, 11, 24, 12, 0)
-failures = []
 
 
 class _CompiledOnce:
@@ -53,12 +55,6 @@ class _CompiledOnce:
 
 
 oracle.make_env = _CompiledOnce
-
-
-def check(cond, msg):
-    if not cond:
-        failures.append(msg)
-        print("FAIL:", msg, file=sys.stderr)
 
 
 TOOLS = [

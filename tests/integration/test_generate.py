@@ -14,18 +14,10 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from uvllm_harness import binary, shared  # noqa: E402
+from uvllm_harness import binary, check, failures, shared  # noqa: E402
 
 BIN = binary()
 SHARED = shared()
-
-failures = []
-
-
-def check(cond, msg):
-    if not cond:
-        failures.append(msg)
-        print("FAIL:", msg)
 
 
 def run(args, timeout=300):

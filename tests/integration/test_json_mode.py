@@ -12,8 +12,8 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from uvllm_harness import (Lazy, Server, expect_error, main, shared,  # noqa: E402
-                           stream_text, test)
+from uvllm_harness import (Lazy, expect_error, expect_needs_vocabulary, main,  # noqa: E402
+                           shared, test)
 
 MODEL = os.path.join(shared(), "models", "aidreams260K.gguf")
 JSON = {"type": "json_object"}
@@ -21,10 +21,6 @@ MSGS = [{"role": "user", "content": "Hi"}]
 
 
 srv = Lazy("--model", MODEL, "--threads", "2", backend="cpu")
-
-
-def post(path, body):
-    return srv().post(path, body)
 
 
 def token_id(text):
@@ -36,9 +32,7 @@ def bias():
 
 
 def chat(**body):
-    r = post("/v1/chat/completions", dict({"messages": MSGS, "max_tokens": 80}, **body))
-    assert r.status == 200, r.body
-    return r.json()
+    return srv().chat(dict({"messages": MSGS, "max_tokens": 80}, **body))
 
 
 @test
@@ -88,10 +82,7 @@ def greedy_json_mode_starts_the_object():
 def streaming_gives_the_same_text():
     body = {"temperature": 1, "seed": 3, "logit_bias": bias(), "response_format": JSON}
     whole = chat(**body)["choices"][0]["message"]["content"]
-    r = post("/v1/chat/completions", dict({"messages": MSGS, "max_tokens": 80, "stream": True},
-                                           **body))
-    assert r.status == 200, r.body
-    text = stream_text(r.body)
+    text = srv().chat_stream_text(dict({"messages": MSGS, "max_tokens": 80}, **body))
     assert text == whole, (text, whole)
 
 
@@ -100,11 +91,9 @@ def completions_endpoint_honours_it():
     b = bias()
     done = 0
     for seed in range(1, 7):
-        r = post("/v1/completions", {"prompt": "Once upon a time", "max_tokens": 80,
-                                     "temperature": 1, "seed": seed, "logit_bias": b,
-                                     "response_format": JSON})
-        assert r.status == 200, r.body
-        c = r.json()["choices"][0]
+        c = srv().first_completion({"prompt": "Once upon a time", "max_tokens": 80,
+                                    "temperature": 1, "seed": seed, "logit_bias": b,
+                                    "response_format": JSON})
         assert c["text"].startswith("{"), c
         if c["finish_reason"] == "stop":
             assert isinstance(json.loads(c["text"]), dict), c["text"]
@@ -126,9 +115,7 @@ def what_json_mode_cannot_do_is_refused_by_name():
 
 @test
 def json_mode_needs_a_vocabulary():
-    with Server() as s:  # the null backend: pseudo-tokens, no vocabulary
-        expect_error(s, "/v1/completions", {"prompt": "a", "max_tokens": 4,
-                                            "response_format": JSON}, "response_format")
+    expect_needs_vocabulary(JSON)
 
 
 if __name__ == "__main__":

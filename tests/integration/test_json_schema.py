@@ -13,8 +13,8 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from uvllm_harness import (Lazy, Server, expect_error, main, shared,  # noqa: E402
-                           stream_text, test)
+from uvllm_harness import (Lazy, expect_error, expect_needs_vocabulary, main,  # noqa: E402
+                           shared, test)
 
 MODEL = os.path.join(shared(), "models", "aidreams260K.gguf")
 MSGS = [{"role": "user", "content": "Hi"}]
@@ -35,10 +35,6 @@ RF = {"type": "json_schema", "json_schema": {"name": "p", "schema": SCHEMA, "str
 
 
 srv = Lazy("--model", MODEL, "--threads", "2", backend="cpu")
-
-
-def post(path, body):
-    return srv().post(path, body)
 
 
 def token_id(text):
@@ -108,9 +104,7 @@ def check(text, schema=SCHEMA):
 
 
 def chat(**body):
-    r = post("/v1/chat/completions", dict({"messages": MSGS, "max_tokens": 86}, **body))
-    assert r.status == 200, r.body
-    return r.json()
+    return srv().chat(dict({"messages": MSGS, "max_tokens": 86}, **body))
 
 
 @test
@@ -147,10 +141,7 @@ def streaming_gives_the_same_text():
     body = {"temperature": 1, "seed": 30, "logit_bias": bias(), "response_format": RF}
     whole = chat(**body)["choices"][0]["message"]["content"]
     check(whole)
-    r = post("/v1/chat/completions", dict({"messages": MSGS, "max_tokens": 86, "stream": True},
-                                           **body))
-    assert r.status == 200, r.body
-    text = stream_text(r.body)
+    text = srv().chat_stream_text(dict({"messages": MSGS, "max_tokens": 86}, **body))
     assert text == whole, (text, whole)
 
 
@@ -159,11 +150,9 @@ def completions_and_the_llama_server_form():
     done = 0
     for seed in range(1, 7):
         rf = RF if seed % 2 else {"type": "json_object", "schema": SCHEMA}
-        r = post("/v1/completions", {"prompt": "Once upon a time", "max_tokens": 80,
-                                     "temperature": 1, "seed": seed, "logit_bias": bias(),
-                                     "response_format": rf})
-        assert r.status == 200, r.body
-        c = r.json()["choices"][0]
+        c = srv().first_completion({"prompt": "Once upon a time", "max_tokens": 80,
+                                    "temperature": 1, "seed": seed, "logit_bias": bias(),
+                                    "response_format": rf})
         assert c["text"].startswith("{"), c
         if c["finish_reason"] == "stop":
             check(c["text"])
@@ -212,9 +201,7 @@ def what_the_subset_does_not_cover_is_refused_by_name():
 
 @test
 def json_schema_needs_a_vocabulary():
-    with Server() as s:  # the null backend: pseudo-tokens, no vocabulary
-        expect_error(s, "/v1/completions", {"prompt": "a", "max_tokens": 4,
-                                            "response_format": RF}, "response_format")
+    expect_needs_vocabulary(RF)
 
 
 if __name__ == "__main__":

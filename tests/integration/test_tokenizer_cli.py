@@ -17,18 +17,11 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from uvllm_harness import binary, shared, source_dir  # noqa: E402
+from uvllm_harness import binary, check, failures, shared, source_dir  # noqa: E402
 
 BIN = binary()
 SRC = source_dir()
 SHARED = shared()
-failures = []
-
-
-def check(cond, msg):
-    if not cond:
-        failures.append(msg)
-        print("FAIL:", msg, file=sys.stderr)
 
 
 def run(args, stdin=b""):

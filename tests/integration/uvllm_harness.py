@@ -219,6 +219,24 @@ class Server:
         """POST a JSON body."""
         return self.request("POST", path, body=json.dumps(body))
 
+    def chat(self, body):
+        """A chat completion's answer (asserting 200), parsed."""
+        r = self.post("/v1/chat/completions", body)
+        assert r.status == 200, r.body
+        return r.json()
+
+    def chat_stream_text(self, body):
+        """The text of body asked as a streamed chat completion (asserting 200)."""
+        r = self.post("/v1/chat/completions", dict(body, stream=True))
+        assert r.status == 200, r.body
+        return stream_text(r.body)
+
+    def first_completion(self, body):
+        """The first choice of a /v1/completions answer (asserting 200)."""
+        r = self.post("/v1/completions", body)
+        assert r.status == 200, r.body
+        return r.json()["choices"][0]
+
     def complete(self, **body):
         r = self.request("POST", "/v1/completions", body=json.dumps(body))
         return r
@@ -393,6 +411,17 @@ def assert_close(a, b, tol, path=""):
         assert a == b, (path, a, b)
 
 
+# Soft checks for the scripts that report every failure, then exit 1 if there was one.
+failures = []
+
+
+def check(cond, msg):
+    """Records msg (and prints it) unless cond holds."""
+    if not cond:
+        failures.append(msg)
+        print("FAIL:", msg, file=sys.stderr)
+
+
 def wait_for(pred, timeout, interval=0.02):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -415,6 +444,15 @@ def expect_error(s, path, body, param, status=400):
     err = r.json()["error"]
     assert err["param"] == param, (body, err)
     return err
+
+
+def expect_needs_vocabulary(response_format):
+    """A structured-output request on the null backend (pseudo-tokens, no vocabulary) is
+    refused with a 400 naming response_format."""
+    with Server() as s:
+        expect_error(s, "/v1/completions", {"prompt": "a", "max_tokens": 4,
+                                            "response_format": response_format},
+                     "response_format")
 
 
 def leave_mid_request(s, path, body):

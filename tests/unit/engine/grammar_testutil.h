@@ -58,4 +58,16 @@ static inline int check_mask(ul_gmatch_t *m, int32_t n_vocab) {
     return allowed;
 }
 
+/* g's language: each of yes is a sentence, each of no is not, each of dead is not even a
+ * prefix of one (NULL-terminated lists, NULL for none: YES, NO and DEAD write them). */
+static inline void expect_lang(const ul_grammar_t *g, const char *const *yes, const char *const *no,
+                               const char *const *dead) {
+    for (; yes && *yes; yes++) cr_assert(sentence(g, *yes), "not a sentence: %s", *yes);
+    for (; no && *no; no++) cr_assert(!sentence(g, *no), "a sentence: %s", *no);
+    for (; dead && *dead; dead++) cr_assert(!prefix(g, *dead), "a prefix: %s", *dead);
+}
+#define YES(...) ((const char *const[]){__VA_ARGS__, NULL})
+#define NO(...) ((const char *const[]){__VA_ARGS__, NULL})
+#define DEAD(...) ((const char *const[]){__VA_ARGS__, NULL})
+
 #endif

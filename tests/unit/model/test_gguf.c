@@ -2,7 +2,6 @@
  * the getters convert only where the value fits, and every shipped model and vocabulary
  * file opens. The corrupt-file corpus lives in test_gguf_corrupt.c. */
 #include <criterion/criterion.h>
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,13 +9,25 @@
 
 #include "model/gguf.h"
 #include "model/gguf_write.h"
+#include "test_files.h"
 #include "test_gguf_fixture.h"
 #include "uvllm/err.h"
 
-Test(gguf, scalars_read_back) {
-    img_t im = fx_valid();
-    ul_gguf_t g;
+/* The fixture file (test_gguf_fixture.c), opened from memory for the reading tests. */
+static img_t im;
+static ul_gguf_t g;
+
+static void open_valid(void) {
+    im = fx_valid();
     cr_assert_eq(ul_gguf_open_mem(&g, im.buf, im.len), 0, "%s", g.err);
+}
+
+static void close_valid(void) {
+    ul_gguf_free(&g);
+    free(im.buf);
+}
+
+Test(gguf, scalars_read_back, .init = open_valid, .fini = close_valid) {
     cr_assert_eq(g.version, 3);
     cr_assert_eq(g.n_kv, 15);
     cr_assert_eq(g.n_tensors, 3);
@@ -51,14 +62,9 @@ Test(gguf, scalars_read_back) {
     cr_assert_eq(ul_gguf_get_str(&g, "general.architecture", &s), 0);
     cr_assert_eq(s.len, 5);
     cr_assert_eq(memcmp(s.ptr, "llama", 5), 0);
-    ul_gguf_free(&g);
-    free(im.buf);
 }
 
-Test(gguf, getters_refuse_what_does_not_fit) {
-    img_t im = fx_valid();
-    ul_gguf_t g;
-    cr_assert_eq(ul_gguf_open_mem(&g, im.buf, im.len), 0, "%s", g.err);
+Test(gguf, getters_refuse_what_does_not_fit, .init = open_valid, .fini = close_valid) {
     uint32_t u32;
     int64_t i64;
     float f;
@@ -73,14 +79,9 @@ Test(gguf, getters_refuse_what_does_not_fit) {
     cr_expect_eq(ul_gguf_get_str(&g, "test.u8", &s), UL_EFORMAT);
     cr_expect_eq(ul_gguf_get_str(&g, "no.such.key", &s), UL_ENOENT);
     cr_expect_eq(ul_gguf_get_u32(&g, "test", &u32), UL_ENOENT, "prefix of a key is not a key");
-    ul_gguf_free(&g);
-    free(im.buf);
 }
 
-Test(gguf, arrays_read_back) {
-    img_t im = fx_valid();
-    ul_gguf_t g;
-    cr_assert_eq(ul_gguf_open_mem(&g, im.buf, im.len), 0, "%s", g.err);
+Test(gguf, arrays_read_back, .init = open_valid, .fini = close_valid) {
     const ul_gguf_kv_t *kv = ul_gguf_find(&g, "test.arr_f32");
     cr_assert(kv);
     cr_assert_eq(kv->n, 3);
@@ -106,14 +107,9 @@ Test(gguf, arrays_read_back) {
         n++;
     }
     cr_expect_eq(n, 3);
-    ul_gguf_free(&g);
-    free(im.buf);
 }
 
-Test(gguf, tensors_read_back_aligned) {
-    img_t im = fx_valid();
-    ul_gguf_t g;
-    cr_assert_eq(ul_gguf_open_mem(&g, im.buf, im.len), 0, "%s", g.err);
+Test(gguf, tensors_read_back_aligned, .init = open_valid, .fini = close_valid) {
     const ul_gguf_tensor_t *t = ul_gguf_find_tensor(&g, "t.f32");
     cr_assert(t);
     cr_expect_eq(t->n_dims, 2);
@@ -134,8 +130,6 @@ Test(gguf, tensors_read_back_aligned) {
     for (uint64_t i = 0; i < g.n_tensors; i++)
         cr_expect_eq((uintptr_t)((const uint8_t *)g.tensors[i].data - im.buf) % 32, 0);
     cr_expect_null(ul_gguf_find_tensor(&g, "t"));
-    ul_gguf_free(&g);
-    free(im.buf);
 }
 
 Test(gguf, type_table) {
@@ -231,37 +225,23 @@ Test(gguf, copy_kv_round_trip) {
     ul_gguf_free(&g);
 }
 
-static int open_all_in(const char *dir, int *n_opened) {
-    DIR *d = opendir(dir);
-    cr_assert(d, "cannot list %s", dir);
-    struct dirent *e;
-    int failures = 0;
-    while ((e = readdir(d))) {
-        size_t l = strlen(e->d_name);
-        if (l < 5 || strcmp(e->d_name + l - 5, ".gguf")) continue;
-        char path[4096];
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        ul_gguf_t g;
-        int rc = ul_gguf_open(&g, path);
-        cr_expect_eq(rc, 0, "%s: %s", path, g.err);
-        if (rc)
-            failures++;
-        else
-            (*n_opened)++, ul_gguf_free(&g);
-    }
-    closedir(d);
-    return failures;
+/* 1 when path opens (counted), 0 when it does not (a failed expectation). */
+static int opens(const char *path, const char *name, void *ctx) {
+    ul_gguf_t g;
+    int rc = ul_gguf_open(&g, path);
+    cr_expect_eq(rc, 0, "%s: %s", path, g.err);
+    if (rc) return 0;
+    ul_gguf_free(&g);
+    return 1;
 }
 
 Test(gguf, every_shared_file_opens) {
     char dir[4096];
-    int n = 0;
     snprintf(dir, sizeof dir, "%s/models", fx_shared());
-    cr_expect_eq(open_all_in(dir, &n), 0);
+    int n = tf_each(dir, ".gguf", opens, NULL);
     cr_expect_geq(n, 8, "expected the 8 shipped models in %s, opened %d", dir, n);
-    int m = 0;
     snprintf(dir, sizeof dir, "%s/tokenizer", fx_shared());
-    cr_expect_eq(open_all_in(dir, &m), 0);
+    int m = tf_each(dir, ".gguf", opens, NULL);
     cr_expect_geq(m, 9, "expected the vocabulary files in %s, opened %d", dir, m);
 }
 

@@ -3,13 +3,14 @@
  * whose metadata or weights do not fit the `llama` architecture is refused with a reason
  * naming the key or tensor. */
 #include <criterion/criterion.h>
-#include <dirent.h>
+#include <criterion/parameterized.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "model/gguf_write.h"
 #include "model/model.h"
+#include "test_files.h"
 #include "test_gguf_fixture.h"
 #include "uvllm/err.h"
 
@@ -88,33 +89,28 @@ Test(model, tiny_bpe_tied_output) {
     ul_model_free(m);
 }
 
+/* A vocabulary file loads vocab_only (counted: 1) and is refused as a full model. */
+static int loads_vocab_only(const char *path, const char *name, void *ctx) {
+    char err[256];
+    ul_model_t *m = NULL;
+    int rc = ul_model_load(path, 1, &m, err, sizeof err);
+    cr_expect_eq(rc, 0, "%s: %s", path, err);
+    if (rc) return 0;
+    cr_expect_null(m->layers, "%s: vocab_only loads no weights", path);
+    cr_expect_gt(m->hp.n_vocab, 0);
+    ul_model_free(m);
+    /* Without vocab_only the same file is refused: it has no weights. */
+    rc = ul_model_load(path, 0, &m, err, sizeof err);
+    cr_expect_eq(rc, UL_EFORMAT, "%s loads as a full model", path);
+    cr_expect(strstr(err, "missing") || strstr(err, "unsupported architecture"), "%s: %s", path,
+              err);
+    return 1;
+}
+
 Test(model, vocab_files_load_vocab_only) {
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/tokenizer", fx_shared());
-    DIR *d = opendir(dir);
-    cr_assert(d, "cannot list %s", dir);
-    struct dirent *e;
-    int n = 0;
-    while ((e = readdir(d))) {
-        size_t l = strlen(e->d_name);
-        if (l < 5 || strcmp(e->d_name + l - 5, ".gguf")) continue;
-        char path[8192], err[256];
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        ul_model_t *m = NULL;
-        int rc = ul_model_load(path, 1, &m, err, sizeof err);
-        cr_expect_eq(rc, 0, "%s: %s", path, err);
-        if (rc) continue;
-        n++;
-        cr_expect_null(m->layers, "%s: vocab_only loads no weights", path);
-        cr_expect_gt(m->hp.n_vocab, 0);
-        ul_model_free(m);
-        /* Without vocab_only the same file is refused: it has no weights. */
-        rc = ul_model_load(path, 0, &m, err, sizeof err);
-        cr_expect_eq(rc, UL_EFORMAT, "%s loads as a full model", path);
-        cr_expect(strstr(err, "missing") || strstr(err, "unsupported architecture"), "%s: %s", path,
-                  err);
-    }
-    closedir(d);
+    int n = tf_each(dir, ".gguf", loads_vocab_only, NULL);
     cr_expect_geq(n, 9, "expected the vocabulary files in %s", dir);
 }
 
@@ -175,24 +171,6 @@ Test(model, synthetic_tied) {
     free(im.buf);
 }
 
-Test(model, refuses_other_architecture) {
-    expect_refused(fx_llama(UL_TYPE_F16, UL_TYPE_F32, "mamba", 0),
-                   "unsupported architecture 'mamba' (supported: llama, qwen2, qwen3, qwen3moe, "
-                   "gemma3, phi3, bert, nomic-bert)");
-}
-
-/* A llama-shaped file declared qwen2 / qwen3 lacks the tensors those add: the first one
- * missing is named. */
-Test(model, refuses_qwen2_without_biases) {
-    expect_refused(fx_llama(UL_TYPE_F16, UL_TYPE_F32, "qwen2", 0),
-                   "missing tensor 'blk.0.attn_q.bias'");
-}
-
-Test(model, refuses_qwen3_without_qk_norm) {
-    expect_refused(fx_llama(UL_TYPE_F16, UL_TYPE_F32, "qwen3", 0),
-                   "missing tensor 'blk.0.attn_q_norm.weight'");
-}
-
 static void expect_qwen(const char *file, int biases) {
     ul_model_t *m = load_shared(file, 0);
     cr_expect_eq(m->hp.rope_neox, 1, "%s: NEOX RoPE", file);
@@ -220,14 +198,33 @@ Test(model, qwen2_and_qwen3_tensors) {
     ul_model_free(m);
 }
 
-Test(model, refuses_f16_norm) {
-    expect_refused(fx_llama(UL_TYPE_F16, UL_TYPE_F16, "llama", 0),
-                   "tensor 'output_norm.weight': type f16, norms must be f32");
+/* The tiny model built with other types or another architecture, refused naming why. */
+typedef struct {
+    int weight_type, norm_type;
+    const char *arch, *want;
+} built_case_t;
+
+static const built_case_t k_built[] = {
+    {UL_TYPE_F16, UL_TYPE_F32, "mamba",
+     "unsupported architecture 'mamba' (supported: llama, qwen2, qwen3, qwen3moe, gemma3, phi3, "
+     "bert, nomic-bert)"},
+    /* a llama-shaped file declared qwen2 / qwen3 lacks the tensors those add: the first one
+     * missing is named */
+    {UL_TYPE_F16, UL_TYPE_F32, "qwen2", "missing tensor 'blk.0.attn_q.bias'"},
+    {UL_TYPE_F16, UL_TYPE_F32, "qwen3", "missing tensor 'blk.0.attn_q_norm.weight'"},
+    {UL_TYPE_F16, UL_TYPE_F16, "llama", "tensor 'output_norm.weight': type f16, norms must be f32"},
+    {UL_TYPE_Q8_1, UL_TYPE_F32, "llama", "tensor 'token_embd.weight': unsupported type q8_1"},
+};
+
+ParameterizedTestParameters(model, refuses_as_built) {
+    static int idx[sizeof k_built / sizeof *k_built];
+    for (size_t i = 0; i < sizeof idx / sizeof *idx; i++) idx[i] = (int)i;
+    return cr_make_param_array(int, idx, sizeof idx / sizeof *idx);
 }
 
-Test(model, refuses_unsupported_weight_type) {
-    expect_refused(fx_llama(UL_TYPE_Q8_1, UL_TYPE_F32, "llama", 0),
-                   "tensor 'token_embd.weight': unsupported type q8_1");
+ParameterizedTest(int *ip, model, refuses_as_built) {
+    const built_case_t *c = &k_built[*ip];
+    expect_refused(fx_llama(c->weight_type, c->norm_type, c->arch, 0), c->want);
 }
 
 /* The tiny llama with the u32 value of key set to v must be refused with want. */
@@ -242,34 +239,37 @@ static void patch_key(img_t *im, const char *key, const char *repl) {
     memcpy(im->buf + o, repl, strlen(repl));
 }
 
+/* The tiny llama with a u32 key set to a value it cannot have, refused naming why. */
+typedef struct {
+    const char *key;
+    uint32_t v;
+    const char *want;
+} u32_case_t;
+
+static const u32_case_t k_u32[] = {
+    {"llama.block_count", 0, "key 'llama.block_count' = 0 outside [1, 1024]"},
+    {"llama.attention.head_count", 3, "embedding_length 32 is not a multiple of head_count 3"},
+    {"llama.attention.head_count_kv", 3, "key 'llama.attention.head_count_kv' = 3 outside [1, 2]"},
+    {"llama.attention.head_count_kv", 2,
+     "tensor 'blk.0.attn_k.weight': shape [32, 16, 1, 1], expected [32, 32]"},
+    {"llama.feed_forward_length", 96,
+     "tensor 'blk.0.ffn_gate.weight': shape [32, 64, 1, 1], expected [32, 96]"},
+};
+
+ParameterizedTestParameters(model, refuses_key_value) {
+    static int idx[sizeof k_u32 / sizeof *k_u32];
+    for (size_t i = 0; i < sizeof idx / sizeof *idx; i++) idx[i] = (int)i;
+    return cr_make_param_array(int, idx, sizeof idx / sizeof *idx);
+}
+
+ParameterizedTest(int *ip, model, refuses_key_value) {
+    refused_with_u32(k_u32[*ip].key, k_u32[*ip].v, k_u32[*ip].want);
+}
+
 Test(model, refuses_missing_key) {
     img_t im = fx_llama(UL_TYPE_F16, UL_TYPE_F32, "llama", 0);
     patch_key(&im, "llama.block_count", "llama.block_coun_");
     expect_refused(im, "missing key 'llama.block_count'");
-}
-
-Test(model, refuses_zero_layers) {
-    refused_with_u32("llama.block_count", 0, "key 'llama.block_count' = 0 outside [1, 1024]");
-}
-
-Test(model, refuses_head_count_not_dividing_embd) {
-    refused_with_u32("llama.attention.head_count", 3,
-                     "embedding_length 32 is not a multiple of head_count 3");
-}
-
-Test(model, refuses_kv_heads_above_heads) {
-    refused_with_u32("llama.attention.head_count_kv", 3,
-                     "key 'llama.attention.head_count_kv' = 3 outside [1, 2]");
-}
-
-Test(model, refuses_shape_mismatch) {
-    refused_with_u32("llama.attention.head_count_kv", 2,
-                     "tensor 'blk.0.attn_k.weight': shape [32, 16, 1, 1], expected [32, 32]");
-}
-
-Test(model, refuses_wrong_ffn) {
-    refused_with_u32("llama.feed_forward_length", 96,
-                     "tensor 'blk.0.ffn_gate.weight': shape [32, 64, 1, 1], expected [32, 96]");
 }
 
 Test(model, refuses_missing_tensor) {
@@ -310,18 +310,22 @@ static void hook_str_key_length(struct ul_gguf_writer_s *w) {
     cr_assert_eq(ul_gguf_w_str(w, "llama.attention.key_length", "16", 2), 0);
 }
 
-Test(model, rope_scaling) {
-    fx_llama_hook = hook_linear4;
+/* The tiny f16 llama with hook adding to what fx_llama writes. */
+static img_t hooked(void (*hook)(struct ul_gguf_writer_s *w)) {
+    fx_llama_hook = hook;
     img_t im = fx_llama(UL_TYPE_F16, UL_TYPE_F32, "llama", 0);
+    fx_llama_hook = NULL;
+    return im;
+}
+
+Test(model, rope_scaling) {
+    img_t im = hooked(hook_linear4);
     ul_model_t *m;
     expect_loads(im, &m);
     cr_expect_eq(m->hp.rope_freq_scale, 0.25f);
     ul_model_free(m);
     free(im.buf);
-    fx_llama_hook = hook_yarn;
-    expect_refused(fx_llama(UL_TYPE_F16, UL_TYPE_F32, "llama", 0),
-                   "unsupported rope scaling 'yarn'");
-    fx_llama_hook = NULL;
+    expect_refused(hooked(hook_yarn), "unsupported rope scaling 'yarn'");
 }
 
 /* rope_freqs.weight (Llama 3.x rope scaling): [n_rot/2] f32, loaded for llama */
@@ -335,18 +339,15 @@ static void hook_rope_freqs16(struct ul_gguf_writer_s *w) {
 }
 
 Test(model, rope_freqs) {
-    fx_llama_hook = hook_rope_freqs8; /* head_dim 16: 8 frequencies */
-    img_t im = fx_llama(UL_TYPE_F16, UL_TYPE_F32, "llama", 0);
+    img_t im = hooked(hook_rope_freqs8); /* head_dim 16: 8 frequencies */
     ul_model_t *m;
     expect_loads(im, &m);
     cr_assert_not_null(m->rope_freqs);
     cr_expect_eq(((const float *)m->rope_freqs->data)[6], 8.0f);
     ul_model_free(m);
     free(im.buf);
-    fx_llama_hook = hook_rope_freqs16;
-    expect_refused(fx_llama(UL_TYPE_F16, UL_TYPE_F32, "llama", 0),
+    expect_refused(hooked(hook_rope_freqs16),
                    "tensor 'rope_freqs.weight': shape [16, 1, 1, 1], expected [8, 1]");
-    fx_llama_hook = NULL;
     im = fx_llama(UL_TYPE_F16, UL_TYPE_F32, "llama", 0);
     expect_loads(im, &m);
     cr_expect_null(m->rope_freqs);
@@ -355,21 +356,15 @@ Test(model, rope_freqs) {
 }
 
 Test(model, refuses_odd_rope_dims) {
-    fx_llama_hook = hook_odd_rot;
-    expect_refused(fx_llama(UL_TYPE_F16, UL_TYPE_F32, "llama", 0), "rope.dimension_count 7 is odd");
-    fx_llama_hook = NULL;
+    expect_refused(hooked(hook_odd_rot), "rope.dimension_count 7 is odd");
 }
 
 Test(model, key_length_drives_shapes) {
-    fx_llama_hook = hook_key_length; /* head_dim 8: attn_q must be [32, 16] */
-    expect_refused(fx_llama(UL_TYPE_F16, UL_TYPE_F32, "llama", 0),
+    /* head_dim 8: attn_q must be [32, 16] */
+    expect_refused(hooked(hook_key_length),
                    "tensor 'blk.0.attn_q.weight': shape [32, 32, 1, 1], expected [32, 16]");
-    fx_llama_hook = NULL;
 }
 
 Test(model, refuses_wrongly_typed_key) {
-    fx_llama_hook = hook_str_key_length;
-    expect_refused(fx_llama(UL_TYPE_F16, UL_TYPE_F32, "llama", 0),
-                   "key 'llama.attention.key_length': not an integer");
-    fx_llama_hook = NULL;
+    expect_refused(hooked(hook_str_key_length), "key 'llama.attention.key_length': not an integer");
 }

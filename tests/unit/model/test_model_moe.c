@@ -3,6 +3,7 @@
  * one name or value changed in place (a tensor or key renamed, a count out of range, an
  * expert stack of the wrong depth) is refused with a message naming what is wrong. */
 #include <criterion/criterion.h>
+#include <criterion/parameterized.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,28 +76,33 @@ Test(model_moe, tiny_loads_experts) {
     free(f.buf);
 }
 
-Test(model_moe, refuses_missing_expert_stack) {
-    file_t f = read_model();
-    memcpy(find(&f, "blk.1.ffn_up_exps.weight"), "blk.1.ffn_up_expX", 17);
-    expect_refused(f, "missing tensor 'blk.1.ffn_up_exps.weight'");
+/* A key or tensor renamed (its name's first bytes overwritten by as), so that the loader
+ * misses it: refused, naming it. */
+typedef struct {
+    const char *name, *as, *want;
+} renamed_t;
+
+static const renamed_t k_renamed[] = {
+    {"blk.1.ffn_up_exps.weight", "blk.1.ffn_up_expX", "missing tensor 'blk.1.ffn_up_exps.weight'"},
+    {"blk.0.ffn_gate_inp.weight", "blk.0.ffn_gate_inX",
+     "missing tensor 'blk.0.ffn_gate_inp.weight'"},
+    {"qwen3moe.expert_count", "qwen3moe.expert_counX", "missing key 'qwen3moe.expert_count'"},
+    {"qwen3moe.expert_used_count", "qwen3moe.expert_used_counX",
+     "missing key 'qwen3moe.expert_used_count'"},
+};
+#define N_RENAMED (sizeof k_renamed / sizeof *k_renamed)
+
+ParameterizedTestParameters(model_moe, refuses_missing) {
+    static int idx[N_RENAMED];
+    for (size_t i = 0; i < N_RENAMED; i++) idx[i] = (int)i;
+    return cr_make_param_array(int, idx, N_RENAMED);
 }
 
-Test(model_moe, refuses_missing_router) {
+ParameterizedTest(int *ip, model_moe, refuses_missing) {
+    const renamed_t *c = &k_renamed[*ip];
     file_t f = read_model();
-    memcpy(find(&f, "blk.0.ffn_gate_inp.weight"), "blk.0.ffn_gate_inX", 18);
-    expect_refused(f, "missing tensor 'blk.0.ffn_gate_inp.weight'");
-}
-
-Test(model_moe, refuses_missing_expert_count) {
-    file_t f = read_model();
-    memcpy(find(&f, "qwen3moe.expert_count"), "qwen3moe.expert_counX", 21);
-    expect_refused(f, "missing key 'qwen3moe.expert_count'");
-}
-
-Test(model_moe, refuses_missing_expert_used_count) {
-    file_t f = read_model();
-    memcpy(find(&f, "qwen3moe.expert_used_count"), "qwen3moe.expert_used_counX", 26);
-    expect_refused(f, "missing key 'qwen3moe.expert_used_count'");
+    memcpy(find(&f, c->name), c->as, strlen(c->as));
+    expect_refused(f, c->want);
 }
 
 /* the u32 value after the key's name and its type */

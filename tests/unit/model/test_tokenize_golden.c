@@ -2,11 +2,11 @@
  * with BOS as the vocabulary asks) reproduced by ul_tokenize on the matching model file. */
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "test_files.h"
 #include "test_vocab_util.h"
 
 static int check_file(const char *gdir, const char *fname) {
@@ -53,20 +53,14 @@ static int check_file(const char *gdir, const char *fname) {
     return records;
 }
 
+static int check_one(const char *path, const char *name, void *dir) {
+    check_file(dir, name);
+    return 1;
+}
+
 Test(tokenize_golden, prompt_tokens_match_llama_cpp) {
     char dir[1100];
     snprintf(dir, sizeof dir, "%s/golden", tv_shared());
-    DIR *d = opendir(dir);
-    cr_assert(d, "cannot open %s", dir);
-    int files = 0;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        size_t l = strlen(e->d_name);
-        if (l > 6 && !strcmp(e->d_name + l - 6, ".jsonl")) {
-            check_file(dir, e->d_name);
-            files++;
-        }
-    }
-    closedir(d);
+    int files = tf_each(dir, ".jsonl", check_one, dir);
     cr_assert(files > 0, "no golden files in %s", dir);
 }

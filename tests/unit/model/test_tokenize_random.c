@@ -94,71 +94,31 @@ Test(tokenize_random, bpe_round_trips_utf8) {
     check_vocab("deepseek-coder", 0);
 }
 
-/* Long texts go through the per-call word cache, short ones do not: on pieces that the
- * GPT-2 pre-tokenizer always separates ("x" + string + ".\n"), the ids of the whole must
- * be the ids of the pieces, one after the other. */
-Test(tokenize_random, bpe_word_cache_changes_nothing) {
-    tv_vocab_t t;
-    tv_set_t s;
-    tv_open_set(tv_tokenizer_dir(), "gpt-2", &t, &s);
-    size_t cap = 1 << 20, len = 0;
-    char *text = malloc(cap);
-    int32_t *expect = malloc(sizeof(int32_t) * cap);
-    int n_expect = 0;
-    for (int rep = 0; rep < 10; rep++) {
-        for (size_t i = 0; i < s.n; i++) {
-            char *u = text + len;
-            size_t ul = (size_t)snprintf(u, cap - len, "x%s.\n", s.str[i]);
-            int n;
-            int32_t *ids = tv_tokenize(t.v, u, ul, 0, 0, &n);
-            memcpy(expect + n_expect, ids, sizeof(int32_t) * (size_t)n);
-            n_expect += n;
-            free(ids);
-            len += ul;
-        }
-    }
-    cr_assert_gt(len, 8192);
-    int n;
-    int32_t *ids = tv_tokenize(t.v, text, len, 0, 0, &n);
-    cr_expect_eq(n, n_expect);
-    int same = n == n_expect;
-    for (int i = 0; same && i < n; i++) same = ids[i] == expect[i];
-    cr_expect(same, "whole text and pieces disagree");
-    free(ids);
-    free(expect);
-    free(text);
-    tv_set_free(&s);
-    tv_free(&t);
-}
+/* Writes piece i of s at u (room bytes left); returns its length. */
+typedef size_t (*piece_fn)(const tv_set_t *s, size_t i, char *u, size_t room);
+/* Appends the ids of text to out; 0 or an error code. */
+typedef int (*tok_fn)(const ul_vocab_t *v, const char *text, size_t len, ul_ids_t *out);
 
-/* The same for SPM: pieces that start with U+2581 after a non-U+2581 are merged apart,
- * and long texts cache them. */
-Test(tokenize_random, spm_piece_cache_changes_nothing) {
+/* Ten rounds of every piece of vocabulary name's set, cut so that the tokenizer never merges
+ * across pieces: the ids of the whole text (over 8 KiB, so long enough for the cache) must be
+ * the ids of the pieces tokenized one by one (too short for it). */
+static void cache_changes_nothing(const char *name, size_t cap, piece_fn piece, tok_fn tok) {
     tv_vocab_t t;
     tv_set_t s;
-    tv_open_set(tv_tokenizer_dir(), "llama-spm", &t, &s);
-    size_t cap = 1 << 21, len = 0;
+    tv_open_set(tv_tokenizer_dir(), name, &t, &s);
     char *text = malloc(cap);
+    size_t len = 0;
     ul_ids_t expect = {0}, whole = {0};
     for (int rep = 0; rep < 10; rep++) {
         for (size_t i = 0; i < s.n; i++) {
-            /* "▁x" + the string with spaces escaped + "." */
-            char *u = text + len;
-            size_t ul = 0;
-            memcpy(u, "\xe2\x96\x81x", 4), ul = 4;
-            for (size_t k = 0; k < s.len[i]; k++) {
-                if (s.str[i][k] == ' ')
-                    memcpy(u + ul, "\xe2\x96\x81", 3), ul += 3;
-                else
-                    u[ul++] = s.str[i][k];
-            }
-            u[ul++] = '.';
-            cr_assert_eq(ul_spm_tokenize(t.v, u, ul, &expect), 0);
+            size_t ul = piece(&s, i, text + len, cap - len);
+            cr_assert_lt(ul, cap - len);
+            cr_assert_eq(tok(t.v, text + len, ul, &expect), 0);
             len += ul;
         }
     }
     cr_assert_gt(len, 8192);
-    cr_assert_eq(ul_spm_tokenize(t.v, text, len, &whole), 0);
+    cr_assert_eq(tok(t.v, text, len, &whole), 0);
     cr_expect_eq(whole.n, expect.n);
     cr_expect(whole.n == expect.n && !memcmp(whole.p, expect.p, whole.n * sizeof(int32_t)),
               "whole text and pieces disagree");
@@ -167,4 +127,44 @@ Test(tokenize_random, spm_piece_cache_changes_nothing) {
     free(text);
     tv_set_free(&s);
     tv_free(&t);
+}
+
+/* The public tokenize path, no special tokens. */
+static int tok_public(const ul_vocab_t *v, const char *text, size_t len, ul_ids_t *out) {
+    int n;
+    int32_t *ids = tv_tokenize(v, text, len, 0, 0, &n);
+    for (int i = 0; i < n; i++) cr_assert_eq(ul_ids_push(out, ids[i]), 0);
+    free(ids);
+    return 0;
+}
+
+/* "x" + string + ".\n": pieces the GPT-2 pre-tokenizer always separates. */
+static size_t piece_gpt2(const tv_set_t *s, size_t i, char *u, size_t room) {
+    return (size_t)snprintf(u, room, "x%s.\n", s->str[i]);
+}
+
+/* "\u2581x" + the string with spaces escaped + ".": SPM merges a piece that starts with
+ * U+2581 after a non-U+2581 apart from what precedes it. */
+static size_t piece_spm(const tv_set_t *s, size_t i, char *u, size_t room) {
+    cr_assert_gt(room, 5 + 3 * s->len[i]);
+    size_t ul = 0;
+    memcpy(u, "\xe2\x96\x81x", 4), ul = 4;
+    for (size_t k = 0; k < s->len[i]; k++) {
+        if (s->str[i][k] == ' ')
+            memcpy(u + ul, "\xe2\x96\x81", 3), ul += 3;
+        else
+            u[ul++] = s->str[i][k];
+    }
+    u[ul++] = '.';
+    return ul;
+}
+
+/* Long texts go through the per-call word cache, short ones do not. */
+Test(tokenize_random, bpe_word_cache_changes_nothing) {
+    cache_changes_nothing("gpt-2", 1 << 20, piece_gpt2, tok_public);
+}
+
+/* The same for SPM, whose long texts cache their pieces. */
+Test(tokenize_random, spm_piece_cache_changes_nothing) {
+    cache_changes_nothing("llama-spm", 1 << 21, piece_spm, ul_spm_tokenize);
 }

@@ -3,36 +3,32 @@
  * string, and the streaming detokenizer fed one id at a time must give the same bytes
  * without ever emitting part of a UTF-8 sequence. */
 #include <criterion/criterion.h>
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include "test_files.h"
 #include "test_vocab_util.h"
 
-/* Calls fn for every ggml-vocab-NAME.gguf that has .inp and .out next to it. */
-static int each_set(void (*fn)(const char *dir, const char *name)) {
-    const char *dir = tv_tokenizer_dir();
-    DIR *d = opendir(dir);
-    cr_assert(d, "cannot open %s", dir);
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        size_t l = strlen(e->d_name);
-        if (l < 16 || strncmp(e->d_name, "ggml-vocab-", 11) || strcmp(e->d_name + l - 5, ".gguf"))
-            continue;
-        char name[256], p[1400];
-        snprintf(name, sizeof name, "%.*s", (int)(l - 16), e->d_name + 11);
-        struct stat st;
-        snprintf(p, sizeof p, "%s/%s.out", dir, e->d_name);
-        if (stat(p, &st)) continue;
-        fn(dir, name);
-        n++;
-    }
-    closedir(d);
-    return n;
+/* The check each_set runs. */
+typedef void (*set_fn)(const char *dir, const char *name);
+
+/* Calls fn(dir, NAME) for a ggml-vocab-NAME.gguf that has its .out next to it (counted). */
+static int one_set(const char *path, const char *file, void *fn) {
+    size_t l = strlen(file);
+    if (l < 16 || strncmp(file, "ggml-vocab-", 11)) return 0;
+    char name[256], p[8300];
+    snprintf(name, sizeof name, "%.*s", (int)(l - 16), file + 11);
+    struct stat st;
+    snprintf(p, sizeof p, "%s.out", path);
+    if (stat(p, &st)) return 0;
+    (*(set_fn *)fn)(tv_tokenizer_dir(), name);
+    return 1;
 }
+
+/* Calls fn for every ggml-vocab-NAME.gguf that has .inp and .out next to it. */
+static int each_set(set_fn fn) { return tf_each(tv_tokenizer_dir(), ".gguf", one_set, &fn); }
 
 static void check_ids(const char *dir, const char *name) {
     tv_vocab_t t;

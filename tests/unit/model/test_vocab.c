@@ -165,29 +165,36 @@ Test(vocab, bpe_invalid_utf8_becomes_replacement_characters) {
 
 /* ---- synthetic vocabularies for the error paths and user-defined tokens ---- */
 
-static ul_gguf_writer_t *spm_writer(void) {
-    static const char *toks[] = {"<unk>",
-                                 "<s>",
-                                 "</s>",
-                                 "\xe2\x96\x81",
-                                 "a",
-                                 "b",
-                                 "\xe2\x96\x81"
-                                 "a",
-                                 "ab",
-                                 "<tool>"};
-    static const int32_t types[] = {2, 3, 3, 1, 1, 1, 1, 1, 4};
-    static const float scores[] = {0, 0, 0, -1, -2, -2, -1.5f, -0.5f, 0};
+/* A 9-token SPM vocabulary: <unk> <s> </s> \u2581 a b \u2581a, then the caller's t7 and t8;
+ * with general.architecture when arch. */
+static ul_gguf_writer_t *spm_vocab(const char *t7, const char *t8, const int32_t types[9],
+                                   const float scores[9], int arch) {
+    const char *toks[9] = {"<unk>",
+                           "<s>",
+                           "</s>",
+                           "\xe2\x96\x81",
+                           "a",
+                           "b",
+                           "\xe2\x96\x81"
+                           "a",
+                           t7,
+                           t8};
     ul_str_t s[9];
     for (int i = 0; i < 9; i++) s[i] = (ul_str_t){toks[i], strlen(toks[i])};
     ul_gguf_writer_t *w;
     cr_assert_eq(ul_gguf_writer_new(&w, 0), 0);
-    ul_gguf_w_str(w, "general.architecture", "llama", 5);
+    if (arch) ul_gguf_w_str(w, "general.architecture", "llama", 5);
     ul_gguf_w_str(w, "tokenizer.ggml.model", "llama", 5);
     ul_gguf_w_arr_str(w, "tokenizer.ggml.tokens", s, 9);
     ul_gguf_w_arr(w, "tokenizer.ggml.token_type", UL_GGUF_INT32, types, 9);
     ul_gguf_w_arr(w, "tokenizer.ggml.scores", UL_GGUF_FLOAT32, scores, 9);
     return w;
+}
+
+static ul_gguf_writer_t *spm_writer(void) {
+    static const int32_t types[] = {2, 3, 3, 1, 1, 1, 1, 1, 4};
+    static const float scores[] = {0, 0, 0, -1, -2, -2, -1.5f, -0.5f, 0};
+    return spm_vocab("ab", "<tool>", types, scores, 1);
 }
 
 static int load_mem(ul_gguf_writer_t *w, ul_gguf_t *g, uint8_t **img, ul_vocab_t **v, char *err,
@@ -327,27 +334,12 @@ Test(vocab, concurrent_tokenize_agrees) {
 /* A token with U+2581 inside ("a▁b") lets merges cross word starts: the tokenizer must not
  * cut the text into words then (it only does when no token has one inside). */
 Test(vocab, spm_merges_across_spaces_when_a_token_does) {
-    static const char *toks[] = {"<unk>",
-                                 "<s>",
-                                 "</s>",
-                                 "\xe2\x96\x81",
-                                 "a",
-                                 "b",
-                                 "\xe2\x96\x81"
-                                 "a",
-                                 "a\xe2\x96\x81",
-                                 "a\xe2\x96\x81"
-                                 "b"};
     static const int32_t types[] = {2, 3, 3, 1, 1, 1, 1, 1, 1};
     static const float scores[] = {0, 0, 0, -1, -2, -2, -1.5f, -0.1f, 0};
-    ul_str_t s[9];
-    for (int i = 0; i < 9; i++) s[i] = (ul_str_t){toks[i], strlen(toks[i])};
-    ul_gguf_writer_t *w;
-    cr_assert_eq(ul_gguf_writer_new(&w, 0), 0);
-    ul_gguf_w_str(w, "tokenizer.ggml.model", "llama", 5);
-    ul_gguf_w_arr_str(w, "tokenizer.ggml.tokens", s, 9);
-    ul_gguf_w_arr(w, "tokenizer.ggml.token_type", UL_GGUF_INT32, types, 9);
-    ul_gguf_w_arr(w, "tokenizer.ggml.scores", UL_GGUF_FLOAT32, scores, 9);
+    ul_gguf_writer_t *w = spm_vocab("a\xe2\x96\x81",
+                                    "a\xe2\x96\x81"
+                                    "b",
+                                    types, scores, 0);
     ul_gguf_t g;
     uint8_t *img;
     ul_vocab_t *v;
