@@ -12,7 +12,7 @@
  * own rows: no KV cache is read or written. Pooling (mean or cls) then reads x directly:
  * the encoder has no output norm. */
 #if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
+#include "cpu/exp_neg_avx2.h" /* <immintrin.h> */
 #endif
 #include <math.h>
 #include <string.h>
@@ -185,31 +185,6 @@ AVX2_FN static void values_block(const float *p, int32_t n16, int nq, int32_t n,
 #undef V1_
 }
 
-/* e^x for x <= 0 in f32 (a softmax's shifted scores), 8 at a time: x = k ln2 + r with ln2
- * in two parts, e^r by its Taylor polynomial to r^7/5040 (|r| <= ln2 / 2: relative error
- * below 2^-23 before the final roundings), 2^k through the exponent bits; below -87 (where
- * 2^k leaves the normal range) 0. glibc's expf through expf8 (double lanes, a table gather)
- * was 5.5% of a bge-small step (perf) where llama.cpp's own softmax uses its f32
- * ggml_v_expf, not the library's bits either. */
-TILE_FN __m256 exp_neg8(__m256 x) {
-    const __m256 k = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504089f)),
-                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(k, _mm256_set1_ps(0.693145751953125f), x);
-    r = _mm256_fnmadd_ps(k, _mm256_set1_ps(1.428606765330187e-06f), r);
-    __m256 y = _mm256_set1_ps(1.0f / 5040);
-    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.0f / 720));
-    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.0f / 120));
-    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.0f / 24));
-    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.0f / 6));
-    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(0.5f));
-    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.0f));
-    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.0f));
-    const __m256i e =
-        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(k), _mm256_set1_epi32(127)), 23);
-    y = _mm256_mul_ps(y, _mm256_castsi256_ps(e));
-    return _mm256_and_ps(y, _mm256_cmp_ps(x, _mm256_set1_ps(-87.0f), _CMP_GE_OQ));
-}
-
 /* r[0..n) = softmax(r[0..n)); r has room for n rounded up to 16 (the block's row) */
 AVX2_FN static void softmax_row(float *r, int32_t n) {
     const __m256 ninf = _mm256_set1_ps(-INFINITY);
@@ -222,9 +197,12 @@ AVX2_FN static void softmax_row(float *r, int32_t n) {
     for (; j < n; j++) mx = r[j] > mx ? r[j] : mx;
     for (j = n; j < ((n + 7) & ~7); j++) r[j] = -INFINITY; /* the tail's lanes give 0 */
     const __m256 mxv = _mm256_set1_ps(mx);
+    const __m256 lo = _mm256_set1_ps(-87.3f); /* below: 0 (ul_exp_neg8's range) */
     __m256 sv = _mm256_setzero_ps();
     for (j = 0; j < n; j += 8) {
-        const __m256 e = exp_neg8(_mm256_sub_ps(_mm256_loadu_ps(r + j), mxv));
+        const __m256 x = _mm256_sub_ps(_mm256_loadu_ps(r + j), mxv);
+        const __m256 e =
+            _mm256_and_ps(ul_exp_neg8(_mm256_max_ps(x, lo)), _mm256_cmp_ps(x, lo, _CMP_GT_OQ));
         _mm256_storeu_ps(r + j, e);
         sv = _mm256_add_ps(sv, e);
     }

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "cpu/attn.h"
+#include "cpu/exp_neg_avx2.h"
 #include "cpu/kernels_avx2_impl.h"
 
 /* ---------- the per-token path ---------- */
@@ -257,27 +258,6 @@ static void pv_avx2(const float *p, int nq, const float *v, int n, int hd, float
     gemm(p, UL_ATTN_TILE, nq, v, hd, hd, n, o, hd, 1);
 }
 
-/* e^x for x <= 0 (x > -87.3, where 2^n stays normal; the caller zeroes the rest): a
- * degree-6 polynomial on the Cody-Waite reduced argument, within 2 ulp. The tiled path
- * follows llama.cpp's tiled flash-attention, whose softmax uses its own vector exponential,
- * not the library's; this one is ours. */
-AI __m256 exp_neg(__m256 x) {
-    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504f)),
-                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145752f), x);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.42860677e-6f), r);
-    __m256 p = _mm256_set1_ps(1.0f / 720);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-    const __m256i e =
-        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
-}
-
 static void softmax_avx2(float *kq, int nq, float *o, int hd, float *M, float *S) {
     const __m256 lo = _mm256_set1_ps(-87.3f);
     for (int r = 0; r < nq; r++) {
@@ -302,7 +282,7 @@ static void softmax_avx2(float *kq, int nq, float *o, int hd, float *M, float *S
             const __m256 x = _mm256_sub_ps(_mm256_loadu_ps(row + j), mv);
             /* masked keys (-inf) and underflow become exactly 0 */
             const __m256 p =
-                _mm256_and_ps(exp_neg(_mm256_max_ps(x, lo)), _mm256_cmp_ps(x, lo, _CMP_GT_OQ));
+                _mm256_and_ps(ul_exp_neg8(_mm256_max_ps(x, lo)), _mm256_cmp_ps(x, lo, _CMP_GT_OQ));
             _mm256_storeu_ps(row + j, p);
             sum = _mm256_add_ps(sum, p);
         }

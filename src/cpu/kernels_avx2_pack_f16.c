@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "cpu/kernels_impl.h"
+#include "cpu/kernels_tile.h"
 #include "cpu/pack.h"
 
 #define AI static inline __attribute__((always_inline))
@@ -67,26 +68,7 @@ AI void tile(const int NT, const uint16_t *g, int64_t k0, int64_t k1, const floa
 
 static void tile_n(int nt, const uint16_t *g, int64_t k0, int64_t k1, const float *x, size_t xsf,
                    float *y, int64_t ys, int add) {
-    switch (nt) {
-    case 1:
-        tile(1, g, k0, k1, x, xsf, y, ys, add);
-        break;
-    case 2:
-        tile(2, g, k0, k1, x, xsf, y, ys, add);
-        break;
-    case 3:
-        tile(3, g, k0, k1, x, xsf, y, ys, add);
-        break;
-    case 4:
-        tile(4, g, k0, k1, x, xsf, y, ys, add);
-        break;
-    case 5:
-        tile(5, g, k0, k1, x, xsf, y, ys, add);
-        break;
-    default:
-        tile(6, g, k0, k1, x, xsf, y, ys, add);
-        break;
-    }
+    DISPATCH_NT6(tile, nt, g, k0, k1, x, xsf, y, ys, add);
 }
 
 static void mm_f16(int64_t n_cols, const uint8_t *wp, int n_groups, const uint8_t *xb, size_t xs,

@@ -150,26 +150,9 @@ AI void tile(const int Q8, const int NT, const uint8_t *g, int64_t b0, int64_t b
  * interleaved runs of 15 rounds (8 tokens as one tile of 8 was slower than 4 + 4). */
 AI void tile_n(const int Q8, int tn, const uint8_t *g, int64_t nb, const uint8_t *x, size_t xs,
                float *y, int64_t ys) {
-    switch (tn) {
-    case 1:
-        tile(Q8, 1, g, 0, nb, x, xs, y, ys, 0);
-        break;
-    case 2:
-        tile(Q8, 2, g, 0, nb, x, xs, y, ys, 0);
-        break;
-    case 3:
-        tile(Q8, 3, g, 0, nb, x, xs, y, ys, 0);
-        break;
-    case 4:
-        tile(Q8, 4, g, 0, nb, x, xs, y, ys, 0);
-        break;
-    case 5:
-        tile(Q8, 5, g, 0, nb, x, xs, y, ys, 0);
-        break;
-    default:
-        tile(Q8, 6, g, 0, nb, x, xs, y, ys, 0);
-        break;
-    }
+#define TILE_Q8(NT, ...) tile(Q8, NT, __VA_ARGS__)
+    DISPATCH_NT6(TILE_Q8, tn, g, 0, nb, x, xs, y, ys, 0);
+#undef TILE_Q8
 }
 
 AI void mm_any(const int Q8, int64_t n_cols, const uint8_t *wp, int n_groups, const uint8_t *x,

@@ -69,6 +69,24 @@
         break;                                                                                     \
     }
 
+/* Calls F(NT, args) with a compile-time token count NT: nt for 1 to 5, 6 for any other nt
+ * (the packed drivers' tiles of up to 6 tokens). */
+#define DISPATCH_NT_CASE(F, NT, ...)                                                               \
+    case NT:                                                                                       \
+        F(NT, __VA_ARGS__);                                                                        \
+        break;
+#define DISPATCH_NT6(F, nt, ...)                                                                   \
+    switch (nt) {                                                                                  \
+        DISPATCH_NT_CASE(F, 1, __VA_ARGS__)                                                        \
+        DISPATCH_NT_CASE(F, 2, __VA_ARGS__)                                                        \
+        DISPATCH_NT_CASE(F, 3, __VA_ARGS__)                                                        \
+        DISPATCH_NT_CASE(F, 4, __VA_ARGS__)                                                        \
+        DISPATCH_NT_CASE(F, 5, __VA_ARGS__)                                                        \
+    default:                                                                                       \
+        F(6, __VA_ARGS__);                                                                         \
+        break;                                                                                     \
+    }
+
 /* The tile driver: tokens in chunks of TCHUNK (their activations stay in L2), within a
  * chunk rows in groups of RMAX (the group stays in L1) while the token groups of TMAX
  * stream past it. MM_DRIVER_FN names the function (with its linkage: `static void mm_x`,

@@ -56,39 +56,31 @@ static void dequant_q5(const uint8_t *row, int q5_1, float *y, int64_t nb) {
     }
 }
 
-static void dequant_q4_K(const blk_q4_K *b, float *y, int64_t nb) {
-    for (int64_t i = 0; i < nb; i++) {
-        float d = F16(b[i].d), dmin = F16(b[i].dmin);
-        const uint8_t *q = b[i].qs;
-        for (int j = 0, is = 0; j < QKK; j += 64, is += 2, q += 32) {
-            uint8_t sc, m;
-            ul_q4k_scale_min(is, b[i].scales, &sc, &m);
-            float d1 = d * sc, m1 = dmin * m;
-            ul_q4k_scale_min(is + 1, b[i].scales, &sc, &m);
-            float d2 = d * sc, m2 = dmin * m;
-            for (int l = 0; l < 32; l++) *y++ = d1 * (q[l] & 0xF) - m1;
-            for (int l = 0; l < 32; l++) *y++ = d2 * (q[l] >> 4) - m2;
-        }
+/* dequantize_row_q4_K / dequantize_row_q5_K, one super-block: 8 sub-blocks of 32 with
+ * 6-bit scales and mins; qh: Q5_K's fifth bits (16 per element), NULL for Q4_K */
+static void dequant_q45_K_blk(const uint8_t *scales, const uint8_t *q, const uint8_t *qh, float d,
+                              float dmin, float *y) {
+    for (int is = 0; is < 8; is += 2, q += 32, y += 64) {
+        uint8_t sc, m;
+        ul_q4k_scale_min(is, scales, &sc, &m);
+        float d1 = d * sc, m1 = dmin * m;
+        ul_q4k_scale_min(is + 1, scales, &sc, &m);
+        float d2 = d * sc, m2 = dmin * m;
+        for (int l = 0; l < 32; l++)
+            y[l] = d1 * ((q[l] & 0xF) + (qh ? ((qh[l] >> is) & 1) << 4 : 0)) - m1;
+        for (int l = 0; l < 32; l++)
+            y[l + 32] = d2 * ((q[l] >> 4) + (qh ? ((qh[l] >> (is + 1)) & 1) << 4 : 0)) - m2;
     }
 }
 
-/* dequantize_row_q5_K: Q4_K plus a fifth bit (16) per element from qh */
+static void dequant_q4_K(const blk_q4_K *b, float *y, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++, y += QKK)
+        dequant_q45_K_blk(b[i].scales, b[i].qs, NULL, F16(b[i].d), F16(b[i].dmin), y);
+}
+
 static void dequant_q5_K(const blk_q5_K *b, float *y, int64_t nb) {
-    for (int64_t i = 0; i < nb; i++) {
-        float d = F16(b[i].d), dmin = F16(b[i].dmin);
-        const uint8_t *q = b[i].qs, *qh = b[i].qh;
-        for (int j = 0, is = 0; j < QKK; j += 64, is += 2, q += 32) {
-            uint8_t sc, m;
-            ul_q4k_scale_min(is, b[i].scales, &sc, &m);
-            float d1 = d * sc, m1 = dmin * m;
-            ul_q4k_scale_min(is + 1, b[i].scales, &sc, &m);
-            float d2 = d * sc, m2 = dmin * m;
-            for (int l = 0; l < 32; l++)
-                *y++ = d1 * ((q[l] & 0xF) + (((qh[l] >> is) & 1) << 4)) - m1;
-            for (int l = 0; l < 32; l++)
-                *y++ = d2 * ((q[l] >> 4) + (((qh[l] >> (is + 1)) & 1) << 4)) - m2;
-        }
-    }
+    for (int64_t i = 0; i < nb; i++, y += QKK)
+        dequant_q45_K_blk(b[i].scales, b[i].qs, b[i].qh, F16(b[i].d), F16(b[i].dmin), y);
 }
 
 static void dequant_q6_K(const blk_q6_K *b, float *y, int64_t nb) {
@@ -197,6 +189,11 @@ static void quant_q5(const float *x, uint8_t *row, int q5_1, int64_t nb) {
     }
 }
 
+static void dequant_q5_0(const uint8_t *q, float *y, int64_t nb) { dequant_q5(q, 0, y, nb); }
+static void dequant_q5_1(const uint8_t *q, float *y, int64_t nb) { dequant_q5(q, 1, y, nb); }
+static void quant_q5_0(const float *x, uint8_t *q, int64_t nb) { quant_q5(x, q, 0, nb); }
+static void quant_q5_1(const float *x, uint8_t *q, int64_t nb) { quant_q5(x, q, 1, nb); }
+
 /* Both directions of a weight row in one switch: dequantise the n elements of type at q
  * into f (deq), or quantise f into q. Returns 0 for a type it does not know. */
 static int convert_row(int type, int deq, float *f, void *q, int64_t n) {
@@ -213,36 +210,22 @@ static int convert_row(int type, int deq, float *f, void *q, int64_t n) {
         for (int64_t i = 0; i < n; i++)
             deq ? (void)(f[i] = ul_bf16_to_fp32(h[i])) : (void)(h[i] = ul_fp32_to_bf16(f[i]));
         break;
-    case UL_TYPE_Q8_0:
-        deq ? dequant_q8_0(q, f, n / QK) : quant_q8_0(f, q, n / QK);
-        break;
-    case UL_TYPE_Q4_0:
-        deq ? dequant_q4_0(q, f, n / QK) : quant_q4_0(f, q, n / QK);
-        break;
-    case UL_TYPE_Q4_1:
-        deq ? dequant_q4_1(q, f, n / QK) : quant_q4_1(f, q, n / QK);
-        break;
-    case UL_TYPE_Q5_0:
-        deq ? dequant_q5(q, 0, f, n / QK) : quant_q5(f, q, 0, n / QK);
-        break;
-    case UL_TYPE_Q5_1:
-        deq ? dequant_q5(q, 1, f, n / QK) : quant_q5(f, q, 1, n / QK);
-        break;
-    case UL_TYPE_Q4_K:
-        deq ? dequant_q4_K(q, f, n / QKK) : ul_cpu_quant_q4_K(f, q, n / QKK);
-        break;
-    case UL_TYPE_Q5_K:
-        deq ? dequant_q5_K(q, f, n / QKK) : ul_cpu_quant_q5_K(f, q, n / QKK);
-        break;
-    case UL_TYPE_Q6_K:
-        deq ? dequant_q6_K(q, f, n / QKK) : ul_cpu_quant_q6_K(f, q, n / QKK);
-        break;
-    case UL_TYPE_IQ4_NL:
-        deq ? ul_cpu_dequant_iq4_nl(q, f, n / QK) : ul_cpu_quant_iq4_nl(f, q, n / QK);
-        break;
-    case UL_TYPE_IQ4_XS:
-        deq ? ul_cpu_dequant_iq4_xs(q, f, n / QKK) : ul_cpu_quant_iq4_xs(f, q, n / QKK);
-        break;
+        /* a quantised type: nb blocks of qk elements, dequantised by D or quantised by Q */
+#define ROW(type, qk, D, Q)                                                                        \
+    case type:                                                                                     \
+        deq ? D(q, f, n / (qk)) : Q(f, q, n / (qk));                                               \
+        break
+        ROW(UL_TYPE_Q8_0, QK, dequant_q8_0, quant_q8_0);
+        ROW(UL_TYPE_Q4_0, QK, dequant_q4_0, quant_q4_0);
+        ROW(UL_TYPE_Q4_1, QK, dequant_q4_1, quant_q4_1);
+        ROW(UL_TYPE_Q5_0, QK, dequant_q5_0, quant_q5_0);
+        ROW(UL_TYPE_Q5_1, QK, dequant_q5_1, quant_q5_1);
+        ROW(UL_TYPE_Q4_K, QKK, dequant_q4_K, ul_cpu_quant_q4_K);
+        ROW(UL_TYPE_Q5_K, QKK, dequant_q5_K, ul_cpu_quant_q5_K);
+        ROW(UL_TYPE_Q6_K, QKK, dequant_q6_K, ul_cpu_quant_q6_K);
+        ROW(UL_TYPE_IQ4_NL, QK, ul_cpu_dequant_iq4_nl, ul_cpu_quant_iq4_nl);
+        ROW(UL_TYPE_IQ4_XS, QKK, ul_cpu_dequant_iq4_xs, ul_cpu_quant_iq4_xs);
+#undef ROW
     default:
         return 0;
     }

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cpu/kernels_impl.h"
+#include "cpu/pack.h"
 
 /* A test of an ISA path runs only where the active ISA (the CPU's, capped by UVLLM_ISA)
  * has it; elsewhere it is reported as skipped with the reason, never failed: the same
@@ -107,6 +108,18 @@ static inline uint8_t *tk_weights(int type, int n_rows, int64_t n_cols, uint64_t
     return w;
 }
 
+/* The float64 reference product of w[0..n) and x[0..n), and in *mag the sum of |w x| (what
+ * the float32 rounding error of a kernel scales with). */
+static inline double tk_dot_ref(const float *w, const float *x, int64_t n, double *mag) {
+    double ref = 0, m = 0;
+    for (int64_t k = 0; k < n; k++) {
+        ref += (double)w[k] * x[k];
+        m += fabs((double)w[k] * x[k]);
+    }
+    *mag = m;
+    return ref;
+}
+
 /* Activation row as the dot product sees it, back in f32. */
 static inline void tk_decode_x(ul_xfmt_t f, const void *xq, float *out, int64_t n) {
     if (f == XF_F32 || f == XF_F16R) {
@@ -123,6 +136,35 @@ static inline void tk_decode_x(ul_xfmt_t f, const void *xq, float *out, int64_t 
         const blk_q8K *b = xq;
         for (int64_t i = 0; i < n; i++) out[i] = b[i / 256].d * b[i / 256].qs[i % 256];
     }
+}
+
+/* How many of nt tokens a packed kernel gives other bits alone (one token a call: the decode
+ * path) than inside one batch of nt (the tiled path): ng groups of rows of n columns of type
+ * (weights from wseed), activations in format f (from xseed). */
+static inline int tk_pack_alone_vs_batched(const ul_pack_kern_t *pk, int type, ul_xfmt_t f,
+                                           int64_t n, int ng, int nt, uint64_t wseed,
+                                           uint64_t xseed) {
+    const int nr = ng * UL_PACK_ROWS;
+    const size_t ws = ul_type_row_bytes(type, n), gb = pk->group_bytes(n);
+    const size_t xs = ul_cpu_xrow_bytes(f, n);
+    uint8_t *w = tk_weights(type, nr, n, wseed), *wp = tk_alloc64(gb * ng);
+    for (int g = 0; g < ng; g++) pk->pack(w + (size_t)g * UL_PACK_ROWS * ws, ws, n, wp + gb * g);
+    float *xr = malloc(sizeof(float) * (size_t)n), *yb = malloc(sizeof(float) * nr * nt),
+          *y1 = malloc(sizeof(float) * nr);
+    uint8_t *x = malloc(xs * nt);
+    uint64_t s = xseed;
+    for (int t = 0; t < nt; t++) {
+        for (int64_t k = 0; k < n; k++) xr[k] = tk_unif(&s);
+        ul_cpu_quant_x(f, xr, x + xs * t, n);
+    }
+    pk->mm(n, wp, ng, x, xs, nt, yb, nr);
+    int diff = 0;
+    for (int t = 0; t < nt; t++) {
+        pk->mm(n, wp, ng, x + xs * t, xs, 1, y1, nr);
+        diff += memcmp(y1, yb + nr * t, sizeof(float) * nr) != 0;
+    }
+    free(w), free(wp), free(xr), free(yb), free(y1), free(x);
+    return diff;
 }
 
 #endif

@@ -17,19 +17,14 @@
 #include "uvllm/err.h"
 
 #include "../shared_model.h"
+#include "cpu_cfg.h"
 
 static ul_model_t *g_m;
 static ul_fwd_t *g_f;
 
 static void setup(void) {
     g_m = shared_model("qwen3-tiny-f16");
-    ul_cpu_config_t cfg = {.n_threads = 2,
-                           .kv_type = UL_TYPE_F32,
-                           .page_size = 4,
-                           .max_batch_tokens = 64,
-                           .n_ctx = 64};
-    cfg.kv_bytes = 32 * (int64_t)ul_kv_page_bytes(UL_TYPE_F32, g_m->hp.n_layer, g_m->hp.n_head_kv,
-                                                  g_m->hp.head_dim, 4);
+    ul_cpu_config_t cfg = tc_cpu_cfg(g_m, UL_TYPE_F32, 4, 32, 64);
     cr_assert_eq(ul_fwd_create(g_m, &cfg, &g_f), 0);
 }
 

@@ -15,6 +15,7 @@
 #include "uvllm/err.h"
 
 #include "../shared_model.h"
+#include "cpu_cfg.h"
 
 static ul_model_t *g_m;
 
@@ -22,10 +23,7 @@ static void load_model(void) { g_m = shared_model("mini-f16"); }
 static void free_model(void) { ul_model_free(g_m); }
 
 static ul_fwd_t *make_fwd(int kv_type) {
-    ul_cpu_config_t cfg = {
-        .n_threads = 2, .kv_type = kv_type, .page_size = 4, .max_batch_tokens = 32, .n_ctx = 64};
-    cfg.kv_bytes = 16 * (int64_t)ul_kv_page_bytes(kv_type, g_m->hp.n_layer, g_m->hp.n_head_kv,
-                                                  g_m->hp.head_dim, 4);
+    ul_cpu_config_t cfg = tc_cpu_cfg(g_m, kv_type, 4, 16, 32);
     ul_fwd_t *f;
     cr_assert_eq(ul_fwd_create(g_m, &cfg, &f), 0);
     cr_assert_eq(f->kv.n_pages, 16);

@@ -16,6 +16,7 @@
 #include "uvllm/err.h"
 
 #include "../shared_model.h"
+#include "cpu_cfg.h"
 
 #define NSTEP 4
 
@@ -56,13 +57,7 @@ static void init_job(job_t *j, int i, ul_sampling_t sp) {
 
 Test(backend_cpu, submit_completes_through_the_bridge_like_run) {
     ul_model_t *m = shared_model("aidreams260K");
-    ul_cpu_config_t cfg = {.n_threads = 2,
-                           .kv_type = UL_TYPE_F16,
-                           .page_size = 8,
-                           .max_batch_tokens = 64,
-                           .n_ctx = 64};
-    cfg.kv_bytes = 16 * (int64_t)ul_kv_page_bytes(UL_TYPE_F16, m->hp.n_layer, m->hp.n_head_kv,
-                                                  m->hp.head_dim, 8);
+    ul_cpu_config_t cfg = tc_cpu_cfg(m, UL_TYPE_F16, 8, 16, 64);
     ul_backend_t *be;
     cr_assert_eq(ul_cpu_backend_create(m, &cfg, &be), 0);
     cr_assert_str_eq(be->vt->name, "cpu");

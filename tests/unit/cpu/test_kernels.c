@@ -60,11 +60,7 @@ static double check_mm(int type, ul_isa_t isa, int n_rows, int64_t n_cols, int n
     for (int r = 0; r < n_rows; r++) {
         ul_cpu_dequant_row(type, w + ws * r, wd, n_cols);
         for (int t = 0; t < n_tok; t++) {
-            double ref = 0, mag = 0;
-            for (int64_t k = 0; k < n_cols; k++) {
-                ref += (double)wd[k] * xd[t * n_cols + k];
-                mag += fabs((double)wd[k] * xd[t * n_cols + k]);
-            }
+            double mag, ref = tk_dot_ref(wd, xd + t * n_cols, n_cols, &mag);
             if (f == XF_Q8A1) ref += q8a1_min_fix(type, w + ws * r, xq + xs * t, n_cols, &mag);
             double bound = (double)n_cols * 0x1p-22 * mag + 1e-30;
             double err = fabs(y[t * n_rows + r] - ref);

@@ -46,11 +46,7 @@ static int check_stack(ul_pool_t *p, int type, const int *rows, int n_parts, int
         for (int i = 0; i < n_parts; i++)
             for (int r = 0; r < rows[i]; r++) {
                 ul_cpu_dequant_row(type, w[i] + ws * r, wd, n_cols);
-                double ref = 0, mag = 0;
-                for (int64_t k = 0; k < n_cols; k++) {
-                    ref += (double)wd[k] * xd[k];
-                    mag += fabs((double)wd[k] * xd[k]);
-                }
+                double mag, ref = tk_dot_ref(wd, xd, n_cols, &mag);
                 double err = fabs(y[i][tk * rows[i] + r] - ref);
                 if (!(err <= (double)n_cols * 0x1p-22 * mag + 1e-30) && bad++ < 5)
                     cr_log_error("%s %s cols=%ld nt=%d part %d y[%d][%d]=%g ref=%g",
@@ -225,29 +221,10 @@ Test(pack, token_alone_equals_token_in_batch_q4_0_q8_0) {
             static const int nts[] = {4, 5, 13};
             const ul_pack_kern_t *pk = ul_cpu_pack_kern(types[ti % 2], (ul_isa_t)isa);
             cr_assert(pk != NULL);
-            const int type = types[ti % 2], ng = 3, nt = nts[ti / 2], nr = ng * UL_PACK_ROWS;
-            const int64_t n = 37 * 32;
-            const size_t ws = ul_type_row_bytes(type, n), gb = pk->group_bytes(n);
-            const size_t xs = ul_cpu_xrow_bytes(XF_Q8A, n);
-            uint8_t *w = tk_weights(type, nr, n, 9 + ti), *wp = tk_alloc64(gb * ng);
-            for (int g = 0; g < ng; g++)
-                pk->pack(w + (size_t)g * UL_PACK_ROWS * ws, ws, n, wp + gb * g);
-            float *xr = malloc(sizeof(float) * n), *yb = malloc(sizeof(float) * nr * nt),
-                  *y1 = malloc(sizeof(float) * nr);
-            uint8_t *x = malloc(xs * nt);
-            uint64_t s = 5 + ti;
-            for (int t = 0; t < nt; t++) {
-                for (int64_t k = 0; k < n; k++) xr[k] = tk_unif(&s);
-                ul_cpu_quant_x(XF_Q8A, xr, x + xs * t, n);
-            }
-            pk->mm(n, wp, ng, x, xs, nt, yb, nr);
-            int diff = 0;
-            for (int t = 0; t < nt; t++) {
-                pk->mm(n, wp, ng, x + xs * t, xs, 1, y1, nr);
-                diff += memcmp(y1, yb + nr * t, sizeof(float) * nr) != 0;
-            }
+            const int type = types[ti % 2], nt = nts[ti / 2];
+            const int diff =
+                tk_pack_alone_vs_batched(pk, type, XF_Q8A, 37 * 32, 3, nt, 9 + ti, 5 + ti);
             cr_expect_eq(diff, 0, "%s on %s: %d of %d tokens differ alone vs batched",
                          ul_type_name(type), ul_cpu_isa_name((ul_isa_t)isa), diff, nt);
-            free(w), free(wp), free(xr), free(yb), free(y1), free(x);
         }
 }

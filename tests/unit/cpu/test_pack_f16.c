@@ -50,11 +50,7 @@ static int check(const ul_pack_kern_t *pk, int64_t n_cols, int n_groups, int nt,
         ul_cpu_dequant_row(UL_TYPE_F16, w + ws * r, wd, n_cols);
         for (int t = 0; t < nt; t++) {
             const float *xt = (const float *)(x + (size_t)t * xs);
-            double ref = 0, mag = 0;
-            for (int64_t k = 0; k < n_cols; k++) {
-                ref += (double)wd[k] * xt[k];
-                mag += fabs((double)wd[k] * xt[k]);
-            }
+            double mag, ref = tk_dot_ref(wd, xt, n_cols, &mag);
             double err = fabs(y[t * ys + r] - ref);
             if (!(err <= (double)n_cols * 0x1p-22 * mag + 1e-30) && bad++ < 5)
                 cr_log_error("cols=%ld groups=%d nt=%d y[%d][%d]=%g ref=%g", (long)n_cols, n_groups,
@@ -100,30 +96,11 @@ static void alone_equals_batched(const ul_pack_kern_t *pk) {
     static const int64_t cols[] = {17, 257, 2048 + 16};
     for (size_t ci = 0; ci < 3; ci++) {
         const int64_t n = cols[ci];
-        const int ng = 5, nt = 13, rows = ng * UL_PACK_ROWS;
-        const size_t ws = ul_type_row_bytes(UL_TYPE_F16, n), gb = pk->group_bytes(n);
-        const size_t xs = ul_cpu_xrow_bytes(XF_F16R, n);
-        uint8_t *w = tk_weights(UL_TYPE_F16, rows, n, 3 + ci);
-        uint8_t *wp = tk_alloc64(gb * ng);
-        for (int g = 0; g < ng; g++)
-            pk->pack(w + (size_t)g * UL_PACK_ROWS * ws, ws, n, wp + gb * g);
-        float *xr = malloc(sizeof(float) * (size_t)n), *yb = malloc(sizeof(float) * rows * nt);
-        float *y1 = malloc(sizeof(float) * rows);
-        uint8_t *x = malloc(xs * nt);
-        uint64_t s = 77 + ci;
-        for (int t = 0; t < nt; t++) {
-            for (int64_t k = 0; k < n; k++) xr[k] = tk_unif(&s);
-            ul_cpu_quant_x(XF_F16R, xr, x + xs * t, n);
-        }
-        pk->mm(n, wp, ng, x, xs, nt, yb, rows);
-        int diff = 0;
-        for (int t = 0; t < nt; t++) {
-            pk->mm(n, wp, ng, x + xs * t, xs, 1, y1, rows);
-            diff += memcmp(y1, yb + rows * t, sizeof(float) * rows) != 0;
-        }
+        const int nt = 13;
+        const int diff =
+            tk_pack_alone_vs_batched(pk, UL_TYPE_F16, XF_F16R, n, 5, nt, 3 + ci, 77 + ci);
         cr_expect_eq(diff, 0, "cols=%ld: %d of %d tokens differ alone vs batched", (long)n, diff,
                      nt);
-        free(w), free(wp), free(xr), free(yb), free(y1), free(x);
     }
 }
 

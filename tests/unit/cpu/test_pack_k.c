@@ -76,11 +76,7 @@ static int check(int type, int n_groups, int64_t n_cols, int nt, int extreme, ui
     for (int r = 0; r < n_rows; r++) {
         ul_cpu_dequant_row(type, w + ws * r, wd, n_cols);
         for (int t = 0; t < nt; t++) {
-            double ref = 0, mag = 0;
-            for (int64_t k = 0; k < n_cols; k++) {
-                ref += (double)wd[k] * xd[t * n_cols + k];
-                mag += fabs((double)wd[k] * xd[t * n_cols + k]);
-            }
+            double mag, ref = tk_dot_ref(wd, xd + t * n_cols, n_cols, &mag);
             const double err = fabs(y[t * ys + r] - ref);
             if (!(err <= (double)n_cols * 0x1p-22 * mag + 1e-30) && bad++ < 4)
                 cr_log_error("%s%s groups=%d cols=%ld nt=%d: y[%d][%d]=%.9g ref=%.9g",
